@@ -1,0 +1,14 @@
+# One image for every production service: web (gunicorn), celery worker, celery beat.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /app
+
+COPY . .
+RUN pip install --no-cache-dir . \
+ && SECRET_KEY=build-only python manage.py collectstatic --noinput --verbosity 0 \
+ && useradd --system --uid 10001 app && mkdir -p /app/var /tmp/prometheus && chown -R app /app/var /tmp/prometheus
+
+USER app
+EXPOSE 8000 9100
+CMD ["gunicorn", "memoryplatform.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4"]

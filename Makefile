@@ -1,0 +1,51 @@
+# Two commands do all the set-up on a fresh machine with Python 3.11:
+#   make run    install, migrate the embedded SQLite database, ensure an admin, serve on 127.0.0.1:8000
+#   make test   install (with dev tools) and run the whole suite (PostgreSQL/Redis when DATABASE_URL/REDIS_URL say so)
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+WORKERS ?= 2
+
+.PHONY: run test install install-dev lint migrate serve clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $(VENV)/.installed $@
+
+# A local .env with a random SECRET_KEY; never committed.
+.env:
+	$(PYTHON) -c "import secrets; print('SECRET_KEY=' + secrets.token_urlsafe(50))" > .env
+	@echo "Wrote .env with a random SECRET_KEY (see .env.example for every setting)."
+
+install: $(VENV)/.installed .env
+install-dev: $(VENV)/.installed-dev .env
+
+migrate: install
+	$(PY) manage.py migrate --noinput
+
+run: migrate
+	$(PY) manage.py collectstatic --noinput --verbosity 0
+	$(PY) manage.py bootstrap --url http://$(HOST):$(PORT)
+	$(PY) manage.py serve --host $(HOST) --port $(PORT) --workers $(WORKERS)
+
+test: install-dev
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+lint: install-dev
+	$(VENV)/bin/ruff check .
+	$(PY) manage.py makemigrations --check --dry-run
+	$(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
+
+clean:
+	rm -rf $(VENV) staticfiles .pytest_cache

@@ -1,0 +1,72 @@
+from rest_framework import serializers
+
+from apikeys.models import Agent, AgentGroup
+
+
+class AgentOutputSerializer(serializers.ModelSerializer):
+    displayName = serializers.CharField(source="display_name")
+    lastActiveAt = serializers.DateTimeField(source="last_active_at", allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at")
+    updatedAt = serializers.DateTimeField(source="updated_at")
+    groups = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Agent
+        fields = [
+            "id",
+            "displayName",
+            "capabilities",
+            "model",
+            "status",
+            "lastActiveAt",
+            "groups",
+            "createdAt",
+            "updatedAt",
+        ]
+
+    def get_groups(self, agent: Agent) -> list[str]:
+        return sorted(group.id for group in agent.groups.all())
+
+
+class AgentCreateInputSerializer(serializers.Serializer):
+    id = serializers.CharField(max_length=64)
+    displayName = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    capabilities = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False, default=list
+    )
+    model = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    status = serializers.ChoiceField(
+        choices=Agent.Status.choices, required=False, default=Agent.Status.ACTIVE
+    )
+    groups = serializers.ListField(child=serializers.CharField(max_length=64), required=False, default=list)
+
+
+class AgentUpdateInputSerializer(serializers.Serializer):
+    displayName = serializers.CharField(
+        max_length=200, required=False, allow_blank=True, source="display_name"
+    )
+    capabilities = serializers.ListField(child=serializers.CharField(max_length=200), required=False)
+    model = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    status = serializers.ChoiceField(choices=Agent.Status.choices, required=False)
+
+
+class GroupOutputSerializer(serializers.ModelSerializer):
+    members = serializers.SerializerMethodField()
+    createdAt = serializers.DateTimeField(source="created_at")
+
+    class Meta:
+        model = AgentGroup
+        fields = ["id", "name", "members", "createdAt"]
+
+    def get_members(self, group: AgentGroup) -> list[str]:
+        return sorted(agent.id for agent in group.members.all())
+
+
+class GroupCreateInputSerializer(serializers.Serializer):
+    id = serializers.CharField(max_length=64)
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    members = serializers.ListField(child=serializers.CharField(max_length=64), required=False, default=list)
+
+
+class GroupMembersInputSerializer(serializers.Serializer):
+    agentIds = serializers.ListField(child=serializers.CharField(max_length=64), allow_empty=False)

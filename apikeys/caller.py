@@ -1,0 +1,56 @@
+"""The authenticated caller of an API request, whichever door it came through."""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from apikeys.models import Agent, ApiKey
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: a role, and for an ``agent`` key the agent it acts as.
+
+    DRF puts this in ``request.user``. Staff signed in to the admin act as ``admin`` with no key.
+    """
+
+    role: str
+    agent: Agent | None = None
+    key: ApiKey | None = None
+    user: Any = field(default=None, compare=False)
+
+    is_authenticated = True
+    is_anonymous = False
+
+    @property
+    def is_agent(self) -> bool:
+        return self.role == ApiKey.Role.AGENT
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == ApiKey.Role.ADMIN
+
+    @property
+    def agent_id(self) -> str | None:
+        return self.agent.id if self.agent else None
+
+    @property
+    def pk(self) -> str:
+        """A stable identity for throttling caches."""
+        if self.key is not None:
+            return f"key:{self.key.prefix}"
+        return f"user:{getattr(self.user, 'pk', '')}"
+
+    def log_label(self) -> str:
+        """How request logs name the caller: never the key, only its prefix."""
+        who = f"agent:{self.agent.id}" if self.agent else self.role
+        if self.key is not None:
+            return f"{who} key={self.key.prefix}"
+        return f"{who} staff={getattr(self.user, 'username', '?')}"
+
+    @classmethod
+    def for_key(cls, key: ApiKey) -> "Caller":
+        return cls(role=key.role, agent=key.agent, key=key)
+
+    @classmethod
+    def for_staff(cls, user: Any) -> "Caller":
+        return cls(role=ApiKey.Role.ADMIN, user=user)

@@ -1,0 +1,16 @@
+import django_filters
+
+from apikeys.models import Agent
+
+
+class AgentFilter(django_filters.FilterSet):
+    status = django_filters.ChoiceFilter(choices=Agent.Status.choices)
+    capability = django_filters.CharFilter(method="filter_capability", label="Has this capability")
+
+    class Meta:
+        model = Agent
+        fields = ["status"]
+
+    def filter_capability(self, queryset, name, value):  # type: ignore[no-untyped-def]
+        # JSON containment is PostgreSQL-only; a portable text match on the JSON list works on both databases.
+        return queryset.filter(capabilities__icontains=f'"{value}"')

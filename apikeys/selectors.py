@@ -1,0 +1,26 @@
+"""Reads for agents, groups and keys."""
+
+from django.db.models import Prefetch, QuerySet
+
+from apikeys.models import Agent, AgentGroup, ApiKey
+
+
+def agent_list(*, status: str | None = None) -> QuerySet[Agent]:
+    qs = Agent.objects.prefetch_related(Prefetch("groups", queryset=AgentGroup.objects.only("id")))
+    if status:
+        qs = qs.filter(status=status)
+    return qs.order_by("id")
+
+
+def agent_group_ids(*, agent: Agent) -> list[str]:
+    return list(agent.groups.order_by("id").values_list("id", flat=True))
+
+
+def group_list() -> QuerySet[AgentGroup]:
+    return AgentGroup.objects.prefetch_related(
+        Prefetch("members", queryset=Agent.objects.only("id"))
+    ).order_by("id")
+
+
+def apikey_list() -> QuerySet[ApiKey]:
+    return ApiKey.objects.select_related("agent").order_by("-created_at")

@@ -1,0 +1,233 @@
+"""Settings for memoryplatform, all read from the environment (see .env.example).
+
+The embedded default needs nothing but a SECRET_KEY: the database is SQLite under ``var/``, and without
+``REDIS_URL`` Celery runs tasks in process. Production points ``DATABASE_URL`` at PostgreSQL and
+``REDIS_URL`` at Redis.
+"""
+
+from pathlib import Path
+
+import environ
+from celery.schedules import crontab
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+
+def _strict_bool(name: str, default: bool) -> bool:
+    """Parse a boolean strictly: a typo must fail at start-up, not silently become False."""
+    raw = env.str(name, default="")
+    if raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (true/false/1/0/yes/no/on/off), got {raw!r}")
+
+
+DEBUG = _strict_bool("DEBUG", False)
+SECRET_KEY = env.str("SECRET_KEY", default="")
+if not SECRET_KEY:
+    raise ImproperlyConfigured(
+        "SECRET_KEY is not set. Put it in the environment or in .env (`make .env` writes a random one)."
+    )
+
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_prometheus",
+    "memoryplatform",
+    "apikeys",
+]
+
+MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "memoryplatform.middleware.RequestLogMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
+]
+
+ROOT_URLCONF = "memoryplatform.urls"
+WSGI_APPLICATION = "memoryplatform.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------------
+(BASE_DIR / "var").mkdir(exist_ok=True)
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'var' / 'db.sqlite3'}")}
+DB_VENDOR = "sqlite" if "sqlite" in DATABASES["default"]["ENGINE"] else "postgresql"
+if DB_VENDOR == "sqlite":
+    # Several workers write at once: WAL lets readers run beside the writer, IMMEDIATE transactions take
+    # the write lock up front (no upgrade deadlock), and the timeout makes writers wait their turn.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": env.int("SQLITE_BUSY_TIMEOUT", default=30),
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
+        }
+    )
+else:
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Auth, i18n, static ---------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+STATIC_ROOT.mkdir(exist_ok=True)
+# Tests and a first run before collectstatic still find assets in the apps' static folders.
+WHITENOISE_USE_FINDERS = True
+
+# Bodies of 1 MB and more are refused with 413 before any parsing.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("MAX_REQUEST_BYTES", default=1024 * 1024 - 1)
+
+# --- API ------------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "apikeys.authentication.ApiKeyAuthentication",
+        "apikeys.authentication.StaffSessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["apikeys.permissions.IsAuthenticatedCaller"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_PAGINATION_CLASS": "memoryplatform.api.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "memoryplatform.api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "memoryplatform API",
+    "DESCRIPTION": "User memory for AI agents: self, group and global memories, behind per-agent API keys.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# API keys: how often last_used_at / last_active_at may be written (seconds). Reads inside the window
+# cost no write.
+API_KEY_TOUCH_INTERVAL = env.int("API_KEY_TOUCH_INTERVAL", default=60)
+
+# --- Metrics --------------------------------------------------------------------------------------
+# /metrics answers a request that carries `Authorization: Bearer $METRICS_TOKEN`, or one that comes from
+# an address in METRICS_ALLOWED_IPS (loopback only by default). Anything else gets 403.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+METRICS_ALLOWED_IPS = env.list("METRICS_ALLOWED_IPS", default=["127.0.0.1", "::1"])
+PROMETHEUS_EXPORT_MIGRATIONS = False
+
+# --- Celery ---------------------------------------------------------------------------------------
+REDIS_URL = env.str("REDIS_URL", default="")
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"
+# Without a broker the embedded default runs tasks in process.
+CELERY_TASK_ALWAYS_EAGER = _strict_bool("CELERY_TASK_ALWAYS_EAGER", not REDIS_URL)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=3600)
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=3300)
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TIMEZONE = TIME_ZONE
+
+# Dream runs on this crontab ("minute hour day-of-month month day-of-week"), daily at 03:00 by default.
+DREAM_SCHEDULE = env.str("DREAM_SCHEDULE", default="0 3 * * *")
+
+
+def _parse_crontab(spec: str) -> crontab:
+    parts = spec.split()
+    if len(parts) != 5:
+        raise ImproperlyConfigured(f"DREAM_SCHEDULE must have 5 crontab fields, got {spec!r}")
+    minute, hour, day_of_month, month_of_year, day_of_week = parts
+    return crontab(
+        minute=minute,
+        hour=hour,
+        day_of_month=day_of_month,
+        month_of_year=month_of_year,
+        day_of_week=day_of_week,
+    )
+
+
+DREAM_CRONTAB = _parse_crontab(DREAM_SCHEDULE)
+
+# --- Logging --------------------------------------------------------------------------------------
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.server": {"level": "WARNING"},
+    },
+}
+
+# --- Security headers for a deployment behind TLS ------------------------------------------------
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https") if _strict_bool("BEHIND_TLS_PROXY", False) else None
+)
+SESSION_COOKIE_SECURE = _strict_bool("SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+X_FRAME_OPTIONS = "DENY"

@@ -1,0 +1,26 @@
+from django.contrib import admin
+from django.urls import include, path, re_path
+from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from memoryplatform import views
+from memoryplatform.api import errors
+
+urlpatterns = [
+    path("", RedirectView.as_view(url="/api/docs/", permanent=False)),
+    path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
+    path("metrics", views.metrics, name="metrics"),
+    path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
+    path("v1/", include("apikeys.api.urls")),
+    # Anything else outside the admin and static files is an unknown API path: JSON 404, even with DEBUG on.
+    re_path(r"^(?!admin/|static/).*$", errors.handler404),
+]
+
+handler400 = errors.handler400
+handler403 = errors.handler403
+handler404 = errors.handler404
+handler500 = errors.handler500

@@ -1,0 +1,74 @@
+"""Operational endpoints: liveness, readiness and the guarded Prometheus scrape."""
+
+import hmac
+import logging
+
+from django.conf import settings
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_GET
+from django_prometheus.exports import ExportToDjangoView
+
+from memoryplatform.api.errors import envelope
+
+logger = logging.getLogger(__name__)
+
+
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Liveness: the process answers. Touches no database."""
+    return JsonResponse({"status": "ok"})
+
+
+def _check_database() -> str | None:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except Exception as exc:  # any failure means "not ready"
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _check_broker() -> str | None:
+    if not settings.REDIS_URL:
+        return None
+    import redis
+
+    try:
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+        client.ping()
+    except Exception as exc:  # any failure means "not ready"
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+@require_GET
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Readiness: the database answers, and the broker too when one is configured."""
+    checks = {"database": _check_database()}
+    if settings.REDIS_URL:
+        checks["broker"] = _check_broker()
+    failed = {name: error for name, error in checks.items() if error}
+    if failed:
+        logger.warning("readyz failing: %s", failed)
+        return JsonResponse(envelope("Not ready.", "unavailable", {"failed": failed}), status=503)
+    return JsonResponse({"status": "ok", "checks": {name: "ok" for name in checks}})
+
+
+def _client_ip(request: HttpRequest) -> str:
+    return request.META.get("REMOTE_ADDR", "")
+
+
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus exposition, for a bearer METRICS_TOKEN or an allowed address only."""
+    token = settings.METRICS_TOKEN
+    header = request.headers.get("Authorization", "")
+    if token and header.startswith("Bearer ") and hmac.compare_digest(header[7:].strip(), token):
+        return ExportToDjangoView(request)
+    if _client_ip(request) in settings.METRICS_ALLOWED_IPS:
+        return ExportToDjangoView(request)
+    return JsonResponse(
+        envelope("Metrics need a METRICS_TOKEN bearer token or an allowed address.", "forbidden"), status=403
+    )

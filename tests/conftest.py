@@ -1,0 +1,68 @@
+"""Role fixtures: one API client per role, each with a real key, so a permission boundary is one line."""
+
+from collections.abc import Callable
+
+import pytest
+from rest_framework.test import APIClient
+
+from apikeys.models import Agent, ApiKey
+from apikeys.services import apikey_create
+from tests.factories import AgentFactory, AgentGroupFactory
+
+
+class KeyedClient(APIClient):
+    """An API client that sends one real key; ``raw_key`` and ``key`` say which."""
+
+    raw_key: str = ""
+    key: ApiKey | None = None
+    agent: Agent | None = None
+
+
+def _client_for(role: str, agent: Agent | None = None, **key_options: object) -> KeyedClient:
+    key, raw_key = apikey_create(role=role, agent_id=agent.id if agent else None, **key_options)  # type: ignore[arg-type]
+    client = KeyedClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw_key}")
+    client.raw_key, client.key, client.agent = raw_key, key, agent
+    return client
+
+
+@pytest.fixture
+def make_api_client(db: None) -> Callable[..., KeyedClient]:
+    return _client_for
+
+
+@pytest.fixture
+def agent_a(db: None) -> Agent:
+    agent = AgentFactory(id="agent-a", display_name="Agent A")
+    AgentGroupFactory(id="team", members=[agent])
+    return agent
+
+
+@pytest.fixture
+def agent_b(db: None) -> Agent:
+    return AgentFactory(id="agent-b", display_name="Agent B")
+
+
+@pytest.fixture
+def agent_a_api(agent_a: Agent) -> KeyedClient:
+    return _client_for(ApiKey.Role.AGENT, agent_a)
+
+
+@pytest.fixture
+def agent_b_api(agent_b: Agent) -> KeyedClient:
+    return _client_for(ApiKey.Role.AGENT, agent_b)
+
+
+@pytest.fixture
+def viewer_api(db: None) -> KeyedClient:
+    return _client_for(ApiKey.Role.VIEWER)
+
+
+@pytest.fixture
+def admin_api(db: None) -> KeyedClient:
+    return _client_for(ApiKey.Role.ADMIN)
+
+
+@pytest.fixture
+def anon_api() -> APIClient:
+    return APIClient()

@@ -1,0 +1,24 @@
+"""Shared test helpers: markers for real services, and the error-envelope assertion."""
+
+import os
+from typing import Any
+
+import pytest
+
+ON_POSTGRES = os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
+REDIS_URL = os.environ.get("REDIS_URL", "")
+
+needs_postgres = pytest.mark.skipif(
+    not ON_POSTGRES, reason="needs PostgreSQL: set DATABASE_URL=postgres://..."
+)
+needs_redis = pytest.mark.skipif(not REDIS_URL, reason="needs Redis: set REDIS_URL=redis://...")
+
+
+def assert_envelope(response: Any, status: int, code: str) -> dict[str, Any]:
+    """The response is the error envelope with this status and code."""
+    assert response.status_code == status, (response.status_code, response.content[:500])
+    body = response.json()
+    assert set(body) == {"error", "code", "details"}, body
+    assert body["code"] == code, body
+    assert isinstance(body["error"], str) and body["error"]
+    return body
