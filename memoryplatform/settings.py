@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "django_prometheus",
     "memoryplatform",
     "apikeys",
+    "usermemory",
 ]
 
 MIDDLEWARE = [
@@ -166,6 +167,9 @@ SPECTACULAR_SETTINGS = {
 # API keys: how often last_used_at / last_active_at may be written (seconds). Reads inside the window
 # cost no write.
 API_KEY_TOUCH_INTERVAL = env.int("API_KEY_TOUCH_INTERVAL", default=60)
+
+# Recall sets lastAccessedAt only where the stored value is older than this (seconds), to spare writes.
+MEMORY_ACCESS_GRANULARITY = env.int("MEMORY_ACCESS_GRANULARITY", default=3600)
 
 # --- Metrics --------------------------------------------------------------------------------------
 # /metrics answers a request that carries `Authorization: Bearer $METRICS_TOKEN`, or one that comes from

@@ -16,6 +16,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
     path("v1/", include("apikeys.api.urls")),
+    path("", include("usermemory.api.urls")),
     # Anything else outside the admin and static files is an unknown API path: JSON 404, even with DEBUG on.
     re_path(r"^(?!admin/|static/).*$", errors.handler404),
 ]

@@ -5,7 +5,6 @@ from apikeys.api import views
 urlpatterns = [
     path("agents/me", views.AgentMeView.as_view(), name="agent-me"),
     path("agents", views.AgentListCreateView.as_view(), name="agent-list"),
-    path("agents/<str:agent_id>", views.AgentDetailView.as_view(), name="agent-detail"),
     path("groups", views.GroupListCreateView.as_view(), name="group-list"),
     path("groups/<str:group_id>/members", views.GroupMembersView.as_view(), name="group-members"),
     path(

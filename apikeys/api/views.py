@@ -12,7 +12,6 @@ from apikeys import selectors, services
 from apikeys.api.serializers import (
     AgentCreateInputSerializer,
     AgentOutputSerializer,
-    AgentUpdateInputSerializer,
     GroupCreateInputSerializer,
     GroupMembersInputSerializer,
     GroupOutputSerializer,
@@ -54,28 +53,6 @@ class AgentListCreateView(generics.ListAPIView):
             group_ids=values["groups"],
         )
         return Response(AgentOutputSerializer(selectors.agent_list().get(id=agent.id)).data, status=201)
-
-
-class AgentDetailView(APIView):
-    permission_classes = [IsAdminCaller]
-
-    @staticmethod
-    def _get(agent_id: str):  # type: ignore[no-untyped-def]
-        agent = selectors.agent_list().filter(id=agent_id).first()
-        if agent is None:
-            raise NotFound(f"No agent '{agent_id}'.")
-        return agent
-
-    @extend_schema(responses=AgentOutputSerializer)
-    def get(self, request: Request, agent_id: str) -> Response:
-        return Response(AgentOutputSerializer(self._get(agent_id)).data)
-
-    @extend_schema(request=AgentUpdateInputSerializer, responses=AgentOutputSerializer)
-    def patch(self, request: Request, agent_id: str) -> Response:
-        data = AgentUpdateInputSerializer(data=request.data, partial=True)
-        data.is_valid(raise_exception=True)
-        services.agent_update(agent_id=agent_id, **data.validated_data)
-        return Response(AgentOutputSerializer(self._get(agent_id)).data)
 
 
 class GroupListCreateView(generics.ListAPIView):

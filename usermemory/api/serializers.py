@@ -1,0 +1,190 @@
+"""EDDI's field names (camelCase) in and out. Input serializers check types only; services hold the rules."""
+
+from typing import Any
+
+from rest_framework import serializers
+
+from usermemory.models import (
+    MAX_KEY_CHARS,
+    AgentMemoryPolicy,
+    MemoryEntry,
+    MemoryEvent,
+    RecallOrder,
+    Visibility,
+)
+from usermemory.services import MemoryWrite
+
+
+class MemoryEntryOutputSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(read_only=True)
+    userId = serializers.CharField(source="user_id")
+    value = serializers.JSONField()
+    sourceAgentId = serializers.CharField(source="source_agent_id", allow_null=True)
+    groupIds = serializers.ListField(source="group_ids", child=serializers.CharField())
+    sourceConversationId = serializers.CharField(source="source_conversation_id", allow_null=True)
+    accessCount = serializers.IntegerField(source="access_count")
+    createdAt = serializers.DateTimeField(source="created_at")
+    updatedAt = serializers.DateTimeField(source="updated_at")
+    lastAccessedAt = serializers.DateTimeField(source="last_accessed_at", allow_null=True)
+
+    class Meta:
+        model = MemoryEntry
+        fields = [
+            "id",
+            "userId",
+            "key",
+            "value",
+            "category",
+            "visibility",
+            "sourceAgentId",
+            "groupIds",
+            "sourceConversationId",
+            "conflicted",
+            "accessCount",
+            "createdAt",
+            "updatedAt",
+            "lastAccessedAt",
+        ]
+
+
+class StrictCharField(serializers.CharField):
+    """A string field that refuses numbers and booleans instead of turning them into text."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class MemoryUpsertInputSerializer(serializers.Serializer):
+    """One entry of a PUT. ``id``, ``createdAt``, ``updatedAt`` and ``accessCount`` are ignored if sent."""
+
+    userId = StrictCharField(max_length=255)
+    key = StrictCharField(max_length=MAX_KEY_CHARS, trim_whitespace=False)
+    value = serializers.JSONField()
+    category = StrictCharField(max_length=64, required=False, default="fact")
+    visibility = serializers.ChoiceField(choices=Visibility.choices, required=False, default=Visibility.SELF)
+    sourceAgentId = StrictCharField(max_length=64, required=False, allow_null=True, default=None)
+    groupIds = serializers.ListField(
+        child=StrictCharField(max_length=64), required=False, allow_null=True, default=None, max_length=50
+    )
+    sourceConversationId = StrictCharField(max_length=255, required=False, allow_null=True, default=None)
+    turnId = StrictCharField(max_length=128, required=False, allow_null=True, default=None)
+
+    def to_write(self) -> MemoryWrite:
+        data = self.validated_data
+        return MemoryWrite(
+            user_id=data["userId"],
+            key=data["key"],
+            value=data["value"],
+            category=data["category"],
+            visibility=data["visibility"],
+            source_agent_id=data["sourceAgentId"],
+            group_ids=data["groupIds"],
+            source_conversation_id=data["sourceConversationId"],
+        )
+
+
+class MemoryEventOutputSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(read_only=True)
+    entryId = serializers.CharField(source="entry_id", allow_null=True)
+    userId = serializers.CharField(source="user_id")
+    actorType = serializers.CharField(source="actor_type")
+    actorId = serializers.CharField(source="actor_id")
+    keyPrefix = serializers.CharField(source="key_prefix")
+    oldValue = serializers.JSONField(source="old_value", allow_null=True)
+    newValue = serializers.JSONField(source="new_value", allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at")
+
+    class Meta:
+        model = MemoryEvent
+        fields = [
+            "id",
+            "entryId",
+            "userId",
+            "key",
+            "action",
+            "actorType",
+            "actorId",
+            "keyPrefix",
+            "oldValue",
+            "newValue",
+            "createdAt",
+        ]
+
+
+class CountOutputSerializer(serializers.Serializer):
+    userId = serializers.CharField()
+    count = serializers.IntegerField()
+
+
+class EraseOutputSerializer(serializers.Serializer):
+    userId = serializers.CharField()
+    entriesDeleted = serializers.IntegerField()
+    eventsDeleted = serializers.IntegerField()
+
+
+class VisibleQuerySerializer(serializers.Serializer):
+    agentId = serializers.CharField(required=False, max_length=64)
+    groupId = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
+    order = serializers.ChoiceField(choices=RecallOrder.choices, required=False)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=1000)
+
+
+class ListQuerySerializer(serializers.Serializer):
+    groupId = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=1000, default=1000)
+    offset = serializers.IntegerField(required=False, min_value=0, default=0)
+
+
+class SearchQuerySerializer(ListQuerySerializer):
+    q = serializers.CharField(max_length=1000, trim_whitespace=False)
+    category = serializers.CharField(required=False, max_length=64)
+
+
+class GuardrailsSerializer(serializers.Serializer):
+    maxKeyLength = serializers.IntegerField(source="max_key_length", min_value=1, max_value=MAX_KEY_CHARS)
+    maxValueLength = serializers.IntegerField(source="max_value_length", min_value=1, max_value=100_000)
+    maxWritesPerTurn = serializers.IntegerField(source="max_writes_per_turn", min_value=1, max_value=10_000)
+    allowedCategories = serializers.ListField(
+        source="allowed_categories", child=serializers.CharField(max_length=64)
+    )
+
+
+class DreamConfigSerializer(serializers.Serializer):
+    enabled = serializers.BooleanField(source="dream_enabled")
+    pruneStaleAfterDays = serializers.IntegerField(
+        source="prune_stale_after_days", min_value=0, max_value=36500
+    )
+    detectContradictions = serializers.BooleanField(source="detect_contradictions")
+    summarizeInteractions = serializers.BooleanField(source="summarize_interactions")
+    maxCostPerRun = serializers.DecimalField(
+        source="max_cost_per_run", max_digits=8, decimal_places=2, min_value=0, coerce_to_string=False
+    )
+    crossAgentMaintenance = serializers.BooleanField(source="cross_agent_maintenance")
+
+
+class MemoryPolicySerializer(serializers.Serializer):
+    """EDDI's ``userMemoryConfig`` shape, read and (partially) written."""
+
+    maxEntriesPerUser = serializers.IntegerField(
+        source="max_entries_per_user", min_value=1, max_value=1_000_000
+    )
+    maxRecallEntries = serializers.IntegerField(source="max_recall_entries", min_value=1, max_value=1000)
+    recallOrder = serializers.ChoiceField(source="recall_order", choices=RecallOrder.choices)
+    onCapReached = serializers.ChoiceField(
+        source="on_cap_reached", choices=AgentMemoryPolicy._meta.get_field("on_cap_reached").choices
+    )
+    guardrails = GuardrailsSerializer(source="*")
+    dreamConfig = DreamConfigSerializer(source="*")
+
+
+def flatten_policy_changes(data: dict[str, Any]) -> dict[str, Any]:
+    """The validated (source-keyed, nested with source='*') data as flat model field changes."""
+    flat: dict[str, Any] = {}
+    for name, value in data.items():
+        if isinstance(value, dict):
+            flat.update(value)
+        else:
+            flat[name] = value
+    return flat

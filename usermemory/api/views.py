@@ -1,0 +1,320 @@
+"""EDDI's REST paths, served as written. A view parses input, calls one service or selector, renders."""
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apikeys import services as agent_services
+from apikeys.api.serializers import AgentOutputSerializer, AgentUpdateInputSerializer
+from apikeys.permissions import IsAdminCaller, ReadAnyWriteAgentOrAdmin
+from apikeys.selectors import agent_list
+from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
+from usermemory import selectors, services
+from usermemory.api.serializers import (
+    CountOutputSerializer,
+    EraseOutputSerializer,
+    ListQuerySerializer,
+    MemoryEntryOutputSerializer,
+    MemoryEventOutputSerializer,
+    MemoryPolicySerializer,
+    MemoryUpsertInputSerializer,
+    SearchQuerySerializer,
+    VisibleQuerySerializer,
+    flatten_policy_changes,
+)
+
+GROUP_PARAM = OpenApiParameter("groupId", str, many=True, description="Group context (repeatable)")
+PAGE_PARAMS = [
+    OpenApiParameter("limit", int, description="At most this many (default and maximum 1000)"),
+    OpenApiParameter("offset", int),
+]
+
+
+def _query(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    query = serializer_class(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    return dict(query.validated_data)
+
+
+def _page(qs: QuerySet, query: dict[str, Any]) -> Response:
+    entries = qs[query["offset"] : query["offset"] + query["limit"]]
+    return Response(MemoryEntryOutputSerializer(entries, many=True).data)
+
+
+def _turn_id(request: Request, body: Any) -> str | None:
+    header = request.headers.get("X-Turn-Id")
+    if header:
+        return header[:128]
+    return body.get("turnId") if isinstance(body, dict) else None
+
+
+class MemoryView(APIView):
+    permission_classes = [ReadAnyWriteAgentOrAdmin]
+
+
+class MemoryUpsertView(MemoryView):
+    @extend_schema(
+        request=MemoryUpsertInputSerializer,
+        responses={200: MemoryEntryOutputSerializer, 201: MemoryEntryOutputSerializer},
+        parameters=[OpenApiParameter("X-Turn-Id", str, OpenApiParameter.HEADER)],
+        summary="Upsert one memory entry",
+    )
+    def put(self, request: Request) -> Response:
+        data = MemoryUpsertInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        result = services.memory_upsert(
+            caller=request.user, write=data.to_write(), turn_id=_turn_id(request, request.data)
+        )
+        return Response(
+            MemoryEntryOutputSerializer(result.entry).data,
+            status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
+        )
+
+
+class MemoryBatchView(MemoryView):
+    @extend_schema(
+        request=MemoryUpsertInputSerializer(many=True),
+        responses=MemoryEntryOutputSerializer(many=True),
+        parameters=[OpenApiParameter("X-Turn-Id", str, OpenApiParameter.HEADER)],
+        summary="Upsert up to 100 entries, all or nothing",
+    )
+    def put(self, request: Request) -> Response:
+        body = request.data
+        items = body.get("entries") if isinstance(body, dict) else body
+        if not isinstance(items, list):
+            raise BadRequest('A batch is a JSON list of entries (or {"entries": [...]}).')
+        if len(items) > services.MAX_BATCH:
+            raise BadRequest(f"A batch holds at most {services.MAX_BATCH} entries; got {len(items)}.")
+        writes = []
+        for index, item in enumerate(items):
+            data = MemoryUpsertInputSerializer(data=item)
+            if not data.is_valid():
+                field, errors = next(iter(data.errors.items()))
+                raise BadRequest(
+                    f"entries[{index}]: {field}: {errors[0]}", details={"index": index, "fields": data.errors}
+                )
+            writes.append(data.to_write())
+        results = services.memory_upsert_batch(
+            caller=request.user, writes=writes, turn_id=_turn_id(request, body)
+        )
+        return Response(MemoryEntryOutputSerializer([r.entry for r in results], many=True).data)
+
+
+class MemoryUserView(MemoryView):
+    def get_permissions(self) -> list[Any]:
+        return [IsAdminCaller()] if self.request.method == "DELETE" else super().get_permissions()
+
+    @extend_schema(
+        parameters=[GROUP_PARAM, *PAGE_PARAMS],
+        responses=MemoryEntryOutputSerializer(many=True),
+        summary="All memories of a user that the caller may read, newest first",
+    )
+    def get(self, request: Request, user_id: str) -> Response:
+        query = _query(ListQuerySerializer, request)
+        qs = selectors.memory_list(caller=request.user, user_id=user_id, group_ids=query.get("groupId"))
+        return _page(qs, query)
+
+    @extend_schema(responses=EraseOutputSerializer, summary="GDPR erasure of every trace of the user (admin)")
+    def delete(self, request: Request, user_id: str) -> Response:
+        return Response(services.memory_erase_user(caller=request.user, user_id=user_id))
+
+
+class MemoryVisibleView(MemoryView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("agentId", str, description="Required with viewer and admin keys"),
+            GROUP_PARAM,
+            OpenApiParameter("order", str, enum=["most_recent", "most_accessed"]),
+            OpenApiParameter("limit", int),
+        ],
+        responses=MemoryEntryOutputSerializer(many=True),
+        summary="Recall: the memories visible to an agent, in its recall order",
+    )
+    def get(self, request: Request, user_id: str) -> Response:
+        query = _query(VisibleQuerySerializer, request)
+        entries = services.memory_recall(
+            caller=request.user,
+            user_id=user_id,
+            agent_id=query.get("agentId"),
+            group_ids=query.get("groupId"),
+            order=query.get("order"),
+            limit=query.get("limit"),
+        )
+        return Response(MemoryEntryOutputSerializer(entries, many=True).data)
+
+
+class MemorySearchView(MemoryView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("q", str, required=True),
+            OpenApiParameter("category", str),
+            GROUP_PARAM,
+            *PAGE_PARAMS,
+        ],
+        responses=MemoryEntryOutputSerializer(many=True),
+        summary="Literal, case-insensitive search in keys and values",
+    )
+    def get(self, request: Request, user_id: str) -> Response:
+        query = _query(SearchQuerySerializer, request)
+        qs = selectors.memory_search(
+            caller=request.user,
+            user_id=user_id,
+            query=query["q"],
+            category=query.get("category"),
+            group_ids=query.get("groupId"),
+        )
+        return _page(qs, query)
+
+
+class MemoryCategoryView(MemoryView):
+    @extend_schema(parameters=[GROUP_PARAM, *PAGE_PARAMS], responses=MemoryEntryOutputSerializer(many=True))
+    def get(self, request: Request, user_id: str, category: str) -> Response:
+        query = _query(ListQuerySerializer, request)
+        qs = selectors.memory_by_category(
+            caller=request.user, user_id=user_id, category=category, group_ids=query.get("groupId")
+        )
+        return _page(qs, query)
+
+
+class MemoryKeyView(MemoryView):
+    @extend_schema(parameters=[GROUP_PARAM], responses=MemoryEntryOutputSerializer)
+    def get(self, request: Request, user_id: str, key: str) -> Response:
+        group_ids = request.query_params.getlist("groupId") or None
+        entry = selectors.memory_by_key(caller=request.user, user_id=user_id, key=key, group_ids=group_ids)
+        return Response(MemoryEntryOutputSerializer(entry).data)
+
+
+class MemoryCountView(MemoryView):
+    @extend_schema(parameters=[GROUP_PARAM], responses=CountOutputSerializer)
+    def get(self, request: Request, user_id: str) -> Response:
+        group_ids = request.query_params.getlist("groupId") or None
+        count = selectors.memory_count(caller=request.user, user_id=user_id, group_ids=group_ids)
+        return Response({"userId": user_id, "count": count})
+
+
+class MemoryExportView(APIView):
+    permission_classes = [IsAdminCaller]
+
+    @extend_schema(responses=OpenApiTypes.OBJECT, summary="GDPR export of all of a user's data (admin)")
+    def get(self, request: Request, user_id: str) -> Response:
+        return Response(services.memory_export_user(caller=request.user, user_id=user_id))
+
+
+class MemoryEntryView(MemoryView):
+    @extend_schema(responses={204: None}, summary="Delete one entry (an agent: only its own)")
+    def delete(self, request: Request, entry_id: int) -> Response:
+        services.memory_delete(caller=request.user, entry_id=entry_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MemoryHistoryView(MemoryView):
+    @extend_schema(responses=MemoryEventOutputSerializer(many=True), summary="The entry's change history")
+    def get(self, request: Request, entry_id: int) -> Response:
+        events = selectors.memory_history(caller=request.user, entry_id=entry_id)[:1000]
+        return Response(MemoryEventOutputSerializer(events, many=True).data)
+
+
+class MemorySearchAllView(APIView):
+    """Staff search across every user (viewer and admin)."""
+
+    def get_permissions(self) -> list[Any]:
+        return [ReadAnyWriteAgentOrAdmin()]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("q", str, required=True),
+            OpenApiParameter("category", str),
+            *PAGE_PARAMS,
+        ],
+        responses=MemoryEntryOutputSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        if request.user.is_agent:
+            raise Forbidden("Search across all users needs a viewer or admin key.")
+        query = _query(SearchQuerySerializer, request)
+        qs = selectors.memory_search_all_users(query=query["q"], category=query.get("category"))
+        return _page(qs, query)
+
+
+class PropertiesView(MemoryView):
+    """Legacy ``/propertiesstore/properties/{userId}``: a flat map over the user's global entries."""
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT, 204: None})
+    def get(self, request: Request, user_id: str) -> Response:
+        properties = selectors.properties_for_user(user_id=user_id)
+        if not properties:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        return Response(properties)
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request, user_id: str) -> Response:
+        if not isinstance(request.data, dict):
+            raise BadRequest("The body is a JSON object of property names to values.")
+        services.properties_merge(
+            caller=request.user, user_id=user_id, properties=request.data, turn_id=_turn_id(request, None)
+        )
+        return Response(selectors.properties_for_user(user_id=user_id))
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, user_id: str) -> Response:
+        services.properties_delete(caller=request.user, user_id=user_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class AgentDetailView(APIView):
+    """``GET/PATCH /v1/agents/{id}``: the directory entry and its memory policy (admin)."""
+
+    permission_classes = [IsAdminCaller]
+
+    @staticmethod
+    def _render(agent_id: str) -> dict[str, Any]:
+        agent = agent_list().filter(id=agent_id).first()
+        if agent is None:
+            raise NotFound(f"No agent '{agent_id}'.")
+        data = dict(AgentOutputSerializer(agent).data)
+        data["memoryPolicy"] = MemoryPolicySerializer(selectors.policy_for_agent(agent_id=agent_id)).data
+        return data
+
+    @extend_schema(responses=OpenApiTypes.OBJECT, summary="An agent's directory entry and memory policy")
+    def get(self, request: Request, agent_id: str) -> Response:
+        return Response(self._render(agent_id))
+
+    @extend_schema(
+        request=inline_serializer(
+            "AgentPatch",
+            fields={
+                "displayName": serializers.CharField(required=False),
+                "capabilities": serializers.ListField(child=serializers.CharField(), required=False),
+                "model": serializers.CharField(required=False),
+                "status": serializers.CharField(required=False),
+                "memoryPolicy": MemoryPolicySerializer(required=False, partial=True),
+            },
+        ),
+        responses=OpenApiTypes.OBJECT,
+    )
+    def patch(self, request: Request, agent_id: str) -> Response:
+        body = request.data if isinstance(request.data, dict) else None
+        if body is None:
+            raise BadRequest("The body is a JSON object.")
+        profile = AgentUpdateInputSerializer(
+            data={k: v for k, v in body.items() if k != "memoryPolicy"}, partial=True
+        )
+        profile.is_valid(raise_exception=True)
+        policy_changes: dict[str, Any] = {}
+        if "memoryPolicy" in body:
+            policy = MemoryPolicySerializer(data=body["memoryPolicy"], partial=True)
+            policy.is_valid(raise_exception=True)
+            policy_changes = flatten_policy_changes(policy.validated_data)
+        with transaction.atomic():
+            if profile.validated_data:
+                agent_services.agent_update(agent_id=agent_id, **profile.validated_data)
+            if policy_changes:
+                services.policy_update(agent_id=agent_id, **policy_changes)
+        return Response(self._render(agent_id))

@@ -1,0 +1,216 @@
+"""User memory entries (seed 002), their per-group index rows, history events and per-agent policies."""
+
+from django.db import models
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
+
+from apikeys.models import Agent
+
+
+class Visibility(models.TextChoices):
+    SELF = "self", "self"
+    GROUP = "group", "group"
+    GLOBAL = "global", "global"
+
+
+class RecallOrder(models.TextChoices):
+    MOST_RECENT = "most_recent", "most recent"
+    MOST_ACCESSED = "most_accessed", "most accessed"
+
+
+class OnCapReached(models.TextChoices):
+    REJECT = "reject", "reject"
+    EVICT_OLDEST = "evict_oldest", "evict oldest"
+
+
+MAX_KEY_CHARS = 255
+DEFAULT_ALLOWED_CATEGORIES = ("preference", "fact", "context")
+
+
+def default_allowed_categories() -> list[str]:
+    return list(DEFAULT_ALLOWED_CATEGORIES)
+
+
+class MemoryEntry(models.Model):
+    """One fact about one user.
+
+    The upsert key is (user, key) for ``global`` entries and (user, key, source agent) otherwise; two partial
+    unique indexes enforce it, so concurrent upserts of one key never make two rows. ``group_ids`` is the
+    entry's group list as the API returns it; :class:`MemoryEntryGroup` holds the same ids one per row, so
+    "meets the given groups" is an indexed query on both databases.
+    """
+
+    user_id = models.CharField(max_length=255)
+    key = models.CharField(max_length=MAX_KEY_CHARS)
+    value = models.JSONField(null=True)
+    value_text = models.TextField(
+        blank=True, help_text="The value as searchable text: a string's content, else JSON."
+    )
+    category = models.CharField(max_length=64)
+    visibility = models.CharField(max_length=6, choices=Visibility.choices, default=Visibility.SELF)
+    source_agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.PROTECT, related_name="memories", db_index=False
+    )
+    group_ids = models.JSONField(default=list, blank=True)
+    source_conversation_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 (null is "none")
+    conflicted = models.BooleanField(default=False)
+    access_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    last_accessed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "memory"
+        verbose_name_plural = "memories"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user_id", "key"], condition=Q(visibility="global"), name="memory_global_upsert_key"
+            ),
+            models.UniqueConstraint(
+                fields=["user_id", "key", "source_agent"],
+                condition=~Q(visibility="global"),
+                name="memory_agent_upsert_key",
+            ),
+            models.CheckConstraint(
+                condition=Q(visibility="global") | Q(source_agent__isnull=False),
+                name="memory_private_has_owner",
+                violation_error_message="A self or group memory needs a source agent.",
+            ),
+            models.CheckConstraint(
+                condition=Q(visibility__in=["self", "group", "global"]), name="memory_visibility_valid"
+            ),
+        ]
+        indexes = [
+            # Recall, list and count for one user, newest first.
+            models.Index(fields=["user_id", "-updated_at"], name="memory_user_recent_idx"),
+            # Agent-owned entries: eviction (oldest first) and Dream's per-agent passes.
+            models.Index(fields=["source_agent", "user_id", "updated_at"], name="memory_agent_user_idx"),
+            models.Index(fields=["user_id", "category"], name="memory_user_category_idx"),
+            models.Index(fields=["user_id", "-access_count"], name="memory_user_accessed_idx"),
+            models.Index(fields=["key", "user_id"], name="memory_key_user_idx"),
+            # Dream's stale pruning: last access, or last update when never accessed, per owner.
+            models.Index(
+                F("source_agent"), Coalesce("last_accessed_at", "updated_at"), name="memory_staleness_idx"
+            ),
+            models.Index(
+                fields=["user_id", "key"], condition=Q(conflicted=True), name="memory_conflicted_idx"
+            ),
+            # The pg_trgm GIN indexes for substring search are made in migration 0002 (PostgreSQL only).
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}:{self.key} [{self.visibility}]"
+
+
+class MemoryEntryGroup(models.Model):
+    """One (entry, group) pair: the index behind the ``group`` visibility test."""
+
+    entry = models.ForeignKey(
+        MemoryEntry, on_delete=models.CASCADE, related_name="group_rows", db_index=False
+    )
+    user_id = models.CharField(max_length=255)
+    group_id = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["entry", "group_id"], name="memory_group_unique")]
+        indexes = [models.Index(fields=["user_id", "group_id"], name="memory_group_user_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.entry_id} in {self.group_id}"
+
+
+class MemoryEvent(models.Model):
+    """History: every change to an entry, with who made it and the old and new value."""
+
+    class Action(models.TextChoices):
+        CREATED = "created", "created"
+        UPDATED = "updated", "updated"
+        DELETED = "deleted", "deleted"
+        EVICTED = "evicted", "evicted"
+        PRUNED = "pruned", "pruned"
+        FLAGGED = "flagged", "flagged"
+        UNFLAGGED = "unflagged", "unflagged"
+        RESOLVED = "resolved", "resolved"
+        ERASED = "erased", "erased"
+
+    class ActorType(models.TextChoices):
+        AGENT = "agent", "agent"
+        KEY = "key", "key"
+        STAFF = "staff", "staff"
+        DREAM = "dream", "dream"
+
+    entry_id = models.BigIntegerField(null=True, blank=True)
+    user_id = models.CharField(max_length=255)
+    key = models.CharField(max_length=MAX_KEY_CHARS, blank=True)
+    action = models.CharField(max_length=10, choices=Action.choices)
+    actor_type = models.CharField(max_length=5, choices=ActorType.choices)
+    actor_id = models.CharField(
+        max_length=150, blank=True, help_text="agent id, key prefix, username or run id"
+    )
+    key_prefix = models.CharField(max_length=16, blank=True)
+    old_value = models.JSONField(null=True, blank=True)
+    new_value = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["entry_id", "created_at"], name="memory_event_entry_idx"),
+            models.Index(fields=["user_id"], name="memory_event_user_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.user_id}:{self.key}"
+
+
+class TurnWriteCount(models.Model):
+    """How many memory writes an agent made for a user in one turn (``X-Turn-Id``, or a 60 s window)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    user_id = models.CharField(max_length=255)
+    turn_id = models.CharField(max_length=128, blank=True)
+    window_start = models.DateTimeField()
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "user_id", "turn_id"], name="turn_write_count_unique"),
+        ]
+        indexes = [models.Index(fields=["window_start"], name="turn_write_window_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}/{self.user_id}/{self.turn_id or 'window'}: {self.count}"
+
+
+class AgentMemoryPolicy(models.Model):
+    """An agent's ``userMemoryConfig`` (seed 002): caps, recall, guardrails and Dream settings."""
+
+    agent = models.OneToOneField(
+        Agent, primary_key=True, on_delete=models.CASCADE, related_name="memory_policy"
+    )
+    max_entries_per_user = models.PositiveIntegerField(default=500)
+    max_recall_entries = models.PositiveIntegerField(default=50)
+    recall_order = models.CharField(
+        max_length=16, choices=RecallOrder.choices, default=RecallOrder.MOST_RECENT
+    )
+    on_cap_reached = models.CharField(
+        max_length=16, choices=OnCapReached.choices, default=OnCapReached.EVICT_OLDEST
+    )
+    max_key_length = models.PositiveIntegerField(default=100)
+    max_value_length = models.PositiveIntegerField(default=1000)
+    max_writes_per_turn = models.PositiveIntegerField(default=10)
+    allowed_categories = models.JSONField(default=default_allowed_categories, blank=True)
+    dream_enabled = models.BooleanField(default=False)
+    prune_stale_after_days = models.PositiveIntegerField(default=90, help_text="0 disables pruning")
+    detect_contradictions = models.BooleanField(default=True)
+    summarize_interactions = models.BooleanField(default=False)
+    max_cost_per_run = models.DecimalField(max_digits=8, decimal_places=2, default=0.50)
+    cross_agent_maintenance = models.BooleanField(default=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "memory policy"
+        verbose_name_plural = "memory policies"
+
+    def __str__(self) -> str:
+        return f"memory policy of {self.agent_id}"

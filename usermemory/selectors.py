@@ -1,0 +1,172 @@
+"""Reads of user memory. Every read made with an agent key goes through :func:`memory_readable_for`, so
+list, search, category, key, count and history all show only what that agent may see."""
+
+from collections.abc import Iterable
+
+from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
+
+from apikeys.caller import Caller
+from apikeys.models import Agent, AgentGroup
+from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
+from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
+
+LIST_ORDER = ("-updated_at", "-id")
+
+
+def policy_for_agent(*, agent_id: str | None) -> AgentMemoryPolicy:
+    """The agent's stored policy, or the defaults (unsaved) when it has none or there is no agent."""
+    if agent_id is not None:
+        policy = AgentMemoryPolicy.objects.filter(agent_id=agent_id).first()
+        if policy is not None:
+            return policy
+    return AgentMemoryPolicy(agent_id=agent_id)
+
+
+def agent_group_ids(*, agent_id: str) -> list[str]:
+    return list(AgentGroup.objects.filter(members=agent_id).order_by("id").values_list("id", flat=True))
+
+
+def visible_q(*, user_id: str, agent_id: str, group_ids: Iterable[str]) -> Q:
+    """Visible(user, agent, groups): global, or self owned by the agent, or group meeting the groups."""
+    condition = Q(visibility=Visibility.GLOBAL) | Q(visibility=Visibility.SELF, source_agent_id=agent_id)
+    group_ids = list(group_ids)
+    if group_ids:
+        in_groups = MemoryEntryGroup.objects.filter(user_id=user_id, group_id__in=group_ids).values(
+            "entry_id"
+        )
+        condition |= Q(visibility=Visibility.GROUP, id__in=in_groups)
+    return Q(user_id=user_id) & condition
+
+
+def resolve_read_scope(
+    *, caller: Caller, agent_id: str | None, group_ids: list[str] | None, require_agent: bool
+) -> tuple[str | None, list[str]]:
+    """The (agent, groups) a read is made for, applying the agent-key rules.
+
+    An agent key reads as itself (naming another agent is 403) within the groups it names (a group it is not
+    in is 403), or all its groups when it names none. A viewer or admin names the agent where one matters.
+    """
+    if caller.is_agent:
+        if agent_id and agent_id != caller.agent_id:
+            raise Forbidden(f"An agent key for '{caller.agent_id}' cannot read as agent '{agent_id}'.")
+        agent_id = caller.agent_id
+        member_of = agent_group_ids(agent_id=agent_id)  # type: ignore[arg-type]
+        if group_ids:
+            outside = sorted(set(group_ids) - set(member_of))
+            if outside:
+                raise Forbidden(
+                    f"Agent '{agent_id}' is not a member of group(s): {', '.join(outside)}.",
+                    details={"groups": outside},
+                )
+            return agent_id, list(dict.fromkeys(group_ids))
+        return agent_id, member_of
+    if not agent_id:
+        if require_agent:
+            raise BadRequest("agentId is required with a viewer or admin key.")
+        return None, list(group_ids or [])
+    if not Agent.objects.filter(id=agent_id).exists():
+        raise NotFound(f"No agent '{agent_id}'.")
+    if group_ids:
+        return agent_id, list(dict.fromkeys(group_ids))
+    return agent_id, agent_group_ids(agent_id=agent_id)
+
+
+def memory_readable_for(
+    *, caller: Caller, user_id: str, group_ids: list[str] | None = None
+) -> QuerySet[MemoryEntry]:
+    """The user's entries this caller may read: all for viewer and admin, the visible ones for an agent."""
+    qs = MemoryEntry.objects.all()
+    if not caller.is_agent:
+        return qs.filter(user_id=user_id)
+    agent_id, groups = resolve_read_scope(
+        caller=caller, agent_id=None, group_ids=group_ids, require_agent=True
+    )
+    return qs.filter(visible_q(user_id=user_id, agent_id=agent_id, group_ids=groups))  # type: ignore[arg-type]
+
+
+def memory_list(*, caller: Caller, user_id: str, group_ids: list[str] | None = None) -> QuerySet[MemoryEntry]:
+    return memory_readable_for(caller=caller, user_id=user_id, group_ids=group_ids).order_by(*LIST_ORDER)
+
+
+def memory_by_category(
+    *, caller: Caller, user_id: str, category: str, group_ids: list[str] | None = None
+) -> QuerySet[MemoryEntry]:
+    return memory_list(caller=caller, user_id=user_id, group_ids=group_ids).filter(category=category)
+
+
+def _text_match(query: str) -> Q:
+    return Q(key__literal_icontains=query) | Q(value_text__literal_icontains=query)
+
+
+def memory_search(
+    *,
+    caller: Caller,
+    user_id: str,
+    query: str,
+    category: str | None = None,
+    group_ids: list[str] | None = None,
+) -> QuerySet[MemoryEntry]:
+    """Case-insensitive literal substring match on the key or the value's text, newest first."""
+    if not query:
+        raise BadRequest("q is required: the text to search for.")
+    qs = memory_list(caller=caller, user_id=user_id, group_ids=group_ids).filter(_text_match(query))
+    return qs.filter(category=category) if category else qs
+
+
+def memory_search_all_users(*, query: str, category: str | None = None) -> QuerySet[MemoryEntry]:
+    """Staff search across every user (viewer and admin keys only); served by the trigram indexes."""
+    if not query:
+        raise BadRequest("q is required: the text to search for.")
+    qs = MemoryEntry.objects.filter(_text_match(query)).order_by(*LIST_ORDER)
+    return qs.filter(category=category) if category else qs
+
+
+def memory_by_key(
+    *, caller: Caller, user_id: str, key: str, group_ids: list[str] | None = None
+) -> MemoryEntry:
+    """The entry with this key that the caller sees; its own first, then group, then global."""
+    qs = memory_readable_for(caller=caller, user_id=user_id, group_ids=group_ids).filter(key=key)
+    rank = Case(
+        When(
+            source_agent_id=caller.agent_id, visibility__in=[Visibility.SELF, Visibility.GROUP], then=Value(0)
+        ),
+        When(visibility=Visibility.GROUP, then=Value(1)),
+        When(visibility=Visibility.GLOBAL, then=Value(2 if caller.is_agent else -1)),
+        default=Value(3),
+        output_field=IntegerField(),
+    )
+    entry = qs.annotate(rank=rank).order_by("rank", *LIST_ORDER).first()
+    if entry is None:
+        raise NotFound(f"No memory with key '{key}' found for user: {user_id}")
+    return entry
+
+
+def memory_count(*, caller: Caller, user_id: str, group_ids: list[str] | None = None) -> int:
+    return memory_readable_for(caller=caller, user_id=user_id, group_ids=group_ids).count()
+
+
+def memory_get_readable(*, caller: Caller, entry_id: int) -> MemoryEntry:
+    """One entry by id, if the caller may read it (404 otherwise, so ids of hidden entries leak nothing)."""
+    entry = MemoryEntry.objects.filter(id=entry_id).first()
+    if entry is None or (
+        caller.is_agent
+        and not memory_readable_for(caller=caller, user_id=entry.user_id).filter(id=entry_id).exists()
+    ):
+        raise NotFound(f"No memory entry with id {entry_id}.")
+    return entry
+
+
+def memory_history(*, caller: Caller, entry_id: int) -> QuerySet[MemoryEvent]:
+    """The events of one entry, oldest first. An agent sees the history of entries it can read."""
+    if caller.is_agent:
+        memory_get_readable(caller=caller, entry_id=entry_id)
+    events = MemoryEvent.objects.filter(entry_id=entry_id).order_by("created_at", "id")
+    if not caller.is_agent and not events.exists() and not MemoryEntry.objects.filter(id=entry_id).exists():
+        raise NotFound(f"No memory entry with id {entry_id}.")
+    return events
+
+
+def properties_for_user(*, user_id: str) -> dict[str, object]:
+    """The legacy flat map: each global entry's key and value."""
+    rows = MemoryEntry.objects.filter(user_id=user_id, visibility=Visibility.GLOBAL).order_by("key")
+    return dict(rows.values_list("key", "value"))

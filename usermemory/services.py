@@ -1,0 +1,713 @@
+"""Every rule of user memory: identity, group membership, guardrails, turns, caps, upsert, recall, forget,
+GDPR erasure and export. REST views, the admin, LLM tools, MCP tools and Dream only call these."""
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Case, F, Q, Value, When
+from django.utils import timezone
+
+from apikeys.caller import Caller
+from apikeys.models import Agent
+from memoryplatform.api.errors import BadRequest, CapacityReached, Forbidden, NotFound, RateLimited
+from memoryplatform.locks import LockId, advisory_xact_lock
+from usermemory import selectors
+from usermemory.models import (
+    MAX_KEY_CHARS,
+    AgentMemoryPolicy,
+    MemoryEntry,
+    MemoryEntryGroup,
+    MemoryEvent,
+    OnCapReached,
+    RecallOrder,
+    TurnWriteCount,
+    Visibility,
+)
+
+logger = logging.getLogger(__name__)
+
+MAX_BATCH = 100
+MAX_RECALL_LIMIT = 1000
+PROPERTY_CATEGORY = "property"
+LEGACY_SKIPPED_KEYS = frozenset({"_id", "userId"})
+
+
+# --- Inputs and outputs ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryWrite:
+    """One upsert as a door received it. ``category=None`` keeps the stored category (legacy properties)."""
+
+    user_id: str
+    key: str
+    value: Any
+    category: str | None = "fact"
+    visibility: str = Visibility.SELF
+    source_agent_id: str | None = None
+    group_ids: list[str] | None = None
+    source_conversation_id: str | None = None
+
+
+@dataclass
+class UpsertResult:
+    entry: MemoryEntry
+    created: bool
+
+
+@dataclass
+class Actor:
+    """Who made a change, as history records it."""
+
+    actor_type: str
+    actor_id: str
+    key_prefix: str = ""
+
+    @classmethod
+    def of(cls, caller: Caller) -> "Actor":
+        prefix = caller.key.prefix if caller.key else ""
+        if caller.agent is not None:
+            return cls(MemoryEvent.ActorType.AGENT, caller.agent.id, prefix)
+        if caller.key is not None:
+            return cls(MemoryEvent.ActorType.KEY, f"{caller.role}:{prefix}", prefix)
+        return cls(MemoryEvent.ActorType.STAFF, getattr(caller.user, "username", ""), "")
+
+
+@dataclass
+class _EventLog:
+    """Events gathered during one service call and written in one bulk insert."""
+
+    actor: Actor
+    events: list[MemoryEvent] = field(default_factory=list)
+
+    def add(
+        self,
+        action: str,
+        *,
+        entry_id: int | None,
+        user_id: str,
+        key: str,
+        old: Any = None,
+        new: Any = None,
+        at: datetime,
+    ) -> None:
+        self.events.append(
+            MemoryEvent(
+                entry_id=entry_id,
+                user_id=user_id,
+                key=key,
+                action=action,
+                actor_type=self.actor.actor_type,
+                actor_id=self.actor.actor_id,
+                key_prefix=self.actor.key_prefix,
+                old_value=old,
+                new_value=new,
+                created_at=at,
+            )
+        )
+
+    def flush(self) -> None:
+        if self.events:
+            MemoryEvent.objects.bulk_create(self.events)
+            self.events.clear()
+
+
+def value_as_text(value: Any) -> str:
+    """The searchable text of a value: a string's own content, anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+# --- Rules shared by every write ---------------------------------------------------------------------
+
+
+def _require_writer(caller: Caller) -> None:
+    if not (caller.is_agent or caller.is_admin):
+        raise Forbidden(f"A {caller.role} key may only read.")
+
+
+def _resolve_owner(caller: Caller, write: MemoryWrite) -> str | None:
+    """The agent that owns the write. An agent key is always its own agent."""
+    if caller.is_agent:
+        if write.source_agent_id and write.source_agent_id != caller.agent_id:
+            raise Forbidden(
+                f"An agent key for '{caller.agent_id}' cannot write as agent '{write.source_agent_id}'."
+            )
+        return caller.agent_id
+    if write.source_agent_id:
+        if not Agent.objects.filter(id=write.source_agent_id).exists():
+            raise BadRequest(f"sourceAgentId: no agent '{write.source_agent_id}'.")
+        return write.source_agent_id
+    if write.visibility != Visibility.GLOBAL:
+        raise BadRequest(
+            f"sourceAgentId is required for a '{write.visibility}' write with a {caller.role} key."
+        )
+    return None
+
+
+def _resolve_groups(caller: Caller, write: MemoryWrite, owner: str | None) -> list[str]:
+    groups = list(dict.fromkeys(write.group_ids or []))
+    if caller.is_agent:
+        member_of = selectors.agent_group_ids(agent_id=owner)  # type: ignore[arg-type]
+        outside = sorted(set(groups) - set(member_of))
+        if outside:
+            raise Forbidden(
+                f"Agent '{owner}' is not a member of group(s): {', '.join(outside)}.",
+                details={"groups": outside},
+            )
+        if write.visibility == Visibility.GROUP and not groups:
+            groups = member_of
+    if write.visibility == Visibility.GROUP and not groups:
+        raise BadRequest("A 'group' memory needs groupIds (the agent is in no group to default to).")
+    return groups
+
+
+def _check_guardrails(policy: AgentMemoryPolicy, write: MemoryWrite, text: str) -> None:
+    """EDDI's guardrails, for writes made with an agent key."""
+    if len(write.key) > policy.max_key_length:
+        raise BadRequest(
+            f"key is {len(write.key)} characters; the limit (maxKeyLength) is {policy.max_key_length}.",
+            details={"limit": "maxKeyLength", "max": policy.max_key_length},
+        )
+    if len(text) > policy.max_value_length:
+        raise BadRequest(
+            f"value is {len(text)} characters; the limit (maxValueLength) is {policy.max_value_length}.",
+            details={"limit": "maxValueLength", "max": policy.max_value_length},
+        )
+    allowed = policy.allowed_categories
+    if write.category is not None and allowed and write.category not in allowed:
+        raise BadRequest(
+            f"category '{write.category}' is not allowed (allowedCategories: {', '.join(allowed)}).",
+            details={"limit": "allowedCategories", "allowed": allowed},
+        )
+
+
+def _count_turn_write(*, agent_id: str, user_id: str, turn_id: str | None, limit: int, now: datetime) -> None:
+    """Count one write in the agent's current turn for this user, refusing the one past ``limit``.
+
+    One ``INSERT .. ON CONFLICT DO UPDATE .. RETURNING`` statement, so concurrent writes count exactly.
+    window_cutoff = now - timedelta(seconds=60) if not turn_id else datetime(1970, 1, 1, tzinfo=now.tzinfo)
+    transaction, so the count stays at the limit.
+    """
+    window_cutoff = now - timedelta(seconds=60) if not turn_id else datetime.min.replace(tzinfo=now.tzinfo)
+    ops = connection.ops
+    table = TurnWriteCount._meta.db_table
+    # Only the model's own table name is interpolated; every value is a parameter.
+    sql = (
+        f"INSERT INTO {table} (agent_id, user_id, turn_id, window_start, count) "  # noqa: S608
+        f"VALUES (%s, %s, %s, %s, 1) "
+        f"ON CONFLICT (agent_id, user_id, turn_id) DO UPDATE SET "
+        f"count = CASE WHEN {table}.window_start < %s THEN 1 ELSE {table}.count + 1 END, "
+        f"window_start = CASE WHEN {table}.window_start < %s THEN excluded.window_start "
+        f"ELSE {table}.window_start END "
+        f"RETURNING count"
+    )
+    at, cutoff = ops.adapt_datetimefield_value(now), ops.adapt_datetimefield_value(window_cutoff)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [agent_id, user_id, turn_id or "", at, cutoff, cutoff])
+        count = cursor.fetchone()[0]
+    if count > limit:
+        raise RateLimited(
+            f"Write limit reached: {limit} memory writes per turn (maxWritesPerTurn).",
+            details={"limit": "maxWritesPerTurn", "max": limit},
+        )
+
+
+def _make_room(
+    *, policy: AgentMemoryPolicy, user_id: str, owner: str | None, log: _EventLog, now: datetime
+) -> None:
+    """Before a new entry: keep the user at or under the cap, evicting only the owner's oldest entries."""
+    cap = policy.max_entries_per_user
+    count = MemoryEntry.objects.filter(user_id=user_id).count()
+    if count < cap:
+        return
+    if policy.on_cap_reached == OnCapReached.REJECT:
+        raise CapacityReached(
+            f"User '{user_id}' has {count} memories; the limit (maxEntriesPerUser) is {cap} and "
+            f"onCapReached is 'reject'.",
+            details={"limit": "maxEntriesPerUser", "max": cap},
+        )
+    needed = count - cap + 1
+    oldest = (
+        list(
+            MemoryEntry.objects.filter(user_id=user_id, source_agent_id=owner)
+            .order_by("updated_at", "id")
+            .values("id", "key", "value")[:needed]
+        )
+        if owner
+        else []
+    )
+    if len(oldest) < needed:
+        raise CapacityReached(
+            f"User '{user_id}' has {count} memories; the limit (maxEntriesPerUser) is {cap}, and "
+            f"evict_oldest cannot make room: it deletes only the writing agent's own entries and found "
+            f"{len(oldest)} of {needed} needed.",
+            details={"limit": "maxEntriesPerUser", "max": cap},
+        )
+    MemoryEntry.objects.filter(id__in=[row["id"] for row in oldest]).delete()
+    for row in oldest:
+        log.add(
+            MemoryEvent.Action.EVICTED,
+            entry_id=row["id"],
+            user_id=user_id,
+            key=row["key"],
+            old=row["value"],
+            at=now,
+        )
+
+
+def _upsert_sql(*, visibility: str) -> str:
+    """INSERT .. ON CONFLICT on the upsert key that fits the visibility (the partial unique indexes)."""
+    table = MemoryEntry._meta.db_table
+    json_param = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
+    if visibility == Visibility.GLOBAL:
+        target = "(user_id, key) WHERE visibility = 'global'"
+        visibility_update = ""  # a global entry stays global, and keeps its owner
+    else:
+        target = "(user_id, key, source_agent_id) WHERE NOT (visibility = 'global')"
+        visibility_update = ", visibility = excluded.visibility"
+    # Only the table name and fixed clauses are interpolated; every value is a parameter.
+    return (
+        f"INSERT INTO {table} (user_id, key, value, value_text, category, visibility, "  # noqa: S608
+        f"source_agent_id, group_ids, source_conversation_id, conflicted, access_count, created_at, "
+        f"updated_at, last_accessed_at) "
+        f"VALUES (%s, %s, {json_param}, %s, %s, %s, %s, {json_param}, %s, %s, 0, %s, %s, NULL) "
+        f"ON CONFLICT {target} DO UPDATE SET value = excluded.value, value_text = excluded.value_text, "
+        f"category = excluded.category, group_ids = excluded.group_ids, "
+        f"source_conversation_id = excluded.source_conversation_id, conflicted = excluded.conflicted, "
+        f"updated_at = excluded.updated_at{visibility_update} "
+        f"RETURNING id, created_at, access_count, last_accessed_at, source_agent_id"
+    )
+
+
+def _existing(*, user_id: str, key: str, visibility: str, owner: str | None) -> MemoryEntry | None:
+    qs = MemoryEntry.objects.select_for_update().filter(user_id=user_id, key=key)
+    if visibility == Visibility.GLOBAL:
+        qs = qs.filter(visibility=Visibility.GLOBAL)
+    else:
+        qs = qs.exclude(visibility=Visibility.GLOBAL).filter(source_agent_id=owner)
+    return qs.only("id", "value", "category", "group_ids").first()
+
+
+def _upsert_one(
+    *, caller: Caller, write: MemoryWrite, turn_id: str | None, log: _EventLog, now: datetime
+) -> UpsertResult:
+    if write.visibility not in Visibility.values:
+        raise BadRequest(f"visibility must be one of {', '.join(Visibility.values)}.")
+    if not write.user_id or not write.key:
+        raise BadRequest("userId and key are required.")
+    if len(write.key) > MAX_KEY_CHARS or len(write.user_id) > 255:
+        raise BadRequest(f"key and userId are at most {MAX_KEY_CHARS} characters.")
+    owner = _resolve_owner(caller, write)
+    groups = _resolve_groups(caller, write, owner)
+    policy = selectors.policy_for_agent(agent_id=owner)
+    text = value_as_text(write.value)
+    if caller.is_agent:
+        _check_guardrails(policy, write, text)
+
+    advisory_xact_lock(LockId.USER_MEMORY, write.user_id)
+    if caller.is_agent:
+        _count_turn_write(
+            agent_id=owner,
+            user_id=write.user_id,
+            turn_id=turn_id,  # type: ignore[arg-type]
+            limit=policy.max_writes_per_turn,
+            now=now,
+        )
+    existing = _existing(user_id=write.user_id, key=write.key, visibility=write.visibility, owner=owner)
+    if existing is None:
+        _make_room(policy=policy, user_id=write.user_id, owner=owner, log=log, now=now)
+    category = write.category
+    if category is None:  # legacy properties: 'property' on insert, unchanged on update
+        category = existing.category if existing else PROPERTY_CATEGORY
+
+    ops = connection.ops
+    at = ops.adapt_datetimefield_value(now)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _upsert_sql(visibility=write.visibility),
+            [
+                write.user_id,
+                write.key,
+                json.dumps(write.value),
+                text,
+                category,
+                write.visibility,
+                owner,
+                json.dumps(groups),
+                write.source_conversation_id,
+                False,
+                at,
+                at,
+            ],
+        )
+        entry_id, created_at, access_count, last_accessed_at, stored_owner = cursor.fetchone()
+
+    if existing is None or existing.group_ids != groups:
+        if existing is not None:
+            MemoryEntryGroup.objects.filter(entry_id=entry_id).delete()
+        MemoryEntryGroup.objects.bulk_create(
+            [MemoryEntryGroup(entry_id=entry_id, user_id=write.user_id, group_id=g) for g in groups]
+        )
+    entry = MemoryEntry(
+        id=entry_id,
+        user_id=write.user_id,
+        key=write.key,
+        value=write.value,
+        value_text=text,
+        category=category,
+        visibility=write.visibility,
+        source_agent_id=stored_owner,
+        group_ids=groups,
+        source_conversation_id=write.source_conversation_id,
+        conflicted=False,
+        access_count=access_count,
+        created_at=_as_datetime(created_at),
+        updated_at=now,
+        last_accessed_at=_as_datetime(last_accessed_at),
+    )
+    if existing is None:
+        log.add(
+            MemoryEvent.Action.CREATED,
+            entry_id=entry_id,
+            user_id=write.user_id,
+            key=write.key,
+            new=write.value,
+            at=now,
+        )
+    else:
+        log.add(
+            MemoryEvent.Action.UPDATED,
+            entry_id=entry_id,
+            user_id=write.user_id,
+            key=write.key,
+            old=existing.value,
+            new=write.value,
+            at=now,
+        )
+    return UpsertResult(entry=entry, created=existing is None)
+
+
+def _as_datetime(value: Any) -> datetime | None:
+    """A datetime as the raw cursor returned it (SQLite gives text), made aware."""
+    if value is None or isinstance(value, datetime):
+        return value
+    from django.utils.dateparse import parse_datetime
+
+    parsed = parse_datetime(value)
+    if parsed is not None and timezone.is_naive(parsed):
+        parsed = timezone.make_aware(parsed, timezone.utc)
+    return parsed
+
+
+# --- Writes ------------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def memory_upsert(*, caller: Caller, write: MemoryWrite, turn_id: str | None = None) -> UpsertResult:
+    """Insert or update one entry on its upsert key. 201-worthy ``created`` tells which happened."""
+    _require_writer(caller)
+    log = _EventLog(Actor.of(caller))
+    result = _upsert_one(caller=caller, write=write, turn_id=turn_id, log=log, now=timezone.now())
+    log.flush()
+    return result
+
+
+@transaction.atomic
+def memory_upsert_batch(
+    *, caller: Caller, writes: Sequence[MemoryWrite], turn_id: str | None = None
+) -> list[UpsertResult]:
+    """Up to 100 upserts, all or nothing. A refusal names the failing index and writes nothing."""
+    _require_writer(caller)
+    if not writes:
+        raise BadRequest("A batch needs at least one entry.")
+    if len(writes) > MAX_BATCH:
+        raise BadRequest(f"A batch holds at most {MAX_BATCH} entries; got {len(writes)}.")
+    for user_id in sorted({w.user_id for w in writes}):  # one lock order, so batches never deadlock
+        advisory_xact_lock(LockId.USER_MEMORY, user_id)
+    log = _EventLog(Actor.of(caller))
+    now = timezone.now()
+    results = []
+    for index, write in enumerate(writes):
+        try:
+            results.append(_upsert_one(caller=caller, write=write, turn_id=turn_id, log=log, now=now))
+        except (BadRequest, Forbidden, CapacityReached, RateLimited) as exc:
+            exc.message = f"entries[{index}]: {exc.message}"
+            exc.details = {**exc.details, "index": index}
+            raise
+    log.flush()
+    return results
+
+
+@transaction.atomic
+def memory_delete(*, caller: Caller, entry_id: int) -> None:
+    """Delete one entry. An agent may delete only entries it owns."""
+    _require_writer(caller)
+    entry = MemoryEntry.objects.select_for_update().filter(id=entry_id).first()
+    if entry is None:
+        raise NotFound(f"No memory entry with id {entry_id}.")
+    if caller.is_agent and entry.source_agent_id != caller.agent_id:
+        raise Forbidden(f"Memory entry {entry_id} is not owned by agent '{caller.agent_id}'.")
+    log = _EventLog(Actor.of(caller))
+    log.add(
+        MemoryEvent.Action.DELETED,
+        entry_id=entry.id,
+        user_id=entry.user_id,
+        key=entry.key,
+        old=entry.value,
+        at=timezone.now(),
+    )
+    entry.delete()
+    log.flush()
+
+
+@transaction.atomic
+def memory_forget_key(*, caller: Caller, user_id: str, key: str) -> int:
+    """Delete the caller's own entries with this key for the user (LLM ``forgetFact``); returns how many."""
+    _require_writer(caller)
+    qs = MemoryEntry.objects.select_for_update().filter(user_id=user_id, key=key)
+    if caller.is_agent:
+        qs = qs.filter(source_agent_id=caller.agent_id)
+    rows = list(qs.values("id", "key", "value"))
+    log = _EventLog(Actor.of(caller))
+    now = timezone.now()
+    for row in rows:
+        log.add(
+            MemoryEvent.Action.DELETED,
+            entry_id=row["id"],
+            user_id=user_id,
+            key=row["key"],
+            old=row["value"],
+            at=now,
+        )
+    MemoryEntry.objects.filter(id__in=[row["id"] for row in rows]).delete()
+    log.flush()
+    return len(rows)
+
+
+# --- Recall ------------------------------------------------------------------------------------------
+
+
+def recall_split(limit: int) -> int:
+    """How many of ``limit`` most_accessed slots are reserved for the most recent entries."""
+    return max(1, limit // 5) if limit > 1 else 0
+
+
+def memory_recall(
+    *,
+    caller: Caller,
+    user_id: str,
+    agent_id: str | None = None,
+    group_ids: list[str] | None = None,
+    order: str | None = None,
+    limit: int | None = None,
+) -> list[MemoryEntry]:
+    """The entries visible to the agent, in its policy's order and limit; counts the access of each."""
+    agent_id, groups = selectors.resolve_read_scope(
+        caller=caller, agent_id=agent_id, group_ids=group_ids, require_agent=True
+    )
+    policy = selectors.policy_for_agent(agent_id=agent_id)
+    order = order or policy.recall_order
+    if order not in RecallOrder.values:
+        raise BadRequest(f"order must be one of {', '.join(RecallOrder.values)}.")
+    if limit is not None and not 1 <= limit <= MAX_RECALL_LIMIT:
+        raise BadRequest(f"limit must be between 1 and {MAX_RECALL_LIMIT}.")
+    limit = min(limit or policy.max_recall_entries, policy.max_recall_entries)
+    qs = MemoryEntry.objects.filter(selectors.visible_q(user_id=user_id, agent_id=agent_id, group_ids=groups))  # type: ignore[arg-type]
+    recent = list(
+        qs.order_by(*selectors.LIST_ORDER)[
+            : limit if order == RecallOrder.MOST_RECENT else recall_split(limit)
+        ]
+    )
+    entries = recent
+    if order == RecallOrder.MOST_ACCESSED and limit > len(recent):
+        taken = [e.id for e in recent]
+        entries = recent + list(
+            qs.exclude(id__in=taken).order_by("-access_count", *selectors.LIST_ORDER)[: limit - len(recent)]
+        )
+    memory_touch(entries=entries)
+    return entries
+
+
+def memory_touch(*, entries: list[MemoryEntry]) -> None:
+    """Count one access of each entry, and set lastAccessedAt where it is older than the granularity.
+
+    One UPDATE for all of them; the entries passed in are updated in place to match.
+    """
+    if not entries:
+        return
+    now = timezone.now()
+    threshold = now - timedelta(seconds=settings.MEMORY_ACCESS_GRANULARITY)
+    stale = Q(last_accessed_at__isnull=True) | Q(last_accessed_at__lt=threshold)
+    MemoryEntry.objects.filter(id__in=[e.id for e in entries]).update(
+        access_count=F("access_count") + 1,
+        last_accessed_at=Case(When(stale, then=Value(now)), default=F("last_accessed_at")),
+    )
+    for entry in entries:
+        entry.access_count += 1
+        if entry.last_accessed_at is None or entry.last_accessed_at < threshold:
+            entry.last_accessed_at = now
+
+
+# --- Legacy properties --------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def properties_merge(
+    *, caller: Caller, user_id: str, properties: dict[str, Any], turn_id: str | None = None
+) -> list[UpsertResult]:
+    """Upsert each key as a global entry, category ``property`` on insert; skips ``_id`` and ``userId``."""
+    writes = [
+        MemoryWrite(
+            user_id=user_id,
+            key=key,
+            value=value,
+            category=None,
+            visibility=Visibility.GLOBAL,
+            source_agent_id=caller.agent_id,
+        )
+        for key, value in properties.items()
+        if key not in LEGACY_SKIPPED_KEYS
+    ]
+    if not writes:
+        return []
+    return memory_upsert_batch(caller=caller, writes=writes, turn_id=turn_id)
+
+
+@transaction.atomic
+def properties_delete(*, caller: Caller, user_id: str) -> int:
+    """Delete the user's global entries (an agent: only the ones it owns)."""
+    _require_writer(caller)
+    qs = MemoryEntry.objects.filter(user_id=user_id, visibility=Visibility.GLOBAL)
+    if caller.is_agent:
+        qs = qs.filter(source_agent_id=caller.agent_id)
+    rows = list(qs.values("id", "key", "value"))
+    log = _EventLog(Actor.of(caller))
+    now = timezone.now()
+    for row in rows:
+        log.add(
+            MemoryEvent.Action.DELETED,
+            entry_id=row["id"],
+            user_id=user_id,
+            key=row["key"],
+            old=row["value"],
+            at=now,
+        )
+    MemoryEntry.objects.filter(id__in=[row["id"] for row in rows]).delete()
+    log.flush()
+    return len(rows)
+
+
+# --- Policy -------------------------------------------------------------------------------------------
+
+POLICY_FIELDS = (
+    "max_entries_per_user",
+    "max_recall_entries",
+    "recall_order",
+    "on_cap_reached",
+    "max_key_length",
+    "max_value_length",
+    "max_writes_per_turn",
+    "allowed_categories",
+    "dream_enabled",
+    "prune_stale_after_days",
+    "detect_contradictions",
+    "summarize_interactions",
+    "max_cost_per_run",
+    "cross_agent_maintenance",
+)
+
+
+@transaction.atomic
+def policy_update(*, agent_id: str, **changes: Any) -> AgentMemoryPolicy:
+    """Change an agent's memory policy (made with the defaults on first change)."""
+    unknown = set(changes) - set(POLICY_FIELDS)
+    if unknown:
+        raise BadRequest(f"Unknown policy fields: {', '.join(sorted(unknown))}.")
+    if not Agent.objects.filter(id=agent_id).exists():
+        raise NotFound(f"No agent '{agent_id}'.")
+    policy, _ = AgentMemoryPolicy.objects.select_for_update().get_or_create(agent_id=agent_id)
+    for name, value in changes.items():
+        setattr(policy, name, value)
+    if policy.max_recall_entries < 1 or policy.max_entries_per_user < 1:
+        raise BadRequest("maxRecallEntries and maxEntriesPerUser must be at least 1.")
+    if policy.recall_order not in RecallOrder.values:
+        raise BadRequest(f"recallOrder must be one of {', '.join(RecallOrder.values)}.")
+    if policy.on_cap_reached not in OnCapReached.values:
+        raise BadRequest(f"onCapReached must be one of {', '.join(OnCapReached.values)}.")
+    policy.save()
+    return policy
+
+
+# --- GDPR ---------------------------------------------------------------------------------------------
+
+Eraser = Callable[[str], dict[str, int]]
+Exporter = Callable[[str], dict[str, Any]]
+_erasers: dict[str, Eraser] = {}
+_exporters: dict[str, Exporter] = {}
+
+
+def register_user_data(name: str, *, eraser: Eraser, exporter: Exporter) -> None:
+    """Let an app that keeps per-user data (conversations) take part in erasure and export."""
+    _erasers[name] = eraser
+    _exporters[name] = exporter
+
+
+@transaction.atomic
+def memory_erase_user(*, caller: Caller, user_id: str) -> dict[str, Any]:
+    """GDPR erasure (admin only): every entry, history event and turn counter of the user, and the data of
+    every registered app. Returns what it removed."""
+    if not caller.is_admin:
+        raise Forbidden("GDPR erasure needs an admin key.")
+    advisory_xact_lock(LockId.USER_MEMORY, user_id)
+    entries = MemoryEntry.objects.filter(user_id=user_id)
+    entries_deleted = entries.count()
+    MemoryEntryGroup.objects.filter(user_id=user_id).delete()
+    entries.delete()
+    events_deleted, _ = MemoryEvent.objects.filter(user_id=user_id).delete()
+    TurnWriteCount.objects.filter(user_id=user_id).delete()
+    report: dict[str, Any] = {
+        "userId": user_id,
+        "entriesDeleted": entries_deleted,
+        "eventsDeleted": events_deleted,
+    }
+    for name, eraser in _erasers.items():
+        report[name] = eraser(user_id)
+    log = _EventLog(Actor.of(caller))
+    log.add(
+        MemoryEvent.Action.ERASED,
+        entry_id=None,
+        user_id=user_id,
+        key="",
+        new={"entriesDeleted": entries_deleted},
+        at=timezone.now(),
+    )
+    log.flush()
+    logger.info("GDPR erasure of a user: %s entries, %s events", entries_deleted, events_deleted)
+    return report
+
+
+def memory_export_user(*, caller: Caller, user_id: str) -> dict[str, Any]:
+    """GDPR export (admin only): all of the user's data as JSON."""
+    if not caller.is_admin:
+        raise Forbidden("GDPR export needs an admin key.")
+    from usermemory.api.serializers import MemoryEntryOutputSerializer, MemoryEventOutputSerializer
+
+    entries = MemoryEntry.objects.filter(user_id=user_id).order_by("created_at", "id")
+    events = MemoryEvent.objects.filter(user_id=user_id).order_by("created_at", "id")
+    export: dict[str, Any] = {
+        "userId": user_id,
+        "exportedAt": timezone.now().isoformat(),
+        "memories": MemoryEntryOutputSerializer(entries, many=True).data,
+        "history": MemoryEventOutputSerializer(events, many=True).data,
+    }
+    for name, exporter in _exporters.items():
+        export[name] = exporter(user_id)
+    return export
