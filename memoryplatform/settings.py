@@ -56,6 +56,8 @@ INSTALLED_APPS = [
     "memoryplatform",
     "apikeys",
     "usermemory",
+    "dream",
+    "conversations",
 ]
 
 MIDDLEWARE = [
