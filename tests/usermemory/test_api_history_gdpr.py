@@ -1,0 +1,134 @@
+"""History events, GDPR export and erasure, legacy properties, and the policy API."""
+
+from tests.helpers import assert_envelope
+from usermemory.models import MemoryEntry, MemoryEvent
+
+BASE = "/usermemorystore/memories"
+U = "user-h"
+
+
+def test_every_change_leaves_an_event(agent_a_api, agent_b_api, put):
+    entry = put(agent_a_api, userId=U, key="k", value="one").json()
+    put(agent_a_api, userId=U, key="k", value="two")
+    events = agent_a_api.get(f"{BASE}/entry/{entry['id']}/history").json()
+    assert [(e["action"], e["oldValue"], e["newValue"]) for e in events] == [
+        ("created", None, "one"),
+        ("updated", "one", "two"),
+    ]
+    assert events[0]["actorType"] == "agent" and events[0]["actorId"] == "agent-a"
+    assert events[0]["keyPrefix"] == agent_a_api.key.prefix
+    # Another agent cannot read the history of an entry it cannot see.
+    assert_envelope(agent_b_api.get(f"{BASE}/entry/{entry['id']}/history"), 404, "not_found")
+    agent_a_api.delete(f"{BASE}/entry/{entry['id']}")
+    assert MemoryEvent.objects.filter(entry_id=entry["id"], action="deleted", old_value="two").exists()
+
+
+def test_history_of_a_deleted_entry_is_readable_by_admin(admin_api, put):
+    entry = put(admin_api, userId=U, key="k", value=1, visibility="global").json()
+    admin_api.delete(f"{BASE}/entry/{entry['id']}")
+    actions = [e["action"] for e in admin_api.get(f"{BASE}/entry/{entry['id']}/history").json()]
+    assert actions == ["created", "deleted"]
+    assert_envelope(admin_api.get(f"{BASE}/entry/424242/history"), 404, "not_found")
+
+
+def test_export_and_erasure_cover_history(admin_api, agent_a_api, put):
+    put(agent_a_api, userId=U, key="a", value=1)
+    put(agent_a_api, userId=U, key="a", value=2)
+    put(agent_a_api, userId="someone-else", key="a", value=3)
+    export = admin_api.get(f"{BASE}/{U}/export").json()
+    assert export["userId"] == U
+    assert [m["value"] for m in export["memories"]] == [2]
+    assert [h["action"] for h in export["history"]] == ["created", "updated"]
+
+    erased = admin_api.delete(f"{BASE}/{U}").json()
+    assert erased["userId"] == U and erased["entriesDeleted"] == 1 and erased["eventsDeleted"] == 2
+    assert not MemoryEntry.objects.filter(user_id=U).exists()
+    assert list(MemoryEvent.objects.filter(user_id=U).values_list("action", flat=True)) == ["erased"]
+    assert MemoryEntry.objects.filter(user_id="someone-else").count() == 1
+    assert admin_api.get(f"{BASE}/{U}").json() == []
+
+
+def test_legacy_properties(agent_a_api, agent_b_api, admin_api, put):
+    assert agent_a_api.get(f"/propertiesstore/properties/{U}").status_code == 204
+    put(agent_a_api, userId=U, key="private", value="hidden")  # a self entry is not a property
+    merged = agent_a_api.post(
+        f"/propertiesstore/properties/{U}",
+        {"name": "Alice", "age": 30, "_id": "x", "userId": U},
+        format="json",
+    )
+    assert merged.status_code == 200
+    assert merged.json() == {"age": 30, "name": "Alice"}
+    entry = MemoryEntry.objects.get(user_id=U, key="name")
+    assert (entry.visibility, entry.category, entry.source_agent_id) == ("global", "property", "agent-a")
+    # An update keeps the category it has.
+    MemoryEntry.objects.filter(id=entry.id).update(category="fact")
+    agent_b_api.post(f"/propertiesstore/properties/{U}", {"name": "Alicia"}, format="json")
+    entry.refresh_from_db()
+    assert (entry.value, entry.category, entry.source_agent_id) == ("Alicia", "fact", "agent-a")
+    # Agent B owns none of them, so its delete removes nothing; admin's removes every global entry.
+    assert agent_b_api.delete(f"/propertiesstore/properties/{U}").status_code == 204
+    assert agent_b_api.get(f"/propertiesstore/properties/{U}").json() == {"age": 30, "name": "Alicia"}
+    assert admin_api.delete(f"/propertiesstore/properties/{U}").status_code == 204
+    assert admin_api.get(f"/propertiesstore/properties/{U}").status_code == 204
+    assert MemoryEntry.objects.filter(user_id=U, key="private").exists()
+    assert_envelope(
+        agent_a_api.post(f"/propertiesstore/properties/{U}", [1], format="json"), 400, "bad_request"
+    )
+
+
+def test_policy_read_and_patch(admin_api, agent_a):
+    body = admin_api.get("/v1/agents/agent-a").json()
+    assert body["id"] == "agent-a"
+    assert body["memoryPolicy"] == {
+        "maxEntriesPerUser": 500,
+        "maxRecallEntries": 50,
+        "recallOrder": "most_recent",
+        "onCapReached": "evict_oldest",
+        "guardrails": {
+            "maxKeyLength": 100,
+            "maxValueLength": 1000,
+            "maxWritesPerTurn": 10,
+            "allowedCategories": ["preference", "fact", "context"],
+        },
+        "dreamConfig": {
+            "enabled": False,
+            "pruneStaleAfterDays": 90,
+            "detectContradictions": True,
+            "summarizeInteractions": False,
+            "maxCostPerRun": 0.5,
+            "crossAgentMaintenance": False,
+        },
+    }
+    patched = admin_api.patch(
+        "/v1/agents/agent-a",
+        {
+            "displayName": "A!",
+            "memoryPolicy": {
+                "maxRecallEntries": 7,
+                "guardrails": {"maxKeyLength": 20},
+                "dreamConfig": {"enabled": True},
+            },
+        },
+        format="json",
+    ).json()
+    assert patched["displayName"] == "A!"
+    assert patched["memoryPolicy"]["maxRecallEntries"] == 7
+    assert patched["memoryPolicy"]["guardrails"]["maxKeyLength"] == 20
+    assert patched["memoryPolicy"]["guardrails"]["maxValueLength"] == 1000
+    assert patched["memoryPolicy"]["dreamConfig"]["enabled"] is True
+    assert_envelope(
+        admin_api.patch("/v1/agents/agent-a", {"memoryPolicy": {"recallOrder": "random"}}, format="json"),
+        400,
+        "bad_request",
+    )
+    assert_envelope(
+        admin_api.patch("/v1/agents/agent-a", {"memoryPolicy": {"maxRecallEntries": 0}}, format="json"),
+        400,
+        "bad_request",
+    )
+    assert_envelope(
+        admin_api.patch("/v1/agents/ghost", {"memoryPolicy": {"maxRecallEntries": 3}}, format="json"),
+        404,
+        "not_found",
+    )
+    assert admin_api.get("/v1/agents/agent-a").json()["memoryPolicy"]["maxRecallEntries"] == 7

@@ -1,0 +1,110 @@
+"""Recall order, the most_accessed recency reservation, access counting, and query bounds."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from usermemory.models import MemoryEntry
+from usermemory.services import recall_split
+
+BASE = "/usermemorystore/memories"
+U = "user-r"
+
+
+@pytest.mark.parametrize(("n", "reserved"), [(1, 0), (2, 1), (5, 1), (10, 2), (50, 10)])
+def test_recall_split(n, reserved):
+    assert recall_split(n) == reserved
+
+
+def _seed(admin_api, count):
+    """``count`` global entries; entry i was updated i minutes ago and accessed (count - i) * 10 times...
+    except that the most accessed are the oldest, so recency and access disagree."""
+    now = timezone.now()
+    for i in range(count):
+        admin_api.put(
+            BASE, {"userId": U, "key": f"k{i:02d}", "value": i, "visibility": "global"}, format="json"
+        )
+    for i in range(count):
+        MemoryEntry.objects.filter(key=f"k{i:02d}").update(
+            updated_at=now - timedelta(minutes=count - i), access_count=1000 - i * 10
+        )
+    # k(count-1) is the newest; k00 the most accessed.
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 10, 50])
+def test_most_accessed_reserves_recent_slots(admin_api, agent_a_api, n):
+    total = 60
+    _seed(admin_api, total)
+    before = dict(MemoryEntry.objects.values_list("key", "access_count"))
+    body = agent_a_api.get(f"{BASE}/{U}/visible?order=most_accessed&limit={n}").json()
+    keys = [e["key"] for e in body]
+    reserved = recall_split(n)
+    newest_first = [f"k{i:02d}" for i in range(total - 1, -1, -1)]
+    most_accessed = [f"k{i:02d}" for i in range(total)]
+    assert keys[:reserved] == newest_first[:reserved]
+    assert keys[reserved:] == [k for k in most_accessed if k not in keys[:reserved]][: n - reserved]
+    assert len(keys) == len(set(keys)) == n
+    # Each returned entry was counted exactly once; the others not at all.
+    after = dict(MemoryEntry.objects.values_list("key", "access_count"))
+    assert {k for k in after if after[k] != before[k]} == set(keys)
+    assert all(after[k] == before[k] + 1 for k in keys)
+    assert all(e["accessCount"] == before[e["key"]] + 1 for e in body)
+
+
+def test_most_recent_and_policy_defaults(admin_api, agent_a, agent_a_api, set_policy):
+    _seed(admin_api, 12)
+    set_policy(agent_a, max_recall_entries=5)
+    keys = [e["key"] for e in agent_a_api.get(f"{BASE}/{U}/visible").json()]
+    assert keys == ["k11", "k10", "k09", "k08", "k07"]
+    # A larger limit is clamped to the policy's maxRecallEntries.
+    assert len(agent_a_api.get(f"{BASE}/{U}/visible?limit=10").json()) == 5
+    set_policy(agent_a, recall_order="most_accessed")
+    keys = [e["key"] for e in agent_a_api.get(f"{BASE}/{U}/visible").json()]
+    assert keys[0] == "k11" and keys[1:] == ["k00", "k01", "k02", "k03"]
+
+
+def test_last_accessed_is_touched_once_per_granularity(admin_api, agent_a_api, settings):
+    settings.MEMORY_ACCESS_GRANULARITY = 3600
+    admin_api.put(BASE, {"userId": U, "key": "k", "value": 1, "visibility": "global"}, format="json")
+    first = agent_a_api.get(f"{BASE}/{U}/visible").json()[0]["lastAccessedAt"]
+    assert first is not None
+    second = agent_a_api.get(f"{BASE}/{U}/visible").json()[0]
+    assert second["lastAccessedAt"] == first
+    assert second["accessCount"] == 2
+    old = timezone.now() - timedelta(hours=2)
+    MemoryEntry.objects.update(last_accessed_at=old)
+    third = agent_a_api.get(f"{BASE}/{U}/visible").json()[0]
+    assert third["lastAccessedAt"] != first
+    # Reads that are not a recall do not touch it, nor updatedAt.
+    entry = MemoryEntry.objects.get()
+    agent_a_api.get(f"{BASE}/{U}")
+    agent_a_api.get(f"{BASE}/{U}/key/k")
+    again = MemoryEntry.objects.get()
+    assert (again.updated_at, again.last_accessed_at) == (entry.updated_at, entry.last_accessed_at)
+
+
+def test_visible_and_list_have_bounded_queries(admin_api, agent_a_api, django_assert_max_num_queries):
+    _seed(admin_api, 30)
+    admin_api.put(
+        BASE,
+        {
+            "userId": U,
+            "key": "g",
+            "value": 1,
+            "visibility": "group",
+            "groupIds": ["team"],
+            "sourceAgentId": "agent-a",
+        },
+        format="json",
+    )
+    agent_a_api.get("/v1/agents/me")  # the key's first use records last_used_at; later ones do not
+    # auth (1) + agent groups (1) + policy (1) + select (1) + access update (1), whatever the row count
+    with django_assert_max_num_queries(5):
+        assert len(agent_a_api.get(f"{BASE}/{U}/visible?limit=50").json()) == 31
+    with django_assert_max_num_queries(6):
+        assert len(agent_a_api.get(f"{BASE}/{U}/visible?order=most_accessed&limit=50").json()) == 31
+    with django_assert_max_num_queries(3):
+        assert len(agent_a_api.get(f"{BASE}/{U}").json()) == 31
+    with django_assert_max_num_queries(2):
+        assert len(admin_api.get(f"{BASE}/{U}").json()) == 31

@@ -1,0 +1,106 @@
+"""Concurrency on PostgreSQL: real threads, each with its own database connection."""
+
+import threading
+from collections.abc import Callable
+
+import pytest
+from django.db import connections
+from rest_framework.test import APIClient
+
+from tests.helpers import needs_postgres
+from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent
+
+pytestmark = [needs_postgres, pytest.mark.django_db(transaction=True)]
+
+BASE = "/usermemorystore/memories"
+
+
+def run_at_once(count: int, work: Callable[[int, APIClient], int], raw_key: str) -> list[int]:
+    """Run ``work(i, client)`` in ``count`` threads released together; return their status codes."""
+    barrier = threading.Barrier(count)
+    statuses: list[int] = [0] * count
+
+    def target(i: int) -> None:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw_key}")
+        try:
+            barrier.wait(timeout=30)
+            statuses[i] = work(i, client)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return statuses
+
+
+def test_twenty_simultaneous_upserts_of_one_key_leave_one_row(agent_a_api):
+    def work(i, client):
+        return client.put(
+            BASE, {"userId": "race", "key": "k", "value": i}, format="json", headers={"X-Turn-Id": f"t{i}"}
+        ).status_code
+
+    statuses = run_at_once(20, work, agent_a_api.raw_key)
+    assert sorted(statuses) == [200] * 19 + [201]
+    assert MemoryEntry.objects.filter(user_id="race").count() == 1
+    assert MemoryEvent.objects.filter(user_id="race", action="created").count() == 1
+    assert MemoryEvent.objects.filter(user_id="race", action="updated").count() == 19
+
+
+def test_twenty_simultaneous_global_upserts_from_two_agents(agent_a_api, agent_b_api):
+    def work(i, client):
+        if i % 2:
+            client.credentials(HTTP_AUTHORIZATION=f"Bearer {agent_b_api.raw_key}")
+        return client.put(
+            BASE,
+            {"userId": "race-g", "key": "k", "value": i, "visibility": "global"},
+            format="json",
+            headers={"X-Turn-Id": f"t{i}"},
+        ).status_code
+
+    statuses = run_at_once(20, work, agent_a_api.raw_key)
+    assert statuses.count(201) == 1 and statuses.count(200) == 19
+    assert MemoryEntry.objects.filter(user_id="race-g").count() == 1
+
+
+@pytest.mark.parametrize("mode", ["reject", "evict_oldest"])
+def test_writers_racing_past_the_cap_never_exceed_it(agent_a, agent_a_api, mode):
+    AgentMemoryPolicy.objects.create(agent=agent_a, max_entries_per_user=5, on_cap_reached=mode)
+
+    def work(i, client):
+        return client.put(
+            BASE,
+            {"userId": "capped", "key": f"k{i}", "value": i},
+            format="json",
+            headers={"X-Turn-Id": f"t{i}"},
+        ).status_code
+
+    statuses = run_at_once(20, work, agent_a_api.raw_key)
+    assert MemoryEntry.objects.filter(user_id="capped").count() == 5
+    if mode == "reject":
+        assert statuses.count(201) == 5 and statuses.count(409) == 15
+    else:
+        assert statuses == [201] * 20
+        assert MemoryEvent.objects.filter(user_id="capped", action="evicted").count() == 15
+
+
+def test_simultaneous_batches_are_all_or_nothing(admin_api):
+    def work(i, client):
+        entries = [
+            {"userId": f"batch-{k % 3}", "key": f"k{k}", "value": i, "visibility": "global"}
+            for k in range(10)
+        ]
+        if i % 2:  # odd batches carry one bad entry at the end
+            entries.append({"userId": "batch-0", "key": "bad", "value": 1, "visibility": "self"})
+        return client.put(f"{BASE}/batch", entries, format="json").status_code
+
+    statuses = run_at_once(12, work, admin_api.raw_key)
+    assert statuses.count(200) == 6 and statuses.count(400) == 6
+    values = set(MemoryEntry.objects.filter(user_id__startswith="batch-").values_list("value", flat=True))
+    # Every stored value comes from a successful (even) batch; no bad entry and no duplicate keys.
+    assert values and all(v % 2 == 0 for v in values)
+    assert MemoryEntry.objects.filter(user_id__startswith="batch-").count() == 10
+    assert not MemoryEntry.objects.filter(key="bad").exists()
