@@ -17,6 +17,7 @@ urlpatterns = [
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
     path("v1/", include("apikeys.api.urls")),
     path("", include("usermemory.api.urls")),
+    path("", include("usermemory.api.tool_urls")),
     path("", include("dream.api.urls")),
     path("", include("conversations.api.urls")),
     # Anything else outside the admin and static files is an unknown API path: JSON 404, even with DEBUG on.
