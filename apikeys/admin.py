@@ -1,6 +1,21 @@
-from django.contrib import admin
+"""Staff govern agents, groups and API keys here. Every save and action calls apikeys.services."""
 
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils import timezone
+
+from apikeys import services
 from apikeys.models import Agent, AgentGroup, ApiKey
+from memoryplatform.api.errors import ServiceError
+
+
+def _service_error_to_form(form: forms.Form, exc: ServiceError) -> None:
+    field = next((f for f in form.fields if exc.message.startswith(f"{f}:")), None)
+    form.add_error(field, exc.message)
 
 
 class ApiKeyInline(admin.TabularInline):
@@ -11,39 +26,202 @@ class ApiKeyInline(admin.TabularInline):
     readonly_fields = fields
     show_change_link = True
 
-    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class AgentForm(forms.ModelForm):
+    groups = forms.ModelMultipleChoiceField(
+        queryset=AgentGroup.objects.all(),
+        required=False,
+        widget=admin.widgets.FilteredSelectMultiple("groups", False),
+    )
+
+    class Meta:
+        model = Agent
+        fields = ["id", "display_name", "capabilities", "model", "status"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["groups"].initial = list(self.instance.groups.values_list("id", flat=True))
 
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
+    form = AgentForm
     list_display = ["id", "display_name", "status", "model", "last_active_at", "created_at"]
     list_filter = ["status"]
     search_fields = ["id", "display_name"]
     readonly_fields = ["last_active_at", "created_at", "updated_at"]
     inlines = [ApiKeyInline]
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Agent | None = None) -> list[str]:
+        return [*self.readonly_fields, "id"] if obj else list(self.readonly_fields)
+
+    def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
+        values = {name: form.cleaned_data[name] for name in services.AGENT_EDITABLE_FIELDS}
+        if change:
+            services.agent_update(agent_id=obj.id, **values)
+        else:
+            created = services.agent_create(agent_id=form.cleaned_data["id"], **values)
+            obj.pk = created.pk
+            obj.created_at, obj.updated_at = created.created_at, created.updated_at
+        obj._state.adding = False
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        services.agent_set_groups(
+            agent_id=form.instance.id, group_ids=[g.id for g in form.cleaned_data["groups"]]
+        )
+        for formset in formsets:
+            self.save_formset(request, form, formset, change=change)
+
 
 @admin.register(AgentGroup)
 class AgentGroupAdmin(admin.ModelAdmin):
-    list_display = ["id", "name", "created_at"]
+    list_display = ["id", "name", "member_count", "created_at"]
     list_filter = ["created_at"]
-    search_fields = ["id", "name"]
+    search_fields = ["id", "name", "members__id"]
     readonly_fields = ["created_at"]
     filter_horizontal = ["members"]
+
+    @admin.display(description="members")
+    def member_count(self, group: AgentGroup) -> int:
+        return group.members.count()
+
+
+class ApiKeyCreateForm(forms.ModelForm):
+    class Meta:
+        model = ApiKey
+        fields = ["role", "agent", "label", "expires_at"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        agent = data.get("agent")
+        try:
+            services.apikey_check_options(
+                role=data.get("role", ""),
+                agent_id=agent.id if agent else None,
+                expires_at=data.get("expires_at"),
+            )
+        except ServiceError as exc:
+            _service_error_to_form(self, exc)
+        return data
 
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ["prefix", "role", "agent", "label", "last_used_at", "expires_at", "revoked_at"]
-    list_filter = ["role", "revoked_at"]
+    """Keys: made with the raw key shown once on the next page; revoked by an action that asks first."""
+
+    list_display = [
+        "prefix",
+        "role",
+        "agent",
+        "label",
+        "created_at",
+        "last_used_at",
+        "expires_at",
+        "revoked_at",
+    ]
+    list_filter = ["role", ("revoked_at", admin.EmptyFieldListFilter), "expires_at"]
     search_fields = ["prefix", "label", "agent__id"]
     list_select_related = ["agent"]
-    raw_id_fields = ["agent", "created_by"]
-    readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at", "created_by"]
-    exclude = ["digest"]
+    raw_id_fields = ["agent"]
+    readonly_fields = [
+        "prefix",
+        "role",
+        "agent",
+        "created_by",
+        "created_at",
+        "last_used_at",
+        "expires_at",
+        "revoked_at",
+    ]
+    actions = ["revoke_keys"]
 
-    def has_add_permission(self, request):  # type: ignore[no-untyped-def]
-        # Keys are made by `manage.py createapikey` (which shows the raw key once) until the admin's
-        # create-and-show-once page lands.
-        return False
+    def get_form(self, request: HttpRequest, obj: ApiKey | None = None, **kwargs: Any) -> Any:
+        if obj is None:
+            kwargs["form"] = ApiKeyCreateForm
+        return super().get_form(request, obj, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
+        if obj is None:
+            return ["role", "agent", "label", "expires_at"]
+        return [
+            "prefix",
+            "role",
+            "agent",
+            "label",
+            "created_by",
+            "created_at",
+            "last_used_at",
+            "expires_at",
+            "revoked_at",
+        ]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
+        return list(self.readonly_fields) if obj else []
+
+    def has_delete_permission(self, request: HttpRequest, obj: ApiKey | None = None) -> bool:
+        return False  # keys are revoked, never deleted, so their use stays on record
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
+        if change:
+            obj.save(update_fields=["label"])
+            return
+        key, raw_key = services.apikey_create(
+            role=obj.role,
+            agent_id=obj.agent_id,
+            label=obj.label,
+            expires_at=obj.expires_at,
+            created_by=request.user,
+        )
+        for field in ApiKey._meta.concrete_fields:
+            setattr(obj, field.attname, getattr(key, field.attname))
+        obj._state.adding = False
+        request._new_raw_key = raw_key  # type: ignore[attr-defined]  (lives for this response only)
+
+    def response_add(
+        self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        raw_key = getattr(request, "_new_raw_key", None)
+        if raw_key is None:
+            return super().response_add(request, obj, post_url_continue)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "key": obj,
+            "raw_key": raw_key,
+            "title": f"API key {obj.prefix} created",
+        }
+        response = TemplateResponse(request, "admin/apikeys/apikey/created.html", context)
+        response["Cache-Control"] = "no-store"
+        return response
+
+    @admin.action(description="Revoke selected API keys")
+    def revoke_keys(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
+        live = queryset.filter(revoked_at__isnull=True)
+        if request.POST.get("confirm") == "yes":
+            revoked = 0
+            for key in live:
+                try:
+                    services.apikey_revoke(prefix=key.prefix)
+                    revoked += 1
+                except ServiceError as exc:
+                    self.message_user(request, exc.message, messages.WARNING)
+            self.message_user(request, f"Revoked {revoked} API key(s).", messages.SUCCESS)
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "keys": live,
+            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            "title": "Revoke API keys?",
+            "now": timezone.now(),
+        }
+        return TemplateResponse(request, "admin/apikeys/apikey/revoke_confirmation.html", context)

@@ -104,6 +104,19 @@ def group_add_members(*, group_id: str, agent_ids: list[str]) -> AgentGroup:
 
 
 @transaction.atomic
+def agent_set_groups(*, agent_id: str, group_ids: list[str]) -> None:
+    """Make the agent a member of exactly these (existing) groups."""
+    agent = Agent.objects.select_for_update().filter(id=agent_id).first()
+    if agent is None:
+        raise NotFound(f"No agent '{agent_id}'.")
+    groups = list(AgentGroup.objects.filter(id__in=group_ids))
+    missing = sorted(set(group_ids) - {g.id for g in groups})
+    if missing:
+        raise BadRequest(f"Unknown groups: {', '.join(missing)}.")
+    agent.groups.set(groups)
+
+
+@transaction.atomic
 def group_remove_member(*, group_id: str, agent_id: str) -> None:
     group = AgentGroup.objects.filter(id=group_id).first()
     if group is None:
@@ -111,6 +124,25 @@ def group_remove_member(*, group_id: str, agent_id: str) -> None:
     if not group.members.filter(id=agent_id).exists():
         raise NotFound(f"Agent '{agent_id}' is not a member of group '{group_id}'.")
     group.members.remove(agent_id)
+
+
+def apikey_check_options(*, role: str, agent_id: str | None, expires_at: datetime | None) -> Agent | None:
+    """Refuse a key that could not be made: an unknown role, an agent key without its agent (or another role
+    with one), an unknown agent, or an expiry in the past. Returns the agent for an agent key."""
+    if role not in ApiKey.Role.values:
+        raise BadRequest(f"role must be one of {', '.join(ApiKey.Role.values)}.")
+    if role == ApiKey.Role.AGENT and not agent_id:
+        raise BadRequest("An agent key needs an agent.")
+    if role != ApiKey.Role.AGENT and agent_id:
+        raise BadRequest(f"A {role} key is not bound to an agent.")
+    if expires_at is not None and expires_at <= timezone.now():
+        raise BadRequest("expires_at must be in the future.")
+    if not agent_id:
+        return None
+    agent = Agent.objects.filter(id=agent_id).first()
+    if agent is None:
+        raise NotFound(f"No agent '{agent_id}'.")
+    return agent
 
 
 def apikey_create(
@@ -122,19 +154,7 @@ def apikey_create(
     created_by: Any = None,
 ) -> tuple[ApiKey, str]:
     """Make a key and return it with its raw form, which is never stored and cannot be shown again."""
-    if role not in ApiKey.Role.values:
-        raise BadRequest(f"role must be one of {', '.join(ApiKey.Role.values)}.")
-    if role == ApiKey.Role.AGENT and not agent_id:
-        raise BadRequest("An agent key needs an agent.")
-    if role != ApiKey.Role.AGENT and agent_id:
-        raise BadRequest(f"A {role} key is not bound to an agent.")
-    agent = None
-    if agent_id:
-        agent = Agent.objects.filter(id=agent_id).first()
-        if agent is None:
-            raise NotFound(f"No agent '{agent_id}'.")
-    if expires_at is not None and expires_at <= timezone.now():
-        raise BadRequest("expires_at must be in the future.")
+    agent = apikey_check_options(role=role, agent_id=agent_id, expires_at=expires_at)
     for _ in range(5):  # an 8-hex prefix collides about once in four billion keys
         raw_key, prefix = key_generate()
         parsed = key_parse(raw_key)

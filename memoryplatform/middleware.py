@@ -20,7 +20,12 @@ class RequestLogMiddleware:
             return response
         caller = getattr(request, "user", None)
         describe = getattr(caller, "log_label", None)
-        who = describe() if callable(describe) else "anonymous"
+        if callable(describe):
+            who = describe()
+        elif getattr(caller, "is_authenticated", False):
+            who = f"staff={caller.get_username()}"
+        else:
+            who = "anonymous"
         logger.info(
             "%s %s %s %.1fms caller=%s",
             request.method,

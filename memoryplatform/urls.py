@@ -6,6 +6,10 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from memoryplatform import views
 from memoryplatform.api import errors
 
+admin.site.site_header = "memoryplatform"
+admin.site.site_title = "memoryplatform admin"
+admin.site.index_title = "Agents, keys, memories and Dream"
+
 urlpatterns = [
     path("", RedirectView.as_view(url="/api/docs/", permanent=False)),
     path("healthz", views.healthz, name="healthz"),

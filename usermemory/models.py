@@ -102,6 +102,24 @@ class MemoryEntry(models.Model):
         return f"{self.user_id}:{self.key} [{self.visibility}]"
 
 
+class MemoryConflict(MemoryEntry):
+    """The admin's view of conflicted (user, key) sets."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "conflict"
+        verbose_name_plural = "conflicts"
+
+
+class UserDataRequest(MemoryEntry):
+    """The admin's GDPR page: export or erase one user's data."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "GDPR request"
+        verbose_name_plural = "GDPR: export or erase a user"
+
+
 class MemoryEntryGroup(models.Model):
     """One (entry, group) pair: the index behind the ``group`` visibility test."""
 
@@ -139,7 +157,16 @@ class MemoryEvent(models.Model):
         STAFF = "staff", "staff"
         DREAM = "dream", "dream"
 
-    entry_id = models.BigIntegerField(null=True, blank=True)
+    # No database constraint: the history of an entry outlives the entry (deleted, evicted, pruned).
+    entry = models.ForeignKey(
+        MemoryEntry,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="events",
+    )
     user_id = models.CharField(max_length=255)
     key = models.CharField(max_length=MAX_KEY_CHARS, blank=True)
     action = models.CharField(max_length=10, choices=Action.choices)

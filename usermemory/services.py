@@ -711,3 +711,61 @@ def memory_export_user(*, caller: Caller, user_id: str) -> dict[str, Any]:
     for name, exporter in _exporters.items():
         export[name] = exporter(user_id)
     return export
+
+
+# --- Conflicts ------------------------------------------------------------------------------------------
+
+RESOLVE_MODES = ("update", "delete")
+
+
+@transaction.atomic
+def memory_resolve_conflict(
+    *, caller: Caller, user_id: str, key: str, keep_entry_id: int, mode: str = "update"
+) -> dict[str, int]:
+    """Settle a (user, key) set whose entries disagree: keep one entry's value, and either give the others that
+    value (``update``) or delete them (``delete``). Every entry of the set leaves a ``resolved`` event."""
+    if not caller.is_admin:
+        raise Forbidden("Resolving conflicts needs an admin key or a staff user.")
+    if mode not in RESOLVE_MODES:
+        raise BadRequest(f"mode must be one of {', '.join(RESOLVE_MODES)}.")
+    advisory_xact_lock(LockId.USER_MEMORY, user_id)
+    entries = list(MemoryEntry.objects.select_for_update().filter(user_id=user_id, key=key).order_by("id"))
+    keep = next((e for e in entries if e.id == keep_entry_id), None)
+    if keep is None:
+        raise NotFound(f"Entry {keep_entry_id} is not in the set of user '{user_id}', key '{key}'.")
+    now = timezone.now()
+    log = _EventLog(Actor.of(caller))
+    others = [e for e in entries if e.id != keep.id]
+    for entry in others:
+        log.add(
+            MemoryEvent.Action.RESOLVED,
+            entry_id=entry.id,
+            user_id=user_id,
+            key=key,
+            old=entry.value,
+            new=None if mode == "delete" else keep.value,
+            at=now,
+        )
+    log.add(
+        MemoryEvent.Action.RESOLVED,
+        entry_id=keep.id,
+        user_id=user_id,
+        key=key,
+        old=keep.value,
+        new=keep.value,
+        at=now,
+    )
+    other_ids = [e.id for e in others]
+    if mode == "delete":
+        MemoryEntry.objects.filter(id__in=other_ids).delete()
+    else:
+        MemoryEntry.objects.filter(id__in=other_ids).update(
+            value=keep.value, value_text=keep.value_text, conflicted=False, updated_at=now
+        )
+    MemoryEntry.objects.filter(id=keep.id).update(conflicted=False)
+    log.flush()
+    return {
+        "kept": keep.id,
+        "updated": 0 if mode == "delete" else len(others),
+        "deleted": len(others) if mode == "delete" else 0,
+    }

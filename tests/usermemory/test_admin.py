@@ -1,0 +1,95 @@
+"""The memories admin on a big table, and the conflict service behind the admin's Conflicts page."""
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from apikeys.caller import Caller
+from tests.factories import AgentFactory
+from tests.helpers import ON_POSTGRES
+from usermemory.models import MemoryEntry, MemoryEvent
+from usermemory.services import memory_resolve_conflict
+
+ROWS = 200_000
+
+
+def _bulk_rows(count: int) -> None:
+    """``count`` global entries across 2,000 users, made in one INSERT .. SELECT on either database."""
+    AgentFactory(id="bulk-agent")
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    json_value = "to_jsonb('v' || n)" if ON_POSTGRES else "json_quote('v' || n)"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < %s)
+            INSERT INTO usermemory_memoryentry (user_id, key, value, value_text, category, visibility,
+                source_agent_id, group_ids, conflicted, access_count, created_at, updated_at)
+            SELECT 'user-' || (n %% 2000), 'key-' || n, {json_value}, 'v' || n, 'fact', 'global', 'bulk-agent', '[]',
+                   n %% 1000 = 0, 0, %s, %s
+            FROM seq
+            """,  # noqa: S608  (fixed SQL; values are parameters)
+            [count, now, now],
+        )
+
+
+@pytest.mark.django_db
+def test_memories_changelist_on_200k_rows_has_bounded_queries(admin_client, django_assert_max_num_queries):
+    _bulk_rows(ROWS)
+    assert MemoryEntry.objects.count() == ROWS
+    for url in (
+        "/admin/usermemory/memoryentry/",
+        "/admin/usermemory/memoryentry/?conflicted__exact=1",
+        "/admin/usermemory/memoryentry/?visibility__exact=global&stale_days=30",
+        "/admin/usermemory/memoryentry/?q=user-7",
+    ):
+        # session, user, paginator count (capped or estimated), one page of rows with their agents, filters
+        with django_assert_max_num_queries(8):
+            response = admin_client.get(url)
+        assert response.status_code == 200, url
+    page = admin_client.get("/admin/usermemory/memoryentry/?conflicted__exact=1")
+    assert page.context["cl"].result_count == ROWS // 1000
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("mode", ["update", "delete"])
+def test_resolve_conflict_keeps_one_value(mode):
+    a, b = AgentFactory(id="agent-x"), AgentFactory(id="agent-y")
+    now = timezone.now()
+    common = {
+        "user_id": "u",
+        "key": "language",
+        "category": "fact",
+        "conflicted": True,
+        "created_at": now,
+        "updated_at": now,
+    }
+    keep = MemoryEntry.objects.create(
+        value="German", value_text="German", visibility="self", source_agent=a, **common
+    )
+    other = MemoryEntry.objects.create(
+        value="English", value_text="English", visibility="global", source_agent=b, **common
+    )
+    staff = Caller(role="admin")
+    result = memory_resolve_conflict(
+        caller=staff, user_id="u", key="language", keep_entry_id=keep.id, mode=mode
+    )
+    assert result["kept"] == keep.id
+    keep.refresh_from_db()
+    assert not keep.conflicted
+    if mode == "update":
+        other.refresh_from_db()
+        assert (other.value, other.conflicted) == ("German", False)
+    else:
+        assert not MemoryEntry.objects.filter(id=other.id).exists()
+    events = MemoryEvent.objects.filter(action="resolved").order_by("entry_id")
+    assert [(e.entry_id, e.old_value) for e in events] == [(keep.id, "German"), (other.id, "English")]
+
+
+@pytest.mark.django_db
+def test_resolve_conflict_refuses_a_non_admin_and_a_stranger_entry(agent_a):
+    from memoryplatform.api.errors import Forbidden, NotFound
+
+    with pytest.raises(Forbidden):
+        memory_resolve_conflict(caller=Caller(role="viewer"), user_id="u", key="k", keep_entry_id=1)
+    with pytest.raises(NotFound):
+        memory_resolve_conflict(caller=Caller(role="admin"), user_id="u", key="k", keep_entry_id=1)

@@ -1,0 +1,348 @@
+"""Staff govern memories, policies, conflicts and GDPR requests here. Every change calls usermemory.services."""
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import Count, Q, QuerySet
+from django.db.models.functions import Coalesce
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.utils import timezone
+from django.utils.text import Truncator
+
+from apikeys.admin import AgentAdmin
+from apikeys.caller import Caller
+from apikeys.models import Agent
+from memoryplatform.api.errors import ServiceError
+from memoryplatform.paginator import LargeTablePaginator
+from usermemory import services
+from usermemory.models import AgentMemoryPolicy, MemoryConflict, MemoryEntry, MemoryEvent, UserDataRequest
+
+
+def staff_caller(request: HttpRequest) -> Caller:
+    return Caller.for_staff(request.user)
+
+
+# --- Agents, with their memory policy ---------------------------------------------------------------
+
+
+class MemoryPolicyInline(admin.StackedInline):
+    model = AgentMemoryPolicy
+    can_delete = False
+    extra = 1
+    max_num = 1
+    fieldsets = [
+        (None, {"fields": ["max_entries_per_user", "max_recall_entries", "recall_order", "on_cap_reached"]}),
+        (
+            "Guardrails",
+            {"fields": ["max_key_length", "max_value_length", "max_writes_per_turn", "allowed_categories"]},
+        ),
+        (
+            "Dream",
+            {
+                "fields": [
+                    "dream_enabled",
+                    "prune_stale_after_days",
+                    "detect_contradictions",
+                    "cross_agent_maintenance",
+                    "summarize_interactions",
+                    "max_cost_per_run",
+                ]
+            },
+        ),
+    ]
+
+
+class AgentWithPolicyAdmin(AgentAdmin):
+    inlines = [MemoryPolicyInline, *AgentAdmin.inlines]
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        if formset.model is not AgentMemoryPolicy:
+            super().save_formset(request, form, formset, change)
+            return
+        for policy_form in formset.forms:
+            if policy_form.has_changed():
+                changes = {
+                    name: policy_form.cleaned_data[name]
+                    for name in services.POLICY_FIELDS
+                    if name in policy_form.cleaned_data
+                }
+                services.policy_update(agent_id=form.instance.id, **changes)
+        # The service saved the policy; tell the admin's change message what happened.
+        formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
+
+
+admin.site.unregister(Agent)
+admin.site.register(Agent, AgentWithPolicyAdmin)
+
+
+# --- Memories ---------------------------------------------------------------------------------------
+
+
+class StaleFilter(admin.SimpleListFilter):
+    title = "stale (not accessed in)"
+    parameter_name = "stale_days"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("30", "30 days"), ("90", "90 days"), ("180", "180 days"), ("365", "a year")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if not self.value():
+            return queryset
+        cutoff = timezone.now() - timedelta(days=int(self.value()))
+        return queryset.alias(last_touch=Coalesce("last_accessed_at", "updated_at")).filter(
+            last_touch__lt=cutoff
+        )
+
+
+class MemoryEventInline(admin.TabularInline):
+    model = MemoryEvent
+    fk_name = "entry"
+    extra = 0
+    can_delete = False
+    ordering = ["created_at", "id"]
+    fields = ["created_at", "action", "actor_type", "actor_id", "key_prefix", "old_value", "new_value"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(MemoryEntry)
+class MemoryEntryAdmin(admin.ModelAdmin):
+    list_display = [
+        "user_id",
+        "key",
+        "value_preview",
+        "category",
+        "visibility",
+        "source_agent",
+        "conflicted",
+        "access_count",
+        "updated_at",
+    ]
+    list_filter = [
+        "visibility",
+        "category",
+        "conflicted",
+        StaleFilter,
+        ("source_agent", admin.RelatedOnlyFieldListFilter),
+    ]
+    search_fields = ["=user_id", "key"]
+    list_select_related = ["source_agent"]
+    raw_id_fields = ["source_agent"]
+    readonly_fields = [
+        "user_id",
+        "key",
+        "value",
+        "value_text",
+        "category",
+        "visibility",
+        "source_agent",
+        "group_ids",
+        "source_conversation_id",
+        "conflicted",
+        "access_count",
+        "created_at",
+        "updated_at",
+        "last_accessed_at",
+    ]
+    fields = readonly_fields
+    inlines = [MemoryEventInline]
+    paginator = LargeTablePaginator
+    show_full_result_count = False
+    list_per_page = 50
+    ordering = ["-updated_at", "-id"]
+    actions = ["delete_entries"]
+
+    @admin.display(description="value")
+    def value_preview(self, entry: MemoryEntry) -> str:
+        return Truncator(entry.value_text).chars(60)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # memories are written by agents; staff resolve conflicts or erase
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and super().has_delete_permission(request, obj)
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    @admin.action(description="Delete selected memories (recorded in their history)", permissions=["delete"])
+    def delete_entries(self, request: HttpRequest, queryset: QuerySet) -> None:
+        caller = staff_caller(request)
+        ids = list(queryset.values_list("id", flat=True)[:1000])
+        for entry_id in ids:
+            services.memory_delete(caller=caller, entry_id=entry_id)
+        self.message_user(request, f"Deleted {len(ids)} memories.", messages.SUCCESS)
+
+
+@admin.register(MemoryEvent)
+class MemoryEventAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "action", "user_id", "key", "actor_type", "actor_id", "entry_id"]
+    list_filter = ["action", "actor_type"]
+    search_fields = ["=user_id", "key", "actor_id"]
+    readonly_fields = [
+        "entry",
+        "user_id",
+        "key",
+        "action",
+        "actor_type",
+        "actor_id",
+        "key_prefix",
+        "old_value",
+        "new_value",
+        "created_at",
+    ]
+    raw_id_fields = ["entry"]
+    paginator = LargeTablePaginator
+    show_full_result_count = False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+# --- Conflicts --------------------------------------------------------------------------------------
+
+
+@admin.register(MemoryConflict)
+class MemoryConflictAdmin(admin.ModelAdmin):
+    """Conflicted (user, key) sets side by side; staff pick the value to keep."""
+
+    search_fields = ["=user_id", "key"]
+    sets_per_page = 25
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if not self.has_view_or_change_permission(request):
+            return redirect("admin:index")
+        if request.method == "POST":
+            return self._resolve(request)
+        query = request.GET.get("q", "").strip()
+        sets = MemoryEntry.objects.filter(conflicted=True)
+        if query:
+            sets = sets.filter(Q(user_id=query) | Q(key__icontains=query))
+        page = max(int(request.GET.get("p", "1") or 1), 1) if request.GET.get("p", "1").isdigit() else 1
+        groups = list(
+            sets.values("user_id", "key")
+            .annotate(n=Count("id"))
+            .order_by("user_id", "key")[(page - 1) * self.sets_per_page : page * self.sets_per_page + 1]
+        )
+        has_next = len(groups) > self.sets_per_page
+        groups = groups[: self.sets_per_page]
+        condition = Q(pk__in=[])
+        for group in groups:
+            condition |= Q(user_id=group["user_id"], key=group["key"])
+        entries = MemoryEntry.objects.filter(condition).select_related("source_agent").order_by("-updated_at")
+        by_set: dict[tuple[str, str], list[MemoryEntry]] = {(g["user_id"], g["key"]): [] for g in groups}
+        for entry in entries:
+            by_set.setdefault((entry.user_id, entry.key), []).append(entry)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Conflicting memories",
+            "sets": [{"user_id": u, "key": k, "entries": es} for (u, k), es in by_set.items()],
+            "query": query,
+            "page": page,
+            "has_next": has_next,
+            **(extra_context or {}),
+        }
+        return TemplateResponse(request, "admin/usermemory/conflicts.html", context)
+
+    def _resolve(self, request: HttpRequest) -> HttpResponse:
+        try:
+            result = services.memory_resolve_conflict(
+                caller=staff_caller(request),
+                user_id=request.POST["user_id"],
+                key=request.POST["key"],
+                keep_entry_id=int(request.POST["keep"]),
+                mode=request.POST.get("mode", "update"),
+            )
+        except (KeyError, ValueError):
+            self.message_user(request, "Pick the value to keep.", messages.ERROR)
+        except ServiceError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+        else:
+            self.message_user(
+                request,
+                f"Resolved {request.POST['user_id']} / {request.POST['key']}: kept entry {result['kept']}, "
+                f"updated {result['updated']}, deleted {result['deleted']}.",
+                messages.SUCCESS,
+            )
+        return redirect(request.get_full_path())
+
+
+# --- GDPR -------------------------------------------------------------------------------------------
+
+
+class UserDataForm(forms.Form):
+    user_id = forms.CharField(max_length=255, label="User id")
+    confirmation = forms.CharField(
+        max_length=16, required=False, label="Type CONFIRM to erase", help_text="Needed for erasure only."
+    )
+
+
+@admin.register(UserDataRequest)
+class UserDataRequestAdmin(admin.ModelAdmin):
+    """Export or erase everything about one user."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if not request.user.is_superuser:
+            return redirect("admin:index")
+        form = UserDataForm(request.POST or None)
+        report = None
+        if request.method == "POST" and form.is_valid():
+            user_id = form.cleaned_data["user_id"]
+            caller = staff_caller(request)
+            if "export" in request.POST:
+                export = services.memory_export_user(caller=caller, user_id=user_id)
+                response = JsonResponse(export, json_dumps_params={"indent": 2, "ensure_ascii": False})
+                response["Content-Disposition"] = f'attachment; filename="user-{user_id}.json"'
+                return response
+            if form.cleaned_data["confirmation"] != "CONFIRM":
+                form.add_error("confirmation", "Type CONFIRM (in capitals) to erase this user's data.")
+            else:
+                report = services.memory_erase_user(caller=caller, user_id=user_id)
+                self.message_user(request, f"Erased all data of user {user_id}.", messages.SUCCESS)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Export or erase a user's data (GDPR)",
+            "form": form,
+            "report": json.dumps(report, indent=2) if report else None,
+            **(extra_context or {}),
+        }
+        return TemplateResponse(request, "admin/usermemory/user_data.html", context)
