@@ -1,4 +1,4 @@
-"""Staff govern memories, policies, conflicts and GDPR requests here. Every change calls usermemory.services."""
+"""Staff govern memories, policies, conflicts and GDPR requests here; every change calls the services."""
 
 import json
 from datetime import timedelta

@@ -722,8 +722,8 @@ RESOLVE_MODES = ("update", "delete")
 def memory_resolve_conflict(
     *, caller: Caller, user_id: str, key: str, keep_entry_id: int, mode: str = "update"
 ) -> dict[str, int]:
-    """Settle a (user, key) set whose entries disagree: keep one entry's value, and either give the others that
-    value (``update``) or delete them (``delete``). Every entry of the set leaves a ``resolved`` event."""
+    """Settle a (user, key) set whose entries disagree: keep one entry's value, and either give the others
+    that value (``update``) or delete them (``delete``). Each entry of the set gets a ``resolved`` event."""
     if not caller.is_admin:
         raise Forbidden("Resolving conflicts needs an admin key or a staff user.")
     if mode not in RESOLVE_MODES:

@@ -1,4 +1,6 @@
-"""Browser tests: Playwright drives Debian's Chromium against a live server; screenshots go to tests/artifacts/."""
+"""Browser tests: Playwright drives Debian's Chromium against a live server.
+
+Screenshots of each page go to tests/artifacts/ (ignored by git)."""
 
 import os
 import shutil

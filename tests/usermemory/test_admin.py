@@ -24,7 +24,8 @@ def _bulk_rows(count: int) -> None:
             WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < %s)
             INSERT INTO usermemory_memoryentry (user_id, key, value, value_text, category, visibility,
                 source_agent_id, group_ids, conflicted, access_count, created_at, updated_at)
-            SELECT 'user-' || (n %% 2000), 'key-' || n, {json_value}, 'v' || n, 'fact', 'global', 'bulk-agent', '[]',
+            SELECT 'user-' || (n %% 2000), 'key-' || n, {json_value}, 'v' || n, 'fact', 'global',
+                   'bulk-agent', '[]',
                    n %% 1000 = 0, 0, %s, %s
             FROM seq
             """,  # noqa: S608  (fixed SQL; values are parameters)
