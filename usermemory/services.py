@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Case, F, Q, Value, When
+from django.db.models import Case, F, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from apikeys.caller import Caller
@@ -468,21 +468,19 @@ def memory_delete(*, caller: Caller, entry_id: int) -> None:
     log.flush()
 
 
-@transaction.atomic
-def memory_forget_key(*, caller: Caller, user_id: str, key: str) -> int:
-    """Delete the caller's own entries with this key for the user (LLM ``forgetFact``); returns how many."""
+def _delete_owned(*, caller: Caller, entries: QuerySet[MemoryEntry]) -> int:
+    """Delete these entries (an agent: only the ones it owns), each with a ``deleted`` event."""
     _require_writer(caller)
-    qs = MemoryEntry.objects.select_for_update().filter(user_id=user_id, key=key)
     if caller.is_agent:
-        qs = qs.filter(source_agent_id=caller.agent_id)
-    rows = list(qs.values("id", "key", "value"))
+        entries = entries.filter(source_agent_id=caller.agent_id)
+    rows = list(entries.select_for_update().values("id", "user_id", "key", "value"))
     log = _EventLog(Actor.of(caller))
     now = timezone.now()
     for row in rows:
         log.add(
             MemoryEvent.Action.DELETED,
             entry_id=row["id"],
-            user_id=user_id,
+            user_id=row["user_id"],
             key=row["key"],
             old=row["value"],
             at=now,
@@ -490,6 +488,12 @@ def memory_forget_key(*, caller: Caller, user_id: str, key: str) -> int:
     MemoryEntry.objects.filter(id__in=[row["id"] for row in rows]).delete()
     log.flush()
     return len(rows)
+
+
+@transaction.atomic
+def memory_forget_key(*, caller: Caller, user_id: str, key: str) -> int:
+    """Delete the caller's own entries with this key for the user (LLM ``forgetFact``); returns how many."""
+    return _delete_owned(caller=caller, entries=MemoryEntry.objects.filter(user_id=user_id, key=key))
 
 
 # --- Recall ------------------------------------------------------------------------------------------
@@ -584,25 +588,9 @@ def properties_merge(
 @transaction.atomic
 def properties_delete(*, caller: Caller, user_id: str) -> int:
     """Delete the user's global entries (an agent: only the ones it owns)."""
-    _require_writer(caller)
-    qs = MemoryEntry.objects.filter(user_id=user_id, visibility=Visibility.GLOBAL)
-    if caller.is_agent:
-        qs = qs.filter(source_agent_id=caller.agent_id)
-    rows = list(qs.values("id", "key", "value"))
-    log = _EventLog(Actor.of(caller))
-    now = timezone.now()
-    for row in rows:
-        log.add(
-            MemoryEvent.Action.DELETED,
-            entry_id=row["id"],
-            user_id=user_id,
-            key=row["key"],
-            old=row["value"],
-            at=now,
-        )
-    MemoryEntry.objects.filter(id__in=[row["id"] for row in rows]).delete()
-    log.flush()
-    return len(rows)
+    return _delete_owned(
+        caller=caller, entries=MemoryEntry.objects.filter(user_id=user_id, visibility=Visibility.GLOBAL)
+    )
 
 
 # --- Policy -------------------------------------------------------------------------------------------
