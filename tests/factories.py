@@ -27,3 +27,66 @@ class AgentGroupFactory(factory.django.DjangoModelFactory):
     def members(self, create, extracted, **kwargs):  # type: ignore[no-untyped-def]
         if create and extracted:
             self.members.add(*extracted)
+
+
+class ConversationFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "conversations.Conversation"
+
+    user_id = factory.Sequence(lambda n: f"user-{n}")
+    title = factory.Sequence(lambda n: f"Conversation {n}")
+
+
+class MessageFactory(factory.django.DjangoModelFactory):
+    """A message written straight to the table (tests of reads); real writes go through the services."""
+
+    class Meta:
+        model = "conversations.Message"
+
+    conversation = factory.SubFactory(ConversationFactory)
+    seq = factory.Sequence(lambda n: n + 1)
+    channel = "history"
+    role = "user"
+    content = factory.LazyFunction(lambda: [{"type": "text", "text": "hello"}])
+    session_id = "session-1"
+
+
+def _memory_value_text(entry) -> str:  # type: ignore[no-untyped-def]
+    from usermemory.services import value_as_text
+
+    return value_as_text(entry.value)
+
+
+def _now():  # type: ignore[no-untyped-def]
+    from django.utils import timezone
+
+    return timezone.now()
+
+
+class MemoryEntryFactory(factory.django.DjangoModelFactory):
+    """An entry written straight to the table (Dream and read tests); real writes go through the services.
+
+    ``group`` entries get no MemoryEntryGroup rows here; ``value_text`` follows ``value``.
+    """
+
+    class Meta:
+        model = "usermemory.MemoryEntry"
+
+    user_id = "user-1"
+    key = factory.Sequence(lambda n: f"key-{n}")
+    value = "a value"
+    value_text = factory.LazyAttribute(_memory_value_text)
+    category = "fact"
+    visibility = "self"
+    source_agent = factory.SubFactory(AgentFactory)
+    created_at = factory.LazyFunction(_now)
+    updated_at = factory.LazyAttribute(lambda o: o.created_at)
+    last_accessed_at = None
+
+
+class AgentMemoryPolicyFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "usermemory.AgentMemoryPolicy"
+        django_get_or_create = ("agent",)
+
+    agent = factory.SubFactory(AgentFactory)

@@ -1,0 +1,213 @@
+"""memory-service's field names (camelCase) in and out. Input serializers check types only; services hold
+the rules (attribution, epochs, batch size, gating)."""
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
+from conversations.selectors import DEFAULT_PAGE, MAX_PAGE, VIEW_AGENT
+from conversations.services import MAX_BLOCKS, MessageWrite, SyncMessage
+from usermemory.api.serializers import MemoryEntryOutputSerializer, StrictCharField
+
+# --- Conversations ---------------------------------------------------------------------------------------
+
+
+class ConversationCreateInputSerializer(serializers.Serializer):
+    userId = StrictCharField(max_length=255)
+    title = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
+    groupId = StrictCharField(max_length=64, required=False, allow_null=True, default=None)
+
+
+class ConversationOutputSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(read_only=True)
+    userId = serializers.CharField(source="user_id")
+    groupId = serializers.CharField(source="group_id", allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at")
+
+    class Meta:
+        model = Conversation
+        fields = ["id", "userId", "groupId", "title", "createdAt"]
+
+
+# --- Messages --------------------------------------------------------------------------------------------
+
+
+class ContentBlockField(serializers.DictField):
+    """One content block, such as ``{"type": "text", "text": "..."}``."""
+
+
+class MessageInputSerializer(serializers.Serializer):
+    channel = serializers.ChoiceField(choices=Channel.choices, required=False, default=Channel.HISTORY)
+    role = serializers.ChoiceField(choices=MessageRole.choices)
+    content = serializers.ListField(child=ContentBlockField(), allow_empty=False, max_length=MAX_BLOCKS)
+    sessionId = StrictCharField(max_length=128)
+    memoryEpoch = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+
+    def to_write(self) -> MessageWrite:
+        data = self.validated_data
+        return MessageWrite(
+            channel=data["channel"],
+            role=data["role"],
+            content=data["content"],
+            session_id=data["sessionId"],
+            memory_epoch=data["memoryEpoch"],
+        )
+
+
+class MessageBatchInputSerializer(serializers.Serializer):
+    """A batch of 1 to 20 messages, all or nothing. A top-level ``sessionId`` applies to every message that
+    does not name its own."""
+
+    messages = MessageInputSerializer(many=True)
+    sessionId = StrictCharField(max_length=128, required=False)
+
+
+class MessageOutputSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(read_only=True)
+    conversationId = serializers.CharField(source="conversation_id")
+    agentId = serializers.CharField(source="agent_id", allow_null=True)
+    memoryEpoch = serializers.IntegerField(source="memory_epoch", allow_null=True)
+    content = serializers.ListField(child=ContentBlockField())
+    sessionId = serializers.CharField(source="session_id")
+    createdAt = serializers.DateTimeField(source="created_at")
+
+    class Meta:
+        model = Message
+        fields = [
+            "id",
+            "conversationId",
+            "seq",
+            "channel",
+            "role",
+            "agentId",
+            "memoryEpoch",
+            "content",
+            "sessionId",
+            "createdAt",
+        ]
+
+
+class MessageBatchOutputSerializer(serializers.Serializer):
+    data = MessageOutputSerializer(many=True)
+
+
+class MessagePageSerializer(serializers.Serializer):
+    data = MessageOutputSerializer(many=True)
+    nextCursor = serializers.CharField(
+        allow_null=True,
+        help_text="The id to pass as `after` for the next page; null when nothing more follows.",
+    )
+
+
+class MessageListQuerySerializer(serializers.Serializer):
+    channel = serializers.ChoiceField(choices=Channel.choices, required=False, default=Channel.HISTORY)
+    after = serializers.CharField(required=False, max_length=64, help_text="A message id (cursor).")
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE, default=DEFAULT_PAGE)
+    epoch = serializers.CharField(
+        required=False, max_length=20, help_text="Memory channel: `latest` (default), `all` or a number."
+    )
+    view = serializers.ChoiceField(
+        choices=[VIEW_AGENT], required=False, help_text="History channel: `agent` for the isolated view."
+    )
+    agentId = serializers.CharField(
+        required=False,
+        max_length=64,
+        help_text="Viewer and admin keys: the agent whose stream or view to read.",
+    )
+
+
+# --- Memory sync -----------------------------------------------------------------------------------------
+
+
+class SyncMessageInputSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=MessageRole.choices)
+    content = serializers.ListField(child=ContentBlockField(), allow_empty=False, max_length=MAX_BLOCKS)
+
+
+class SyncInputSerializer(serializers.Serializer):
+    messages = SyncMessageInputSerializer(many=True, allow_empty=False)
+    sessionId = StrictCharField(max_length=128)
+
+    def to_messages(self) -> list[SyncMessage]:
+        return [SyncMessage(role=m["role"], content=m["content"]) for m in self.validated_data["messages"]]
+
+
+class SyncOutputSerializer(serializers.Serializer):
+    memoryEpoch = serializers.IntegerField(source="memory_epoch", allow_null=True)
+    noOp = serializers.BooleanField(source="no_op")
+    epochIncremented = serializers.BooleanField(source="epoch_incremented")
+    messages = MessageOutputSerializer(many=True, help_text="The messages appended by this sync.")
+
+
+# --- Checkpoints and context ------------------------------------------------------------------------------
+
+
+class CheckpointInputSerializer(serializers.Serializer):
+    lastEntryId = StrictCharField(max_length=64)
+
+
+class CheckpointOutputSerializer(serializers.Serializer):
+    conversationId = serializers.CharField()
+    agentId = serializers.CharField()
+    lastEntryId = serializers.CharField(allow_null=True)
+    updatedAt = serializers.DateTimeField(allow_null=True)
+
+    @staticmethod
+    def shape(*, conversation_id: Any, agent_id: str, checkpoint: Checkpoint | None) -> dict[str, Any]:
+        return {
+            "conversationId": str(conversation_id),
+            "agentId": agent_id,
+            "lastEntryId": str(checkpoint.last_message_id) if checkpoint else None,
+            "updatedAt": checkpoint.updated_at if checkpoint else None,
+        }
+
+
+class ContextMemorySerializer(serializers.Serializer):
+    memoryEpoch = serializers.IntegerField(source="memory_epoch", allow_null=True)
+    messages = MessageOutputSerializer(many=True, source="memory")
+
+
+class ContextCaseLogSerializer(serializers.Serializer):
+    checkpoint = serializers.CharField(allow_null=True, help_text="The last entry id read, null for none.")
+    data = MessageOutputSerializer(many=True)
+    nextCursor = serializers.CharField(allow_null=True)
+
+
+class ContextOutputSerializer(serializers.Serializer):
+    conversation = ConversationOutputSerializer()
+    agentId = serializers.CharField(source="agent_id")
+    memory = ContextMemorySerializer(source="*")
+    caseLog = serializers.SerializerMethodField()
+    history = MessageOutputSerializer(many=True)
+    userMemories = MemoryEntryOutputSerializer(many=True, source="user_memories")
+
+    @extend_schema_field(ContextCaseLogSerializer)
+    def get_caseLog(self, context: Any) -> dict[str, Any]:  # noqa: N802 (camelCase output)
+        return {
+            "checkpoint": str(context.checkpoint.last_message_id) if context.checkpoint else None,
+            "data": MessageOutputSerializer(context.case_log.messages, many=True).data,
+            "nextCursor": context.case_log.next_cursor,
+        }
+
+
+# --- GDPR export -------------------------------------------------------------------------------------------
+
+
+class CheckpointExportSerializer(serializers.ModelSerializer):
+    agentId = serializers.CharField(source="agent_id")
+    lastEntryId = serializers.CharField(source="last_message_id")
+    updatedAt = serializers.DateTimeField(source="updated_at")
+
+    class Meta:
+        model = Checkpoint
+        fields = ["agentId", "lastEntryId", "updatedAt"]
+
+
+class ConversationExportSerializer(ConversationOutputSerializer):
+    messages = MessageOutputSerializer(many=True)
+    checkpoints = CheckpointExportSerializer(many=True)
+
+    class Meta(ConversationOutputSerializer.Meta):
+        fields = [*ConversationOutputSerializer.Meta.fields, "messages", "checkpoints"]

@@ -1,0 +1,243 @@
+"""memory-service's conversation paths. A view parses input, calls one service or selector, renders."""
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apikeys.permissions import ReadAnyWriteAgentOrAdmin
+from conversations import selectors, services
+from conversations.api.serializers import (
+    CheckpointInputSerializer,
+    CheckpointOutputSerializer,
+    ContextOutputSerializer,
+    ConversationCreateInputSerializer,
+    ConversationOutputSerializer,
+    MessageBatchInputSerializer,
+    MessageBatchOutputSerializer,
+    MessageInputSerializer,
+    MessageListQuerySerializer,
+    MessageOutputSerializer,
+    MessagePageSerializer,
+    SyncInputSerializer,
+    SyncOutputSerializer,
+)
+from memoryplatform.api.errors import BadRequest
+
+TAGS = ["conversations"]
+AGENT_PARAM = OpenApiParameter(
+    "agentId", str, description="Viewer and admin keys: the agent to read for (required). Agent keys: itself."
+)
+
+
+def _valid(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def _first_error(errors: Any) -> str:
+    """``field: message`` for the first error of a serializer's (possibly nested) errors."""
+    if isinstance(errors, dict):
+        name, value = next(iter(errors.items()))
+        inner = _first_error(value)
+        return inner if name == "non_field_errors" else f"{name}: {inner}"
+    if isinstance(errors, list) and errors:
+        return _first_error(errors[0])
+    return str(errors)
+
+
+class ConversationView(APIView):
+    """Every role reads (agents only where their group lets them); agent and admin keys write."""
+
+    permission_classes = [ReadAnyWriteAgentOrAdmin]
+
+
+class ConversationCreateView(ConversationView):
+    @extend_schema(
+        tags=TAGS,
+        request=ConversationCreateInputSerializer,
+        responses={201: ConversationOutputSerializer},
+        summary="Create a conversation with a user, optionally gated by an agent group",
+    )
+    def post(self, request: Request) -> Response:
+        data = _valid(ConversationCreateInputSerializer, request.data)
+        conversation = services.conversation_create(
+            caller=request.user, user_id=data["userId"], title=data["title"], group_id=data["groupId"]
+        )
+        return Response(ConversationOutputSerializer(conversation).data, status=status.HTTP_201_CREATED)
+
+
+class ConversationDetailView(ConversationView):
+    @extend_schema(tags=TAGS, responses=ConversationOutputSerializer, summary="Get a conversation")
+    def get(self, request: Request, conversation_id: str) -> Response:
+        conversation = selectors.conversation_get_for(caller=request.user, conversation_id=conversation_id)
+        return Response(ConversationOutputSerializer(conversation).data)
+
+
+class MessagesView(ConversationView):
+    @extend_schema(
+        tags=TAGS,
+        parameters=[MessageListQuerySerializer],
+        responses=MessagePageSerializer,
+        summary="List a channel's messages in sequence order, after a cursor",
+        description=(
+            "`memory` is always one agent's own stream (the caller's). `history` with `view=agent` holds "
+            "every user message and only the agent's own replies. `nextCursor` is set when more may follow."
+        ),
+    )
+    def get(self, request: Request, conversation_id: str) -> Response:
+        query = _valid(MessageListQuerySerializer, request.query_params)
+        conversation = selectors.conversation_get_for(caller=request.user, conversation_id=conversation_id)
+        qs = selectors.message_list(
+            caller=request.user,
+            conversation=conversation,
+            channel=query["channel"],
+            after=query.get("after"),
+            epoch=query.get("epoch"),
+            view=query.get("view"),
+            agent_id=query.get("agentId"),
+        )
+        page = selectors.message_page(qs, limit=query["limit"])
+        return Response(
+            {"data": MessageOutputSerializer(page.messages, many=True).data, "nextCursor": page.next_cursor}
+        )
+
+    @extend_schema(
+        tags=TAGS,
+        request=PolymorphicProxySerializer(
+            component_name="MessageAppend",
+            serializers=[MessageInputSerializer, MessageBatchInputSerializer],
+            resource_type_field_name=None,
+        ),
+        responses={
+            201: PolymorphicProxySerializer(
+                component_name="MessageAppended",
+                serializers=[MessageOutputSerializer, MessageBatchOutputSerializer],
+                resource_type_field_name=None,
+            )
+        },
+        summary="Append one message, or a batch of at most 20 (all or nothing)",
+        description=(
+            "The agent is the key's, never the body's. A single message answers with the message; a batch "
+            '(`{"messages": [...]}`) with `{"data": [...]}`.'
+        ),
+    )
+    def post(self, request: Request, conversation_id: str) -> Response:
+        body = request.data
+        batch = isinstance(body, dict) and "messages" in body
+        items = body["messages"] if batch else [body]
+        if not isinstance(items, list):
+            raise BadRequest('A batch is {"messages": [...]}.')
+        if len(items) > services.MAX_BATCH:
+            raise BadRequest(f"A batch holds at most {services.MAX_BATCH} messages; got {len(items)}.")
+        default_session = body.get("sessionId") if batch else None
+        writes = []
+        for index, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise BadRequest(f"messages[{index}]: a message is a JSON object.", details={"index": index})
+            if default_session is not None and "sessionId" not in item:
+                item = {**item, "sessionId": default_session}
+            data = MessageInputSerializer(data=item)
+            if not batch:
+                data.is_valid(raise_exception=True)
+            elif not data.is_valid():
+                raise BadRequest(
+                    f"messages[{index}]: {_first_error(data.errors)}",
+                    details={"index": index, "fields": data.errors},
+                )
+            writes.append(data.to_write())
+        messages = services.message_append(
+            caller=request.user, conversation_id=conversation_id, writes=writes
+        )
+        if batch:
+            payload: Any = {"data": MessageOutputSerializer(messages, many=True).data}
+        else:
+            payload = MessageOutputSerializer(messages[0]).data
+        return Response(payload, status=status.HTTP_201_CREATED)
+
+
+class MemorySyncView(ConversationView):
+    @extend_schema(
+        tags=TAGS,
+        request=SyncInputSerializer,
+        responses=SyncOutputSerializer,
+        summary="Sync the caller's memory stream with its full ChatMemory",
+        description=(
+            "The same messages as the latest epoch are a no-op; when the stored messages are a prefix of the "
+            "incoming ones only the delta is appended; otherwise a new epoch starts. Agent keys only."
+        ),
+    )
+    def post(self, request: Request, conversation_id: str) -> Response:
+        data = SyncInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        result = services.memory_sync(
+            caller=request.user,
+            conversation_id=conversation_id,
+            messages=data.to_messages(),
+            session_id=data.validated_data["sessionId"],
+        )
+        return Response(SyncOutputSerializer(result).data)
+
+
+class CheckpointView(ConversationView):
+    @extend_schema(
+        tags=TAGS,
+        parameters=[AGENT_PARAM],
+        responses=CheckpointOutputSerializer,
+        summary="The caller's last read case-log entry (lastEntryId null when none)",
+    )
+    def get(self, request: Request, conversation_id: str) -> Response:
+        conversation = selectors.conversation_get_for(caller=request.user, conversation_id=conversation_id)
+        agent_id = selectors.reading_agent_id(
+            caller=request.user, agent_id=request.query_params.get("agentId"), required=True
+        )
+        checkpoint = selectors.checkpoint_get(conversation=conversation, agent_id=agent_id)  # type: ignore[arg-type]
+        return Response(
+            CheckpointOutputSerializer.shape(
+                conversation_id=conversation.id,
+                agent_id=agent_id,  # type: ignore[arg-type]
+                checkpoint=checkpoint,
+            )
+        )
+
+    @extend_schema(
+        tags=TAGS,
+        request=CheckpointInputSerializer,
+        responses=CheckpointOutputSerializer,
+        summary="Store the caller's last read case-log entry (agent keys)",
+    )
+    def put(self, request: Request, conversation_id: str) -> Response:
+        data = _valid(CheckpointInputSerializer, request.data)
+        checkpoint = services.checkpoint_set(
+            caller=request.user, conversation_id=conversation_id, last_entry_id=data["lastEntryId"]
+        )
+        return Response(
+            CheckpointOutputSerializer.shape(
+                conversation_id=checkpoint.conversation_id,
+                agent_id=checkpoint.agent_id,
+                checkpoint=checkpoint,
+            )
+        )
+
+
+class ContextView(ConversationView):
+    @extend_schema(
+        tags=TAGS,
+        parameters=[AGENT_PARAM],
+        responses=ContextOutputSerializer,
+        summary="The caller's agent context in one call",
+        description=(
+            "Its latest memory epoch, the case log after its checkpoint, its isolated history (the latest "
+            f"{services.CONTEXT_HISTORY} messages) and the user memories visible to it, recalled with its "
+            "policy's order and limit in the conversation's group."
+        ),
+    )
+    def get(self, request: Request, conversation_id: str) -> Response:
+        context = services.conversation_context(
+            caller=request.user, conversation_id=conversation_id, agent_id=request.query_params.get("agentId")
+        )
+        return Response(ContextOutputSerializer(context).data)

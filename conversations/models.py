@@ -1,0 +1,115 @@
+"""Multi-agent conversation memory (seeds 000, 003 and 004).
+
+A :class:`Conversation` belongs to one end user and, optionally, to one agent group that gates who takes part.
+Its :class:`Message` rows live on three channels:
+
+- ``history``: what the user saw. With ``view=agent`` an agent sees every user message and only its own
+  replies (seed 004).
+- ``memory``: each agent's private ChatMemory stream, in epochs (seed 000).
+- ``summary``: the shared, append-only case log (seed 003), read from a per-agent :class:`Checkpoint`.
+
+Every message has a per-conversation sequence number, given while the conversation row is locked, so numbers
+follow commit order and a reader that checkpoints at N never misses a later commit with a smaller number.
+"""
+
+import uuid
+
+from django.db import models
+from django.utils import timezone
+
+from apikeys.models import Agent, AgentGroup
+
+
+class Channel(models.TextChoices):
+    HISTORY = "history", "history"
+    MEMORY = "memory", "memory"
+    SUMMARY = "summary", "summary"
+
+
+class MessageRole(models.TextChoices):
+    USER = "user", "user"
+    ASSISTANT = "assistant", "assistant"
+    SYSTEM = "system", "system"
+    TOOL = "tool", "tool"
+
+
+class Conversation(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user_id = models.CharField(max_length=255)
+    group = models.ForeignKey(
+        AgentGroup,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="conversations",
+        help_text="When set, only members of this group may take part.",
+    )
+    title = models.CharField(max_length=200, blank=True)
+    next_seq = models.PositiveBigIntegerField(
+        default=1, editable=False, help_text="The sequence number the next message gets."
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        indexes = [models.Index(fields=["user_id", "created_at"], name="conv_user_created_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.title or self.id} ({self.user_id})"
+
+
+class Message(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveBigIntegerField(help_text="Per-conversation sequence number, in commit order.")
+    channel = models.CharField(max_length=8, choices=Channel.choices)
+    role = models.CharField(max_length=10, choices=MessageRole.choices)
+    agent = models.ForeignKey(
+        Agent,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="conversation_messages",
+        help_text="Set from the API key; empty for user messages and for unattributed system messages.",
+    )
+    memory_epoch = models.PositiveIntegerField(null=True, blank=True, help_text="Memory channel only.")
+    content = models.JSONField(help_text="A list of content blocks.")
+    session_id = models.CharField(max_length=128)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "seq"], name="conv_message_seq_uniq"),
+        ]
+        indexes = [
+            models.Index(fields=["conversation", "channel", "seq"], name="conv_msg_channel_seq_idx"),
+            models.Index(
+                fields=["conversation", "channel", "agent", "memory_epoch", "seq"],
+                name="conv_msg_memory_idx",
+            ),
+            models.Index(fields=["created_at"], name="conv_msg_created_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.channel}/{self.role}"
+
+
+class Checkpoint(models.Model):
+    """The last case-log (``summary``) entry an agent has read in a conversation.
+
+    The message is kept by id and sequence number, not by foreign key, so the case log can be deleted in one
+    statement by GDPR erasure.
+    """
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="checkpoints")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="conversation_checkpoints")
+    last_message_id = models.UUIDField()
+    last_seq = models.PositiveBigIntegerField()
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "agent"], name="conv_checkpoint_agent_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} @ #{self.last_seq}"

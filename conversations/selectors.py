@@ -1,0 +1,178 @@
+"""Reads of conversations. Every read goes through :func:`conversation_get_for`, so group gating holds for
+list, checkpoint and context alike, and the memory channel is always scoped to one agent."""
+
+import uuid
+from dataclasses import dataclass
+
+from django.db.models import Exists, Max, OuterRef, Q, QuerySet
+
+from apikeys.caller import Caller
+from apikeys.models import Agent, AgentGroup
+from conversations.models import Channel, Checkpoint, Conversation, Message
+from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
+
+DEFAULT_PAGE = 50
+MAX_PAGE = 200
+EPOCH_LATEST = "latest"
+EPOCH_ALL = "all"
+VIEW_AGENT = "agent"
+
+
+def parse_uuid(value: str, *, what: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise BadRequest(f"Malformed {what}: '{value}'.") from None
+
+
+def _membership(agent_id: str) -> Exists:
+    return Exists(
+        AgentGroup.members.through.objects.filter(agentgroup_id=OuterRef("group_id"), agent_id=agent_id)
+    )
+
+
+def conversation_queryset_for(*, caller: Caller) -> QuerySet[Conversation]:
+    """Conversations with ``caller_is_member`` annotated for an agent key (always true for other roles)."""
+    qs = Conversation.objects.all()
+    if caller.is_agent:
+        return qs.annotate(caller_is_member=_membership(caller.agent_id))  # type: ignore[arg-type]
+    return qs
+
+
+def check_participation(*, caller: Caller, conversation: Conversation) -> None:
+    """A conversation with a group admits only its member agents; one without a group, any agent key."""
+    if caller.is_agent and conversation.group_id and not conversation.caller_is_member:  # type: ignore[attr-defined]
+        raise Forbidden(
+            f"Agent '{caller.agent_id}' is not a member of group '{conversation.group_id}' "
+            "of this conversation."
+        )
+
+
+def conversation_get_for(*, caller: Caller, conversation_id: str) -> Conversation:
+    """The conversation, if the caller may take part in it (one query); 404 if unknown, 403 if gated."""
+    try:
+        pk = uuid.UUID(str(conversation_id))
+    except ValueError:
+        raise NotFound(f"No conversation '{conversation_id}'.") from None
+    conversation = conversation_queryset_for(caller=caller).filter(pk=pk).first()
+    if conversation is None:
+        raise NotFound(f"No conversation '{conversation_id}'.")
+    check_participation(caller=caller, conversation=conversation)
+    return conversation
+
+
+def reading_agent_id(*, caller: Caller, agent_id: str | None, required: bool) -> str | None:
+    """The agent a read is made for: an agent key reads as itself (naming another is 403); a viewer or admin
+    names it with ``agentId`` (400 without it where one is needed)."""
+    if caller.is_agent:
+        if agent_id and agent_id != caller.agent_id:
+            raise Forbidden(f"An agent key for '{caller.agent_id}' cannot read as agent '{agent_id}'.")
+        return caller.agent_id
+    if not agent_id:
+        if required:
+            raise BadRequest("agentId is required with a viewer or admin key.")
+        return None
+    if not Agent.objects.filter(id=agent_id).exists():
+        raise NotFound(f"No agent '{agent_id}'.")
+    return agent_id
+
+
+def parse_epoch(value: str | None) -> str | int:
+    """``latest`` (default), ``all`` or a positive integer."""
+    if value is None or value == EPOCH_LATEST:
+        return EPOCH_LATEST
+    if value == EPOCH_ALL:
+        return EPOCH_ALL
+    if value.isascii() and value.isdigit() and int(value) >= 1:
+        return int(value)
+    raise BadRequest(f"epoch must be 'latest', 'all' or a positive integer; got '{value}'.")
+
+
+def memory_latest_epoch(*, conversation: Conversation, agent_id: str) -> int | None:
+    return Message.objects.filter(
+        conversation=conversation, channel=Channel.MEMORY, agent_id=agent_id
+    ).aggregate(latest=Max("memory_epoch"))["latest"]
+
+
+def message_seq_of(*, conversation: Conversation, message_id: str) -> int:
+    """The sequence number of a message of this conversation, used as a cursor (400 when not one)."""
+    pk = parse_uuid(message_id, what="cursor")
+    seq = Message.objects.filter(conversation=conversation, pk=pk).values_list("seq", flat=True).first()
+    if seq is None:
+        raise BadRequest(f"Unknown cursor '{message_id}': no such message in this conversation.")
+    return seq
+
+
+def message_list(
+    *,
+    caller: Caller,
+    conversation: Conversation,
+    channel: str = Channel.HISTORY,
+    after: str | None = None,
+    epoch: str | None = None,
+    view: str | None = None,
+    agent_id: str | None = None,
+) -> QuerySet[Message]:
+    """A channel's messages in sequence order, after the ``after`` cursor if given.
+
+    - ``memory`` is always one agent's stream: the caller's, or ``agentId``'s for viewer and admin keys; the
+      epoch is ``latest`` (default), ``all`` or a number.
+    - ``history`` with ``view=agent`` holds the unattributed messages (every user message) and only the
+      agent's own.
+    """
+    if channel not in Channel.values:
+        raise BadRequest(f"channel must be one of {', '.join(Channel.values)}.")
+    if view not in (None, VIEW_AGENT):
+        raise BadRequest("view must be 'agent'.")
+    if view and channel != Channel.HISTORY:
+        raise BadRequest("view=agent applies to the history channel only.")
+    if epoch is not None and channel != Channel.MEMORY:
+        raise BadRequest("epoch applies to the memory channel only.")
+    qs = Message.objects.filter(conversation=conversation, channel=channel).order_by("seq")
+    if after is not None:
+        qs = qs.filter(seq__gt=message_seq_of(conversation=conversation, message_id=after))
+    if channel == Channel.MEMORY:
+        reader = reading_agent_id(caller=caller, agent_id=agent_id, required=True)
+        qs = qs.filter(agent_id=reader)
+        wanted = parse_epoch(epoch)
+        if wanted == EPOCH_LATEST:
+            latest = memory_latest_epoch(conversation=conversation, agent_id=reader)  # type: ignore[arg-type]
+            return qs.filter(memory_epoch=latest) if latest is not None else qs.none()
+        if wanted != EPOCH_ALL:
+            qs = qs.filter(memory_epoch=wanted)
+        return qs
+    if view == VIEW_AGENT:
+        reader = reading_agent_id(caller=caller, agent_id=agent_id, required=True)
+        qs = qs.filter(Q(agent__isnull=True) | Q(agent_id=reader))
+    return qs
+
+
+def history_for_agent(*, conversation: Conversation, agent_id: str) -> QuerySet[Message]:
+    """Seed 004's isolated history: every unattributed (user) message and only this agent's own."""
+    return Message.objects.filter(conversation=conversation, channel=Channel.HISTORY).filter(
+        Q(agent__isnull=True) | Q(agent_id=agent_id)
+    )
+
+
+@dataclass(frozen=True)
+class Page:
+    messages: list[Message]
+    next_cursor: str | None
+
+
+def message_page(qs: QuerySet[Message], *, limit: int = DEFAULT_PAGE) -> Page:
+    """At most ``limit`` messages of an ordered queryset; ``next_cursor`` is set when more follow."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise BadRequest(f"limit must be between 1 and {MAX_PAGE}.")
+    rows = list(qs[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(messages=rows, next_cursor=str(rows[-1].id) if more else None)
+
+
+def checkpoint_get(*, conversation: Conversation, agent_id: str) -> Checkpoint | None:
+    return Checkpoint.objects.filter(conversation=conversation, agent_id=agent_id).first()
+
+
+def conversations_of_user(*, user_id: str) -> QuerySet[Conversation]:
+    return Conversation.objects.filter(user_id=user_id).order_by("created_at", "id")

@@ -1,0 +1,406 @@
+"""Every write of conversation memory: create, append (one or a batch of at most 20, all or nothing), memory
+sync with epochs, case-log checkpoints, the agent context, and GDPR erasure and export.
+
+Sequence numbers are given while the conversation row is locked (``SELECT ... FOR UPDATE`` on PostgreSQL; the
+single write lock of an IMMEDIATE transaction on SQLite) and the lock is held until commit, so numbers follow
+commit order: a reader that has seen N never misses a message that commits later with a smaller number.
+"""
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Prefetch
+from django.utils import timezone
+
+from apikeys.caller import Caller
+from apikeys.models import AgentGroup
+from conversations import selectors
+from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
+from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
+from usermemory.models import MemoryEntry
+from usermemory.services import memory_recall
+
+MAX_BATCH = 20
+MAX_SYNC = 1000
+MAX_BLOCKS = 100
+MAX_CONTEXT_MEMORY = 1000
+CONTEXT_HISTORY = 50
+CONTEXT_CASE_LOG = 200
+
+
+# --- Inputs and outputs ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MessageWrite:
+    channel: str
+    role: str
+    content: list[dict[str, Any]]
+    session_id: str
+    memory_epoch: int | None = None
+
+
+@dataclass(frozen=True)
+class SyncMessage:
+    role: str
+    content: list[dict[str, Any]]
+
+
+@dataclass
+class SyncResult:
+    memory_epoch: int | None
+    no_op: bool
+    epoch_incremented: bool
+    messages: list[Message] = field(default_factory=list)
+
+
+@dataclass
+class AgentContext:
+    conversation: Conversation
+    agent_id: str
+    memory_epoch: int | None
+    memory: list[Message]
+    checkpoint: Checkpoint | None
+    case_log: selectors.Page
+    history: list[Message]
+    user_memories: list[MemoryEntry]
+
+
+# --- Rules ---------------------------------------------------------------------------------------------
+
+
+def _require_writer(caller: Caller) -> None:
+    if not (caller.is_agent or caller.is_admin):
+        raise Forbidden("A viewer key may only read.")
+
+
+def _require_agent(caller: Caller, what: str) -> str:
+    if not caller.is_agent:
+        raise Forbidden(f"{what} is an agent's own: it needs an agent key.")
+    return caller.agent_id  # type: ignore[return-value]
+
+
+def _where(index: int, count: int) -> str:
+    return f"messages[{index}]: " if count > 1 else ""
+
+
+def _check_content(content: Any, *, where: str, index: int) -> None:
+    """Content is a non-empty list of blocks, each an object with a string ``type``."""
+    if not isinstance(content, list) or not content:
+        raise BadRequest(f"{where}content must be a non-empty list of blocks.", details={"index": index})
+    if len(content) > MAX_BLOCKS:
+        raise BadRequest(f"{where}content holds at most {MAX_BLOCKS} blocks.", details={"index": index})
+    for block in content:
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str) or not block["type"]:
+            raise BadRequest(
+                f"{where}every content block is an object with a string 'type'.", details={"index": index}
+            )
+
+
+def _check_write(write: MessageWrite, *, index: int, count: int) -> None:
+    where = _where(index, count)
+    if write.channel not in Channel.values:
+        raise BadRequest(
+            f"{where}channel must be one of {', '.join(Channel.values)}.", details={"index": index}
+        )
+    if write.role not in MessageRole.values:
+        raise BadRequest(
+            f"{where}role must be one of {', '.join(MessageRole.values)}.", details={"index": index}
+        )
+    if not write.session_id or not write.session_id.strip():
+        raise BadRequest(f"{where}sessionId is required on every write.", details={"index": index})
+    if write.memory_epoch is not None and write.channel != Channel.MEMORY:
+        raise BadRequest(f"{where}memoryEpoch applies to the memory channel only.", details={"index": index})
+    if write.memory_epoch is not None and write.memory_epoch < 1:
+        raise BadRequest(f"{where}memoryEpoch must be a positive integer.", details={"index": index})
+    _check_content(write.content, where=where, index=index)
+
+
+def _attribution(caller: Caller, write: MessageWrite) -> str | None:
+    """The agent a message is attributed to, from the key only.
+
+    - ``memory``: always the calling agent (other roles have no stream, 403).
+    - ``history`` / ``summary``: ``user`` messages are unattributed; other roles are the calling agent's.
+      An admin key may post unattributed ``user`` and ``system`` messages; ``assistant`` and ``tool`` need an
+      agent key.
+    """
+    if write.channel == Channel.MEMORY:
+        return _require_agent(caller, "The memory channel")
+    if write.role == MessageRole.USER:
+        return None
+    if caller.is_agent:
+        return caller.agent_id
+    if write.role == MessageRole.SYSTEM:
+        return None
+    raise Forbidden(f"{write.role} messages need an agent key: they are attributed to the agent.")
+
+
+def _lock_conversation(*, caller: Caller, conversation_id: str) -> Conversation:
+    """The conversation, row-locked until commit, if the caller may take part in it."""
+    try:
+        pk = uuid.UUID(str(conversation_id))
+    except ValueError:
+        raise NotFound(f"No conversation '{conversation_id}'.") from None
+    conversation = (
+        selectors.conversation_queryset_for(caller=caller).select_for_update().filter(pk=pk).first()
+    )
+    if conversation is None:
+        raise NotFound(f"No conversation '{conversation_id}'.")
+    selectors.check_participation(caller=caller, conversation=conversation)
+    return conversation
+
+
+def _insert(*, conversation: Conversation, messages: list[Message]) -> list[Message]:
+    """Number the messages from the locked conversation's counter and insert them in one statement."""
+    now = timezone.now()
+    for offset, message in enumerate(messages):
+        message.conversation = conversation
+        message.seq = conversation.next_seq + offset
+        message.created_at = now
+    Message.objects.bulk_create(messages)
+    conversation.next_seq += len(messages)
+    conversation.save(update_fields=["next_seq"])
+    return messages
+
+
+# --- Conversations and messages -------------------------------------------------------------------------
+
+
+@transaction.atomic
+def conversation_create(
+    *, caller: Caller, user_id: str, title: str = "", group_id: str | None = None
+) -> Conversation:
+    """A new conversation with a user. An agent key may only name a group it is a member of."""
+    _require_writer(caller)
+    if not user_id or not user_id.strip():
+        raise BadRequest("userId is required.")
+    if group_id:
+        group = AgentGroup.objects.filter(id=group_id).first()
+        if caller.is_agent and (group is None or not group.members.filter(id=caller.agent_id).exists()):
+            raise Forbidden(f"Agent '{caller.agent_id}' is not a member of group '{group_id}'.")
+        if group is None:
+            raise BadRequest(f"No group '{group_id}'.")
+    return Conversation.objects.create(user_id=user_id, title=title, group_id=group_id or None)
+
+
+@transaction.atomic
+def message_append(*, caller: Caller, conversation_id: str, writes: Sequence[MessageWrite]) -> list[Message]:
+    """Append one message or a batch of at most 20, all or nothing, attributed from the key.
+
+    A memory message goes to the caller's latest epoch (1 for its first), or to ``memoryEpoch`` when given,
+    which may be the latest or the next one (starting a new epoch), never an older one.
+    """
+    _require_writer(caller)
+    if not writes:
+        raise BadRequest("A batch holds at least one message.")
+    if len(writes) > MAX_BATCH:
+        raise BadRequest(f"A batch holds at most {MAX_BATCH} messages; got {len(writes)}.")
+    for index, write in enumerate(writes):
+        _check_write(write, index=index, count=len(writes))
+    conversation = _lock_conversation(caller=caller, conversation_id=conversation_id)
+    latest: int | None = None
+    latest_known = False
+    rows = []
+    for index, write in enumerate(writes):
+        agent_id = _attribution(caller, write)
+        epoch = None
+        if write.channel == Channel.MEMORY:
+            if not latest_known:
+                latest = selectors.memory_latest_epoch(conversation=conversation, agent_id=agent_id)  # type: ignore[arg-type]
+                latest_known = True
+            low, high = (latest or 1), (latest or 0) + 1
+            epoch = write.memory_epoch or low
+            if not low <= epoch <= high:
+                allowed = str(low) if low == high else f"{low} or {high}"
+                raise BadRequest(
+                    f"{_where(index, len(writes))}memoryEpoch must be {allowed}.", details={"index": index}
+                )
+            latest = epoch
+        rows.append(
+            Message(
+                channel=write.channel,
+                role=write.role,
+                agent_id=agent_id,
+                memory_epoch=epoch,
+                content=write.content,
+                session_id=write.session_id,
+            )
+        )
+    return _insert(conversation=conversation, messages=rows)
+
+
+@transaction.atomic
+def memory_sync(
+    *, caller: Caller, conversation_id: str, messages: Sequence[SyncMessage], session_id: str
+) -> SyncResult:
+    """memory-service's sync of the caller's memory stream with the client's full ChatMemory:
+
+    - the same messages as the latest epoch: a no-op;
+    - the stored messages are a prefix of the incoming ones: only the delta is appended to that epoch;
+    - otherwise a new epoch starts with all the incoming messages.
+    """
+    _require_writer(caller)
+    agent_id = _require_agent(caller, "The memory channel")
+    if not messages:
+        raise BadRequest("messages must not be empty.")
+    if len(messages) > MAX_SYNC:
+        raise BadRequest(f"A sync holds at most {MAX_SYNC} messages; got {len(messages)}.")
+    if not session_id or not session_id.strip():
+        raise BadRequest("sessionId is required on every write.")
+    for index, message in enumerate(messages):
+        if message.role not in MessageRole.values:
+            raise BadRequest(
+                f"messages[{index}]: role must be one of {', '.join(MessageRole.values)}.",
+                details={"index": index},
+            )
+        _check_content(message.content, where=f"messages[{index}]: ", index=index)
+    conversation = _lock_conversation(caller=caller, conversation_id=conversation_id)
+    latest = selectors.memory_latest_epoch(conversation=conversation, agent_id=agent_id)
+    incoming = [(m.role, m.content) for m in messages]
+    stored: list[tuple[str, Any]] = []
+    if latest is not None:
+        stored = [
+            tuple(row)  # type: ignore[misc]
+            for row in Message.objects.filter(
+                conversation=conversation, channel=Channel.MEMORY, agent_id=agent_id, memory_epoch=latest
+            )
+            .order_by("seq")
+            .values_list("role", "content")
+        ]
+    if latest is not None and stored == incoming:
+        return SyncResult(memory_epoch=latest, no_op=True, epoch_incremented=False)
+    if latest is not None and len(stored) < len(incoming) and incoming[: len(stored)] == stored:
+        epoch, delta, incremented = latest, messages[len(stored) :], False
+    else:
+        epoch, delta, incremented = (latest or 0) + 1, messages, latest is not None
+    rows = [
+        Message(
+            channel=Channel.MEMORY,
+            role=m.role,
+            agent_id=agent_id,
+            memory_epoch=epoch,
+            content=m.content,
+            session_id=session_id,
+        )
+        for m in delta
+    ]
+    created = _insert(conversation=conversation, messages=rows)
+    return SyncResult(memory_epoch=epoch, no_op=False, epoch_incremented=incremented, messages=created)
+
+
+# --- Case log ---------------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def checkpoint_set(*, caller: Caller, conversation_id: str, last_entry_id: str) -> Checkpoint:
+    """Store the caller's last read case-log entry (a ``summary`` message of this conversation).
+
+    The checkpoint is set as given, so an agent may also move it back to re-read.
+    """
+    _require_writer(caller)
+    agent_id = _require_agent(caller, "A checkpoint")
+    conversation = selectors.conversation_get_for(caller=caller, conversation_id=conversation_id)
+    pk = selectors.parse_uuid(last_entry_id, what="lastEntryId")
+    seq = (
+        Message.objects.filter(conversation=conversation, pk=pk, channel=Channel.SUMMARY)
+        .values_list("seq", flat=True)
+        .first()
+    )
+    if seq is None:
+        raise BadRequest(f"lastEntryId '{last_entry_id}' is not a case-log entry of this conversation.")
+    checkpoint = Checkpoint(
+        conversation=conversation,
+        agent_id=agent_id,
+        last_message_id=pk,
+        last_seq=seq,
+        updated_at=timezone.now(),
+    )
+    Checkpoint.objects.bulk_create(
+        [checkpoint],
+        update_conflicts=True,
+        unique_fields=["conversation", "agent"],
+        update_fields=["last_message_id", "last_seq", "updated_at"],
+    )
+    return checkpoint
+
+
+# --- Agent context ----------------------------------------------------------------------------------------
+
+
+def conversation_context(
+    *,
+    caller: Caller,
+    conversation_id: str,
+    agent_id: str | None = None,
+    history_limit: int = CONTEXT_HISTORY,
+    case_log_limit: int = CONTEXT_CASE_LOG,
+) -> AgentContext:
+    """An agent's context in one call: its latest memory epoch, the case log after its checkpoint, its
+    isolated history (the latest ``history_limit`` messages, in order) and the user memories visible to it,
+    recalled with its policy's order and limit in the conversation's group (which counts their access)."""
+    conversation = selectors.conversation_get_for(caller=caller, conversation_id=conversation_id)
+    agent = selectors.reading_agent_id(caller=caller, agent_id=agent_id, required=True)
+    assert agent is not None  # noqa: S101 (required=True)
+    latest = selectors.memory_latest_epoch(conversation=conversation, agent_id=agent)
+    memory: list[Message] = []
+    if latest is not None:
+        memory = list(
+            Message.objects.filter(
+                conversation=conversation, channel=Channel.MEMORY, agent_id=agent, memory_epoch=latest
+            ).order_by("seq")[:MAX_CONTEXT_MEMORY]
+        )
+    checkpoint = selectors.checkpoint_get(conversation=conversation, agent_id=agent)
+    case_log = Message.objects.filter(conversation=conversation, channel=Channel.SUMMARY).order_by("seq")
+    if checkpoint is not None:
+        case_log = case_log.filter(seq__gt=checkpoint.last_seq)
+    recent = selectors.history_for_agent(conversation=conversation, agent_id=agent).order_by("-seq")
+    user_memories = memory_recall(
+        caller=caller,
+        user_id=conversation.user_id,
+        agent_id=agent,
+        group_ids=[conversation.group_id] if conversation.group_id else None,
+    )
+    return AgentContext(
+        conversation=conversation,
+        agent_id=agent,
+        memory_epoch=latest,
+        memory=memory,
+        checkpoint=checkpoint,
+        case_log=selectors.message_page(case_log, limit=case_log_limit),
+        history=list(reversed(recent[:history_limit])),
+        user_memories=user_memories,
+    )
+
+
+# --- GDPR ---------------------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def conversation_erase_user(user_id: str) -> dict[str, int]:
+    """Every conversation of the user, with its messages (all channels, the case log too) and checkpoints.
+
+    Registered with ``usermemory.services.register_user_data``, so admin-only erasure runs it.
+    """
+    messages_deleted, _ = Message.objects.filter(conversation__user_id=user_id).delete()
+    checkpoints_deleted, _ = Checkpoint.objects.filter(conversation__user_id=user_id).delete()
+    _, per_model = Conversation.objects.filter(user_id=user_id).delete()
+    return {
+        "conversationsDeleted": per_model.get(Conversation._meta.label, 0),
+        "messagesDeleted": messages_deleted,
+        "checkpointsDeleted": checkpoints_deleted,
+    }
+
+
+def conversation_export_user(user_id: str) -> dict[str, Any]:
+    """Every conversation of the user with all its messages and checkpoints, as JSON (right of access)."""
+    from conversations.api.serializers import ConversationExportSerializer
+
+    conversations = selectors.conversations_of_user(user_id=user_id).prefetch_related(
+        Prefetch("messages", queryset=Message.objects.order_by("seq")),
+        Prefetch("checkpoints", queryset=Checkpoint.objects.order_by("agent_id")),
+    )
+    items = ConversationExportSerializer(conversations, many=True).data
+    return {"count": len(items), "items": items}

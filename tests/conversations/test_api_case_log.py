@@ -1,0 +1,113 @@
+"""The shared case log (seed 003): append-only, checkpoints, and the agent context in one call."""
+
+from conversations.models import Message
+from tests.conversations.utils import BASE, create, listing, say, sync, texts
+from tests.helpers import assert_envelope
+
+
+def test_case_log_is_shared_and_append_only(agent_a_api, agent_b_api, admin_api):
+    conversation = create(agent_a_api)
+    entry = say(agent_a_api, conversation, "refund approved", channel="summary", role="assistant")
+    say(agent_b_api, conversation, "label sent", channel="summary", role="assistant")
+    log = listing(agent_b_api, conversation, channel="summary")["data"]
+    assert texts(log) == ["refund approved", "label sent"]
+    assert [m["agentId"] for m in log] == ["agent-a", "agent-b"]
+
+    messages = f"{BASE}/{conversation}/messages"
+    for client in (agent_a_api, admin_api):
+        assert_envelope(client.delete(messages), 405, "method_not_allowed")
+        assert_envelope(client.put(messages, {"content": []}, format="json"), 405, "method_not_allowed")
+        assert_envelope(client.patch(messages, {"content": []}, format="json"), 405, "method_not_allowed")
+        assert_envelope(client.delete(f"{messages}/{entry['id']}"), 404, "not_found")
+    assert Message.objects.filter(channel="summary").count() == 2
+
+
+def test_checkpoint_protocol(agent_a_api, agent_b_api, viewer_api):
+    conversation = create(agent_a_api)
+    url = f"{BASE}/{conversation}/checkpoint"
+    assert agent_a_api.get(url).json()["lastEntryId"] is None
+
+    first = say(agent_b_api, conversation, "s1", channel="summary", role="assistant")
+    say(agent_b_api, conversation, "s2", channel="summary", role="assistant")
+    stored = agent_a_api.put(url, {"lastEntryId": first["id"]}, format="json")
+    assert stored.status_code == 200, stored.content
+    assert stored.json()["lastEntryId"] == first["id"] and stored.json()["agentId"] == "agent-a"
+    assert agent_a_api.get(url).json()["lastEntryId"] == first["id"]
+    assert agent_b_api.get(url).json()["lastEntryId"] is None  # per agent
+    assert viewer_api.get(url, {"agentId": "agent-a"}).json()["lastEntryId"] == first["id"]
+    assert_envelope(viewer_api.get(url), 400, "bad_request")
+
+    after = listing(
+        agent_a_api, conversation, channel="summary", after=agent_a_api.get(url).json()["lastEntryId"]
+    )
+    assert texts(after["data"]) == ["s2"]
+
+    not_case_log = say(agent_a_api, conversation, "history", role="user")
+    assert_envelope(
+        agent_a_api.put(url, {"lastEntryId": not_case_log["id"]}, format="json"), 400, "bad_request"
+    )
+    assert_envelope(agent_a_api.put(url, {"lastEntryId": "nope"}, format="json"), 400, "bad_request")
+    assert_envelope(viewer_api.put(url, {"lastEntryId": first["id"]}, format="json"), 403, "forbidden")
+    assert agent_a_api.get(url).json()["lastEntryId"] == first["id"]
+
+
+def test_context_holds_exactly_the_agents_own_streams(agent_a_api, agent_b_api, admin_api):
+    memories = "/usermemorystore/memories"
+    for client, body in [
+        (agent_a_api, {"key": "a_private", "value": "a", "visibility": "self"}),
+        (agent_b_api, {"key": "b_private", "value": "b", "visibility": "self"}),
+        (agent_b_api, {"key": "shared", "value": "s", "visibility": "global"}),
+        (agent_a_api, {"key": "team_note", "value": "t", "visibility": "group", "groupIds": ["team"]}),
+    ]:
+        response = client.put(memories, {"userId": "user-9", "category": "fact", **body}, format="json")
+        assert response.status_code == 201, response.content
+
+    conversation = create(agent_a_api, "user-9", groupId="team")
+    b_conversation = create(agent_b_api, "user-9")
+    sync(agent_a_api, conversation, "a old")
+    sync(agent_a_api, conversation, "a new")  # a new epoch: only this one is in the context
+    say(agent_a_api, conversation, "user asks")
+    say(agent_a_api, conversation, "a answers", role="assistant")
+    log1 = say(agent_a_api, conversation, "case 1", channel="summary", role="assistant")
+    say(agent_a_api, conversation, "case 2", channel="summary", role="assistant")
+    agent_a_api.put(f"{BASE}/{conversation}/checkpoint", {"lastEntryId": log1["id"]}, format="json")
+    # Agent B has private streams in its own conversation with the same user.
+    sync(agent_b_api, b_conversation, "b memory")
+    say(agent_b_api, b_conversation, "b answers", role="assistant")
+
+    response = agent_a_api.get(f"{BASE}/{conversation}/context")
+    assert response.status_code == 200, response.content
+    context = response.json()
+    assert context["agentId"] == "agent-a" and context["conversation"]["id"] == conversation
+    assert context["memory"]["memoryEpoch"] == 2
+    assert texts(context["memory"]["messages"]) == ["a new"]
+    assert context["caseLog"]["checkpoint"] == log1["id"]
+    assert texts(context["caseLog"]["data"]) == ["case 2"]
+    assert context["caseLog"]["nextCursor"] is None
+    assert texts(context["history"]) == ["user asks", "a answers"]
+    assert {m["key"] for m in context["userMemories"]} == {"a_private", "shared", "team_note"}
+
+    # Agent B may not read A's context, nor take part in the team's conversation.
+    assert_envelope(agent_b_api.get(f"{BASE}/{conversation}/context"), 403, "forbidden")
+    b_context = agent_b_api.get(f"{BASE}/{b_conversation}/context").json()
+    assert texts(b_context["memory"]["messages"]) == ["b memory"]
+    assert texts(b_context["history"]) == ["b answers"]
+    assert {m["key"] for m in b_context["userMemories"]} == {"b_private", "shared"}
+
+    # An admin reads an agent's context by naming it, and must name it.
+    assert_envelope(admin_api.get(f"{BASE}/{conversation}/context"), 400, "bad_request")
+    as_admin = admin_api.get(f"{BASE}/{conversation}/context", {"agentId": "agent-a"}).json()
+    assert texts(as_admin["memory"]["messages"]) == ["a new"]
+
+
+def test_context_uses_the_agents_recall_policy(agent_a_api):
+    from usermemory.services import policy_update
+
+    policy_update(agent_id="agent-a", max_recall_entries=2, recall_order="most_recent")
+    for key in ["k1", "k2", "k3"]:
+        agent_a_api.put(
+            "/usermemorystore/memories", {"userId": "user-7", "key": key, "value": key}, format="json"
+        )
+    conversation = create(agent_a_api, "user-7")
+    context = agent_a_api.get(f"{BASE}/{conversation}/context").json()
+    assert [m["key"] for m in context["userMemories"]] == ["k3", "k2"]
