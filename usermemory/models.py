@@ -1,8 +1,7 @@
 """User memory entries (seed 002), their per-group index rows, history events and per-agent policies."""
 
 from django.db import models
-from django.db.models import F, Q
-from django.db.models.functions import Coalesce
+from django.db.models import Q
 
 from apikeys.models import Agent
 
@@ -86,16 +85,16 @@ class MemoryEntry(models.Model):
             # Agent-owned entries: eviction (oldest first) and Dream's per-agent passes.
             models.Index(fields=["source_agent", "user_id", "updated_at"], name="memory_agent_user_idx"),
             models.Index(fields=["user_id", "category"], name="memory_user_category_idx"),
-            models.Index(fields=["user_id", "-access_count"], name="memory_user_accessed_idx"),
             models.Index(fields=["key", "user_id"], name="memory_key_user_idx"),
-            # Dream's stale pruning: last access, or last update when never accessed, per owner.
-            models.Index(
-                F("source_agent"), Coalesce("last_accessed_at", "updated_at"), name="memory_staleness_idx"
-            ),
             models.Index(
                 fields=["user_id", "key"], condition=Q(conflicted=True), name="memory_conflicted_idx"
             ),
             # The pg_trgm GIN indexes for substring search are made in migration 0002 (PostgreSQL only).
+            #
+            # No index holds access_count or last_accessed_at: every recall writes them, and with no index to
+            # update (and fillfactor 80, migration 0005) PostgreSQL makes that a HOT update that leaves every
+            # index, the GIN trigram ones included, untouched. most_accessed sorts one user's rows, found by
+            # memory_user_recent_idx; Dream's stale pass finds an agent's rows by memory_agent_user_idx.
         ]
 
     def __str__(self) -> str:

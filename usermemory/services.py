@@ -152,10 +152,10 @@ def _resolve_owner(caller: Caller, write: MemoryWrite) -> str | None:
     return None
 
 
-def _resolve_groups(caller: Caller, write: MemoryWrite, owner: str | None) -> list[str]:
+def _resolve_groups(caller: Caller, write: MemoryWrite, owner: str | None, memo: "_BatchMemo") -> list[str]:
     groups = list(dict.fromkeys(write.group_ids or []))
-    if caller.is_agent:
-        member_of = selectors.agent_group_ids(agent_id=owner)  # type: ignore[arg-type]
+    if caller.is_agent and (groups or write.visibility == Visibility.GROUP):
+        member_of = memo.groups_of(owner)  # type: ignore[arg-type]
         outside = sorted(set(groups) - set(member_of))
         if outside:
             raise Forbidden(
@@ -296,8 +296,32 @@ def _existing(*, user_id: str, key: str, visibility: str, owner: str | None) -> 
     return qs.only("id", "value", "category", "group_ids").first()
 
 
+@dataclass
+class _BatchMemo:
+    """Per-call lookups that do not change within one (batch) upsert: policies and group memberships."""
+
+    policies: dict[str | None, AgentMemoryPolicy] = field(default_factory=dict)
+    groups: dict[str, list[str]] = field(default_factory=dict)
+
+    def policy_of(self, agent_id: str | None) -> AgentMemoryPolicy:
+        if agent_id not in self.policies:
+            self.policies[agent_id] = selectors.policy_for_agent(agent_id=agent_id)
+        return self.policies[agent_id]
+
+    def groups_of(self, agent_id: str) -> list[str]:
+        if agent_id not in self.groups:
+            self.groups[agent_id] = selectors.agent_group_ids(agent_id=agent_id)
+        return self.groups[agent_id]
+
+
 def _upsert_one(
-    *, caller: Caller, write: MemoryWrite, turn_id: str | None, log: _EventLog, now: datetime
+    *,
+    caller: Caller,
+    write: MemoryWrite,
+    turn_id: str | None,
+    log: _EventLog,
+    now: datetime,
+    memo: _BatchMemo,
 ) -> UpsertResult:
     if write.visibility not in Visibility.values:
         raise BadRequest(f"visibility must be one of {', '.join(Visibility.values)}.")
@@ -306,13 +330,12 @@ def _upsert_one(
     if len(write.key) > MAX_KEY_CHARS or len(write.user_id) > 255:
         raise BadRequest(f"key and userId are at most {MAX_KEY_CHARS} characters.")
     owner = _resolve_owner(caller, write)
-    groups = _resolve_groups(caller, write, owner)
-    policy = selectors.policy_for_agent(agent_id=owner)
+    groups = _resolve_groups(caller, write, owner, memo)
+    policy = memo.policy_of(owner)
     text = value_as_text(write.value)
     if caller.is_agent:
         _check_guardrails(policy, write, text)
 
-    advisory_xact_lock(LockId.USER_MEMORY, write.user_id)
     if caller.is_agent:
         _count_turn_write(
             agent_id=owner,
@@ -322,6 +345,11 @@ def _upsert_one(
             now=now,
         )
     existing = _existing(user_id=write.user_id, key=write.key, visibility=write.visibility, owner=owner)
+    if existing is None:
+        # A new entry: the user's entries are counted and maybe evicted under the user's lock, so racing
+        # writers never take the user past the cap. An update of an existing (now row-locked) key skips both.
+        advisory_xact_lock(LockId.USER_MEMORY, write.user_id)
+        existing = _existing(user_id=write.user_id, key=write.key, visibility=write.visibility, owner=owner)
     if existing is None:
         _make_room(policy=policy, user_id=write.user_id, owner=owner, log=log, now=now)
     category = write.category
@@ -415,7 +443,9 @@ def memory_upsert(*, caller: Caller, write: MemoryWrite, turn_id: str | None = N
     """Insert or update one entry on its upsert key. 201-worthy ``created`` tells which happened."""
     _require_writer(caller)
     log = _EventLog(Actor.of(caller))
-    result = _upsert_one(caller=caller, write=write, turn_id=turn_id, log=log, now=timezone.now())
+    result = _upsert_one(
+        caller=caller, write=write, turn_id=turn_id, log=log, now=timezone.now(), memo=_BatchMemo()
+    )
     log.flush()
     return result
 
@@ -434,10 +464,13 @@ def memory_upsert_batch(
         advisory_xact_lock(LockId.USER_MEMORY, user_id)
     log = _EventLog(Actor.of(caller))
     now = timezone.now()
+    memo = _BatchMemo()
     results = []
     for index, write in enumerate(writes):
         try:
-            results.append(_upsert_one(caller=caller, write=write, turn_id=turn_id, log=log, now=now))
+            results.append(
+                _upsert_one(caller=caller, write=write, turn_id=turn_id, log=log, now=now, memo=memo)
+            )
         except (BadRequest, Forbidden, CapacityReached, RateLimited) as exc:
             exc.message = f"entries[{index}]: {exc.message}"
             exc.details = {**exc.details, "index": index}
