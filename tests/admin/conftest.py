@@ -24,8 +24,10 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[object]:
+    """One browser per test module. Playwright's sync API runs an event loop in this thread while it is open,
+    so it is closed before other modules (which may run asyncio themselves) start."""
     if not shutil.which(CHROMIUM):
         if os.environ.get("REQUIRE_BROWSER"):
             pytest.fail(f"REQUIRE_BROWSER is set but {CHROMIUM} is missing (apt-get install chromium)")
@@ -34,11 +36,18 @@ def chromium() -> Iterator[object]:
 
     # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make are still
     # synchronous and on their own connection.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield browser
-        browser.close()
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 @pytest.fixture

@@ -1,0 +1,452 @@
+"""The MCP server through real ``mcp`` SDK client sessions, over stdio (``manage.py mcp``) and streamable HTTP
+(gunicorn serving ``memoryplatform.wsgi``, ``/mcp/``).
+
+Both servers are subprocesses, so they run against a file SQLite database made for this module (migrated and
+provisioned by ``manage.py`` subprocesses), on either CI suite. Each test uses user ids of its own.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from django.conf import settings
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+BASE_DIR = Path(settings.BASE_DIR)
+PYTHON = sys.executable
+READ_TOOLS = {
+    "list_user_memories",
+    "get_visible_memories",
+    "search_user_memories",
+    "get_memory_by_key",
+    "count_user_memories",
+}
+ALL_TOOLS = READ_TOOLS | {"upsert_user_memory", "delete_user_memory", "delete_all_user_memories"}
+
+PROVISION = """
+import json
+from apikeys.services import agent_create, apikey_create
+agent_create(agent_id="agent-a", group_ids=["team"])
+agent_create(agent_id="agent-b")
+keys = {
+    "admin": apikey_create(role="admin")[1],
+    "viewer": apikey_create(role="viewer")[1],
+    "agent-a": apikey_create(role="agent", agent_id="agent-a")[1],
+    "agent-b": apikey_create(role="agent", agent_id="agent-b")[1],
+}
+print("KEYS=" + json.dumps(keys))
+"""
+
+
+@dataclass
+class McpEnv:
+    env: dict[str, str]
+    keys: dict[str, str]
+    tmp: Path
+
+
+def _manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    result = subprocess.run(  # noqa: S603
+        [PYTHON, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def mcp_env(tmp_path_factory) -> McpEnv:
+    """A migrated file SQLite database with agents A (in group team) and B, and one key per role."""
+    tmp = tmp_path_factory.mktemp("mcp")
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
+        "SECRET_KEY": settings.SECRET_KEY,
+        "DEBUG": "false",
+    }
+    env.pop("MEMORYPLATFORM_API_KEY", None)
+    _manage(env, "migrate", "--verbosity", "0")
+    output = _manage(env, "shell", "--no-imports", "-c", PROVISION).stdout
+    keys = json.loads(next(line for line in output.splitlines() if line.startswith("KEYS="))[5:])
+    return McpEnv(env=env, keys=keys, tmp=tmp)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def http_url(mcp_env: McpEnv) -> Any:
+    """gunicorn serving memoryplatform.wsgi (Django, with the MCP app under /mcp) on a free port."""
+    port = _free_port()
+    log_path = mcp_env.tmp / "gunicorn.log"
+    with log_path.open("w") as log:
+        server = subprocess.Popen(  # noqa: S603
+            [str(Path(PYTHON).parent / "gunicorn"), "memoryplatform.wsgi:application"]
+            + ["--bind", f"127.0.0.1:{port}", "--workers", "1", "--timeout", "60"],
+            cwd=BASE_DIR,
+            env=mcp_env.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert server.poll() is None, log_path.read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(f"{base}/healthz", timeout=2) as response:  # noqa: S310
+                    if response.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            assert time.monotonic() < deadline, "gunicorn did not answer /healthz in 30 s"
+            time.sleep(0.2)
+        yield base
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.fixture(params=["stdio", "http"])
+def transport(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def connect(request, transport: str, mcp_env: McpEnv):
+    """``connect(role)``: an async context manager giving a connected ``mcp.Client`` with that role's key."""
+    url = request.getfixturevalue("http_url") + "/mcp/" if transport == "http" else None
+
+    @asynccontextmanager
+    async def _connect(role: str, *, header: str = "bearer", mode: str = "auto") -> AsyncIterator[Client]:
+        raw_key = mcp_env.keys[role]
+        if transport == "stdio":
+            params = StdioServerParameters(
+                command=PYTHON,
+                args=["manage.py", "mcp"],
+                cwd=str(BASE_DIR),
+                env={**mcp_env.env, "MEMORYPLATFORM_API_KEY": raw_key},
+            )
+            with (mcp_env.tmp / f"stdio-{role}.log").open("a") as errlog:
+                async with Client(stdio_client(params, errlog=errlog), mode=mode) as client:
+                    yield client
+            return
+        headers = {"Authorization": f"Bearer {raw_key}"} if header == "bearer" else {"X-API-Key": raw_key}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30) as http,
+            Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+        ):
+            yield client
+
+    return _connect
+
+
+def run(main: Callable[[], Awaitable[None]]) -> None:
+    """``anyio.run(main)`` on a thread of its own: a session-scoped fixture elsewhere in the suite
+    (Playwright's sync API) leaves an event loop running in the main thread, where no other can start."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(anyio.run, main).result()
+
+
+@asynccontextmanager
+async def sessions(connect, *roles: str) -> AsyncIterator[list[Client]]:
+    """One connected client per role, started side by side (a stdio server takes a while to start)."""
+    clients: dict[str, Client] = {}
+    ready = {role: anyio.Event() for role in roles}
+    done = anyio.Event()
+
+    async def hold(role: str) -> None:
+        async with connect(role) as client:
+            clients[role] = client
+            ready[role].set()
+            await done.wait()
+
+    async with anyio.create_task_group() as tg:
+        for role in roles:
+            tg.start_soon(hold, role)
+        for event in ready.values():
+            await event.wait()
+        try:
+            yield [clients[role] for role in roles]
+        finally:
+            done.set()
+
+
+async def call(client: Client, name: str, **arguments: Any) -> tuple[Any, bool]:
+    """Call a tool; returns (the JSON of its text result, is_error)."""
+    result = await client.call_tool(name, arguments)
+    assert len(result.content) == 1 and result.content[0].type == "text"
+    return json.loads(result.content[0].text), result.is_error
+
+
+async def ok(client: Client, name: str, **arguments: Any) -> Any:
+    payload, is_error = await call(client, name, **arguments)
+    assert not is_error, payload
+    return payload
+
+
+async def error(client: Client, name: str, **arguments: Any) -> str:
+    payload, is_error = await call(client, name, **arguments)
+    assert is_error and set(payload) == {"error"}, payload
+    return payload["error"]
+
+
+async def tool_names(client: Client) -> set[str]:
+    return {tool.name for tool in (await client.list_tools()).tools}
+
+
+# --- Listing ------------------------------------------------------------------------------------------------
+
+
+def test_the_listed_tools_depend_on_the_role(connect):
+    listed: dict[str, set[str]] = {}
+
+    async def main() -> None:
+        roles = ("admin", "viewer", "agent-a")
+        async with sessions(connect, *roles) as clients:
+            for role, client in zip(roles, clients, strict=True):
+                tools = (await client.list_tools()).tools
+                assert all(tool.input_schema["type"] == "object" and tool.description for tool in tools)
+                listed[role] = {tool.name for tool in tools}
+
+    run(main)
+    assert listed["admin"] == ALL_TOOLS and len(listed["admin"]) == 8
+    assert listed["viewer"] == READ_TOOLS and len(listed["viewer"]) == 5
+    assert listed["agent-a"] == ALL_TOOLS - {"delete_all_user_memories"}
+
+
+# --- Every tool ---------------------------------------------------------------------------------------------
+
+
+def test_an_admin_calls_each_of_the_eight_tools(connect, transport):
+    user = f"{transport}-every-tool"
+
+    async def main() -> None:
+        async with connect("admin") as client:
+            language = await ok(
+                client,
+                "upsert_user_memory",
+                userId=user,
+                key="language",
+                value="English",
+                category="preference",
+                visibility="global",
+            )
+            assert language["created"] is True and language["entry"]["sourceAgentId"] is None
+            color = await ok(
+                client,
+                "upsert_user_memory",
+                userId=user,
+                key="favorite_color",
+                value="blue",
+                category="preference",
+                sourceAgentId="agent-a",
+            )
+            assert color["entry"]["visibility"] == "self" and color["entry"]["sourceAgentId"] == "agent-a"
+            again = await ok(
+                client,
+                "upsert_user_memory",
+                userId=user,
+                key="favorite_color",
+                value="green",
+                category="preference",
+                sourceAgentId="agent-a",
+            )
+            assert again["created"] is False and again["entry"]["id"] == color["entry"]["id"]
+
+            listed = await ok(client, "list_user_memories", userId=user)
+            assert [e["key"] for e in listed] == ["favorite_color", "language"]
+            assert listed[0]["value"] == "green"
+
+            visible_a = await ok(client, "get_visible_memories", userId=user, agentId="agent-a")
+            assert {e["key"] for e in visible_a} == {"favorite_color", "language"}
+            visible_b = await ok(client, "get_visible_memories", userId=user, agentId="agent-b")
+            assert [e["key"] for e in visible_b] == ["language"]
+            assert "agentId is required" in await error(client, "get_visible_memories", userId=user)
+
+            found = await ok(client, "search_user_memories", userId=user, query="GREEN")
+            assert [e["key"] for e in found] == ["favorite_color"]
+
+            entry = await ok(client, "get_memory_by_key", userId=user, key="language")
+            assert entry["value"] == "English" and entry["visibility"] == "global"
+            assert await error(client, "get_memory_by_key", userId=user, key="nope") == (
+                f"No memory with key 'nope' found for user: {user}"
+            )
+
+            assert await ok(client, "count_user_memories", userId=user) == {"userId": user, "count": 2}
+
+            deleted = await ok(client, "delete_user_memory", entryId=color["entry"]["id"])
+            assert deleted == {"deleted": True, "entryId": color["entry"]["id"]}
+            assert "No memory entry" in await error(
+                client, "delete_user_memory", entryId=color["entry"]["id"]
+            )
+            assert (await ok(client, "count_user_memories", userId=user))["count"] == 1
+
+            erased = await ok(client, "delete_all_user_memories", userId=user, confirmation="CONFIRM")
+            assert erased["userId"] == user and erased["entriesDeleted"] == 1
+            assert (await ok(client, "count_user_memories", userId=user))["count"] == 0
+
+            # Arguments that do not fit a tool's input schema, and unknown tools, are errors too.
+            assert "'userId' is a required property" in await error(client, "count_user_memories")
+            assert "limit" in await error(client, "list_user_memories", userId="u", limit=0)
+            assert "Unknown tool" in await error(client, "drop_database")
+
+    run(main)
+
+
+# --- The CONFIRM gate --------------------------------------------------------------------------------------
+
+
+def test_delete_all_needs_confirm(connect, transport):
+    user = f"{transport}-gdpr"
+
+    async def main() -> None:
+        async with connect("admin") as client:
+            for key in ("a", "b"):
+                await ok(client, "upsert_user_memory", userId=user, key=key, value=1, visibility="global")
+            assert "'confirmation' is a required property" in await error(
+                client, "delete_all_user_memories", userId=user
+            )
+            for wrong in ("", "confirm", "yes", "CONFIRM "):
+                message = await error(client, "delete_all_user_memories", userId=user, confirmation=wrong)
+                assert message.startswith("Nothing was deleted") and 'confirmation="CONFIRM"' in message
+            assert (await ok(client, "count_user_memories", userId=user))["count"] == 2
+            erased = await ok(client, "delete_all_user_memories", userId=user, confirmation="CONFIRM")
+            assert erased["entriesDeleted"] == 2
+            assert (await ok(client, "count_user_memories", userId=user))["count"] == 0
+
+    run(main)
+
+
+# --- Role refusals -----------------------------------------------------------------------------------------
+
+
+def test_a_viewer_reads_but_cannot_write(connect, transport):
+    user = f"{transport}-viewer"
+
+    async def main() -> None:
+        async with sessions(connect, "admin", "viewer") as (admin, viewer):
+            entry = await ok(
+                admin, "upsert_user_memory", userId=user, key="k", value="v", sourceAgentId="agent-a"
+            )
+            assert [e["key"] for e in await ok(viewer, "list_user_memories", userId=user)] == ["k"]
+            assert (await ok(viewer, "get_memory_by_key", userId=user, key="k"))["value"] == "v"
+            refusals = [
+                await error(
+                    viewer, "upsert_user_memory", userId=user, key="k2", value="v", visibility="global"
+                ),
+                await error(viewer, "delete_user_memory", entryId=entry["entry"]["id"]),
+                await error(viewer, "delete_all_user_memories", userId=user, confirmation="CONFIRM"),
+            ]
+            assert all("not available to viewer keys" in message for message in refusals), refusals
+            assert (await ok(viewer, "count_user_memories", userId=user))["count"] == 1
+
+    run(main)
+
+
+def test_an_agent_acts_only_as_itself(connect, transport):
+    user = f"{transport}-agents"
+
+    async def main() -> None:
+        async with sessions(connect, "agent-a", "agent-b") as (agent_a, agent_b):
+            own = await ok(
+                agent_a, "upsert_user_memory", userId=user, key="secret", value="a's", category="context"
+            )
+            assert own["entry"]["sourceAgentId"] == "agent-a" and own["entry"]["visibility"] == "self"
+            assert "cannot write as agent 'agent-b'" in await error(
+                agent_a, "upsert_user_memory", userId=user, key="x", value="v", sourceAgentId="agent-b"
+            )
+            assert "allowedCategories" in await error(
+                agent_a, "upsert_user_memory", userId=user, key="x", value="v", category="gossip"
+            )
+            assert "not available to agent keys" in await error(
+                agent_a, "delete_all_user_memories", userId=user, confirmation="CONFIRM"
+            )
+
+            assert await ok(agent_b, "list_user_memories", userId=user) == []
+            assert await ok(agent_b, "search_user_memories", userId=user, query="secret") == []
+            assert await ok(agent_b, "count_user_memories", userId=user) == {"userId": user, "count": 0}
+            assert "No memory with key 'secret'" in await error(
+                agent_b, "get_memory_by_key", userId=user, key="secret"
+            )
+            assert "cannot read as agent 'agent-a'" in await error(
+                agent_b, "get_visible_memories", userId=user, agentId="agent-a"
+            )
+            assert "not owned by agent 'agent-b'" in await error(
+                agent_b, "delete_user_memory", entryId=own["entry"]["id"]
+            )
+
+            assert [e["key"] for e in await ok(agent_a, "get_visible_memories", userId=user)] == ["secret"]
+            await ok(agent_a, "delete_user_memory", entryId=int(own["entry"]["id"]))
+            assert (await ok(agent_a, "count_user_memories", userId=user))["count"] == 0
+
+    run(main)
+
+
+# --- Transport specifics -----------------------------------------------------------------------------------
+
+
+def test_stdio_refuses_a_missing_or_bad_key(mcp_env: McpEnv):
+    for key, expected in (("", "MEMORYPLATFORM_API_KEY is not set"), ("mp_bad_key", "was refused")):
+        result = subprocess.run(  # noqa: S603
+            [PYTHON, "manage.py", "mcp"],
+            cwd=BASE_DIR,
+            env={**mcp_env.env, "MEMORYPLATFORM_API_KEY": key},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        assert result.returncode != 0
+        assert expected in result.stderr
+        assert result.stdout == ""
+
+
+def test_http_needs_a_key_and_leaves_other_paths_to_django(http_url: str):
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+    with httpx2.Client(base_url=http_url, timeout=30) as http:
+        missing = http.post("/mcp/", json=body, headers=headers)
+        assert missing.status_code == 401
+        assert missing.json()["code"] == "unauthorized"
+        assert missing.headers["www-authenticate"].startswith("Bearer")
+        bad = http.post("/mcp/", json=body, headers={**headers, "Authorization": "Bearer mp_0000_nope"})
+        assert bad.status_code == 401 and bad.json()["error"] == "Invalid API key."
+        assert http.get("/healthz").json() == {"status": "ok"}
+        assert http.get("/mcpx").json()["code"] == "not_found"  # Django's JSON 404, not the MCP app
+
+
+@pytest.mark.parametrize("transport", ["http"])
+def test_http_takes_x_api_key_and_the_handshake_era(connect):
+    async def main() -> None:
+        async with connect("viewer", header="x-api-key") as client:
+            assert await tool_names(client) == READ_TOOLS
+        # The initialize-handshake era runs each request in the session manager's task group.
+        async with connect("agent-b", mode="legacy") as client:
+            assert client.protocol_version < "2026"
+            assert "delete_all_user_memories" not in await tool_names(client)
+            assert (await ok(client, "count_user_memories", userId="nobody"))["count"] == 0
+
+    run(main)

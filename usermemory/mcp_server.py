@@ -1,0 +1,552 @@
+"""EDDI's 8 MCP tools over the user memory services, with the official ``mcp`` SDK's low-level ``Server``.
+
+The key's role decides which tools are listed and callable:
+
+============================ ========== ========== ==========
+tool                         viewer     agent      admin
+============================ ========== ========== ==========
+``list_user_memories``       yes        yes        yes
+``get_visible_memories``     yes        yes        yes
+``search_user_memories``     yes        yes        yes
+``get_memory_by_key``        yes        yes        yes
+``count_user_memories``      yes        yes        yes
+``upsert_user_memory``       no         yes        yes
+``delete_user_memory``       no         yes        yes
+``delete_all_user_memories`` no         no         yes
+============================ ========== ========== ==========
+
+An agent key reads only what its agent may see and writes as its agent, under its guardrails, deleting only
+entries it owns: the services hold those rules, as for every other door. GDPR erasure is admin only.
+
+Results are the JSON of the entries (REST's shapes); errors are ``{"error": "<message>"}`` with ``isError``.
+
+Transports:
+- stdio: ``manage.py mcp`` authenticates ``MEMORYPLATFORM_API_KEY`` once and calls :func:`serve_stdio`.
+- streamable HTTP: :class:`McpHttpApp` (mounted at ``/mcp/`` by ``memoryplatform/wsgi.py``) authenticates the
+  ``Authorization: Bearer`` / ``X-API-Key`` header of every request.
+Either way the caller lives in :data:`current_caller` while the SDK runs the tool handlers.
+"""
+
+import asyncio
+import contextvars
+import json
+import logging
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from jsonschema import Draft202012Validator
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from rest_framework.utils.encoders import JSONEncoder
+
+from apikeys.authentication import presented_key
+from apikeys.caller import Caller
+from apikeys.models import ApiKey
+from apikeys.services import KeyRefused, apikey_authenticate
+from memoryplatform.api.errors import BadRequest, ServiceError
+from usermemory import selectors, services
+from usermemory.api.serializers import MemoryEntryOutputSerializer
+from usermemory.models import RecallOrder, Visibility
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "memoryplatform"
+CONFIRMATION = "CONFIRM"
+MAX_LIST = 1000
+DEFAULT_LIST = 100
+
+current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
+    "memoryplatform_mcp_caller", default=None
+)
+"""The authenticated caller of the current MCP session (stdio) or request (HTTP)."""
+
+
+# --- Input schemas --------------------------------------------------------------------------------------
+
+_USER_ID = {"type": "string", "minLength": 1, "maxLength": 255, "description": "The end user's id."}
+_GROUP_IDS = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1, "maxLength": 64},
+    "maxItems": 50,
+    "description": "Group context. With an agent key: groups the agent is in (default: all of them).",
+}
+_LIMIT = {
+    "type": "integer",
+    "minimum": 1,
+    "maximum": MAX_LIST,
+    "description": f"At most this many (default {DEFAULT_LIST}).",
+}
+_OFFSET = {"type": "integer", "minimum": 0, "description": "Skip this many (default 0)."}
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+# --- Handlers: translate arguments, call one service or selector, return JSON-able data ------------------
+
+
+def _entries(entries: Any) -> list[dict[str, Any]]:
+    return MemoryEntryOutputSerializer(entries, many=True).data
+
+
+def _page(qs: Any, args: dict[str, Any]) -> list[dict[str, Any]]:
+    offset = args.get("offset", 0)
+    return _entries(qs[offset : offset + args.get("limit", DEFAULT_LIST)])
+
+
+def _list(caller: Caller, args: dict[str, Any]) -> Any:
+    qs = selectors.memory_list(caller=caller, user_id=args["userId"], group_ids=args.get("groupIds"))
+    return _page(qs, args)
+
+
+def _visible(caller: Caller, args: dict[str, Any]) -> Any:
+    entries = services.memory_recall(
+        caller=caller,
+        user_id=args["userId"],
+        agent_id=args.get("agentId"),
+        group_ids=args.get("groupIds"),
+        order=args.get("order"),
+        limit=args.get("limit"),
+    )
+    return _entries(entries)
+
+
+def _search(caller: Caller, args: dict[str, Any]) -> Any:
+    qs = selectors.memory_search(
+        caller=caller,
+        user_id=args["userId"],
+        query=args["query"],
+        category=args.get("category"),
+        group_ids=args.get("groupIds"),
+    )
+    return _page(qs, args)
+
+
+def _by_key(caller: Caller, args: dict[str, Any]) -> Any:
+    entry = selectors.memory_by_key(
+        caller=caller, user_id=args["userId"], key=args["key"], group_ids=args.get("groupIds")
+    )
+    return MemoryEntryOutputSerializer(entry).data
+
+
+def _count(caller: Caller, args: dict[str, Any]) -> Any:
+    count = selectors.memory_count(caller=caller, user_id=args["userId"], group_ids=args.get("groupIds"))
+    return {"userId": args["userId"], "count": count}
+
+
+def _upsert(caller: Caller, args: dict[str, Any]) -> Any:
+    result = services.memory_upsert(
+        caller=caller,
+        write=services.MemoryWrite(
+            user_id=args["userId"],
+            key=args["key"],
+            value=args["value"],
+            category=args.get("category", "fact"),
+            visibility=args.get("visibility", Visibility.SELF),
+            source_agent_id=args.get("sourceAgentId"),
+            group_ids=args.get("groupIds"),
+            source_conversation_id=args.get("sourceConversationId"),
+        ),
+        turn_id=args.get("turnId"),
+    )
+    return {"created": result.created, "entry": MemoryEntryOutputSerializer(result.entry).data}
+
+
+def _delete(caller: Caller, args: dict[str, Any]) -> Any:
+    raw_id = str(args["entryId"])
+    if not raw_id.isdigit():
+        raise BadRequest(f"entryId must be a memory entry id (digits), got '{raw_id}'.")
+    services.memory_delete(caller=caller, entry_id=int(raw_id))
+    return {"deleted": True, "entryId": raw_id}
+
+
+def _delete_all(caller: Caller, args: dict[str, Any]) -> Any:
+    if args.get("confirmation") != CONFIRMATION:
+        raise BadRequest(
+            f'Nothing was deleted: delete_all_user_memories needs confirmation="{CONFIRMATION}" to erase '
+            f"every memory of user '{args['userId']}'."
+        )
+    return services.memory_erase_user(caller=caller, user_id=args["userId"])
+
+
+# --- The tools -------------------------------------------------------------------------------------------
+
+VIEWER, AGENT, ADMIN = ApiKey.Role.VIEWER, ApiKey.Role.AGENT, ApiKey.Role.ADMIN
+_EVERY_ROLE = frozenset({VIEWER, AGENT, ADMIN})
+
+
+@dataclass(frozen=True)
+class McpTool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    roles: frozenset[str]
+    handler: Callable[[Caller, dict[str, Any]], Any]
+    read_only: bool = True
+    destructive: bool = False
+
+    def as_mcp(self) -> types.Tool:
+        return types.Tool(
+            name=self.name,
+            description=self.description,
+            input_schema=self.input_schema,
+            annotations=types.ToolAnnotations(
+                read_only_hint=self.read_only, destructive_hint=self.destructive, idempotent_hint=True
+            ),
+        )
+
+
+TOOLS: dict[str, McpTool] = {
+    tool.name: tool
+    for tool in (
+        McpTool(
+            "list_user_memories",
+            "List all memory entries of a user that this key may read, newest first.",
+            _schema(
+                {"userId": _USER_ID, "groupIds": _GROUP_IDS, "limit": _LIMIT, "offset": _OFFSET}, ["userId"]
+            ),
+            _EVERY_ROLE,
+            _list,
+        ),
+        McpTool(
+            "get_visible_memories",
+            "Recall the entries visible to an agent for a user, in the agent's recall order and limit "
+            "(global, the agent's own self entries, and group entries of the given groups).",
+            _schema(
+                {
+                    "userId": _USER_ID,
+                    "agentId": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 64,
+                        "description": "Required with viewer and admin keys; agent keys read as their agent.",
+                    },
+                    "groupIds": _GROUP_IDS,
+                    "order": {"type": "string", "enum": list(RecallOrder.values)},
+                    "limit": _LIMIT,
+                },
+                ["userId"],
+            ),
+            _EVERY_ROLE,
+            _visible,
+        ),
+        McpTool(
+            "search_user_memories",
+            "Search a user's memories: a case-insensitive, literal substring match on keys and values.",
+            _schema(
+                {
+                    "userId": _USER_ID,
+                    "query": {"type": "string", "minLength": 1, "maxLength": 1000},
+                    "category": {"type": "string", "maxLength": 64, "description": "Exact category filter."},
+                    "groupIds": _GROUP_IDS,
+                    "limit": _LIMIT,
+                    "offset": _OFFSET,
+                },
+                ["userId", "query"],
+            ),
+            _EVERY_ROLE,
+            _search,
+        ),
+        McpTool(
+            "get_memory_by_key",
+            "Look up a user's memory by key name.",
+            _schema(
+                {"userId": _USER_ID, "key": {"type": "string", "minLength": 1}, "groupIds": _GROUP_IDS},
+                ["userId", "key"],
+            ),
+            _EVERY_ROLE,
+            _by_key,
+        ),
+        McpTool(
+            "count_user_memories",
+            "Count the memory entries of a user that this key may read.",
+            _schema({"userId": _USER_ID, "groupIds": _GROUP_IDS}, ["userId"]),
+            _EVERY_ROLE,
+            _count,
+        ),
+        McpTool(
+            "upsert_user_memory",
+            "Insert or update a memory entry on its upsert key: (userId, key) for global entries, "
+            "(userId, key, sourceAgentId) for self and group entries.",
+            _schema(
+                {
+                    "userId": _USER_ID,
+                    "key": {"type": "string", "minLength": 1, "maxLength": 255},
+                    "value": {"description": "Any JSON value."},
+                    "category": {"type": "string", "minLength": 1, "maxLength": 64, "default": "fact"},
+                    "visibility": {
+                        "type": "string",
+                        "enum": list(Visibility.values),
+                        "default": Visibility.SELF,
+                    },
+                    "sourceAgentId": {
+                        "type": ["string", "null"],
+                        "maxLength": 64,
+                        "description": "The owning agent. An agent key is its own agent.",
+                    },
+                    "groupIds": _GROUP_IDS,
+                    "sourceConversationId": {"type": ["string", "null"], "maxLength": 255},
+                    "turnId": {
+                        "type": ["string", "null"],
+                        "maxLength": 128,
+                        "description": "Counts writes per turn.",
+                    },
+                },
+                ["userId", "key", "value"],
+            ),
+            frozenset({AGENT, ADMIN}),
+            _upsert,
+            read_only=False,
+        ),
+        McpTool(
+            "delete_user_memory",
+            "Delete one memory entry by id (an agent key: only entries its agent owns).",
+            _schema(
+                {"entryId": {"type": ["string", "integer"], "description": "The entry's id."}},
+                ["entryId"],
+            ),
+            frozenset({AGENT, ADMIN}),
+            _delete,
+            read_only=False,
+            destructive=True,
+        ),
+        McpTool(
+            "delete_all_user_memories",
+            f"GDPR erasure: permanently delete every memory and history event of a user. Requires "
+            f'confirmation="{CONFIRMATION}".',
+            _schema(
+                {
+                    "userId": _USER_ID,
+                    "confirmation": {"type": "string", "description": f'Must be exactly "{CONFIRMATION}".'},
+                },
+                ["userId", "confirmation"],
+            ),
+            frozenset({ADMIN}),
+            _delete_all,
+            read_only=False,
+            destructive=True,
+        ),
+    )
+}
+
+_VALIDATORS = {name: Draft202012Validator(tool.input_schema) for name, tool in TOOLS.items()}
+
+
+def tools_for(caller: Caller) -> list[McpTool]:
+    return [tool for tool in TOOLS.values() if caller.role in tool.roles]
+
+
+# --- Calling a tool (sync: Django's ORM) -----------------------------------------------------------------
+
+
+def _error(message: str) -> tuple[dict[str, Any], bool]:
+    return {"error": message}, True
+
+
+def tool_call(*, caller: Caller, name: str, arguments: dict[str, Any] | None) -> tuple[Any, bool]:
+    """Run one MCP tool as the caller. Returns ``(payload, is_error)``; errors are ``{"error": message}``."""
+    tool = TOOLS.get(name)
+    if tool is None:
+        return _error(f"Unknown tool '{name}'.")
+    if caller.role not in tool.roles:
+        return _error(f"The tool '{name}' is not available to {caller.role} keys.")
+    arguments = dict(arguments or {})
+    problem = next(iter(sorted(_VALIDATORS[name].iter_errors(arguments), key=lambda e: list(e.path))), None)
+    if problem is not None:
+        where = ".".join(str(p) for p in problem.path)
+        return _error(f"Invalid arguments: {where + ': ' if where else ''}{problem.message}")
+    try:
+        return tool.handler(caller, arguments), False
+    except ServiceError as exc:
+        return _error(exc.message)
+
+
+def _tool_call_in_thread(*, caller: Caller, name: str, arguments: dict[str, Any] | None) -> tuple[str, bool]:
+    """One tool call on Django's thread for sync code, with the connection hygiene a request would get."""
+    close_old_connections()
+    try:
+        payload, is_error = tool_call(caller=caller, name=name, arguments=arguments)
+    finally:
+        close_old_connections()
+    return json.dumps(payload, cls=JSONEncoder, ensure_ascii=False), is_error
+
+
+# --- The SDK server ---------------------------------------------------------------------------------------
+
+
+def _caller() -> Caller:
+    caller = current_caller.get()
+    if caller is None:  # a transport that forgot to authenticate: refuse rather than guess
+        raise RuntimeError("No authenticated caller for this MCP request.")
+    return caller
+
+
+async def _on_list_tools(
+    ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=[tool.as_mcp() for tool in tools_for(_caller())])
+
+
+async def _on_call_tool(
+    ctx: ServerRequestContext, params: types.CallToolRequestParams
+) -> types.CallToolResult:
+    caller = _caller()
+    text, is_error = await sync_to_async(_tool_call_in_thread, thread_sensitive=True)(
+        caller=caller, name=params.name, arguments=params.arguments
+    )
+    logger.info("MCP tool %s by %s%s", params.name, caller.log_label(), " refused" if is_error else "")
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
+
+
+def _input_schema(name: str) -> dict[str, Any] | None:
+    tool = TOOLS.get(name)
+    return tool.input_schema if tool else None
+
+
+def build_server() -> Server:
+    return Server(
+        SERVER_NAME,
+        version="0.1.0",
+        instructions=(
+            "User memory for AI agents (EDDI's contract). The tools listed depend on the API key's role: "
+            "viewer keys read, agent keys read and write as their agent, admin keys also erase a user."
+        ),
+        on_list_tools=_on_list_tools,
+        on_call_tool=_on_call_tool,
+        get_tool_input_schema=_input_schema,
+    )
+
+
+server = build_server()
+
+
+async def serve_stdio(caller: Caller) -> None:
+    """Serve the tools over stdin/stdout as one caller, until the client closes the stream."""
+    current_caller.set(caller)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+# --- Streamable HTTP (ASGI) ---------------------------------------------------------------------------------
+
+_MCP_PATHS = frozenset({"/mcp", "/mcp/"})
+
+
+async def _json_response(send: Any, status: int, body: dict[str, Any], headers: list | None = None) -> None:
+    payload = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+def _authenticate(raw_key: str) -> Caller:
+    close_old_connections()
+    try:
+        return Caller.for_key(apikey_authenticate(raw_key=raw_key))
+    finally:
+        close_old_connections()
+
+
+class McpHttpApp:
+    """ASGI app for ``/mcp/``: authenticate each request's key, then let the SDK's session manager answer.
+
+    The manager is stateless with JSON responses, so no request depends on another and any worker can serve
+    any request. Its ``run()`` (the task group the SDK serves requests in) would normally be entered by the
+    ASGI lifespan, but a2wsgi sends no lifespan. So the first request on an event loop starts it, in a
+    background task on that loop that lives as long as the loop (a2wsgi keeps one loop thread per worker).
+    """
+
+    def __init__(self, mcp_server: Server | None = None) -> None:
+        self.server = mcp_server or server
+        self._managers: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[StreamableHTTPSessionManager, asyncio.Event]
+        ] = weakref.WeakKeyDictionary()
+        self._runners: set[asyncio.Task] = set()
+
+    async def manager(self) -> StreamableHTTPSessionManager:
+        """The running session manager of this event loop, started on first use."""
+        loop = asyncio.get_running_loop()
+        if loop not in self._managers:  # no await between the test and the insert: one start per loop
+            manager = StreamableHTTPSessionManager(app=self.server, stateless=True, json_response=True)
+            started = asyncio.Event()
+            self._managers[loop] = (manager, started)
+
+            async def run() -> None:
+                async with manager.run():
+                    started.set()
+                    await asyncio.Event().wait()  # until the loop stops
+
+            # A fresh context: the runner must not carry the first request's caller.
+            runner = loop.create_task(run(), context=contextvars.Context())
+            self._runners.add(runner)
+            runner.add_done_callback(self._runners.discard)
+        manager, started = self._managers[loop]
+        await started.wait()
+        return manager
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":  # under a real ASGI server: nothing to start or stop
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        if scope["path"] not in _MCP_PATHS:
+            await _json_response(
+                send, 404, {"error": f"No such path: {scope['path']}", "code": "not_found", "details": {}}
+            )
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        raw_key = presented_key(_HeaderLookup(headers))
+        refusal = "An API key is required (Authorization: Bearer <key> or X-API-Key)."
+        caller = None
+        if raw_key is not None:
+            try:
+                caller = await sync_to_async(_authenticate, thread_sensitive=True)(raw_key)
+            except KeyRefused as exc:
+                refusal = str(exc)
+        if caller is None:
+            await _json_response(
+                send,
+                401,
+                {"error": refusal, "code": "unauthorized", "details": {}},
+                [(b"www-authenticate", b'Bearer realm="memoryplatform"')],
+            )
+            return
+        token = current_caller.set(caller)
+        try:
+            manager = await self.manager()
+            await manager.handle_request(scope, receive, send)
+        finally:
+            current_caller.reset(token)
+
+
+class _HeaderLookup:
+    """Case-insensitive ``get`` over ASGI headers, the shape :func:`presented_key` reads."""
+
+    def __init__(self, headers: dict[str, str]) -> None:
+        self._headers = headers
+
+    def get(self, name: str, default: str = "") -> str:
+        return self._headers.get(name.lower(), default)

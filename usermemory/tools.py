@@ -1,0 +1,262 @@
+"""EDDI's four LLM tools: ``rememberFact``, ``recallMemories``, ``searchMemory`` and ``forgetFact``.
+
+Each tool translates the LLM's arguments into one service or selector call and renders EDDI's text result.
+Only agent keys use them: the agent is the key's, never an argument. Every rule (guardrails, writes per turn,
+caps, visibility, ownership) is the services', so it holds here exactly as it does over REST.
+
+A refused write (a guardrail, the writes-per-turn limit, the cap) is not an HTTP error: the tool returns the
+refusal as its text, as EDDI does, because the LLM must read why. So do arguments the LLM got wrong. Context
+the calling framework supplies (a tool name, the ``groupIds``) raises :class:`ServiceError` instead.
+"""
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from apikeys.caller import Caller
+from memoryplatform.api.errors import Forbidden, NotFound, ServiceError
+from usermemory import selectors, services
+from usermemory.models import MemoryEntry, Visibility
+
+REMEMBER = "rememberFact"
+RECALL = "recallMemories"
+SEARCH = "searchMemory"
+FORGET = "forgetFact"
+TOOL_NAMES = (REMEMBER, RECALL, SEARCH, FORGET)
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What the calling framework knows about the turn, beside the LLM's arguments."""
+
+    caller: Caller
+    user_id: str
+    turn_id: str | None = None
+    conversation_id: str | None = None
+    group_ids: list[str] | None = None
+
+
+class InvalidArguments(Exception):
+    """The LLM's arguments do not fit the tool's parameters; the message goes back to the LLM."""
+
+
+# --- Definitions (OpenAI function-calling format) -----------------------------------------------------
+
+
+def tool_definitions(*, caller: Caller) -> list[dict[str, Any]]:
+    """The four tools as ``[{"type": "function", "function": {name, description, parameters}}]``.
+
+    ``rememberFact``'s category enum is the calling agent's ``allowedCategories``, so the LLM is offered only
+    what its guardrails accept.
+    """
+    _require_agent(caller)
+    policy = selectors.policy_for_agent(agent_id=caller.agent_id)
+    category: dict[str, Any] = {"type": "string", "description": "The kind of memory."}
+    if policy.allowed_categories:
+        category["enum"] = list(policy.allowed_categories)
+        category["description"] = f"One of: {', '.join(policy.allowed_categories)}."
+    functions = [
+        {
+            "name": REMEMBER,
+            "description": (
+                "Store a fact about the user so it is remembered across conversations. Storing the same key "
+                "again updates it."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "key": {
+                        "type": "string",
+                        "description": 'Short key name, e.g. "favorite_color" or "dietary_restriction".',
+                    },
+                    "value": {"type": "string", "description": "The value to remember."},
+                    "category": category,
+                    "visibility": {
+                        "type": "string",
+                        "enum": list(Visibility.values),
+                        "default": Visibility.SELF,
+                        "description": (
+                            "Who may see it: self (only this agent, the default), group (the agents of this "
+                            "conversation's groups) or global (every agent serving this user)."
+                        ),
+                    },
+                },
+                "required": ["key", "value", "category"],
+                "additionalProperties": False,
+            },
+        },
+        {
+            "name": RECALL,
+            "description": "Retrieve all memories visible to this agent for the current user.",
+            "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+        },
+        {
+            "name": SEARCH,
+            "description": "Search the user's memories by keyword across keys and values.",
+            "parameters": {
+                "type": "object",
+                "properties": {"query": {"type": "string", "description": 'Search text, e.g. "color".'}},
+                "required": ["query"],
+                "additionalProperties": False,
+            },
+        },
+        {
+            "name": FORGET,
+            "description": "Delete a specific memory of this agent by key.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "key": {"type": "string", "description": 'The key name to forget, e.g. "favorite_color".'}
+                },
+                "required": ["key"],
+                "additionalProperties": False,
+            },
+        },
+    ]
+    return [{"type": "function", "function": function} for function in functions]
+
+
+# --- Texts --------------------------------------------------------------------------------------------
+
+
+def format_entry(entry: MemoryEntry) -> str:
+    """``name = Alice [fact, self]``."""
+    return f"{entry.key} = {services.value_as_text(entry.value)} [{entry.category}, {entry.visibility}]"
+
+
+def format_entries(entries: Iterable[MemoryEntry]) -> str:
+    """EDDI's bullet list: one ``  • key = value [category, visibility]`` line per entry."""
+    return "\n".join(f"  • {format_entry(entry)}" for entry in entries)
+
+
+# --- Invocation ---------------------------------------------------------------------------------------
+
+
+def tool_invoke(
+    *,
+    caller: Caller,
+    name: str,
+    user_id: str,
+    arguments: dict[str, Any] | None = None,
+    turn_id: str | None = None,
+    conversation_id: str | None = None,
+    group_ids: list[str] | None = None,
+) -> str:
+    """Run one LLM tool for the caller's agent and return its text result.
+
+    Raises :class:`Forbidden` for a key that is not an agent's or a group the agent is not in, and
+    :class:`NotFound` for an unknown tool. Everything the tool itself refuses comes back as text.
+    """
+    _require_agent(caller)
+    tool = _TOOLS.get(name)
+    if tool is None:
+        raise NotFound(f"No tool '{name}'. The tools are: {', '.join(TOOL_NAMES)}.")
+    # The group context is the framework's, not the LLM's: checked up front, so a bad one is a 403.
+    selectors.resolve_read_scope(caller=caller, agent_id=None, group_ids=group_ids, require_agent=True)
+    context = ToolContext(
+        caller=caller,
+        user_id=user_id,
+        turn_id=turn_id,
+        conversation_id=conversation_id,
+        group_ids=group_ids or None,
+    )
+    try:
+        return tool(context, dict(arguments or {}))
+    except InvalidArguments as exc:
+        return f"❌ Invalid arguments for {name}: {exc}"
+    except ServiceError as exc:
+        return f"❌ {_FAILURE_VERB[name]}: {exc.message}"
+
+
+_FAILURE_VERB = {
+    REMEMBER: "Not remembered",
+    RECALL: "Could not recall memories",
+    SEARCH: "Could not search memories",
+    FORGET: "Not forgotten",
+}
+
+
+def _require_agent(caller: Caller) -> None:
+    if not caller.is_agent:
+        raise Forbidden("The LLM tools need an agent key: the agent is the key's.")
+
+
+def _string(
+    arguments: dict[str, Any], name: str, *, required: bool = True, default: str | None = None
+) -> Any:
+    value = arguments.get(name, default)
+    if value is None:
+        if required:
+            raise InvalidArguments(f"{name} is required.")
+        return None
+    if not isinstance(value, str):
+        raise InvalidArguments(f"{name} must be a string.")
+    if required and not value.strip():
+        raise InvalidArguments(f"{name} must not be empty.")
+    return value
+
+
+def _only(arguments: dict[str, Any], allowed: Iterable[str]) -> None:
+    unknown = sorted(set(arguments) - set(allowed))
+    if unknown:
+        raise InvalidArguments(f"unknown parameter(s): {', '.join(unknown)}.")
+
+
+def _remember(context: ToolContext, arguments: dict[str, Any]) -> str:
+    _only(arguments, ("key", "value", "category", "visibility"))
+    key = _string(arguments, "key")
+    if "value" not in arguments or arguments["value"] is None:
+        raise InvalidArguments("value is required.")
+    value = arguments["value"]
+    category = _string(arguments, "category", required=False) or "fact"
+    visibility = _string(arguments, "visibility", required=False) or Visibility.SELF
+    result = services.memory_upsert(
+        caller=context.caller,
+        write=services.MemoryWrite(
+            user_id=context.user_id,
+            key=key,
+            value=value,
+            category=category,
+            visibility=visibility,
+            group_ids=context.group_ids,
+            source_conversation_id=context.conversation_id,
+        ),
+        turn_id=context.turn_id,
+    )
+    return f"✅ Remembered: {format_entry(result.entry)}"
+
+
+def _recall(context: ToolContext, arguments: dict[str, Any]) -> str:
+    _only(arguments, ())
+    entries = services.memory_recall(
+        caller=context.caller, user_id=context.user_id, group_ids=context.group_ids
+    )
+    return format_entries(entries) if entries else "No memories stored for this user yet."
+
+
+def _search(context: ToolContext, arguments: dict[str, Any]) -> str:
+    _only(arguments, ("query",))
+    query = _string(arguments, "query")
+    # As long a list as recall would give: the agent's maxRecallEntries bounds what reaches the prompt.
+    limit = selectors.policy_for_agent(agent_id=context.caller.agent_id).max_recall_entries
+    entries = list(
+        selectors.memory_search(
+            caller=context.caller, user_id=context.user_id, query=query, group_ids=context.group_ids
+        )[:limit]
+    )
+    return format_entries(entries) if entries else f"No memories found matching '{query}'."
+
+
+def _forget(context: ToolContext, arguments: dict[str, Any]) -> str:
+    _only(arguments, ("key",))
+    key = _string(arguments, "key")
+    deleted = services.memory_forget_key(caller=context.caller, user_id=context.user_id, key=key)
+    return f"✅ Forgotten: {key}" if deleted else f"No memory with key '{key}' to forget."
+
+
+_TOOLS: dict[str, Callable[[ToolContext, dict[str, Any]], str]] = {
+    REMEMBER: _remember,
+    RECALL: _recall,
+    SEARCH: _search,
+    FORGET: _forget,
+}
