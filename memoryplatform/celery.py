@@ -1,11 +1,112 @@
-"""The Celery app. Broker and schedule come from settings (REDIS_URL, DREAM_SCHEDULE)."""
+"""The Celery app. Broker and schedule come from settings (REDIS_URL, DREAM_SCHEDULE).
 
+- Beat sends ``dream.run_cycle`` (named, not imported: memoryplatform does not import dream) on
+  ``settings.DREAM_CRONTAB``, with ``expires`` just under the schedule's shortest gap, so a backlog never
+  stacks up cycles.
+- A worker started with ``WORKER_METRICS_PORT`` serves Prometheus metrics on that port from its main
+  process. With the default prefork pool, tasks run in child processes, so set ``PROMETHEUS_MULTIPROC_DIR``
+  (an empty, writable directory; docker-compose.yml does) and the port serves every child's counters
+  through prometheus_client's multiprocess collector. With ``--pool=solo`` or ``--pool=threads`` the tasks
+  run in the main process and the default registry is served as is.
+"""
+
+import logging
 import os
+from datetime import datetime, timedelta
+from typing import Any
 
+import environ
 from celery import Celery
+from celery.schedules import crontab
+from celery.signals import worker_init, worker_process_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryplatform.settings")
+
+logger = logging.getLogger(__name__)
+env = environ.Env()
 
 app = Celery("memoryplatform")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+DREAM_TASK = "dream.run_cycle"
+
+
+def crontab_next_after(schedule: crontab, moment: datetime) -> datetime:
+    """The first time after ``moment`` that ``schedule`` fires (minute resolution)."""
+    probe = crontab(
+        minute=schedule.minute,
+        hour=schedule.hour,
+        day_of_week=schedule.day_of_week,
+        day_of_month=schedule.day_of_month,
+        month_of_year=schedule.month_of_year,
+        nowfun=lambda: moment,
+        app=schedule.app,
+    )
+    return moment + probe.remaining_estimate(moment)
+
+
+def crontab_min_period(schedule: crontab, *, samples: int = 16) -> float:
+    """The shortest gap, in seconds, between the next ``samples`` firings of ``schedule``."""
+    moment = schedule.now()
+    firings = []
+    for _ in range(samples):
+        moment = crontab_next_after(schedule, moment)
+        firings.append(moment)
+        moment += timedelta(seconds=1)
+    return min(
+        (later - earlier).total_seconds() for earlier, later in zip(firings, firings[1:], strict=False)
+    )
+
+
+def dream_expires_seconds(schedule: crontab) -> int:
+    """How long a scheduled cycle may wait in the queue: 90 % of the schedule's shortest gap."""
+    return max(1, int(crontab_min_period(schedule) * 0.9))
+
+
+@app.on_after_configure.connect
+def _schedule_dream(sender: Celery, **kwargs: Any) -> None:
+    from django.conf import settings
+
+    sender.add_periodic_task(
+        settings.DREAM_CRONTAB,
+        sender.signature(DREAM_TASK, kwargs={"trigger": "schedule"}),
+        name="dream-cycle",
+        expires=dream_expires_seconds(settings.DREAM_CRONTAB),
+    )
+
+
+def _multiprocess_dir() -> str:
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+
+
+@worker_init.connect
+def _serve_worker_metrics(sender: Any = None, **kwargs: Any) -> None:
+    """Serve Prometheus metrics on WORKER_METRICS_PORT from the worker's main process."""
+    raw_port = env.str("WORKER_METRICS_PORT", default="").strip()  # empty (as in .env.example): off
+    if not raw_port:
+        return
+    port = int(raw_port)
+    from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
+
+    registry = REGISTRY
+    if _multiprocess_dir():
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    elif "prefork" in str(getattr(sender, "pool_cls", "")):
+        logger.warning(
+            "WORKER_METRICS_PORT with the prefork pool but no PROMETHEUS_MULTIPROC_DIR: counters of tasks "
+            "run in pool processes will not show. Set PROMETHEUS_MULTIPROC_DIR or use --pool=solo/threads."
+        )
+    start_http_server(port, registry=registry)
+    logger.info("Serving worker metrics on port %s", port)
+
+
+@worker_process_shutdown.connect
+def _forget_worker_process(pid: int | None = None, **kwargs: Any) -> None:
+    if _multiprocess_dir():
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid or os.getpid())

@@ -5,6 +5,7 @@ The embedded default needs nothing but a SECRET_KEY: the database is SQLite unde
 ``REDIS_URL`` at Redis.
 """
 
+import os
 from pathlib import Path
 
 import environ
@@ -15,6 +16,10 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+if (
+    os.environ.get("PROMETHEUS_MULTIPROC_DIR") == ""
+):  # empty means unset (django-prometheus tests the name only)
+    del os.environ["PROMETHEUS_MULTIPROC_DIR"]
 
 
 def _strict_bool(name: str, default: bool) -> bool:
@@ -216,6 +221,12 @@ def _parse_crontab(spec: str) -> crontab:
 
 
 DREAM_CRONTAB = _parse_crontab(DREAM_SCHEDULE)
+# Dream: rows per batch transaction, pause between batches (s), and the SQLite cycle-lock lease (s).
+DREAM_BATCH_SIZE = env.int("DREAM_BATCH_SIZE", default=2000)
+DREAM_BATCH_PAUSE = env.float("DREAM_BATCH_PAUSE", default=0.0)
+DREAM_LOCK_LEASE = env.int("DREAM_LOCK_LEASE", default=900)
+# A Dream cycle can outlast Redis's default 1 h visibility timeout; keep redelivery later than the hard limit.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 300}
 
 # --- Logging --------------------------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

@@ -1,0 +1,85 @@
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from apikeys.models import Agent
+from dream.models import DreamRun
+from dream.selectors import dream_run_summary
+from dream.services import MAX_BATCH_SIZE, dream_run_cycle
+
+
+class Command(BaseCommand):
+    help = (
+        "Run one Dream cycle now (stale pruning and contradiction detection for every agent whose Dream is "
+        "enabled), with a progress bar and a summary. --dry-run changes nothing and reports what it would do."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--agent", metavar="ID", default=None, help="Only this agent's policy.")
+        parser.add_argument("--dry-run", action="store_true", help="Count, change nothing.")
+        parser.add_argument(
+            "--batch-size", type=int, default=None, help=f"Rows per transaction (1..{MAX_BATCH_SIZE})."
+        )
+        parser.add_argument("--no-progress", action="store_true", help="No progress bar.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        agent_id = options["agent"]
+        if agent_id is not None and not Agent.objects.filter(id=agent_id).exists():
+            raise CommandError(f"No agent '{agent_id}'.")
+        batch_size = options["batch_size"]
+        if batch_size is not None and not 1 <= batch_size <= MAX_BATCH_SIZE:
+            raise CommandError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE}.")
+
+        bar = tqdm(
+            total=1,
+            desc="dream",
+            unit="step",
+            file=self.stderr._out,
+            disable=options["no_progress"],
+            dynamic_ncols=True,
+        )
+
+        def on_progress(done: int, total: int, label: str) -> None:
+            bar.total = total
+            bar.n = done
+            bar.set_postfix_str(label)
+            bar.refresh()
+
+        try:
+            run = dream_run_cycle(
+                agent_id=agent_id,
+                dry_run=options["dry_run"],
+                trigger=DreamRun.Trigger.MANUAL,
+                batch_size=batch_size,
+                on_progress=on_progress,
+            )
+        except Exception as exc:
+            bar.close()
+            raise CommandError(f"Dream cycle failed: {type(exc).__name__}: {exc}") from exc
+        bar.close()
+        self._summary(run)
+
+    def _summary(self, run: DreamRun) -> None:
+        s = dream_run_summary(run=run)
+        if run.status == DreamRun.Status.SKIPPED:
+            self.stdout.write(self.style.WARNING(f"Run #{run.pk} skipped: {run.error}"))
+            return
+        would = "would be " if run.dry_run else ""
+        lines = [
+            f"Dream run #{run.pk} {run.status}" + (" (dry run: nothing was changed)" if run.dry_run else ""),
+            f"  agents processed:     {s['agentsProcessed']}",
+            f"  users processed:      {s['usersProcessed']}",
+            f"  entries {would}pruned:  {s['entriesPruned']}",
+            f"  contradictions found: {s['contradictionsFound']} "
+            f"({s['entriesFlagged']} entries {would}flagged, {s['entriesUnflagged']} {would}cleared)",
+        ]
+        for agent_id, counts in sorted(run.details.get("agents", {}).items()):
+            lines.append(f"    {agent_id}: {would}pruned {counts['pruned']}")
+        if s["durationSeconds"] is not None:
+            lines.append(f"  duration:             {s['durationSeconds']:.2f} s")
+        if run.agents_processed == 0:
+            lines.append(
+                "  No agent has Dream enabled" + (f" ('{run.only_agent}')." if run.only_agent else ".")
+            )
+        self.stdout.write(self.style.SUCCESS("\n".join(lines)))

@@ -1,0 +1,22 @@
+"""Dream's Prometheus metrics, in the default registry of the process that runs the cycle.
+
+The web process serves them at /metrics (django-prometheus), a Celery worker on ``WORKER_METRICS_PORT``
+(see memoryplatform/celery.py), and the embedded scheduler through the web's /metrics in multiprocess mode
+(see memoryplatform/management/commands/serve.py). prometheus_client adds ``_total`` to counter names.
+"""
+
+from prometheus_client import Counter, Histogram
+
+users_processed = Counter(
+    "dream_users_processed", "Users whose memories a Dream cycle examined, summed over cycles."
+)
+entries_pruned = Counter("dream_entries_pruned", "Memory entries deleted by Dream's stale pruning.")
+contradictions_found = Counter(
+    "dream_contradictions_found", "(user, key) sets Dream newly flagged as holding more than one value."
+)
+cycles_failed = Counter("dream_cycles_failed", "Dream cycles that ended with an error.")
+duration_seconds = Histogram(
+    "dream_duration_seconds",
+    "Wall time of Dream cycles that ran (skipped and dry runs excluded).",
+    buckets=(0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, float("inf")),
+)

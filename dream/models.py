@@ -1,0 +1,71 @@
+"""Dream cycle records: one :class:`DreamRun` per cycle, whatever started it and however it ended."""
+
+from datetime import timedelta
+
+from django.db import models
+from django.db.models import Q
+
+
+class DreamRun(models.Model):
+    """One Dream cycle: when it ran, how it ended, and what it did.
+
+    The partial unique constraint allows at most one ``running`` real (not dry) cycle at a time. It is the
+    cycle lock on SQLite (with ``heartbeat_at`` as a lease, so a crashed cycle cannot block the next one
+    for ever); on PostgreSQL a session advisory lock comes first and the constraint is a second guard.
+    """
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "running"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+        SKIPPED = "skipped", "skipped"
+
+    class Trigger(models.TextChoices):
+        SCHEDULE = "schedule", "schedule"
+        MANUAL = "manual", "manual"
+        ADMIN = "admin", "admin"
+
+    trigger = models.CharField(max_length=8, choices=Trigger.choices, default=Trigger.MANUAL)
+    dry_run = models.BooleanField(default=False, help_text="Counted what it would do; changed nothing.")
+    only_agent = models.CharField(
+        max_length=64, blank=True, help_text="The one agent this cycle ran for; blank for every agent."
+    )
+    status = models.CharField(max_length=9, choices=Status.choices, default=Status.RUNNING)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(help_text="Refreshed after every committed batch.")
+    agents_processed = models.PositiveIntegerField(default=0)
+    users_processed = models.PositiveIntegerField(default=0)
+    entries_pruned = models.PositiveIntegerField(default=0)
+    contradictions_found = models.PositiveIntegerField(
+        default=0, help_text="(user, key) sets newly flagged as holding more than one value."
+    )
+    entries_flagged = models.PositiveIntegerField(default=0)
+    entries_unflagged = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    details = models.JSONField(default=dict, blank=True, help_text="Per-agent counts.")
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["status"],
+                condition=Q(status="running", dry_run=False),
+                name="dream_run_one_running",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["running", "succeeded", "failed", "skipped"]),
+                name="dream_run_status_valid",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "-started_at"], name="dream_run_status_idx")]
+        permissions = [("run_dream", "Can start a Dream cycle now")]
+
+    def __str__(self) -> str:
+        return f"Dream run #{self.pk} ({self.status})"
+
+    @property
+    def duration(self) -> timedelta | None:
+        if self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at

@@ -1,0 +1,525 @@
+"""Dream consolidation (seed 002): stale pruning and contradiction detection, run as one locked cycle.
+
+Every pass is set-based SQL committed in bounded batches. A batch picks the next ``batch_size`` matching ids
+(keyset on id, rows locked with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL), writes one history event per row
+with a single ``INSERT ... SELECT``, and applies the change with one statement, all in its own transaction.
+A failure rolls back the batch it happened in and leaves earlier batches committed: nothing is ever half
+applied.
+
+A cycle holds a lock for its whole length (:func:`_cycle_start`): a PostgreSQL session advisory lock
+(``LockId.DREAM_CYCLE``), and on SQLite the one-running-run constraint of :class:`DreamRun` with a heartbeat
+lease. A second cycle that finds the lock taken records itself as ``skipped`` and does nothing.
+
+Call these outside any transaction: each batch commits on its own.
+"""
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from dream import metrics, selectors
+from dream.models import DreamRun
+from memoryplatform.locks import LockId
+from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BATCH_SIZE = 2000
+MAX_BATCH_SIZE = 10_000  # ids travel as bound parameters; SQLite allows 32,766 per statement
+CYCLE_LOCK_KEY = "cycle"
+
+ProgressCallback = Callable[[int, int, str], None]
+
+
+class DreamLockLost(RuntimeError):
+    """The cycle's run record was taken over (its lease expired): stop before touching more data."""
+
+
+@dataclass
+class Batching:
+    """How a pass commits: ``size`` rows per transaction, ``pause`` seconds between transactions (to leave
+    room for other writers), and ``after_batch(action, rows)`` called after each commit."""
+
+    size: int = DEFAULT_BATCH_SIZE
+    pause: float = 0.0
+    after_batch: Callable[[str, int], None] | None = None
+
+    @classmethod
+    def from_settings(cls, *, size: int | None = None, pause: float | None = None) -> "Batching":
+        size = size if size is not None else settings.DREAM_BATCH_SIZE
+        pause = pause if pause is not None else settings.DREAM_BATCH_PAUSE
+        if not 1 <= size <= MAX_BATCH_SIZE:
+            raise ValueError(f"batch size must be between 1 and {MAX_BATCH_SIZE}, got {size}")
+        return cls(size=size, pause=max(0.0, float(pause)))
+
+
+@dataclass
+class PruneResult:
+    agent_id: str
+    pruned: int
+    dry_run: bool
+
+
+@dataclass
+class ContradictionResult:
+    contradictions: int  # (user, key) sets with a newly flagged entry
+    flagged: int
+    unflagged: int
+    dry_run: bool
+
+
+@dataclass
+class _CycleTotals:
+    pruned: int = 0
+    contradictions: int = 0
+    flagged: int = 0
+    unflagged: int = 0
+    details: dict[str, Any] = field(default_factory=lambda: {"agents": {}})
+
+
+# --- Set-based batch machinery -----------------------------------------------------------------------
+
+
+def _with_seen_at(qs: QuerySet[MemoryEntry]) -> QuerySet[MemoryEntry]:
+    """Alias ``seen_at``: the last access, or the last update when never accessed."""
+    return qs.alias(seen_at=Coalesce("last_accessed_at", "updated_at"))
+
+
+def _entries(exclude: Q | None = None) -> QuerySet[MemoryEntry]:
+    qs = _with_seen_at(MemoryEntry.objects.all())
+    return qs.exclude(exclude) if exclude is not None else qs
+
+
+def _placeholders(ids: list[int]) -> str:
+    return ", ".join(["%s"] * len(ids))
+
+
+def _write_events(*, ids: list[int], action: str, value_column: str, actor_id: str, at: datetime) -> None:
+    """One history event per entry in ``ids``, in one ``INSERT ... SELECT`` (no per-row query)."""
+    qn = connection.ops.quote_name
+    event_table = qn(MemoryEvent._meta.db_table)
+    entry_table = qn(MemoryEntry._meta.db_table)
+    sql = (
+        f"INSERT INTO {event_table} "  # noqa: S608 (identifiers from model metadata; values are bound)
+        f"({qn('entry_id')}, {qn('user_id')}, {qn('key')}, {qn('action')}, {qn('actor_type')}, "
+        f"{qn('actor_id')}, {qn('key_prefix')}, {qn(value_column)}, {qn('created_at')}) "
+        f"SELECT {qn('id')}, {qn('user_id')}, {qn('key')}, %s, %s, %s, %s, {qn('value')}, %s "
+        f"FROM {entry_table} WHERE {qn('id')} IN ({_placeholders(ids)})"
+    )
+    params = [
+        action,
+        MemoryEvent.ActorType.DREAM,
+        actor_id,
+        "",
+        connection.ops.adapt_datetimefield_value(at),
+        *ids,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def _delete_entries(*, ids: list[int]) -> None:
+    """Delete entries and their group rows: two statements, no model instances loaded."""
+    qn = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        for model, column in ((MemoryEntryGroup, "entry_id"), (MemoryEntry, "id")):
+            cursor.execute(
+                f"DELETE FROM {qn(model._meta.db_table)} "  # noqa: S608 (identifiers from model metadata)
+                f"WHERE {qn(column)} IN ({_placeholders(ids)})",
+                ids,
+            )
+
+
+def _in_batches(
+    *, select: QuerySet[MemoryEntry], apply: Callable[[list[int]], None], batching: Batching, action: str
+) -> int:
+    """Run ``apply`` on the ids ``select`` matches, ``batching.size`` at a time, each batch in its own
+    transaction. Keyset on id, so every batch makes progress and the whole pass reads each row once."""
+    last_id = 0
+    total = 0
+    while True:
+        with transaction.atomic():
+            ids = list(
+                select.filter(id__gt=last_id)
+                .select_for_update(skip_locked=True, of=("self",))
+                .order_by("id")
+                .values_list("id", flat=True)[: batching.size]
+            )
+            if ids:
+                apply(ids)
+        if not ids:
+            return total
+        total += len(ids)
+        last_id = ids[-1]
+        if batching.after_batch is not None:
+            batching.after_batch(action, len(ids))
+        if batching.pause:
+            time.sleep(batching.pause)
+
+
+# --- Stale pruning -----------------------------------------------------------------------------------
+
+
+def _stale_q(*, policy: AgentMemoryPolicy, now: datetime) -> Q:
+    """Entries this policy prunes: not seen for ``prune_stale_after_days``; its own unless cross-agent."""
+    condition = Q(seen_at__lt=now - timedelta(days=policy.prune_stale_after_days))
+    if not policy.cross_agent_maintenance:
+        condition &= Q(source_agent_id=policy.agent_id)
+    return condition
+
+
+def dream_prune_stale(
+    *,
+    policy: AgentMemoryPolicy,
+    now: datetime | None = None,
+    dry_run: bool = False,
+    batching: Batching | None = None,
+    actor_id: str = "dream",
+    exclude: Q | None = None,
+) -> PruneResult:
+    """Delete the entries ``policy`` finds stale, with a ``pruned`` event each. 0 days disables pruning.
+
+    ``dry_run`` counts instead (minus ``exclude``: entries an earlier dry pass of the cycle already
+    counted). Returns how many entries were (or would be) pruned.
+    """
+    if policy.prune_stale_after_days == 0:
+        return PruneResult(agent_id=policy.agent_id, pruned=0, dry_run=dry_run)
+    now = now or timezone.now()
+    stale = _entries(exclude).filter(_stale_q(policy=policy, now=now))
+    if dry_run:
+        return PruneResult(agent_id=policy.agent_id, pruned=stale.count(), dry_run=True)
+
+    def apply(ids: list[int]) -> None:
+        _write_events(
+            ids=ids, action=MemoryEvent.Action.PRUNED, value_column="old_value", actor_id=actor_id, at=now
+        )
+        _delete_entries(ids=ids)
+
+    pruned = _in_batches(
+        select=stale,
+        apply=apply,
+        batching=batching or Batching.from_settings(),
+        action=MemoryEvent.Action.PRUNED,
+    )
+    return PruneResult(agent_id=policy.agent_id, pruned=pruned, dry_run=False)
+
+
+# --- Contradiction detection -------------------------------------------------------------------------
+
+
+def _scope_q(agent_ids: list[str] | None) -> Q:
+    """``None``: every entry (cross-agent maintenance); else the entries these agents own."""
+    return Q() if agent_ids is None else Q(source_agent_id__in=agent_ids)
+
+
+def _set_disagrees(exclude: Q | None) -> Exists:
+    """The entry's (user, key) set holds another value: compared by the value's text/JSON form."""
+    return Exists(
+        _entries(exclude)
+        .filter(user_id=OuterRef("user_id"), key=OuterRef("key"))
+        .exclude(value_text=OuterRef("value_text"))
+    )
+
+
+def dream_detect_contradictions(
+    *,
+    agent_ids: list[str] | None,
+    now: datetime | None = None,
+    dry_run: bool = False,
+    batching: Batching | None = None,
+    actor_id: str | None = None,
+    exclude: Q | None = None,
+) -> ContradictionResult:
+    """Flag ``conflicted`` on every in-scope entry whose (user, key) set, across all agents and
+    visibilities, holds more than one distinct value; clear it where the set agrees again. Each change
+    leaves a ``flagged`` or ``unflagged`` event.
+
+    The scope is the entries ``agent_ids`` own, or every entry for ``None``. ``dry_run`` counts instead,
+    as if the ``exclude``d entries (those an earlier dry pass would prune) were gone.
+    """
+    now = now or timezone.now()
+    actor_id = actor_id or f"dream:{uuid.uuid4().hex[:12]}"
+    scope = _entries(exclude).filter(_scope_q(agent_ids))
+    to_flag = scope.filter(conflicted=False).filter(_set_disagrees(exclude))
+    to_clear = scope.filter(conflicted=True).exclude(_set_disagrees(exclude))
+    if dry_run:
+        return ContradictionResult(
+            contradictions=to_flag.values("user_id", "key").distinct().count(),
+            flagged=to_flag.count(),
+            unflagged=to_clear.count(),
+            dry_run=True,
+        )
+    batching = batching or Batching.from_settings()
+
+    def mark(select: QuerySet[MemoryEntry], conflicted: bool) -> int:
+        action = MemoryEvent.Action.FLAGGED if conflicted else MemoryEvent.Action.UNFLAGGED
+
+        def apply(ids: list[int]) -> None:
+            _write_events(ids=ids, action=action, value_column="new_value", actor_id=actor_id, at=now)
+            MemoryEntry.objects.filter(id__in=ids).update(conflicted=conflicted)
+
+        return _in_batches(select=select, apply=apply, batching=batching, action=action)
+
+    flagged = mark(to_flag, True)
+    unflagged = mark(to_clear, False)
+    # Sets, not entries: one set's entries may span batches, so count them from this pass's events.
+    contradictions = (
+        MemoryEvent.objects.filter(
+            created_at=now,
+            action=MemoryEvent.Action.FLAGGED,
+            actor_type=MemoryEvent.ActorType.DREAM,
+            actor_id=actor_id,
+        )
+        .values("user_id", "key")
+        .distinct()
+        .count()
+        if flagged
+        else 0
+    )
+    return ContradictionResult(
+        contradictions=contradictions, flagged=flagged, unflagged=unflagged, dry_run=False
+    )
+
+
+# --- The cycle: lock, run record, metrics ------------------------------------------------------------
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=settings.DREAM_LOCK_LEASE)
+
+
+def _pg_lock(function: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {function}(%s, hashtext(%s))", [LockId.DREAM_CYCLE, CYCLE_LOCK_KEY])
+        return bool(cursor.fetchone()[0])
+
+
+def _record_skipped(*, trigger: str, agent_id: str | None, now: datetime) -> DreamRun:
+    holder = DreamRun.objects.filter(status=DreamRun.Status.RUNNING, dry_run=False).first()
+    reason = "Another Dream cycle is running" + (f" (run #{holder.pk})." if holder else ".")
+    return DreamRun.objects.create(
+        trigger=trigger,
+        only_agent=agent_id or "",
+        status=DreamRun.Status.SKIPPED,
+        started_at=now,
+        finished_at=now,
+        heartbeat_at=now,
+        error=reason,
+    )
+
+
+def _cycle_start(*, trigger: str, agent_id: str | None, dry_run: bool) -> tuple[DreamRun, bool]:
+    """Take the cycle lock and record the run as ``running``; or record it ``skipped``.
+
+    Returns the run and whether a PostgreSQL advisory lock is held (to release at the end). A dry run
+    takes no lock: it writes nothing but its own record.
+    """
+    now = timezone.now()
+    on_postgres = connection.vendor == "postgresql"
+    pg_locked = False
+    if not dry_run and on_postgres:
+        if not _pg_lock("pg_try_advisory_lock"):
+            return _record_skipped(trigger=trigger, agent_id=agent_id, now=now), False
+        pg_locked = True
+    # Runs whose process died: on PostgreSQL any real running run (we hold the lock, so its holder is
+    # gone); on SQLite, and for dry runs, those whose lease ran out.
+    abandoned = Q(heartbeat_at__lt=now - _lease())
+    if pg_locked:
+        abandoned |= Q(dry_run=False)
+    DreamRun.objects.filter(abandoned, status=DreamRun.Status.RUNNING).update(
+        status=DreamRun.Status.FAILED, finished_at=now, error="Abandoned: its process stopped mid-cycle."
+    )
+    try:
+        with transaction.atomic():
+            run = DreamRun.objects.create(
+                trigger=trigger,
+                dry_run=dry_run,
+                only_agent=agent_id or "",
+                status=DreamRun.Status.RUNNING,
+                started_at=now,
+                heartbeat_at=now,
+            )
+    except IntegrityError:  # another live cycle holds the one running slot (the SQLite lock)
+        if pg_locked:
+            _pg_lock("pg_advisory_unlock")
+        return _record_skipped(trigger=trigger, agent_id=agent_id, now=now), False
+    return run, pg_locked
+
+
+def _heartbeat(run: DreamRun, totals: _CycleTotals) -> None:
+    """Renew the run's lease and save its counts so far; stop if another cycle took the run over."""
+    updated = DreamRun.objects.filter(pk=run.pk, status=DreamRun.Status.RUNNING).update(
+        heartbeat_at=timezone.now(),
+        agents_processed=run.agents_processed,
+        users_processed=run.users_processed,
+        entries_pruned=totals.pruned,
+        contradictions_found=totals.contradictions,
+        entries_flagged=totals.flagged,
+        entries_unflagged=totals.unflagged,
+    )
+    if not updated:
+        raise DreamLockLost(f"Dream run #{run.pk} lost its lease; another cycle took over.")
+
+
+def _finish(run: DreamRun, totals: _CycleTotals, *, status: str, error: str = "") -> None:
+    run.status = status
+    run.error = error
+    run.finished_at = timezone.now()
+    run.entries_pruned = totals.pruned
+    run.contradictions_found = totals.contradictions
+    run.entries_flagged = totals.flagged
+    run.entries_unflagged = totals.unflagged
+    run.details = totals.details
+    updated = DreamRun.objects.filter(pk=run.pk, status=DreamRun.Status.RUNNING).update(
+        status=status,
+        error=error,
+        finished_at=run.finished_at,
+        agents_processed=run.agents_processed,
+        users_processed=run.users_processed,
+        entries_pruned=run.entries_pruned,
+        contradictions_found=run.contradictions_found,
+        entries_flagged=run.entries_flagged,
+        entries_unflagged=run.entries_unflagged,
+        details=run.details,
+    )
+    if not updated:
+        logger.warning("Dream run #%s was marked abandoned before it finished as %s", run.pk, status)
+
+
+def _users_in_scope(policies: list[AgentMemoryPolicy]) -> int:
+    if any(p.cross_agent_maintenance for p in policies):
+        qs = MemoryEntry.objects.all()
+    else:
+        qs = MemoryEntry.objects.filter(source_agent_id__in=[p.agent_id for p in policies])
+    return qs.values("user_id").distinct().count()
+
+
+def dream_run_cycle(
+    *,
+    agent_id: str | None = None,
+    dry_run: bool = False,
+    trigger: str = DreamRun.Trigger.MANUAL,
+    batch_size: int | None = None,
+    batch_pause: float | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> DreamRun:
+    """Run one Dream cycle for every agent whose Dream is enabled (or only ``agent_id``), and return its
+    :class:`DreamRun`: ``succeeded``, ``skipped`` (another cycle held the lock) or, after an error that is
+    re-raised, ``failed``.
+
+    Per agent, in agent order, stale pruning; then one contradiction pass over the entries of the agents
+    that detect contradictions (every entry when one of them has cross-agent maintenance). ``dry_run``
+    changes no entry and reports what the cycle would do. ``on_progress(done, total, label)`` follows the
+    steps.
+    """
+    batching = Batching.from_settings(size=batch_size, pause=batch_pause)
+    run, pg_locked = _cycle_start(trigger=trigger, agent_id=agent_id, dry_run=dry_run)
+    if run.status == DreamRun.Status.SKIPPED:
+        logger.info("Dream cycle skipped: %s", run.error)
+        return run
+
+    started = time.monotonic()
+    totals = _CycleTotals()
+
+    def after_batch(action: str, rows: int) -> None:  # counts of committed batches survive a failure
+        if action == MemoryEvent.Action.PRUNED:
+            totals.pruned += rows
+            metrics.entries_pruned.inc(rows)
+        elif action == MemoryEvent.Action.FLAGGED:
+            totals.flagged += rows
+        else:
+            totals.unflagged += rows
+        _heartbeat(run, totals)
+
+    batching.after_batch = after_batch
+    actor_id = f"run:{run.pk}"
+    now = run.started_at
+    try:
+        policies = list(selectors.dream_policies(agent_id=agent_id))
+        detectors = [p for p in policies if p.detect_contradictions]
+        total_steps = len(policies) + 1
+        run.agents_processed = len(policies)
+        run.users_processed = _users_in_scope(policies) if policies else 0
+        _heartbeat(run, totals)
+        if not dry_run:
+            metrics.users_processed.inc(run.users_processed)
+        if on_progress:
+            on_progress(0, total_steps, "starting")
+
+        counted: Q | None = None  # a dry run counts each entry once, as the real cycle deletes it once
+        for done, policy in enumerate(policies, start=1):
+            result = dream_prune_stale(
+                policy=policy,
+                now=now,
+                dry_run=dry_run,
+                batching=batching,
+                actor_id=actor_id,
+                exclude=counted if dry_run else None,
+            )
+            if dry_run and policy.prune_stale_after_days:
+                stale = _stale_q(policy=policy, now=now)
+                counted = stale if counted is None else counted | stale
+            if dry_run:
+                totals.pruned += result.pruned
+            totals.details["agents"][policy.agent_id] = {
+                "pruned": result.pruned,
+                "pruneStaleAfterDays": policy.prune_stale_after_days,
+                "crossAgentMaintenance": policy.cross_agent_maintenance,
+                "detectContradictions": policy.detect_contradictions,
+            }
+            _heartbeat(run, totals)
+            if on_progress:
+                on_progress(done, total_steps, f"pruned {policy.agent_id}")
+
+        if detectors:
+            cross = any(p.cross_agent_maintenance for p in detectors)
+            found = dream_detect_contradictions(
+                agent_ids=None if cross else [p.agent_id for p in detectors],
+                now=now,
+                dry_run=dry_run,
+                batching=batching,
+                actor_id=actor_id,
+                exclude=counted,
+            )
+            totals.contradictions = found.contradictions
+            totals.flagged = found.flagged
+            totals.unflagged = found.unflagged
+            if not dry_run:
+                metrics.contradictions_found.inc(found.contradictions)
+        if on_progress:
+            on_progress(total_steps, total_steps, "contradictions")
+    except BaseException as exc:  # soft time limits and Ctrl-C too: the run must not stay "running"
+        logger.exception("Dream run #%s failed", run.pk)
+        try:
+            _finish(run, totals, status=DreamRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+        finally:
+            if not dry_run:
+                metrics.cycles_failed.inc()
+                metrics.duration_seconds.observe(time.monotonic() - started)
+            _release(pg_locked)
+        raise
+    _finish(run, totals, status=DreamRun.Status.SUCCEEDED)
+    if not dry_run:
+        metrics.duration_seconds.observe(time.monotonic() - started)
+    _release(pg_locked)
+    return run
+
+
+def _release(pg_locked: bool) -> None:
+    if not pg_locked:
+        return
+    try:
+        _pg_lock("pg_advisory_unlock")
+    except Exception:  # a broken connection already dropped the lock with the session
+        logger.warning("Could not release the Dream advisory lock; closing the connection instead.")
+        connection.close()

@@ -1,0 +1,61 @@
+"""Dream fixtures: agents with Dream policies, and entries with a given age."""
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from apikeys.models import Agent
+from tests.factories import AgentMemoryPolicyFactory, MemoryEntryFactory
+from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup
+
+
+@pytest.fixture
+def dream_policy(db: None) -> Callable[..., AgentMemoryPolicy]:
+    def make(agent: Agent, **fields: Any) -> AgentMemoryPolicy:
+        fields.setdefault("dream_enabled", True)
+        fields.setdefault("prune_stale_after_days", 30)
+        policy = AgentMemoryPolicyFactory(agent=agent)
+        for name, value in fields.items():
+            setattr(policy, name, value)
+        policy.save()
+        return policy
+
+    return make
+
+
+@pytest.fixture
+def memory(db: None) -> Callable[..., MemoryEntry]:
+    """An entry owned by ``agent`` (None: an owner-less global), last updated / accessed N days ago."""
+
+    def make(
+        agent: Agent | None,
+        key: str = "lang",
+        value: Any = "English",
+        *,
+        user: str = "u1",
+        visibility: str = "self",
+        updated_days: float = 0,
+        accessed_days: float | None = None,
+        groups: list[str] | None = None,
+    ) -> MemoryEntry:
+        now = timezone.now()
+        entry = MemoryEntryFactory(
+            source_agent=agent,
+            key=key,
+            value=value,
+            user_id=user,
+            visibility=visibility,
+            group_ids=groups or [],
+            created_at=now - timedelta(days=updated_days + 1),
+            updated_at=now - timedelta(days=updated_days),
+            last_accessed_at=None if accessed_days is None else now - timedelta(days=accessed_days),
+        )
+        MemoryEntryGroup.objects.bulk_create(
+            [MemoryEntryGroup(entry=entry, user_id=user, group_id=g) for g in groups or []]
+        )
+        return entry
+
+    return make

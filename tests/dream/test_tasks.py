@@ -1,0 +1,284 @@
+"""The Celery task and beat schedule; and, with real Redis and PostgreSQL, a real worker process."""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+from django.db import OperationalError, connection
+
+from dream.models import DreamRun
+from dream.tasks import dream_run_cycle_task
+from memoryplatform.celery import app, crontab_min_period, crontab_next_after, dream_expires_seconds
+from tests.helpers import REDIS_URL, needs_postgres, needs_redis
+from usermemory.models import MemoryEntry
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# --- Task and schedule -------------------------------------------------------------------------------
+
+
+def test_task_is_registered_with_limits_and_retries():
+    app.loader.import_default_modules()
+    task = app.tasks["dream.run_cycle"]
+    assert task.name == dream_run_cycle_task.name == "dream.run_cycle"
+    assert task.time_limit == settings.CELERY_TASK_TIME_LIMIT
+    assert task.soft_time_limit == settings.CELERY_TASK_SOFT_TIME_LIMIT
+    assert task.soft_time_limit < task.time_limit
+    assert OperationalError in task.autoretry_for
+    assert task.retry_backoff and task.max_retries == 3
+    assert app.conf.task_serializer == "json" and app.conf.accept_content == ["json"]
+
+
+@pytest.mark.django_db
+def test_task_runs_a_cycle_and_returns_json(agent_a, dream_policy, memory):
+    dream_policy(agent_a)
+    memory(agent_a, "old", updated_days=60)
+
+    summary = dream_run_cycle_task.apply(kwargs={"trigger": "manual"}).get()
+
+    assert json.loads(json.dumps(summary)) == summary
+    assert summary["status"] == "succeeded" and summary["entriesPruned"] == 1
+    assert DreamRun.objects.get().pk == summary["runId"]
+
+
+@pytest.mark.django_db
+def test_task_retries_on_a_transient_database_error(monkeypatch):
+    from dream import services
+
+    def broken(**kwargs):  # type: ignore[no-untyped-def]
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(services, "dream_run_cycle", broken)
+    retried = []
+    monkeypatch.setattr(dream_run_cycle_task, "retry", lambda *a, **kw: retried.append(kw) or 1 / 0)
+
+    with pytest.raises(ZeroDivisionError):
+        dream_run_cycle_task.apply(throw=True).get()
+    assert retried and isinstance(retried[0]["exc"], OperationalError)
+
+
+def test_beat_schedule_runs_dream_on_dream_crontab_with_expiry_under_the_period():
+    entry = app.conf.beat_schedule["dream-cycle"]
+    assert entry["task"] == "dream.run_cycle"
+    assert entry["schedule"] == settings.DREAM_CRONTAB
+    assert entry["kwargs"] == {"trigger": "schedule"}
+    assert 0 < entry["options"]["expires"] < crontab_min_period(settings.DREAM_CRONTAB)
+
+
+@pytest.mark.parametrize(
+    ("spec", "period"),
+    [({"minute": "0", "hour": "3"}, 86400), ({"minute": "*/5"}, 300), ({"minute": "0", "hour": "3,4"}, 3600)],
+)
+def test_expiry_follows_the_shortest_gap_of_the_schedule(spec, period):
+    from celery.schedules import crontab
+
+    schedule = crontab(**spec, app=app)
+    assert crontab_min_period(schedule) == period
+    assert dream_expires_seconds(schedule) == int(period * 0.9)
+
+
+def test_next_firing_after_a_moment():
+    from datetime import UTC, datetime
+
+    from celery.schedules import crontab
+
+    schedule = crontab(minute="0", hour="3", app=app)
+    moment = datetime(2026, 5, 1, 3, 0, 30, tzinfo=UTC)
+    assert crontab_next_after(schedule, moment) == datetime(2026, 5, 2, 3, 0, tzinfo=UTC)
+
+
+@pytest.mark.django_db
+def test_web_metrics_show_dream_counters_after_a_cycle_in_this_process(client, agent_a, dream_policy, memory):
+    dream_policy(agent_a)
+    memory(agent_a, "old", updated_days=60)
+    dream_run_cycle_task.apply().get()
+
+    body = client.get("/metrics").content.decode()  # the test client comes from 127.0.0.1
+
+    for name in (
+        "dream_users_processed_total",
+        "dream_entries_pruned_total",
+        "dream_contradictions_found_total",
+        "dream_cycles_failed_total",
+        "dream_duration_seconds_count",
+    ):
+        assert re.search(rf"^{name} [0-9.e+]+$", body, re.M), name
+    assert scraped(body, "dream_entries_pruned_total") >= 1
+
+
+# --- A real worker -----------------------------------------------------------------------------------
+
+
+def scraped(body: str, name: str) -> float:
+    """The value of an unlabelled sample in a Prometheus text exposition (0 when absent)."""
+    match = re.search(rf"^{re.escape(name)} ([0-9.e+]+)$", body, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Worker:
+    def __init__(self, process: subprocess.Popen, port: int, queue: str, log: Path) -> None:
+        self.process, self.port, self.queue, self.log = process, port, queue, log
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as response:
+            return response.read().decode()
+
+    def send(self, **kwargs: object):  # type: ignore[no-untyped-def]
+        return app.send_task("dream.run_cycle", kwargs=kwargs, queue=self.queue)
+
+
+def database_url() -> str:
+    s = connection.settings_dict  # NAME is the test database here (test_<name>)
+    auth = quote(s["USER"] or "") + (f":{quote(s['PASSWORD'])}" if s["PASSWORD"] else "")
+    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+@pytest.fixture
+def worker(tmp_path):  # type: ignore[no-untyped-def]
+    """A real `celery worker` (prefork, 2 processes, multiprocess metrics, as in docker-compose.yml) on the
+    test database, its own queue, and a metrics port; always stopped at teardown."""
+    port, queue = free_port(), f"dream-test-{uuid.uuid4().hex[:8]}"
+    metrics_dir = tmp_path / "prometheus"
+    metrics_dir.mkdir()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": REDIS_URL,
+        "WORKER_METRICS_PORT": str(port),
+        "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
+        "CELERY_TASK_ALWAYS_EAGER": "false",
+        "SECRET_KEY": "worker-test",
+    }
+    log = tmp_path / "worker.log"
+    celery = str(Path(sys.executable).parent / "celery")
+    argv = [celery, "-A", "memoryplatform", "worker", "--pool=prefork", "--concurrency=2", "-Q", queue,
+            "-n", f"{queue}@%h", "--without-gossip", "--without-mingle", "--loglevel=INFO"]  # fmt: skip
+    with log.open("w") as out:
+        process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)  # noqa: S603
+    running = Worker(process, port, queue, log)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # ready when the metrics port answers and the worker says so
+            assert process.poll() is None, f"worker exited early:\n{log.read_text()}"
+            try:
+                running.metrics()
+                if "ready." in log.read_text():
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, f"worker not ready in 60 s:\n{log.read_text()}"
+            time.sleep(0.2)
+        yield running
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def make_stale(agent, memory, count: int) -> None:  # type: ignore[no-untyped-def]
+    for i in range(count):
+        memory(agent, f"old-{i}", updated_days=60, user=f"user-{i}")
+
+
+@needs_postgres
+@needs_redis
+@pytest.mark.django_db(transaction=True)
+def test_a_cycle_sent_through_the_broker_runs_and_its_counters_are_scraped_from_the_worker(
+    worker, agent_a, agent_b, dream_policy, memory
+):
+    dream_policy(agent_a, prune_stale_after_days=30)
+    make_stale(agent_a, memory, 3)
+    memory(agent_a, "lang", "English")
+    memory(agent_b, "lang", "German", visibility="global")
+    before = worker.metrics()
+
+    summary = worker.send(trigger="schedule").get(timeout=90)
+
+    assert summary["status"] == "succeeded", summary
+    assert (summary["entriesPruned"], summary["contradictionsFound"]) == (3, 1)
+    assert MemoryEntry.objects.filter(key__startswith="old-").count() == 0
+    after = worker.metrics()
+    delta = {name: scraped(after, name) - scraped(before, name) for name in (
+        "dream_entries_pruned_total", "dream_contradictions_found_total", "dream_users_processed_total",
+        "dream_duration_seconds_count", "dream_cycles_failed_total")}  # fmt: skip
+    assert delta == {
+        "dream_entries_pruned_total": 3,
+        "dream_contradictions_found_total": 1,
+        "dream_users_processed_total": 4,  # user-0..2 and u1
+        "dream_duration_seconds_count": 1,
+        "dream_cycles_failed_total": 0,
+    }
+
+
+@needs_postgres
+@needs_redis
+@pytest.mark.django_db(transaction=True)
+def test_two_cycles_sent_at_once_give_one_succeeded_and_one_skipped(worker, agent_a, dream_policy, memory):
+    dream_policy(agent_a, prune_stale_after_days=30)
+    make_stale(agent_a, memory, 4)
+    before = worker.metrics()
+
+    # One row per batch with a pause: the first cycle holds the lock for over a second.
+    results = [worker.send(trigger="manual", batch_size=1, batch_pause=0.4) for _ in range(2)]
+    summaries = [r.get(timeout=90) for r in results]
+
+    assert sorted(s["status"] for s in summaries) == ["skipped", "succeeded"], summaries
+    succeeded = next(s for s in summaries if s["status"] == "succeeded")
+    skipped = next(s for s in summaries if s["status"] == "skipped")
+    assert succeeded["entriesPruned"] == 4 and skipped["entriesPruned"] == 0
+    assert skipped["error"].startswith("Another Dream cycle is running")
+    assert MemoryEntry.objects.count() == 0
+    assert sorted(DreamRun.objects.values_list("status", flat=True)) == ["skipped", "succeeded"]
+    after = worker.metrics()
+    assert scraped(after, "dream_entries_pruned_total") - scraped(before, "dream_entries_pruned_total") == 4
+    assert (
+        scraped(after, "dream_duration_seconds_count") - scraped(before, "dream_duration_seconds_count") == 1
+    )
+
+
+def test_worker_metrics_port_is_off_when_empty(monkeypatch):
+    from memoryplatform import celery as celery_module
+
+    started = []
+    monkeypatch.setattr("prometheus_client.start_http_server", lambda *a, **kw: started.append(a))
+    monkeypatch.setenv("WORKER_METRICS_PORT", "")
+    celery_module._serve_worker_metrics(sender=None)
+    assert started == []
+
+    monkeypatch.setenv("WORKER_METRICS_PORT", "9123")
+    celery_module._serve_worker_metrics(sender=None)
+    assert started == [(9123,)]
+
+
+def test_an_empty_multiprocess_dir_counts_as_unset():
+    """A .env copied from .env.example sets PROMETHEUS_MULTIPROC_DIR to "": settings treat that as unset, so
+    django-prometheus's /metrics (which tests for the name only) keeps working."""
+    import subprocess
+    import sys
+
+    code = "import os, django; django.setup(); print('PROMETHEUS_MULTIPROC_DIR' in os.environ)"
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": "", "DJANGO_SETTINGS_MODULE": "memoryplatform.settings"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == "False"
