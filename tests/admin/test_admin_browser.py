@@ -134,3 +134,49 @@ def test_erase_a_user_with_confirm(page):
     page.shot("erased")
     assert '"entriesDeleted": 3' in page.inner_text("#erase-report")
     assert not MemoryEntry.objects.filter(user_id="user-gone").exists()
+
+
+@pytest.fixture
+def eager_celery():
+    """No worker runs beside the browser tests: a queued task runs in process, as in the embedded default."""
+    from memoryplatform.celery import app as celery_app
+
+    previous = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    yield
+    celery_app.conf.task_always_eager = previous
+
+
+def test_run_dream_now(page, eager_celery):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dream.models import DreamRun
+    from usermemory.models import AgentMemoryPolicy
+
+    agent = AgentFactory(id="dreamer")
+    AgentMemoryPolicy.objects.create(agent=agent, dream_enabled=True, prune_stale_after_days=30)
+    long_ago = timezone.now() - timedelta(days=90)
+    MemoryEntry.objects.create(
+        user_id="u",
+        key="old",
+        value="x",
+        value_text="x",
+        category="fact",
+        visibility="self",
+        source_agent=agent,
+        created_at=long_ago,
+        updated_at=long_ago,
+    )
+
+    page.goto(f"{page.base}/admin/dream/dreamrun/")
+    page.click("text=Run Dream now")
+    page.wait_for_selector(".messagelist .success")
+    page.shot("dream-queued")
+    run = DreamRun.objects.get(trigger="admin")
+    assert run.status == "succeeded" and run.entries_pruned == 1
+    assert not MemoryEntry.objects.filter(key="old").exists()
+    page.goto(f"{page.base}/admin/dream/dreamrun/{run.pk}/change/")
+    page.shot("dream-run")
+    assert "succeeded" in page.content()
