@@ -12,8 +12,9 @@ def agent_list(*, status: str | None = None) -> QuerySet[Agent]:
     return qs.order_by("id")
 
 
-def agent_group_ids(*, agent: Agent) -> list[str]:
-    return list(agent.groups.order_by("id").values_list("id", flat=True))
+def agent_group_ids(*, agent_id: str) -> QuerySet[AgentGroup]:
+    """The ids of the agent's groups, lazily: usable as a subquery, or ``list()`` it."""
+    return AgentGroup.objects.filter(members=agent_id).order_by("id").values_list("id", flat=True)
 
 
 def group_list() -> QuerySet[AgentGroup]:

@@ -1,10 +1,9 @@
 """Reads of user memory. Every read made with an agent key goes through :func:`memory_readable_for`, so
 list, search, category, key, count and history all show only what that agent may see."""
 
-from collections.abc import Iterable
-
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 
+from apikeys import selectors as apikeys_selectors
 from apikeys.caller import Caller
 from apikeys.models import Agent, AgentGroup
 from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
@@ -23,24 +22,27 @@ def policy_for_agent(*, agent_id: str | None) -> AgentMemoryPolicy:
 
 
 def agent_group_ids(*, agent_id: str) -> list[str]:
-    return list(AgentGroup.objects.filter(members=agent_id).order_by("id").values_list("id", flat=True))
+    return list(apikeys_selectors.agent_group_ids(agent_id=agent_id))
 
 
-def visible_q(*, user_id: str, agent_id: str, group_ids: Iterable[str]) -> Q:
-    """Visible(user, agent, groups): global, or self owned by the agent, or group meeting the groups."""
+Groups = list[str] | QuerySet[AgentGroup]
+
+
+def visible_q(*, user_id: str, agent_id: str, group_ids: Groups) -> Q:
+    """Visible(user, agent, groups): global, or self owned by the agent, or group meeting the groups.
+
+    ``group_ids`` is a list, or a lazy query of ids that becomes a subquery (no extra round trip).
+    """
     condition = Q(visibility=Visibility.GLOBAL) | Q(visibility=Visibility.SELF, source_agent_id=agent_id)
-    group_ids = list(group_ids)
-    if group_ids:
-        in_groups = MemoryEntryGroup.objects.filter(user_id=user_id, group_id__in=group_ids).values(
-            "entry_id"
-        )
-        condition |= Q(visibility=Visibility.GROUP, id__in=in_groups)
+    if isinstance(group_ids, QuerySet) or group_ids:
+        in_groups = MemoryEntryGroup.objects.filter(user_id=user_id, group_id__in=group_ids)
+        condition |= Q(visibility=Visibility.GROUP, id__in=in_groups.values("entry_id"))
     return Q(user_id=user_id) & condition
 
 
 def resolve_read_scope(
     *, caller: Caller, agent_id: str | None, group_ids: list[str] | None, require_agent: bool
-) -> tuple[str | None, list[str]]:
+) -> tuple[str | None, Groups]:
     """The (agent, groups) a read is made for, applying the agent-key rules.
 
     An agent key reads as itself (naming another agent is 403) within the groups it names (a group it is not
@@ -50,8 +52,8 @@ def resolve_read_scope(
         if agent_id and agent_id != caller.agent_id:
             raise Forbidden(f"An agent key for '{caller.agent_id}' cannot read as agent '{agent_id}'.")
         agent_id = caller.agent_id
-        member_of = agent_group_ids(agent_id=agent_id)  # type: ignore[arg-type]
         if group_ids:
+            member_of = agent_group_ids(agent_id=agent_id)  # type: ignore[arg-type]
             outside = sorted(set(group_ids) - set(member_of))
             if outside:
                 raise Forbidden(
@@ -59,7 +61,7 @@ def resolve_read_scope(
                     details={"groups": outside},
                 )
             return agent_id, list(dict.fromkeys(group_ids))
-        return agent_id, member_of
+        return agent_id, apikeys_selectors.agent_group_ids(agent_id=agent_id)  # type: ignore[arg-type]
     if not agent_id:
         if require_agent:
             raise BadRequest("agentId is required with a viewer or admin key.")
@@ -68,7 +70,7 @@ def resolve_read_scope(
         raise NotFound(f"No agent '{agent_id}'.")
     if group_ids:
         return agent_id, list(dict.fromkeys(group_ids))
-    return agent_id, agent_group_ids(agent_id=agent_id)
+    return agent_id, apikeys_selectors.agent_group_ids(agent_id=agent_id)
 
 
 def memory_readable_for(

@@ -5,13 +5,14 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Case, F, Q, QuerySet, Value, When
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from apikeys.caller import Caller
 from apikeys.models import Agent
@@ -424,14 +425,12 @@ def _upsert_one(
 
 
 def _as_datetime(value: Any) -> datetime | None:
-    """A datetime as the raw cursor returned it (SQLite gives text), made aware."""
-    if value is None or isinstance(value, datetime):
-        return value
-    from django.utils.dateparse import parse_datetime
-
-    parsed = parse_datetime(value)
+    """A datetime as the raw cursor returned it (SQLite gives naive UTC, as text or datetime), made aware."""
+    if value is None:
+        return None
+    parsed = value if isinstance(value, datetime) else parse_datetime(value)
     if parsed is not None and timezone.is_naive(parsed):
-        parsed = timezone.make_aware(parsed, timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
     return parsed
 
 

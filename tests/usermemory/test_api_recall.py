@@ -99,12 +99,40 @@ def test_visible_and_list_have_bounded_queries(admin_api, agent_a_api, django_as
         format="json",
     )
     agent_a_api.get("/v1/agents/me")  # the key's first use records last_used_at; later ones do not
-    # auth (1) + agent groups (1) + policy (1) + select (1) + access update (1), whatever the row count
-    with django_assert_max_num_queries(5):
+    # auth (1) + policy (1) + select (1, the agent's groups a subquery) + access update (1), whatever the
+    # row count; most_accessed adds its second select
+    with django_assert_max_num_queries(4):
         assert len(agent_a_api.get(f"{BASE}/{U}/visible?limit=50").json()) == 31
-    with django_assert_max_num_queries(6):
+    with django_assert_max_num_queries(5):
         assert len(agent_a_api.get(f"{BASE}/{U}/visible?order=most_accessed&limit=50").json()) == 31
-    with django_assert_max_num_queries(3):
+    with django_assert_max_num_queries(2):
         assert len(agent_a_api.get(f"{BASE}/{U}").json()) == 31
     with django_assert_max_num_queries(2):
         assert len(admin_api.get(f"{BASE}/{U}").json()) == 31
+
+
+def test_fast_entry_rendering_matches_drf_fields(admin_api, agent_a_api):
+    """The output serializer renders entries directly; it must equal DRF's own rendering of its fields."""
+    from rest_framework import serializers
+
+    from usermemory.api.serializers import MemoryEntryOutputSerializer
+
+    admin_api.put(
+        BASE,
+        {
+            "userId": U,
+            "key": "k",
+            "value": {"a": [1, "x"]},
+            "visibility": "group",
+            "groupIds": ["team"],
+            "sourceAgentId": "agent-a",
+            "sourceConversationId": "c1",
+        },
+        format="json",
+    )
+    agent_a_api.get(f"{BASE}/{U}/visible")  # sets lastAccessedAt
+    entry = MemoryEntry.objects.get()
+    fast = MemoryEntryOutputSerializer(entry).data
+    slow = serializers.ModelSerializer.to_representation(MemoryEntryOutputSerializer(), entry)
+    assert dict(fast) == dict(slow)
+    assert fast["lastAccessedAt"] is not None and fast["lastAccessedAt"].endswith("Z")
