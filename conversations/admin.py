@@ -1,25 +1,13 @@
 """Conversations and their messages, read-only: the case log is append-only and only GDPR erasure removes a
 user's conversations."""
 
-from typing import Any
 
 from django.contrib import admin
-from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
 from conversations.models import Checkpoint, Conversation, Message
-
-
-class ReadOnlyAdminMixin:
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+from memoryplatform.admin_mixins import ReadOnlyAdminMixin
 
 
 class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):

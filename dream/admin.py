@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 
 from dream.models import DreamRun
 from dream.tasks import dream_run_cycle_task
+from memoryplatform.admin_mixins import ReadOnlyAdminMixin
 
 
 def dream_enqueue_from_admin() -> None:
@@ -21,7 +22,7 @@ def dream_enqueue_from_admin() -> None:
 
 
 @admin.register(DreamRun)
-class DreamRunAdmin(admin.ModelAdmin):
+class DreamRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     change_list_template = "admin/dream/dreamrun/change_list.html"
     list_display = [
         "id",
@@ -41,15 +42,6 @@ class DreamRunAdmin(admin.ModelAdmin):
     date_hierarchy = "started_at"
     show_full_result_count = False
     readonly_fields = [f.name for f in DreamRun._meta.fields] + ["duration"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def get_urls(self) -> list[URLPattern]:
         run_now = self.admin_site.admin_view(require_POST(self.run_now_view))

@@ -17,6 +17,7 @@ from django.utils.text import Truncator
 from apikeys.admin import AgentAdmin
 from apikeys.caller import Caller
 from apikeys.models import Agent
+from memoryplatform.admin_mixins import ReadOnlyAdminMixin
 from memoryplatform.api.errors import ServiceError
 from memoryplatform.paginator import LargeTablePaginator
 from usermemory import services
@@ -99,7 +100,7 @@ class StaleFilter(admin.SimpleListFilter):
         )
 
 
-class MemoryEventInline(admin.TabularInline):
+class MemoryEventInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = MemoryEvent
     fk_name = "entry"
     extra = 0
@@ -107,12 +108,6 @@ class MemoryEventInline(admin.TabularInline):
     ordering = ["created_at", "id"]
     fields = ["created_at", "action", "actor_type", "actor_id", "key_prefix", "old_value", "new_value"]
     readonly_fields = fields
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(MemoryEntry)
@@ -190,7 +185,7 @@ class MemoryEntryAdmin(admin.ModelAdmin):
 
 
 @admin.register(MemoryEvent)
-class MemoryEventAdmin(admin.ModelAdmin):
+class MemoryEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["created_at", "action", "user_id", "key", "actor_type", "actor_id", "entry_id"]
     list_filter = ["action", "actor_type"]
     search_fields = ["=user_id", "key", "actor_id"]
@@ -209,15 +204,6 @@ class MemoryEventAdmin(admin.ModelAdmin):
     raw_id_fields = ["entry"]
     paginator = LargeTablePaginator
     show_full_result_count = False
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 # --- Conflicts --------------------------------------------------------------------------------------
