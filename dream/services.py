@@ -30,7 +30,7 @@ from django.utils import timezone
 from dream import metrics, selectors
 from dream.models import DreamRun
 from memoryplatform.locks import LockId
-from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent
+from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, TurnWriteCount
 
 logger = logging.getLogger(__name__)
 
@@ -294,6 +294,29 @@ def dream_detect_contradictions(
 # --- The cycle: lock, run record, metrics ------------------------------------------------------------
 
 
+TURN_COUNTER_RETENTION = timedelta(days=1)
+
+
+def dream_prune_turn_counters(*, now: datetime | None = None, batching: Batching | None = None) -> int:
+    """Delete per-turn write counters whose turn began over a day ago (a turn is over long before), in
+    bounded batches. Returns how many were deleted."""
+    cutoff = (now or timezone.now()) - TURN_COUNTER_RETENTION
+    batching = batching or Batching.from_settings()
+    total = 0
+    while True:
+        with transaction.atomic():
+            ids = list(
+                TurnWriteCount.objects.filter(window_start__lt=cutoff)
+                .order_by("id")
+                .values_list("id", flat=True)[: batching.size]
+            )
+            if ids:
+                TurnWriteCount.objects.filter(id__in=ids).delete()
+        if not ids:
+            return total
+        total += len(ids)
+
+
 def _lease() -> timedelta:
     return timedelta(seconds=settings.DREAM_LOCK_LEASE)
 
@@ -496,6 +519,8 @@ def dream_run_cycle(
             totals.unflagged = found.unflagged
             if not dry_run:
                 metrics.contradictions_found.inc(found.contradictions)
+        if not dry_run:
+            totals.details["turnCountersDeleted"] = dream_prune_turn_counters(now=now, batching=batching)
         if on_progress:
             on_progress(total_steps, total_steps, "contradictions")
     except BaseException as exc:  # soft time limits and Ctrl-C too: the run must not stay "running"

@@ -365,3 +365,22 @@ def test_batch_size_is_bounded():
         Batching.from_settings(size=0)
     with pytest.raises(ValueError, match="batch size"):
         Batching.from_settings(size=services.MAX_BATCH_SIZE + 1)
+
+
+@pytest.mark.django_db
+def test_cycle_deletes_turn_counters_of_turns_over_a_day_old(agent_a):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dream.services import dream_run_cycle
+    from usermemory.models import TurnWriteCount
+
+    now = timezone.now()
+    TurnWriteCount.objects.create(
+        agent=agent_a, user_id="u", turn_id="old", window_start=now - timedelta(days=2), count=3
+    )
+    TurnWriteCount.objects.create(agent=agent_a, user_id="u", turn_id="live", window_start=now, count=1)
+    run = dream_run_cycle(trigger="manual")
+    assert list(TurnWriteCount.objects.values_list("turn_id", flat=True)) == ["live"]
+    assert run.details["turnCountersDeleted"] == 1
