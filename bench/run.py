@@ -610,7 +610,9 @@ class Bench:
         ops["admin search, all users"] = {
             "raw": self.raw_door(lambda c: raw.search(c, query=rare, user=None, agent=agent, groups=groups)),
             "service": self.service_door(
-                lambda: list(selectors.memory_search_all_users(query=rare)[:PAGE_LIMIT])
+                lambda: list(
+                    selectors.memory_search_all_users(caller=self.admin_caller, query=rare)[:PAGE_LIMIT]
+                )
             ),
             "http": server.door(
                 self.admin_raw_key, lambda: ("GET", f"/v1/memories/search?q={quote(rare)}", None, {200})

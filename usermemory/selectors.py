@@ -115,8 +115,12 @@ def memory_search(
     return qs.filter(category=category) if category else qs
 
 
-def memory_search_all_users(*, query: str, category: str | None = None) -> QuerySet[MemoryEntry]:
+def memory_search_all_users(
+    *, caller: Caller, query: str, category: str | None = None
+) -> QuerySet[MemoryEntry]:
     """Staff search across every user (viewer and admin keys only); served by the trigram indexes."""
+    if caller.is_agent:
+        raise Forbidden("Search across all users needs a viewer or admin key.")
     if not query:
         raise BadRequest("q is required: the text to search for.")
     qs = MemoryEntry.objects.filter(_text_match(query)).order_by(*LIST_ORDER)

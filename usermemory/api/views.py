@@ -15,7 +15,7 @@ from apikeys import services as agent_services
 from apikeys.api.serializers import AgentOutputSerializer, AgentUpdateInputSerializer
 from apikeys.permissions import IsAdminCaller, ReadAnyWriteAgentOrAdmin
 from apikeys.selectors import agent_list
-from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
+from memoryplatform.api.errors import BadRequest, NotFound
 from usermemory import selectors, services
 from usermemory.api.serializers import (
     CountOutputSerializer,
@@ -236,10 +236,10 @@ class MemorySearchAllView(APIView):
         responses=MemoryEntryOutputSerializer(many=True),
     )
     def get(self, request: Request) -> Response:
-        if request.user.is_agent:
-            raise Forbidden("Search across all users needs a viewer or admin key.")
         query = _query(SearchQuerySerializer, request)
-        qs = selectors.memory_search_all_users(query=query["q"], category=query.get("category"))
+        qs = selectors.memory_search_all_users(
+            caller=request.user, query=query["q"], category=query.get("category")
+        )
         return _page(qs, query)
 
 
