@@ -21,7 +21,14 @@ from memoryplatform.admin_mixins import ReadOnlyAdminMixin
 from memoryplatform.api.errors import ServiceError
 from memoryplatform.paginator import LargeTablePaginator
 from usermemory import services
-from usermemory.models import AgentMemoryPolicy, MemoryConflict, MemoryEntry, MemoryEvent, UserDataRequest
+from usermemory.models import (
+    DEFAULT_ALLOWED_CATEGORIES,
+    AgentMemoryPolicy,
+    MemoryConflict,
+    MemoryEntry,
+    MemoryEvent,
+    UserDataRequest,
+)
 
 
 def staff_caller(request: HttpRequest) -> Caller:
@@ -100,6 +107,23 @@ class StaleFilter(admin.SimpleListFilter):
         )
 
 
+class CategoryFilter(admin.SimpleListFilter):
+    """The categories agents may use (their policies' allowedCategories) and legacy properties. Listing the
+    table's distinct values instead would scan every row of a big table on each changelist view."""
+
+    title = "category"
+    parameter_name = "category"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        names = {*DEFAULT_ALLOWED_CATEGORIES, services.PROPERTY_CATEGORY}
+        for allowed in AgentMemoryPolicy.objects.values_list("allowed_categories", flat=True):
+            names.update(c for c in allowed or [] if isinstance(c, str))
+        return [(name, name) for name in sorted(names)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        return queryset.filter(category=self.value()) if self.value() else queryset
+
+
 class MemoryEventInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = MemoryEvent
     fk_name = "entry"
@@ -125,10 +149,10 @@ class MemoryEntryAdmin(admin.ModelAdmin):
     ]
     list_filter = [
         "visibility",
-        "category",
+        CategoryFilter,
         "conflicted",
         StaleFilter,
-        ("source_agent", admin.RelatedOnlyFieldListFilter),
+        "source_agent",
     ]
     search_fields = ["=user_id", "key"]
     list_select_related = ["source_agent"]

@@ -42,6 +42,7 @@ def test_memories_changelist_on_200k_rows_has_bounded_queries(admin_client, djan
         "/admin/usermemory/memoryentry/?conflicted__exact=1",
         "/admin/usermemory/memoryentry/?visibility__exact=global&stale_days=30",
         "/admin/usermemory/memoryentry/?q=user-7",
+        "/admin/usermemory/memoryentry/?category=fact&source_agent__id__exact=bulk-agent",
     ):
         # session, user, paginator count (capped or estimated), one page of rows with their agents, filters
         with django_assert_max_num_queries(8):
@@ -49,6 +50,9 @@ def test_memories_changelist_on_200k_rows_has_bounded_queries(admin_client, djan
         assert response.status_code == 200, url
     page = admin_client.get("/admin/usermemory/memoryentry/?conflicted__exact=1")
     assert page.context["cl"].result_count == ROWS // 1000
+    # The category filter offers the agents' categories without scanning the table for distinct values.
+    assert b"?category=preference" in admin_client.get("/admin/usermemory/memoryentry/").content
+    assert admin_client.get("/admin/usermemory/memoryentry/?category=context").context["cl"].result_count == 0
 
 
 @pytest.mark.django_db
