@@ -234,17 +234,11 @@ class MemoryEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(MemoryConflict)
-class MemoryConflictAdmin(admin.ModelAdmin):
+class MemoryConflictAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Conflicted (user, key) sets side by side; staff pick the value to keep."""
 
     search_fields = ["=user_id", "key"]
     sets_per_page = 25
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -252,6 +246,8 @@ class MemoryConflictAdmin(admin.ModelAdmin):
         if not self.has_view_or_change_permission(request):
             return redirect("admin:index")
         if request.method == "POST":
+            if not request.user.has_perm("usermemory.change_memoryentry"):
+                return redirect("admin:index")
             return self._resolve(request)
         query = request.GET.get("q", "").strip()
         sets = MemoryEntry.objects.filter(conflicted=True)
@@ -318,14 +314,8 @@ class UserDataForm(forms.Form):
 
 
 @admin.register(UserDataRequest)
-class UserDataRequestAdmin(admin.ModelAdmin):
+class UserDataRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Export or erase everything about one user."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
