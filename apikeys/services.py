@@ -196,7 +196,8 @@ def apikey_authenticate(*, raw_key: str) -> ApiKey:
     parsed = key_parse(raw_key.strip())
     if parsed is None:
         raise KeyRefused("Invalid API key.")
-    key = ApiKey.objects.select_related("agent").filter(prefix=parsed.prefix).first()
+    # The agent's memory policy rides along (a LEFT JOIN), so a request reads key, agent and policy at once.
+    key = ApiKey.objects.select_related("agent__memory_policy").filter(prefix=parsed.prefix).first()
     if key is None or not digest_matches(parsed.digest, key.digest):
         raise KeyRefused("Invalid API key.")
     now = timezone.now()

@@ -45,6 +45,7 @@ COLS = (
     "conflicted, access_count, created_at, updated_at, last_accessed_at"
 )
 RECALL_LIMIT = 50
+ACCESS_COUNT, RECENT_AT = 10, 12  # positions in COLS
 PAGE_LIMIT = 1000  # the list/search endpoints' default page
 
 
@@ -196,35 +197,34 @@ class Raw:
             f"WHERE user_id = %s AND group_id IN {self.in_list(groups)})))"
         )
 
-    def touch(self, conn: Any, ids: list[int]) -> None:
-        if not ids:
-            return
-        now = datetime.now(UTC)
-        self.execute(
-            conn,
-            f"UPDATE {TABLE} SET access_count = access_count + 1, last_accessed_at = CASE WHEN "
-            f"last_accessed_at IS NULL OR last_accessed_at < %s THEN %s ELSE last_accessed_at END "
-            f"WHERE id IN {self.in_list(ids)}",
-            [self.ts(now - timedelta(hours=1)), self.ts(now), *ids],
-        )
-
     def recall(self, conn: Any, *, user: str, agent: str, groups: list[str], order: str) -> list[tuple]:
+        """One statement: pick the visible entries (the newest ``head``; for most_accessed also the most
+        accessed of the rest), count their access, return them. Ordered here, as the platform does."""
         where, params = self.visible(groups), [user, agent, user, *groups]
         head = RECALL_LIMIT if order == "most_recent" else max(1, RECALL_LIMIT // 5)
+        picks = (
+            f"WITH head AS (SELECT id FROM {TABLE} WHERE {where} "
+            f"ORDER BY updated_at DESC, id DESC LIMIT {head})"
+        )
+        chosen = "SELECT id FROM head"
+        if order == "most_accessed":
+            picks += (
+                f", rest AS (SELECT id FROM {TABLE} WHERE {where} AND id NOT IN (SELECT id FROM head) "
+                f"ORDER BY access_count DESC, updated_at DESC, id DESC LIMIT {RECALL_LIMIT - head})"
+            )
+            chosen += " UNION ALL SELECT id FROM rest"
+            params = params + params
+        now = datetime.now(UTC)
         rows = self.rows(
             conn,
-            f"SELECT {COLS} FROM {TABLE} WHERE {where} ORDER BY updated_at DESC, id DESC LIMIT {head}",
-            params,
+            f"{picks} UPDATE {TABLE} SET access_count = access_count + 1, last_accessed_at = CASE WHEN "
+            f"last_accessed_at IS NULL OR last_accessed_at < %s THEN %s ELSE last_accessed_at END "
+            f"WHERE id IN ({chosen}) RETURNING {COLS}",
+            [*params, self.ts(now - timedelta(hours=1)), self.ts(now)],
         )
-        if order == "most_accessed" and len(rows) == head:
-            taken = [r[0] for r in rows]
-            rows += self.rows(
-                conn,
-                f"SELECT {COLS} FROM {TABLE} WHERE {where} AND id NOT IN {self.in_list(taken)} "
-                f"ORDER BY access_count DESC, updated_at DESC, id DESC LIMIT {RECALL_LIMIT - head}",
-                params + taken,
-            )
-        self.touch(conn, [r[0] for r in rows])
+        rows.sort(key=lambda r: (r[RECENT_AT], r[0]), reverse=True)
+        if order == "most_accessed":
+            rows[head:] = sorted(rows[head:], key=lambda r: (r[ACCESS_COUNT], r[RECENT_AT], r[0]), reverse=True)
         return rows
 
     def upsert_sql(self) -> str:
@@ -248,6 +248,16 @@ class Raw:
     def upsert_many(self, conn: Any, *, agent: str, writes: list[tuple[str, str, str]]) -> None:
         """Upserts (user, key, text) and their history events, in one transaction."""
         at = self.ts(datetime.now(UTC))
+        if self.pg and len(writes) == 1:  # one statement writes the entry and its event, as the platform does
+            ((user, key, text),) = writes
+            event = self.EVENT_SQL.replace("VALUES (%s, ", "SELECT id, ").removesuffix(")") + " FROM up"
+            with self.transaction(conn):
+                conn.execute(
+                    self.sql(f"WITH up AS ({self.upsert_sql()}), event AS ({event}) SELECT id FROM up"),
+                    [user, key, json.dumps(text), text, "fact", agent, "[]", False, at, at]
+                    + [user, key, "updated", agent, json.dumps(text), at],
+                )
+            return
         with self.transaction(conn):
             ids = []
             for user, key, text in writes:

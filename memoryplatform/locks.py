@@ -16,12 +16,16 @@ class LockId:
     CONVERSATION = 7303  # reserved: conversation sequence numbers use a row lock instead
 
 
+# The lock as an SQL expression with parameters (namespace, key), for statements that take it inline.
+ADVISORY_XACT_LOCK = "pg_advisory_xact_lock(%s, hashtext(%s))"
+
+
 def advisory_xact_lock(namespace: int, key: str) -> None:
     """Block until this transaction holds the lock for (namespace, key)."""
     if connection.vendor != "postgresql":
         return
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [namespace, key])
+        cursor.execute(f"SELECT {ADVISORY_XACT_LOCK}", [namespace, key])
 
 
 def advisory_xact_try_lock(namespace: int, key: str) -> bool:

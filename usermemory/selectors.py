@@ -5,7 +5,7 @@ from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 
 from apikeys import selectors as apikeys_selectors
 from apikeys.caller import Caller
-from apikeys.models import Agent, AgentGroup
+from apikeys.models import Agent
 from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
 
@@ -25,17 +25,30 @@ def agent_group_ids(*, agent_id: str) -> list[str]:
     return list(apikeys_selectors.agent_group_ids(agent_id=agent_id))
 
 
-Groups = list[str] | QuerySet[AgentGroup]
+def policy_for_caller(*, caller: Caller, agent_id: str | None) -> AgentMemoryPolicy:
+    """The policy of the agent a call is for. An agent key's own policy was read with the key (one query,
+    :func:`apikeys.services.apikey_authenticate`), so it costs nothing here."""
+    agent = caller.agent
+    if agent is not None and agent.id == agent_id:
+        try:
+            return agent.memory_policy
+        except AgentMemoryPolicy.DoesNotExist:
+            return AgentMemoryPolicy(agent_id=agent_id)
+    return policy_for_agent(agent_id=agent_id)
+
+
+# A read's groups: the ones named, or ``ALL_OF_AGENT``: every group the agent is a member of, which the query
+# reads itself (a subquery), so it costs no round trip.
+ALL_OF_AGENT = None
+Groups = list[str] | None
 
 
 def visible_q(*, user_id: str, agent_id: str, group_ids: Groups) -> Q:
-    """Visible(user, agent, groups): global, or self owned by the agent, or group meeting the groups.
-
-    ``group_ids`` is a list, or a lazy query of ids that becomes a subquery (no extra round trip).
-    """
+    """Visible(user, agent, groups): global, or self owned by the agent, or group meeting the groups."""
     condition = Q(visibility=Visibility.GLOBAL) | Q(visibility=Visibility.SELF, source_agent_id=agent_id)
-    if isinstance(group_ids, QuerySet) or group_ids:
-        in_groups = MemoryEntryGroup.objects.filter(user_id=user_id, group_id__in=group_ids)
+    if group_ids is ALL_OF_AGENT or group_ids:
+        groups = apikeys_selectors.agent_group_ids(agent_id=agent_id) if group_ids is None else group_ids
+        in_groups = MemoryEntryGroup.objects.filter(user_id=user_id, group_id__in=groups)
         condition |= Q(visibility=Visibility.GROUP, id__in=in_groups.values("entry_id"))
     return Q(user_id=user_id) & condition
 
@@ -46,7 +59,8 @@ def resolve_read_scope(
     """The (agent, groups) a read is made for, applying the agent-key rules.
 
     An agent key reads as itself (naming another agent is 403) within the groups it names (a group it is not
-    in is 403), or all its groups when it names none. A viewer or admin names the agent where one matters.
+    in is 403), or all its groups (``ALL_OF_AGENT``) when it names none. A viewer or admin names the agent
+    where one matters.
     """
     if caller.is_agent:
         if agent_id and agent_id != caller.agent_id:
@@ -61,7 +75,7 @@ def resolve_read_scope(
                     details={"groups": outside},
                 )
             return agent_id, list(dict.fromkeys(group_ids))
-        return agent_id, apikeys_selectors.agent_group_ids(agent_id=agent_id)  # type: ignore[arg-type]
+        return agent_id, ALL_OF_AGENT
     if not agent_id:
         if require_agent:
             raise BadRequest("agentId is required with a viewer or admin key.")
@@ -70,7 +84,7 @@ def resolve_read_scope(
         raise NotFound(f"No agent '{agent_id}'.")
     if group_ids:
         return agent_id, list(dict.fromkeys(group_ids))
-    return agent_id, apikeys_selectors.agent_group_ids(agent_id=agent_id)
+    return agent_id, ALL_OF_AGENT
 
 
 def memory_readable_for(

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Case, F, Q, QuerySet, Value, When
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -18,7 +18,7 @@ from apikeys.caller import Caller
 from apikeys.models import Agent
 from memoryplatform.api.errors import BadRequest, CapacityReached, Forbidden, NotFound, RateLimited
 from memoryplatform.locks import LockId, advisory_xact_lock
-from usermemory import selectors
+from usermemory import selectors, statements
 from usermemory.models import (
     MAX_KEY_CHARS,
     AgentMemoryPolicy,
@@ -190,29 +190,24 @@ def _check_guardrails(policy: AgentMemoryPolicy, write: MemoryWrite, text: str) 
         )
 
 
-def _count_turn_write(*, agent_id: str, user_id: str, turn_id: str | None, limit: int, now: datetime) -> None:
+def _count_turn_write(
+    *, agent_id: str, user_id: str, turn_id: str | None, limit: int, now: datetime
+) -> None:
     """Count one write in the agent's current turn for this user, refusing the one past ``limit``.
 
-    One ``INSERT .. ON CONFLICT DO UPDATE .. RETURNING`` statement, so concurrent writes count exactly.
-    window_cutoff = now - timedelta(seconds=60) if not turn_id else datetime(1970, 1, 1, tzinfo=now.tzinfo)
-    transaction, so the count stays at the limit.
+    Writes without a turn id share a 60-second window. The refused write's count stays in the rolled-back
+    transaction, so the count stays at the limit. On PostgreSQL the same statement first takes the user's
+    advisory lock, which every upsert holds (see :func:`_lock_user`).
     """
     window_cutoff = now - timedelta(seconds=60) if not turn_id else datetime.min.replace(tzinfo=now.tzinfo)
     ops = connection.ops
-    table = TurnWriteCount._meta.db_table
-    # Only the model's own table name is interpolated; every value is a parameter.
-    sql = (
-        f"INSERT INTO {table} (agent_id, user_id, turn_id, window_start, count) "  # noqa: S608
-        f"VALUES (%s, %s, %s, %s, 1) "
-        f"ON CONFLICT (agent_id, user_id, turn_id) DO UPDATE SET "
-        f"count = CASE WHEN {table}.window_start < %s THEN 1 ELSE {table}.count + 1 END, "
-        f"window_start = CASE WHEN {table}.window_start < %s THEN excluded.window_start "
-        f"ELSE {table}.window_start END "
-        f"RETURNING count"
-    )
     at, cutoff = ops.adapt_datetimefield_value(now), ops.adapt_datetimefield_value(window_cutoff)
+    lock = connection.vendor == "postgresql"
+    params: list[Any] = [agent_id, user_id, turn_id or "", at]
+    if lock:
+        params += [LockId.USER_MEMORY, user_id]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [agent_id, user_id, turn_id or "", at, cutoff, cutoff])
+        cursor.execute(statements.turn_count_sql(lock_user=lock), [*params, cutoff, cutoff])
         count = cursor.fetchone()[0]
     if count > limit:
         raise RateLimited(
@@ -222,11 +217,17 @@ def _count_turn_write(*, agent_id: str, user_id: str, turn_id: str | None, limit
 
 
 def _make_room(
-    *, policy: AgentMemoryPolicy, user_id: str, owner: str | None, log: _EventLog, now: datetime
+    *,
+    policy: AgentMemoryPolicy,
+    user_id: str,
+    owner: str | None,
+    count: int,
+    log: _EventLog,
+    now: datetime,
 ) -> None:
-    """Before a new entry: keep the user at or under the cap, evicting only the owner's oldest entries."""
+    """Before a new entry (user's lock held, ``count`` entries): keep the user at or under the cap, evicting
+    only the owner's oldest entries."""
     cap = policy.max_entries_per_user
-    count = MemoryEntry.objects.filter(user_id=user_id).count()
     if count < cap:
         return
     if policy.on_cap_reached == OnCapReached.REJECT:
@@ -264,49 +265,52 @@ def _make_room(
         )
 
 
-def _upsert_sql(*, visibility: str) -> str:
-    """INSERT .. ON CONFLICT on the upsert key that fits the visibility (the partial unique indexes)."""
-    table = MemoryEntry._meta.db_table
-    json_param = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
-    if visibility == Visibility.GLOBAL:
-        target = "(user_id, key) WHERE visibility = 'global'"
-        visibility_update = ""  # a global entry stays global, and keeps its owner
-    else:
-        target = "(user_id, key, source_agent_id) WHERE NOT (visibility = 'global')"
-        visibility_update = ", visibility = excluded.visibility"
-    # Only the table name and fixed clauses are interpolated; every value is a parameter.
-    return (
-        f"INSERT INTO {table} (user_id, key, value, value_text, category, visibility, "  # noqa: S608
-        f"source_agent_id, group_ids, source_conversation_id, conflicted, access_count, created_at, "
-        f"updated_at, last_accessed_at) "
-        f"VALUES (%s, %s, {json_param}, %s, %s, %s, %s, {json_param}, %s, %s, 0, %s, %s, NULL) "
-        f"ON CONFLICT {target} DO UPDATE SET value = excluded.value, value_text = excluded.value_text, "
-        f"category = excluded.category, group_ids = excluded.group_ids, "
-        f"source_conversation_id = excluded.source_conversation_id, conflicted = excluded.conflicted, "
-        f"updated_at = excluded.updated_at{visibility_update} "
-        f"RETURNING id, created_at, access_count, last_accessed_at, source_agent_id"
-    )
+@dataclass(frozen=True)
+class _Existing:
+    """The entry on an upsert key before the write, as stored (JSON columns as text)."""
+
+    id: int
+    value_json: str | None
+    category: str
+    group_ids: list[str]
+
+    @property
+    def value(self) -> Any:
+        return None if self.value_json is None else json.loads(self.value_json)
 
 
-def _existing(*, user_id: str, key: str, visibility: str, owner: str | None) -> MemoryEntry | None:
-    qs = MemoryEntry.objects.select_for_update().filter(user_id=user_id, key=key)
-    if visibility == Visibility.GLOBAL:
-        qs = qs.filter(visibility=Visibility.GLOBAL)
-    else:
-        qs = qs.exclude(visibility=Visibility.GLOBAL).filter(source_agent_id=owner)
-    return qs.only("id", "value", "category", "group_ids").first()
+def _existing_or_count(
+    *, user_id: str, key: str, visibility: str, owner: str | None
+) -> tuple[_Existing | None, int]:
+    """The entry on the upsert key, or ``None`` and the user's number of entries (one statement)."""
+    is_global = visibility == Visibility.GLOBAL
+    params = [user_id, user_id, key] + ([] if is_global else [owner])
+    with connection.cursor() as cursor:
+        cursor.execute(statements.existing_sql(is_global=is_global), params)
+        entry_id, value_json, category, group_ids, count = cursor.fetchone()
+    if entry_id is None:
+        return None, count
+    return _Existing(entry_id, value_json, category, json.loads(group_ids)), 0
+
+
+def _lock_user(*, caller: Caller, user_id: str) -> None:
+    """Every upsert holds the user's lock: upserts of one user run one at a time, so the existing entry, the
+    cap count and the eviction all stay true until commit. An agent's write takes it in the turn count."""
+    if not caller.is_agent:
+        advisory_xact_lock(LockId.USER_MEMORY, user_id)
 
 
 @dataclass
 class _BatchMemo:
     """Per-call lookups that do not change within one (batch) upsert: policies and group memberships."""
 
+    caller: Caller
     policies: dict[str | None, AgentMemoryPolicy] = field(default_factory=dict)
     groups: dict[str, list[str]] = field(default_factory=dict)
 
     def policy_of(self, agent_id: str | None) -> AgentMemoryPolicy:
         if agent_id not in self.policies:
-            self.policies[agent_id] = selectors.policy_for_agent(agent_id=agent_id)
+            self.policies[agent_id] = selectors.policy_for_caller(caller=self.caller, agent_id=agent_id)
         return self.policies[agent_id]
 
     def groups_of(self, agent_id: str) -> list[str]:
@@ -336,54 +340,67 @@ def _upsert_one(
     text = value_as_text(write.value)
     if caller.is_agent:
         _check_guardrails(policy, write, text)
-
-    if caller.is_agent:
         _count_turn_write(
-            agent_id=owner,
+            agent_id=owner,  # type: ignore[arg-type]
             user_id=write.user_id,
-            turn_id=turn_id,  # type: ignore[arg-type]
+            turn_id=turn_id,
             limit=policy.max_writes_per_turn,
             now=now,
         )
-    existing = _existing(user_id=write.user_id, key=write.key, visibility=write.visibility, owner=owner)
+    _lock_user(caller=caller, user_id=write.user_id)
+    existing, count = _existing_or_count(
+        user_id=write.user_id, key=write.key, visibility=write.visibility, owner=owner
+    )
     if existing is None:
-        # A new entry: the user's entries are counted and maybe evicted under the user's lock, so racing
-        # writers never take the user past the cap. An update of an existing (now row-locked) key skips both.
-        advisory_xact_lock(LockId.USER_MEMORY, write.user_id)
-        existing = _existing(user_id=write.user_id, key=write.key, visibility=write.visibility, owner=owner)
-    if existing is None:
-        _make_room(policy=policy, user_id=write.user_id, owner=owner, log=log, now=now)
+        _make_room(policy=policy, user_id=write.user_id, owner=owner, count=count, log=log, now=now)
     category = write.category
     if category is None:  # legacy properties: 'property' on insert, unchanged on update
         category = existing.category if existing else PROPERTY_CATEGORY
 
-    ops = connection.ops
-    at = ops.adapt_datetimefield_value(now)
+    value_json = json.dumps(write.value)
+    action = MemoryEvent.Action.CREATED if existing is None else MemoryEvent.Action.UPDATED
+    at = connection.ops.adapt_datetimefield_value(now)
+    params: list[Any] = [
+        write.user_id,
+        write.key,
+        value_json,
+        text,
+        category,
+        write.visibility,
+        owner,
+        json.dumps(groups),
+        write.source_conversation_id,
+        False,
+        at,
+        at,
+    ]
+    in_statement = connection.vendor == "postgresql"  # the history event is part of the upsert statement
+    if in_statement:
+        actor = log.actor
+        old_json = existing.value_json if existing else None
+        params += [write.user_id, write.key, action, actor.actor_type, actor.actor_id, actor.key_prefix]
+        params += [old_json, value_json, at]
+    sql = statements.upsert_sql(is_global=write.visibility == Visibility.GLOBAL, vendor=connection.vendor)
     with connection.cursor() as cursor:
-        cursor.execute(
-            _upsert_sql(visibility=write.visibility),
-            [
-                write.user_id,
-                write.key,
-                json.dumps(write.value),
-                text,
-                category,
-                write.visibility,
-                owner,
-                json.dumps(groups),
-                write.source_conversation_id,
-                False,
-                at,
-                at,
-            ],
-        )
+        cursor.execute(sql, params)
         entry_id, created_at, access_count, last_accessed_at, stored_owner = cursor.fetchone()
 
     if existing is None or existing.group_ids != groups:
         if existing is not None:
             MemoryEntryGroup.objects.filter(entry_id=entry_id).delete()
-        MemoryEntryGroup.objects.bulk_create(
-            [MemoryEntryGroup(entry_id=entry_id, user_id=write.user_id, group_id=g) for g in groups]
+        if groups:
+            MemoryEntryGroup.objects.bulk_create(
+                [MemoryEntryGroup(entry_id=entry_id, user_id=write.user_id, group_id=g) for g in groups]
+            )
+    if not in_statement:
+        log.add(
+            action,
+            entry_id=entry_id,
+            user_id=write.user_id,
+            key=write.key,
+            old=existing.value if existing else None,
+            new=write.value,
+            at=now,
         )
     entry = MemoryEntry(
         id=entry_id,
@@ -402,25 +419,6 @@ def _upsert_one(
         updated_at=now,
         last_accessed_at=_as_datetime(last_accessed_at),
     )
-    if existing is None:
-        log.add(
-            MemoryEvent.Action.CREATED,
-            entry_id=entry_id,
-            user_id=write.user_id,
-            key=write.key,
-            new=write.value,
-            at=now,
-        )
-    else:
-        log.add(
-            MemoryEvent.Action.UPDATED,
-            entry_id=entry_id,
-            user_id=write.user_id,
-            key=write.key,
-            old=existing.value,
-            new=write.value,
-            at=now,
-        )
     return UpsertResult(entry=entry, created=existing is None)
 
 
@@ -443,7 +441,7 @@ def memory_upsert(*, caller: Caller, write: MemoryWrite, turn_id: str | None = N
     _require_writer(caller)
     log = _EventLog(Actor.of(caller))
     result = _upsert_one(
-        caller=caller, write=write, turn_id=turn_id, log=log, now=timezone.now(), memo=_BatchMemo()
+        caller=caller, write=write, turn_id=turn_id, log=log, now=timezone.now(), memo=_BatchMemo(caller)
     )
     log.flush()
     return result
@@ -463,7 +461,7 @@ def memory_upsert_batch(
         advisory_xact_lock(LockId.USER_MEMORY, user_id)
     log = _EventLog(Actor.of(caller))
     now = timezone.now()
-    memo = _BatchMemo()
+    memo = _BatchMemo(caller)
     results = []
     for index, write in enumerate(writes):
         try:
@@ -545,51 +543,47 @@ def memory_recall(
     order: str | None = None,
     limit: int | None = None,
 ) -> list[MemoryEntry]:
-    """The entries visible to the agent, in its policy's order and limit; counts the access of each."""
+    """The entries visible to the agent, in its policy's order and limit; counts the access of each.
+
+    One statement (:func:`usermemory.statements.recall_sql`) picks the entries, counts their access, sets
+    ``lastAccessedAt`` where it is older than the granularity, and returns them as they now are.
+    """
     agent_id, groups = selectors.resolve_read_scope(
         caller=caller, agent_id=agent_id, group_ids=group_ids, require_agent=True
     )
-    policy = selectors.policy_for_agent(agent_id=agent_id)
+    policy = selectors.policy_for_caller(caller=caller, agent_id=agent_id)
     order = order or policy.recall_order
     if order not in RecallOrder.values:
         raise BadRequest(f"order must be one of {', '.join(RecallOrder.values)}.")
     if limit is not None and not 1 <= limit <= MAX_RECALL_LIMIT:
         raise BadRequest(f"limit must be between 1 and {MAX_RECALL_LIMIT}.")
     limit = min(limit or policy.max_recall_entries, policy.max_recall_entries)
-    qs = MemoryEntry.objects.filter(selectors.visible_q(user_id=user_id, agent_id=agent_id, group_ids=groups))  # type: ignore[arg-type]
-    recent = list(
-        qs.order_by(*selectors.LIST_ORDER)[
-            : limit if order == RecallOrder.MOST_RECENT else recall_split(limit)
-        ]
-    )
-    entries = recent
-    if order == RecallOrder.MOST_ACCESSED and limit > len(recent):
-        taken = [e.id for e in recent]
-        entries = recent + list(
-            qs.exclude(id__in=taken).order_by("-access_count", *selectors.LIST_ORDER)[: limit - len(recent)]
-        )
-    memory_touch(entries=entries)
+    head = limit if order == RecallOrder.MOST_RECENT else recall_split(limit)
+    if groups is selectors.ALL_OF_AGENT:  # the agent's own groups: a subquery of the same statement
+        n_groups, group_params = None, [agent_id]
+    else:
+        n_groups, group_params = len(groups), groups
+    visible = [user_id, agent_id, user_id, *group_params]
+    params: list[Any] = [*visible, head]
+    if order == RecallOrder.MOST_ACCESSED:
+        params += [*visible, limit - head]
+    now = timezone.now()
+    threshold = now - timedelta(seconds=settings.MEMORY_ACCESS_GRANULARITY)
+    ops = connection.ops
+    params += [ops.adapt_datetimefield_value(threshold), ops.adapt_datetimefield_value(now)]
+    sql = statements.recall_sql(order=order, n_groups=n_groups)
+    entries = sorted(statements.fetch_recalled(sql, params), key=_newest_first, reverse=True)
+    if order == RecallOrder.MOST_ACCESSED:  # the newest `head` first, then the most accessed of the rest
+        entries[head:] = sorted(entries[head:], key=_most_accessed_first, reverse=True)
     return entries
 
 
-def memory_touch(*, entries: list[MemoryEntry]) -> None:
-    """Count one access of each entry, and set lastAccessedAt where it is older than the granularity.
+def _newest_first(entry: MemoryEntry) -> tuple[datetime, int]:
+    return entry.updated_at, entry.id
 
-    One UPDATE for all of them; the entries passed in are updated in place to match.
-    """
-    if not entries:
-        return
-    now = timezone.now()
-    threshold = now - timedelta(seconds=settings.MEMORY_ACCESS_GRANULARITY)
-    stale = Q(last_accessed_at__isnull=True) | Q(last_accessed_at__lt=threshold)
-    MemoryEntry.objects.filter(id__in=[e.id for e in entries]).update(
-        access_count=F("access_count") + 1,
-        last_accessed_at=Case(When(stale, then=Value(now)), default=F("last_accessed_at")),
-    )
-    for entry in entries:
-        entry.access_count += 1
-        if entry.last_accessed_at is None or entry.last_accessed_at < threshold:
-            entry.last_accessed_at = now
+
+def _most_accessed_first(entry: MemoryEntry) -> tuple[int, datetime, int]:
+    return entry.access_count, entry.updated_at, entry.id
 
 
 # --- Legacy properties --------------------------------------------------------------------------------

@@ -1,0 +1,195 @@
+"""Hand-written SQL for the hottest paths (recall and upsert), built once per shape and cached.
+
+The ORM spends more time compiling the visible-entries query than the database spends running it (profile in
+``bench/RESULTS.md``), so recall is one statement written here: it picks the visible entries, counts their
+access and returns them, on PostgreSQL and SQLite alike. Only table and column names, taken from the models,
+are interpolated; every value is a parameter.
+"""
+
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from django.db import connection
+
+from apikeys.models import AgentGroup
+from memoryplatform.locks import ADVISORY_XACT_LOCK
+from usermemory.models import MemoryEntry, MemoryEntryGroup, MemoryEvent, RecallOrder, TurnWriteCount
+
+ENTRY_TABLE = MemoryEntry._meta.db_table
+GROUP_TABLE = MemoryEntryGroup._meta.db_table
+# What recall returns: every column but value_text (search text, which no caller of recall reads; the model
+# loads a deferred field on access).
+RECALL_FIELDS = tuple(f for f in MemoryEntry._meta.concrete_fields if f.name != "value_text")
+RECALL_ATTNAMES = tuple(f.attname for f in RECALL_FIELDS)
+RECALL_COLUMNS = ", ".join(f.column for f in RECALL_FIELDS)
+Converter = Callable[[Any, Any, Any], Any]
+
+
+@cache
+def _recall_converters(vendor: str) -> tuple[tuple[int, Any, tuple[Converter, ...]], ...]:
+    """Per returned column, the converters Django applies to it on this database (JSON text, SQLite dates)."""
+    converters = []
+    for index, model_field in enumerate(RECALL_FIELDS):
+        column = model_field.get_col(ENTRY_TABLE)
+        found = (*connection.ops.get_db_converters(column), *model_field.get_db_converters(connection))
+        if found:
+            converters.append((index, column, found))
+    return tuple(converters)
+
+
+def fetch_recalled(sql: str, params: list[Any]) -> list[MemoryEntry]:
+    """Run a statement returning ``RECALL_COLUMNS`` and build the entries, as a query set would, without a
+    query set's per-call set-up (it costs more than the rows here)."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    converters = _recall_converters(connection.vendor)
+    entries = []
+    for row in rows:
+        values = list(row)
+        for index, column, functions in converters:
+            for function in functions:
+                values[index] = function(values[index], column, connection)
+        entries.append(MemoryEntry.from_db(connection.alias, RECALL_ATTNAMES, values))
+    return entries
+
+
+def _members_table() -> tuple[str, str, str]:
+    through = AgentGroup.members.through._meta
+    return (
+        through.db_table,
+        through.get_field("agentgroup").column,
+        through.get_field("agent").column,
+    )
+
+
+@cache
+def visible_where(n_groups: int | None) -> str:
+    """Visible(user, agent, groups) as SQL, with parameters ``user, agent, user[, group...]``, or
+    ``user, agent, user, agent`` when ``n_groups`` is ``None``: every group the agent is a member of, read by
+    a subquery in the same statement."""
+    if n_groups is None:
+        members, group_column, agent_column = _members_table()
+        groups = f"SELECT {group_column} FROM {members} WHERE {agent_column} = %s"
+    elif n_groups == 0:
+        groups = "NULL"
+    else:
+        groups = ", ".join(["%s"] * n_groups)
+    return (
+        f"user_id = %s AND (visibility = 'global' OR (visibility = 'self' AND source_agent_id = %s) OR "
+        f"(visibility = 'group' AND id IN (SELECT entry_id FROM {GROUP_TABLE} "
+        f"WHERE user_id = %s AND group_id IN ({groups}))))"
+    )
+
+
+@cache
+def recall_sql(*, order: str, n_groups: int | None) -> str:
+    """One statement: pick the entries to recall, count one access of each and return them (unordered).
+
+    Parameters: the visible parameters and ``head`` (how many of the newest entries to take); for
+    ``most_accessed`` the visible parameters again and ``rest`` (how many of the most accessed others); then
+    ``now - granularity`` and ``now`` for ``last_accessed_at``. The rows come back unordered:
+    :func:`usermemory.services.memory_recall` orders them.
+    """
+    where = visible_where(n_groups)
+    recent = "ORDER BY updated_at DESC, id DESC"
+    picks = f"WITH head AS (SELECT id FROM {ENTRY_TABLE} WHERE {where} {recent} LIMIT %s)"
+    chosen = "SELECT id FROM head"
+    if order == RecallOrder.MOST_ACCESSED:
+        picks += (
+            f", rest AS (SELECT id FROM {ENTRY_TABLE} WHERE {where} AND id NOT IN (SELECT id FROM head) "
+            f"ORDER BY access_count DESC, updated_at DESC, id DESC LIMIT %s)"
+        )
+        chosen += " UNION ALL SELECT id FROM rest"
+    return (
+        f"{picks} UPDATE {ENTRY_TABLE} SET access_count = access_count + 1, last_accessed_at = CASE "
+        f"WHEN last_accessed_at IS NULL OR last_accessed_at < %s THEN %s ELSE last_accessed_at END "
+        f"WHERE id IN ({chosen}) RETURNING {RECALL_COLUMNS}"
+    )
+
+
+# --- Upsert ----------------------------------------------------------------------------------------------
+
+TURN_TABLE = TurnWriteCount._meta.db_table
+EVENT_TABLE = MemoryEvent._meta.db_table
+EVENT_COLUMNS = (
+    "entry_id, user_id, key, action, actor_type, actor_id, key_prefix, old_value, new_value, created_at"
+)
+UPSERT_RETURNING = "id, created_at, access_count, last_accessed_at, source_agent_id"
+
+
+@cache
+def turn_count_sql(*, lock_user: bool) -> str:
+    """Count one write in the agent's turn: ``INSERT .. ON CONFLICT DO UPDATE .. RETURNING count``, so
+    concurrent writes count exactly. A past window (no turn id: 60 s) starts again at 1.
+
+    Parameters: ``agent, user, turn, now``, with ``lock_user`` (PostgreSQL) the user's advisory lock
+    ``namespace, user``, which the same statement takes first, then ``cutoff, cutoff``.
+    """
+    source = "VALUES (%s, %s, %s, %s, 1)"
+    if lock_user:
+        source = f"SELECT %s, %s, %s, %s, 1 FROM (SELECT {ADVISORY_XACT_LOCK}) AS user_lock"
+    return (
+        f"INSERT INTO {TURN_TABLE} (agent_id, user_id, turn_id, window_start, count) {source} "
+        f"ON CONFLICT (agent_id, user_id, turn_id) DO UPDATE SET "
+        f"count = CASE WHEN {TURN_TABLE}.window_start < %s THEN 1 ELSE {TURN_TABLE}.count + 1 END, "
+        f"window_start = CASE WHEN {TURN_TABLE}.window_start < %s THEN excluded.window_start "
+        f"ELSE {TURN_TABLE}.window_start END "
+        f"RETURNING count"
+    )
+
+
+def _upsert_key(*, is_global: bool) -> str:
+    """The entries one upsert key names (the two partial unique indexes)."""
+    if is_global:
+        return "user_id = %s AND key = %s AND visibility = 'global'"
+    return "user_id = %s AND key = %s AND NOT (visibility = 'global') AND source_agent_id = %s"
+
+
+@cache
+def existing_sql(*, is_global: bool) -> str:
+    """The entry on the upsert key (``id, value, category, group_ids`` as stored, or NULLs), and when there is
+    none, the user's number of entries for the cap. Parameters: ``user``, then ``user, key[, owner]``."""
+    return (
+        f"SELECT e.id, e.value, e.category, e.group_ids, CASE WHEN e.id IS NULL THEN "
+        f"(SELECT count(*) FROM {ENTRY_TABLE} WHERE user_id = %s) END "
+        f"FROM (SELECT 1 AS one) AS o LEFT JOIN (SELECT id, value, category, group_ids FROM {ENTRY_TABLE} "
+        f"WHERE {_upsert_key(is_global=is_global)}) AS e ON 1 = 1"
+    )
+
+
+@cache
+def upsert_sql(*, is_global: bool, vendor: str) -> str:
+    """``INSERT .. ON CONFLICT`` on the upsert key that fits the visibility, ``RETURNING`` the stored columns.
+
+    Parameters: ``user, key, value (JSON), value_text, category, visibility, owner, group_ids (JSON),
+    conversation, conflicted, now, now``. On PostgreSQL the same statement also writes the history event,
+    with 9 more parameters: ``user, key, action, actor_type, actor_id, key_prefix, old (JSON), new (JSON),
+    now`` (the entry id comes from the upsert). On SQLite the caller writes the event.
+    """
+    json_param = "%s::jsonb" if vendor == "postgresql" else "%s"
+    if is_global:
+        target = "(user_id, key) WHERE visibility = 'global'"
+        visibility_update = ""  # a global entry stays global, and keeps its owner
+    else:
+        target = "(user_id, key, source_agent_id) WHERE NOT (visibility = 'global')"
+        visibility_update = ", visibility = excluded.visibility"
+    upsert = (
+        f"INSERT INTO {ENTRY_TABLE} (user_id, key, value, value_text, category, visibility, "
+        f"source_agent_id, group_ids, source_conversation_id, conflicted, access_count, created_at, "
+        f"updated_at, last_accessed_at) "
+        f"VALUES (%s, %s, {json_param}, %s, %s, %s, %s, {json_param}, %s, %s, 0, %s, %s, NULL) "
+        f"ON CONFLICT {target} DO UPDATE SET value = excluded.value, value_text = excluded.value_text, "
+        f"category = excluded.category, group_ids = excluded.group_ids, "
+        f"source_conversation_id = excluded.source_conversation_id, conflicted = excluded.conflicted, "
+        f"updated_at = excluded.updated_at{visibility_update} "
+        f"RETURNING {UPSERT_RETURNING}"
+    )
+    if vendor != "postgresql":
+        return upsert
+    return (
+        f"WITH up AS ({upsert}), event AS (INSERT INTO {EVENT_TABLE} ({EVENT_COLUMNS}) "
+        f"SELECT id, %s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s FROM up) "
+        f"SELECT {UPSERT_RETURNING} FROM up"
+    )
