@@ -2,18 +2,20 @@
 
 import secrets
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from apikeys.keys import digest_matches, key_generate, key_parse
 from apikeys.models import Agent, AgentGroup, ApiKey
 from memoryplatform.api.errors import BadRequest, Conflict, NotFound
+from memoryplatform.rows import ModelRows
 
 AGENT_EDITABLE_FIELDS = ("display_name", "capabilities", "model", "status")
 RESERVED_AGENT_IDS = frozenset({"me"})
@@ -196,8 +198,7 @@ def apikey_authenticate(*, raw_key: str) -> ApiKey:
     parsed = key_parse(raw_key.strip())
     if parsed is None:
         raise KeyRefused("Invalid API key.")
-    # The agent's memory policy rides along (a LEFT JOIN), so a request reads key, agent and policy at once.
-    key = ApiKey.objects.select_related("agent__memory_policy").filter(prefix=parsed.prefix).first()
+    key = _key_by_prefix(parsed.prefix)
     if key is None or not digest_matches(parsed.digest, key.digest):
         raise KeyRefused("Invalid API key.")
     now = timezone.now()
@@ -206,6 +207,49 @@ def apikey_authenticate(*, raw_key: str) -> ApiKey:
     if key.expires_at is not None and key.expires_at <= now:
         raise KeyRefused("API key has expired.")
     _touch(key, now)
+    return key
+
+
+class _KeyLookup(NamedTuple):
+    sql: str
+    key: ModelRows[ApiKey]
+    agent: ModelRows[Agent]
+    policy: ModelRows[Any]
+    policy_relation: Any
+
+
+@cache
+def _key_lookup() -> _KeyLookup:
+    """The key lookup, written by hand and built once (on first use, when every app's models are loaded):
+    the ORM's compilation of this join cost more than running it. The agent's memory policy (usermemory)
+    rides along, so one request reads key, agent and policy with one query."""
+    key_rows, agent_rows = ModelRows(ApiKey), ModelRows(Agent)
+    relation = Agent._meta.get_field("memory_policy")
+    policy_rows: ModelRows[Any] = ModelRows(relation.related_model)
+    sql = (
+        f"SELECT {key_rows.columns('k')}, {agent_rows.columns('a')}, {policy_rows.columns('p')} "  # noqa: S608
+        f"FROM {ApiKey._meta.db_table} k LEFT JOIN {Agent._meta.db_table} a ON a.id = k.agent_id "
+        f"LEFT JOIN {policy_rows.model._meta.db_table} p ON p.{relation.field.column} = a.id "
+        f"WHERE k.prefix = %s"
+    )
+    return _KeyLookup(sql, key_rows, agent_rows, policy_rows, relation)
+
+
+def _key_by_prefix(prefix: str) -> ApiKey | None:
+    """The key with this prefix, with its agent and the agent's memory policy loaded (one query)."""
+    lookup = _key_lookup()
+    with connection.cursor() as cursor:
+        cursor.execute(lookup.sql, [prefix])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    agent_at, policy_at = len(lookup.key), len(lookup.key) + len(lookup.agent)
+    key = lookup.key.build(row[:agent_at])
+    agent = lookup.agent.build(row[agent_at:policy_at]) if row[agent_at] is not None else None
+    ApiKey._meta.get_field("agent").set_cached_value(key, agent)
+    if agent is not None:
+        policy = lookup.policy.build(row[policy_at:]) if row[policy_at] is not None else None
+        lookup.policy_relation.set_cached_value(agent, policy)
     return key
 
 

@@ -6,53 +6,18 @@ access and returns them, on PostgreSQL and SQLite alike. Only table and column n
 are interpolated; every value is a parameter.
 """
 
-from collections.abc import Callable
 from functools import cache
-from typing import Any
-
-from django.db import connection
 
 from apikeys.models import AgentGroup
 from memoryplatform.locks import ADVISORY_XACT_LOCK
+from memoryplatform.rows import ModelRows
 from usermemory.models import MemoryEntry, MemoryEntryGroup, MemoryEvent, RecallOrder, TurnWriteCount
 
 ENTRY_TABLE = MemoryEntry._meta.db_table
 GROUP_TABLE = MemoryEntryGroup._meta.db_table
 # What recall returns: every column but value_text (search text, which no caller of recall reads; the model
 # loads a deferred field on access).
-RECALL_FIELDS = tuple(f for f in MemoryEntry._meta.concrete_fields if f.name != "value_text")
-RECALL_ATTNAMES = tuple(f.attname for f in RECALL_FIELDS)
-RECALL_COLUMNS = ", ".join(f.column for f in RECALL_FIELDS)
-Converter = Callable[[Any, Any, Any], Any]
-
-
-@cache
-def _recall_converters(vendor: str) -> tuple[tuple[int, Any, tuple[Converter, ...]], ...]:
-    """Per returned column, the converters Django applies to it on this database (JSON text, SQLite dates)."""
-    converters = []
-    for index, model_field in enumerate(RECALL_FIELDS):
-        column = model_field.get_col(ENTRY_TABLE)
-        found = (*connection.ops.get_db_converters(column), *model_field.get_db_converters(connection))
-        if found:
-            converters.append((index, column, found))
-    return tuple(converters)
-
-
-def fetch_recalled(sql: str, params: list[Any]) -> list[MemoryEntry]:
-    """Run a statement returning ``RECALL_COLUMNS`` and build the entries, as a query set would, without a
-    query set's per-call set-up (it costs more than the rows here)."""
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    converters = _recall_converters(connection.vendor)
-    entries = []
-    for row in rows:
-        values = list(row)
-        for index, column, functions in converters:
-            for function in functions:
-                values[index] = function(values[index], column, connection)
-        entries.append(MemoryEntry.from_db(connection.alias, RECALL_ATTNAMES, values))
-    return entries
+RECALLED = ModelRows(MemoryEntry, exclude=["value_text"])
 
 
 def _members_table() -> tuple[str, str, str]:
@@ -105,7 +70,7 @@ def recall_sql(*, order: str, n_groups: int | None) -> str:
     return (
         f"{picks} UPDATE {ENTRY_TABLE} SET access_count = access_count + 1, last_accessed_at = CASE "
         f"WHEN last_accessed_at IS NULL OR last_accessed_at < %s THEN %s ELSE last_accessed_at END "
-        f"WHERE id IN ({chosen}) RETURNING {RECALL_COLUMNS}"
+        f"WHERE id IN ({chosen}) RETURNING {RECALLED.columns()}"
     )
 
 

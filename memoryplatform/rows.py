@@ -1,0 +1,63 @@
+"""Model instances from the rows of hand-written SQL, converted as Django converts a query set's rows.
+
+The hottest statements (the key lookup, recall) are written by hand and built once, because compiling them
+with the ORM costs more than running them. :class:`ModelRows` names a model's columns for such a statement
+and turns each slice of a returned row into an instance, with the converters Django itself would apply (JSON
+text, SQLite's dates and booleans), worked out once per database vendor.
+"""
+
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from django.db import connection
+from django.db.models import Model
+
+M = TypeVar("M", bound=Model)
+Converter = Callable[[Any, Any, Any], Any]
+
+
+class ModelRows(Generic[M]):
+    def __init__(self, model: type[M], *, exclude: Sequence[str] = ()) -> None:
+        """``exclude``: fields the statement does not return; they are deferred (loaded on access)."""
+        self.model = model
+        self.fields = tuple(f for f in model._meta.concrete_fields if f.name not in exclude)
+        self.attnames = tuple(f.attname for f in self.fields)
+        self._converters: dict[str, tuple[tuple[int, Any, tuple[Converter, ...]], ...]] = {}
+
+    def __len__(self) -> int:
+        return len(self.fields)
+
+    def columns(self, alias: str = "") -> str:
+        """The returned columns, in order, for a SELECT list or a RETURNING clause."""
+        prefix = f"{alias}." if alias else ""
+        return ", ".join(f"{prefix}{f.column}" for f in self.fields)
+
+    def _converters_now(self) -> tuple[tuple[int, Any, tuple[Converter, ...]], ...]:
+        vendor = connection.vendor
+        if vendor not in self._converters:
+            found = []
+            for index, model_field in enumerate(self.fields):
+                column = model_field.get_col(self.model._meta.db_table)
+                functions = (
+                    *connection.ops.get_db_converters(column),
+                    *model_field.get_db_converters(connection),
+                )
+                if functions:
+                    found.append((index, column, functions))
+            self._converters[vendor] = tuple(found)
+        return self._converters[vendor]
+
+    def build(self, row: Sequence[Any]) -> M:
+        """An instance (as loaded from the database) from the values of :meth:`columns`, in order."""
+        values = list(row)
+        for index, column, functions in self._converters_now():
+            for function in functions:
+                values[index] = function(values[index], column, connection)
+        return self.model.from_db(connection.alias, self.attnames, values)
+
+    def fetch(self, sql: str, params: Sequence[Any]) -> list[M]:
+        """Run a statement that returns exactly :meth:`columns`, and build every row."""
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        return [self.build(row) for row in rows]
