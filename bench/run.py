@@ -224,7 +224,8 @@ class Raw:
         )
         rows.sort(key=lambda r: (r[RECENT_AT], r[0]), reverse=True)
         if order == "most_accessed":
-            rows[head:] = sorted(rows[head:], key=lambda r: (r[ACCESS_COUNT], r[RECENT_AT], r[0]), reverse=True)
+            rest = sorted(rows[head:], key=lambda r: (r[ACCESS_COUNT], r[RECENT_AT], r[0]), reverse=True)
+            rows[head:] = rest
         return rows
 
     def upsert_sql(self) -> str:
@@ -605,8 +606,8 @@ class Bench:
         ops["search per user (typical)"] = {
             "raw": self.raw_door(lambda c: raw.search(c, query=q, user=user, agent=agent, groups=groups)),
             "service": self.service_door(
-                lambda: list(
-                    selectors.memory_search(caller=self.agent_caller, user_id=user, query=q)[:PAGE_LIMIT]
+                lambda: selectors.memory_search(
+                    caller=self.agent_caller, user_id=user, query=q, limit=PAGE_LIMIT
                 )
             ),
             "http": server.door(

@@ -120,14 +120,16 @@ def _visible(caller: Caller, args: dict[str, Any]) -> Any:
 
 
 def _search(caller: Caller, args: dict[str, Any]) -> Any:
-    qs = selectors.memory_search(
+    entries = selectors.memory_search(
         caller=caller,
         user_id=args["userId"],
         query=args["query"],
         category=args.get("category"),
         group_ids=args.get("groupIds"),
+        limit=args.get("limit", DEFAULT_LIST),
+        offset=args.get("offset", 0),
     )
-    return _page(qs, args)
+    return _entries(entries)
 
 
 def _by_key(caller: Caller, args: dict[str, Any]) -> Any:

@@ -572,7 +572,7 @@ def memory_recall(
     ops = connection.ops
     params += [ops.adapt_datetimefield_value(threshold), ops.adapt_datetimefield_value(now)]
     sql = statements.recall_sql(order=order, n_groups=n_groups)
-    entries = sorted(statements.RECALLED.fetch(sql, params), key=_newest_first, reverse=True)
+    entries = sorted(statements.ENTRIES.fetch(sql, params), key=_newest_first, reverse=True)
     if order == RecallOrder.MOST_ACCESSED:  # the newest `head` first, then the most accessed of the rest
         entries[head:] = sorted(entries[head:], key=_most_accessed_first, reverse=True)
     return entries

@@ -15,9 +15,9 @@ from usermemory.models import MemoryEntry, MemoryEntryGroup, MemoryEvent, Recall
 
 ENTRY_TABLE = MemoryEntry._meta.db_table
 GROUP_TABLE = MemoryEntryGroup._meta.db_table
-# What recall returns: every column but value_text (search text, which no caller of recall reads; the model
+# What recall and search return: every column but value_text (search text, which no caller reads; the model
 # loads a deferred field on access).
-RECALLED = ModelRows(MemoryEntry, exclude=["value_text"])
+ENTRIES = ModelRows(MemoryEntry, exclude=["value_text"])
 
 
 def _members_table() -> tuple[str, str, str]:
@@ -70,7 +70,25 @@ def recall_sql(*, order: str, n_groups: int | None) -> str:
     return (
         f"{picks} UPDATE {ENTRY_TABLE} SET access_count = access_count + 1, last_accessed_at = CASE "
         f"WHEN last_accessed_at IS NULL OR last_accessed_at < %s THEN %s ELSE last_accessed_at END "
-        f"WHERE id IN ({chosen}) RETURNING {RECALLED.columns()}"
+        f"WHERE id IN ({chosen}) RETURNING {ENTRIES.columns()}"
+    )
+
+
+@cache
+def search_sql(*, n_groups: int | None, visible: bool, category: bool, vendor: str) -> str:
+    """A user's entries whose key or value text holds a literal, newest first, one page.
+
+    Parameters: the visible parameters (``visible``: an agent's read) or ``user``; the LIKE pattern twice
+    (:func:`usermemory.lookups.like_escape`, wrapped in ``%``); ``category`` when filtered; limit, offset.
+    """
+    where = visible_where(n_groups) if visible else "user_id = %s"
+    like = "ILIKE %s" if vendor == "postgresql" else "LIKE %s ESCAPE '\\'"
+    where += f" AND (key {like} OR value_text {like})"
+    if category:
+        where += " AND category = %s"
+    return (
+        f"SELECT {ENTRIES.columns()} FROM {ENTRY_TABLE} WHERE {where} "
+        f"ORDER BY updated_at DESC, id DESC LIMIT %s OFFSET %s"
     )
 
 

@@ -239,10 +239,8 @@ def _search(context: ToolContext, arguments: dict[str, Any]) -> str:
     query = _string(arguments, "query")
     # As long a list as recall would give: the agent's maxRecallEntries bounds what reaches the prompt.
     limit = selectors.policy_for_agent(agent_id=context.caller.agent_id).max_recall_entries
-    entries = list(
-        selectors.memory_search(
-            caller=context.caller, user_id=context.user_id, query=query, group_ids=context.group_ids
-        )[:limit]
+    entries = selectors.memory_search(
+        caller=context.caller, user_id=context.user_id, query=query, group_ids=context.group_ids, limit=limit
     )
     return format_entries(entries) if entries else f"No memories found matching '{query}'."
 

@@ -163,14 +163,16 @@ class MemorySearchView(MemoryView):
     )
     def get(self, request: Request, user_id: str) -> Response:
         query = _query(SearchQuerySerializer, request)
-        qs = selectors.memory_search(
+        entries = selectors.memory_search(
             caller=request.user,
             user_id=user_id,
             query=query["q"],
             category=query.get("category"),
             group_ids=query.get("groupId"),
+            limit=query["limit"],
+            offset=query["offset"],
         )
-        return _page(qs, query)
+        return Response(MemoryEntryOutputSerializer(entries, many=True).data)
 
 
 class MemoryCategoryView(MemoryView):
