@@ -190,17 +190,20 @@ class Raw:
     def in_list(self, values: list[Any]) -> str:
         return "(" + ", ".join(["%s"] * len(values)) + ")" if values else "(NULL)"
 
-    def visible(self, groups: list[str]) -> str:
+    def visible(self) -> str:
+        """Visible(user, agent): the agent's groups read by a subquery, as the platform's statement does.
+        Parameters: user, agent, user, agent."""
         return (
             "user_id = %s AND (visibility = 'global' OR (visibility = 'self' AND source_agent_id = %s) "
             "OR (visibility = 'group' AND id IN (SELECT entry_id FROM usermemory_memoryentrygroup "
-            f"WHERE user_id = %s AND group_id IN {self.in_list(groups)})))"
+            "WHERE user_id = %s AND group_id IN (SELECT agentgroup_id FROM apikeys_agentgroup_members "
+            "WHERE agent_id = %s))))"
         )
 
-    def recall(self, conn: Any, *, user: str, agent: str, groups: list[str], order: str) -> list[tuple]:
+    def recall(self, conn: Any, *, user: str, agent: str, order: str) -> list[tuple]:
         """One statement: pick the visible entries (the newest ``head``; for most_accessed also the most
         accessed of the rest), count their access, return them. Ordered here, as the platform does."""
-        where, params = self.visible(groups), [user, agent, user, *groups]
+        where, params = self.visible(), [user, agent, user, agent]
         head = RECALL_LIMIT if order == "most_recent" else max(1, RECALL_LIMIT // 5)
         picks = (
             f"WITH head AS (SELECT id FROM {TABLE} WHERE {where} "
@@ -276,7 +279,7 @@ class Raw:
                     conn.execute(self.sql(self.EVENT_SQL), event)
 
     def search(
-        self, conn: Any, *, query: str, user: str | None, agent: str, groups: list[str]
+        self, conn: Any, *, query: str, user: str | None, agent: str
     ) -> list[tuple]:
         pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         match = f"({self.like('key')} OR {self.like('value_text')})"
@@ -284,8 +287,8 @@ class Raw:
             where, params = match, [pattern, pattern]
         else:
             where, params = (
-                f"{self.visible(groups)} AND {match}",
-                [user, agent, user, *groups, pattern, pattern],
+                f"{self.visible()} AND {match}",
+                [user, agent, user, agent, pattern, pattern],
             )
         return self.rows(
             conn,
@@ -541,7 +544,7 @@ class Bench:
         from usermemory import selectors, services
         from usermemory.services import MemoryWrite
 
-        raw, agent, groups = self.raw, self.agent, self.groups
+        raw, agent = self.raw, self.agent
         ops: dict[str, dict[str, Door]] = {}
 
         def write_of(user: str, key: str, text: str) -> MemoryWrite:
@@ -555,7 +558,7 @@ class Bench:
                 path = f"/usermemorystore/memories/{user}/visible?order={order}&limit={RECALL_LIMIT}"
                 ops[f"recall {order} {label}"] = {
                     "raw": self.raw_door(
-                        lambda c, u=user, o=order: raw.recall(c, user=u, agent=agent, groups=groups, order=o)
+                        lambda c, u=user, o=order: raw.recall(c, user=u, agent=agent, order=o)
                     ),
                     "service": self.service_door(
                         lambda u=user, o=order: services.memory_recall(
@@ -604,7 +607,7 @@ class Bench:
         }
         user, q = self.typical, self.common
         ops["search per user (typical)"] = {
-            "raw": self.raw_door(lambda c: raw.search(c, query=q, user=user, agent=agent, groups=groups)),
+            "raw": self.raw_door(lambda c: raw.search(c, query=q, user=user, agent=agent)),
             "service": self.service_door(
                 lambda: selectors.memory_search(
                     caller=self.agent_caller, user_id=user, query=q, limit=PAGE_LIMIT
@@ -619,7 +622,7 @@ class Bench:
         }
         rare = self.rare
         ops["admin search, all users"] = {
-            "raw": self.raw_door(lambda c: raw.search(c, query=rare, user=None, agent=agent, groups=groups)),
+            "raw": self.raw_door(lambda c: raw.search(c, query=rare, user=None, agent=agent)),
             "service": self.service_door(
                 lambda: list(
                     selectors.memory_search_all_users(caller=self.admin_caller, query=rare)[:PAGE_LIMIT]
@@ -730,7 +733,7 @@ class Bench:
                 for r in conn.execute(
                     "EXPLAIN (ANALYZE, BUFFERS) "
                     + self.raw.sql(
-                        f"SELECT {COLS} FROM {TABLE} WHERE {self.raw.visible(self.groups)} AND "
+                        f"SELECT {COLS} FROM {TABLE} WHERE {self.raw.visible()} AND "
                         f"(key ILIKE %s OR value_text ILIKE %s) ORDER BY updated_at DESC, id DESC "
                         f"LIMIT {PAGE_LIMIT}"
                     ),
@@ -738,7 +741,7 @@ class Bench:
                         self.typical,
                         self.agent,
                         self.typical,
-                        *self.groups,
+                        self.agent,
                         f"%{self.common}%",
                         f"%{self.common}%",
                     ],

@@ -6,10 +6,10 @@ and turns each slice of a returned row into an instance, with the converters Dja
 text, SQLite's dates and booleans), worked out once per database vendor.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Model
 
 M = TypeVar("M", bound=Model)
@@ -32,16 +32,13 @@ class ModelRows(Generic[M]):
         prefix = f"{alias}." if alias else ""
         return ", ".join(f"{prefix}{f.column}" for f in self.fields)
 
-    def _converters_now(self) -> tuple[tuple[int, Any, tuple[Converter, ...]], ...]:
-        vendor = connection.vendor
+    def _converters_for(self, db: Any) -> tuple[tuple[int, Any, tuple[Converter, ...]], ...]:
+        vendor = db.vendor
         if vendor not in self._converters:
             found = []
             for index, model_field in enumerate(self.fields):
                 column = model_field.get_col(self.model._meta.db_table)
-                functions = (
-                    *connection.ops.get_db_converters(column),
-                    *model_field.get_db_converters(connection),
-                )
+                functions = (*db.ops.get_db_converters(column), *model_field.get_db_converters(db))
                 if functions:
                     found.append((index, column, functions))
             self._converters[vendor] = tuple(found)
@@ -49,15 +46,24 @@ class ModelRows(Generic[M]):
 
     def build(self, row: Sequence[Any]) -> M:
         """An instance (as loaded from the database) from the values of :meth:`columns`, in order."""
-        values = list(row)
-        for index, column, functions in self._converters_now():
-            for function in functions:
-                values[index] = function(values[index], column, connection)
-        return self.model.from_db(connection.alias, self.attnames, values)
+        return self.build_all([row])[0]
+
+    def build_all(self, rows: Iterable[Sequence[Any]]) -> list[M]:
+        db = connections[DEFAULT_DB_ALIAS]  # the connection itself, not the per-thread proxy, once
+        converters = self._converters_for(db)
+        from_db, alias, attnames = self.model.from_db, db.alias, self.attnames
+        built = []
+        for row in rows:
+            values = list(row)
+            for index, column, functions in converters:
+                for function in functions:
+                    values[index] = function(values[index], column, db)
+            built.append(from_db(alias, attnames, values))
+        return built
 
     def fetch(self, sql: str, params: Sequence[Any]) -> list[M]:
         """Run a statement that returns exactly :meth:`columns`, and build every row."""
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             rows = cursor.fetchall()
-        return [self.build(row) for row in rows]
+        return self.build_all(rows)

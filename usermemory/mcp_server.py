@@ -21,7 +21,9 @@ entries it owns: the services hold those rules, as for every other door. GDPR er
 Results are the JSON of the entries (REST's shapes); errors are ``{"error": "<message>"}`` with ``isError``.
 
 Transports:
-- stdio: ``manage.py mcp`` authenticates ``MEMORYPLATFORM_API_KEY`` once and calls :func:`serve_stdio`.
+- stdio: ``manage.py mcp`` authenticates ``MEMORYPLATFORM_API_KEY`` at start and calls :func:`serve_stdio`,
+  which checks the key again at every tool call (a revoked key stops working mid-session, and the agent's
+  policy is the current one).
 - streamable HTTP: :class:`McpHttpApp` (mounted at ``/mcp/`` by ``memoryplatform/wsgi.py``) authenticates the
   ``Authorization: Bearer`` / ``X-API-Key`` header of every request.
 Either way the caller lives in :data:`current_caller` while the SDK runs the tool handlers.
@@ -66,6 +68,8 @@ current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
     "memoryplatform_mcp_caller", default=None
 )
 """The authenticated caller of the current MCP session (stdio) or request (HTTP)."""
+stdio_key: contextvars.ContextVar[str | None] = contextvars.ContextVar("memoryplatform_mcp_key", default=None)
+"""stdio only: the raw key, authenticated again at each tool call."""
 
 
 # --- Input schemas --------------------------------------------------------------------------------------
@@ -371,11 +375,20 @@ def tool_call(*, caller: Caller, name: str, arguments: dict[str, Any] | None) ->
         return _error(exc.message)
 
 
-def _tool_call_in_thread(*, caller: Caller, name: str, arguments: dict[str, Any] | None) -> tuple[str, bool]:
-    """One tool call on Django's thread for sync code, with the connection hygiene a request would get."""
+def _tool_call_in_thread(
+    *, caller: Caller, raw_key: str | None, name: str, arguments: dict[str, Any] | None
+) -> tuple[str, bool]:
+    """One tool call on Django's thread for sync code, with the connection hygiene a request would get.
+    With ``raw_key`` (stdio), the key is authenticated again first, as each HTTP request is."""
     close_old_connections()
     try:
-        payload, is_error = tool_call(caller=caller, name=name, arguments=arguments)
+        try:
+            if raw_key is not None:
+                caller = Caller.for_key(apikey_authenticate(raw_key=raw_key))
+        except KeyRefused as exc:
+            payload, is_error = _error(str(exc))
+        else:
+            payload, is_error = tool_call(caller=caller, name=name, arguments=arguments)
     finally:
         close_old_connections()
     return json.dumps(payload, cls=JSONEncoder, ensure_ascii=False), is_error
@@ -402,7 +415,7 @@ async def _on_call_tool(
 ) -> types.CallToolResult:
     caller = _caller()
     text, is_error = await sync_to_async(_tool_call_in_thread, thread_sensitive=True)(
-        caller=caller, name=params.name, arguments=params.arguments
+        caller=caller, raw_key=stdio_key.get(), name=params.name, arguments=params.arguments
     )
     logger.info("MCP tool %s by %s%s", params.name, caller.log_label(), " refused" if is_error else "")
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
@@ -430,9 +443,11 @@ def build_server() -> Server:
 server = build_server()
 
 
-async def serve_stdio(caller: Caller) -> None:
-    """Serve the tools over stdin/stdout as one caller, until the client closes the stream."""
+async def serve_stdio(caller: Caller, raw_key: str) -> None:
+    """Serve the tools over stdin/stdout as one key, until the client closes the stream. ``caller`` is the
+    key as authenticated at start (it decides the listed tools); each tool call authenticates it again."""
     current_caller.set(caller)
+    stdio_key.set(raw_key)
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 

@@ -424,6 +424,26 @@ def test_stdio_refuses_a_missing_or_bad_key(mcp_env: McpEnv):
         assert result.stdout == ""
 
 
+def test_stdio_checks_the_key_at_every_call(mcp_env: McpEnv):
+    """A key revoked while a stdio session is open stops working at its next tool call."""
+    raw_key = _manage(mcp_env.env, "createapikey", "--role", "viewer").stdout.strip().splitlines()[-1]
+    params = StdioServerParameters(
+        command=PYTHON,
+        args=["manage.py", "mcp"],
+        cwd=str(BASE_DIR),
+        env={**mcp_env.env, "MEMORYPLATFORM_API_KEY": raw_key},
+    )
+
+    async def main() -> None:
+        with (mcp_env.tmp / "stdio-revoked.log").open("a") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                assert (await ok(client, "count_user_memories", userId="u-revoke"))["count"] == 0
+                _manage(mcp_env.env, "revokeapikey", raw_key.split("_")[1])
+                assert "revoked" in await error(client, "count_user_memories", userId="u-revoke")
+
+    run(main)
+
+
 def test_http_needs_a_key_and_leaves_other_paths_to_django(http_url: str):
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}

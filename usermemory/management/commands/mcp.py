@@ -32,4 +32,4 @@ class Command(BaseCommand):
 
         # stdout is the protocol's wire: anything human goes to stderr.
         self.stderr.write(f"memoryplatform MCP server on stdio as {caller.log_label()}")
-        anyio.run(serve_stdio, caller)
+        anyio.run(serve_stdio, caller, raw_key)
