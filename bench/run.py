@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -278,9 +279,7 @@ class Raw:
                 for event in events:
                     conn.execute(self.sql(self.EVENT_SQL), event)
 
-    def search(
-        self, conn: Any, *, query: str, user: str | None, agent: str
-    ) -> list[tuple]:
+    def search(self, conn: Any, *, query: str, user: str | None, agent: str) -> list[tuple]:
         pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         match = f"({self.like('key')} OR {self.like('value_text')})"
         if user is None:
@@ -295,6 +294,34 @@ class Raw:
             f"SELECT {COLS} FROM {TABLE} WHERE {where} ORDER BY updated_at DESC, id DESC LIMIT {PAGE_LIMIT}",
             params,
         )
+
+    def append_message(self, conn: Any, conversation: str, text: str) -> None:
+        """A conversation append: take the conversation's row lock, insert at its next sequence number."""
+        with self.transaction(conn):
+            (seq,) = self.rows(
+                conn,
+                "SELECT next_seq FROM conversations_conversation WHERE id = %s"
+                + (" FOR UPDATE" if self.pg else ""),
+                [conversation],
+            )[0]
+            self.execute(
+                conn,
+                "INSERT INTO conversations_message (id, conversation_id, seq, channel, role, agent_id, "
+                "memory_epoch, content, session_id, created_at) "
+                "VALUES (%s, %s, %s, 'history', 'user', NULL, NULL, {J}, 'bench', %s)",
+                [
+                    str(uuid.uuid4()) if self.pg else uuid.uuid4().hex,
+                    conversation,
+                    seq,
+                    json.dumps([{"type": "text", "text": text}]),
+                    self.ts(datetime.now(UTC)),
+                ],
+            )
+            self.execute(
+                conn,
+                "UPDATE conversations_conversation SET next_seq = next_seq + 1 WHERE id = %s",
+                [conversation],
+            )
 
     def erase(self, conn: Any, user: str) -> None:
         with self.transaction(conn):
@@ -483,6 +510,17 @@ class Bench:
                 pairs.append((user, key))
         random.Random(3).shuffle(pairs)
         self.existing = pairs
+        # One conversation per door, each appended to by that door's clients only (they queue on its lock).
+        from conversations.services import conversation_create
+
+        self.conversations = {
+            door: str(
+                conversation_create(caller=self.agent_caller, user_id=self.typical, title=f"bench {door}").id
+            )
+            for door in ("raw", "service", "http")
+        }
+        if not self.raw.pg:  # SQLite stores a UUID as 32 hex digits
+            self.conversations["raw"] = self.conversations["raw"].replace("-", "")
         # Per-user search: a word of 5+ letters found in about 8 % of the typical user's entries.
         # Admin search: a rare word (about 0.1 % of all values).
         counts: dict[str, int] = {}
@@ -541,6 +579,7 @@ class Bench:
         return Door(call=lambda _ctx: call(), teardown=lambda _ctx: connection.close())
 
     def operations(self, server: Server | None) -> dict[str, dict[str, Door]]:
+        from conversations import services as conversation_services
         from usermemory import selectors, services
         from usermemory.services import MemoryWrite
 
@@ -643,6 +682,40 @@ class Bench:
             "http": server.door(
                 self.admin_raw_key,
                 lambda: ("DELETE", f"/usermemorystore/memories/{self.next_erase_user()}", None, {200}),
+            )
+            if server
+            else None,
+        }
+        from conversations.services import MessageWrite
+
+        conversations = self.conversations
+
+        def message_of(text: str) -> MessageWrite:
+            return MessageWrite(
+                channel="history", role="user", content=[{"type": "text", "text": text}], session_id="bench"
+            )
+
+        ops["conversation append (1 message)"] = {
+            "raw": self.raw_door(lambda c: raw.append_message(c, conversations["raw"], self.text())),
+            "service": self.service_door(
+                lambda: conversation_services.message_append(
+                    caller=self.agent_caller,
+                    conversation_id=conversations["service"],
+                    writes=[message_of(self.text())],
+                )
+            ),
+            "http": server.door(
+                self.agent_raw_key,
+                lambda: (
+                    "POST",
+                    f"/v1/conversations/{conversations['http']}/messages",
+                    {
+                        "role": "user",
+                        "content": [{"type": "text", "text": self.text()}],
+                        "sessionId": "bench",
+                    },
+                    {201},
+                ),
             )
             if server
             else None,
@@ -986,9 +1059,9 @@ def report(results: dict[str, Any]) -> str:
         raw = doors.get("raw")
         for door, v in doors.items():
             ratio_http = ratio_svc = delta = "-"
-            if raw and door == "http":
+            if raw and door == "http" and raw["cN"]["rps"]:  # a door with no successful call has no ratio
                 ratio_http = fmt(v["cN"]["rps"] / raw["cN"]["rps"])
-            if raw and door == "service":
+            if raw and door == "service" and raw["c1"]["rps"]:
                 delta = fmt(v["c1"]["p50_ms"] - raw["c1"]["p50_ms"])
                 ratio_svc = fmt(v["c1"]["p50_ms"] / raw["c1"]["p50_ms"])
             errors = v["c1"]["errors"] + v["cN"]["errors"]
@@ -1041,7 +1114,7 @@ def report(results: dict[str, Any]) -> str:
 def targets(results: dict[str, Any]) -> list[tuple[str, bool]]:
     ops, out = results["ops"], []
     for name, doors in ops.items():
-        if "raw" not in doors or "http" not in doors:
+        if "raw" not in doors or "http" not in doors or not doors["raw"]["cN"]["rps"]:
             continue
         ratio = doors["http"]["cN"]["rps"] / doors["raw"]["cN"]["rps"]
         if name.startswith("recall") or name.startswith("upsert"):
