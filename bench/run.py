@@ -149,7 +149,11 @@ class Raw:
         if self.pg:
             import psycopg
 
-            return psycopg.connect(self.url, autocommit=True)
+            # Client-side binding, as Django's psycopg backend uses: each statement is planned for its own
+            # values, as the platform's are. (psycopg's default would prepare a statement run 5 times, and
+            # PostgreSQL may then switch it to a generic plan: the per-user search became a 32 ms trigram
+            # index scan instead of a 0.3 ms walk of the user's index.)
+            return psycopg.connect(self.url, autocommit=True, cursor_factory=psycopg.ClientCursor)
         conn = sqlite3.connect(
             sqlite_path(self.url), isolation_level=None, timeout=30, check_same_thread=False
         )
