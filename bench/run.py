@@ -1109,9 +1109,10 @@ def report(results: dict[str, Any]) -> str:
             for label in ("c1", "cN"):
                 if v[label]["errors"]:
                     lines.append(f"ERROR {name} / {door} / {label}: {v[label]['first_error']}")
-    lines += ["", "targets:"] + [
-        f"- [{'met' if ok else 'NOT met'}] {text}" for text, ok in results["targets"]
-    ]
+    if results.get("targets"):
+        lines += ["", "targets:"] + [
+            f"- [{'met' if ok else 'NOT met'}] {text}" for text, ok in results["targets"]
+        ]
     return "\n".join(lines)
 
 
