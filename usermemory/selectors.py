@@ -51,7 +51,9 @@ def visible_q(*, user_id: str, agent_id: str, group_ids: Groups) -> Q:
     """Visible(user, agent, groups): global, or self owned by the agent, or group meeting the groups."""
     condition = Q(visibility=Visibility.GLOBAL) | Q(visibility=Visibility.SELF, source_agent_id=agent_id)
     if group_ids is ALL_OF_AGENT or group_ids:
-        groups = apikeys_selectors.agent_group_ids(agent_id=agent_id) if group_ids is None else group_ids
+        groups = (
+            apikeys_selectors.agent_group_ids(agent_id=agent_id) if group_ids is ALL_OF_AGENT else group_ids
+        )
         in_groups = MemoryEntryGroup.objects.filter(user_id=user_id, group_id__in=groups)
         condition |= Q(visibility=Visibility.GROUP, id__in=in_groups.values("entry_id"))
     return Q(user_id=user_id) & condition
@@ -139,10 +141,7 @@ def memory_search(
         agent_id, groups = resolve_read_scope(
             caller=caller, agent_id=None, group_ids=group_ids, require_agent=True
         )
-        if groups is ALL_OF_AGENT:
-            n_groups, scope = None, [user_id, agent_id, user_id, agent_id]
-        else:
-            n_groups, scope = len(groups), [user_id, agent_id, user_id, *groups]
+        n_groups, scope = statements.visible_params(user_id=user_id, agent_id=agent_id, group_ids=groups)  # type: ignore[arg-type]
     else:
         n_groups, scope = 0, [user_id]
     pattern = f"%{like_escape(query)}%"

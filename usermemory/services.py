@@ -190,9 +190,7 @@ def _check_guardrails(policy: AgentMemoryPolicy, write: MemoryWrite, text: str) 
         )
 
 
-def _count_turn_write(
-    *, agent_id: str, user_id: str, turn_id: str | None, limit: int, now: datetime
-) -> None:
+def _count_turn_write(*, agent_id: str, user_id: str, turn_id: str | None, limit: int, now: datetime) -> None:
     """Count one write in the agent's current turn for this user, refusing the one past ``limit``.
 
     Writes without a turn id share a 60-second window. The refused write's count stays in the rolled-back
@@ -559,11 +557,7 @@ def memory_recall(
         raise BadRequest(f"limit must be between 1 and {MAX_RECALL_LIMIT}.")
     limit = min(limit or policy.max_recall_entries, policy.max_recall_entries)
     head = limit if order == RecallOrder.MOST_RECENT else recall_split(limit)
-    if groups is selectors.ALL_OF_AGENT:  # the agent's own groups: a subquery of the same statement
-        n_groups, group_params = None, [agent_id]
-    else:
-        n_groups, group_params = len(groups), groups
-    visible = [user_id, agent_id, user_id, *group_params]
+    n_groups, visible = statements.visible_params(user_id=user_id, agent_id=agent_id, group_ids=groups)  # type: ignore[arg-type]
     params: list[Any] = [*visible, head]
     if order == RecallOrder.MOST_ACCESSED:
         params += [*visible, limit - head]

@@ -48,6 +48,16 @@ def visible_where(n_groups: int | None) -> str:
     )
 
 
+def visible_params(
+    *, user_id: str, agent_id: str, group_ids: list[str] | None
+) -> tuple[int | None, list[str]]:
+    """The shape (``n_groups`` for :func:`visible_where`) and parameters of Visible(user, agent, groups);
+    ``group_ids=None`` means every group the agent is a member of."""
+    if group_ids is None:
+        return None, [user_id, agent_id, user_id, agent_id]
+    return len(group_ids), [user_id, agent_id, user_id, *group_ids]
+
+
 @cache
 def recall_sql(*, order: str, n_groups: int | None) -> str:
     """One statement: pick the entries to recall, count one access of each and return them (unordered).
