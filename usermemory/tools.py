@@ -50,7 +50,7 @@ def tool_definitions(*, caller: Caller) -> list[dict[str, Any]]:
     what its guardrails accept.
     """
     _require_agent(caller)
-    policy = selectors.policy_for_agent(agent_id=caller.agent_id)
+    policy = selectors.policy_for_caller(caller=caller, agent_id=caller.agent_id)
     category: dict[str, Any] = {"type": "string", "description": "The kind of memory."}
     if policy.allowed_categories:
         category["enum"] = list(policy.allowed_categories)
@@ -238,7 +238,9 @@ def _search(context: ToolContext, arguments: dict[str, Any]) -> str:
     _only(arguments, ("query",))
     query = _string(arguments, "query")
     # As long a list as recall would give: the agent's maxRecallEntries bounds what reaches the prompt.
-    limit = selectors.policy_for_agent(agent_id=context.caller.agent_id).max_recall_entries
+    limit = selectors.policy_for_caller(
+        caller=context.caller, agent_id=context.caller.agent_id
+    ).max_recall_entries
     entries = selectors.memory_search(
         caller=context.caller, user_id=context.user_id, query=query, group_ids=context.group_ids, limit=limit
     )
