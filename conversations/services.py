@@ -186,6 +186,14 @@ def conversation_create(
     return Conversation.objects.create(user_id=user_id, title=title, group_id=group_id or None)
 
 
+def message_batch_check(*, count: int) -> None:
+    """A batch holds 1 to ``MAX_BATCH`` messages. Doors call it before parsing them, to refuse early."""
+    if not count:
+        raise BadRequest("A batch holds at least one message.")
+    if count > MAX_BATCH:
+        raise BadRequest(f"A batch holds at most {MAX_BATCH} messages; got {count}.")
+
+
 @transaction.atomic
 def message_append(*, caller: Caller, conversation_id: str, writes: Sequence[MessageWrite]) -> list[Message]:
     """Append one message or a batch of at most 20, all or nothing, attributed from the key.
@@ -194,10 +202,7 @@ def message_append(*, caller: Caller, conversation_id: str, writes: Sequence[Mes
     which may be the latest or the next one (starting a new epoch), never an older one.
     """
     _require_writer(caller)
-    if not writes:
-        raise BadRequest("A batch holds at least one message.")
-    if len(writes) > MAX_BATCH:
-        raise BadRequest(f"A batch holds at most {MAX_BATCH} messages; got {len(writes)}.")
+    message_batch_check(count=len(writes))
     for index, write in enumerate(writes):
         _check_write(write, index=index, count=len(writes))
     conversation = _lock_conversation(caller=caller, conversation_id=conversation_id)

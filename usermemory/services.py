@@ -445,16 +445,21 @@ def memory_upsert(*, caller: Caller, write: MemoryWrite, turn_id: str | None = N
     return result
 
 
+def memory_batch_check(*, count: int) -> None:
+    """A batch holds 1 to ``MAX_BATCH`` entries. Doors call it before parsing the entries, to refuse early."""
+    if not count:
+        raise BadRequest("A batch needs at least one entry.")
+    if count > MAX_BATCH:
+        raise BadRequest(f"A batch holds at most {MAX_BATCH} entries; got {count}.")
+
+
 @transaction.atomic
 def memory_upsert_batch(
     *, caller: Caller, writes: Sequence[MemoryWrite], turn_id: str | None = None
 ) -> list[UpsertResult]:
     """Up to 100 upserts, all or nothing. A refusal names the failing index and writes nothing."""
     _require_writer(caller)
-    if not writes:
-        raise BadRequest("A batch needs at least one entry.")
-    if len(writes) > MAX_BATCH:
-        raise BadRequest(f"A batch holds at most {MAX_BATCH} entries; got {len(writes)}.")
+    memory_batch_check(count=len(writes))
     for user_id in sorted({w.user_id for w in writes}):  # one lock order, so batches never deadlock
         advisory_xact_lock(LockId.USER_MEMORY, user_id)
     log = _EventLog(Actor.of(caller))

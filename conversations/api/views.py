@@ -132,8 +132,7 @@ class MessagesView(ConversationView):
         items = body["messages"] if batch else [body]
         if not isinstance(items, list):
             raise BadRequest('A batch is {"messages": [...]}.')
-        if len(items) > services.MAX_BATCH:
-            raise BadRequest(f"A batch holds at most {services.MAX_BATCH} messages; got {len(items)}.")
+        services.message_batch_check(count=len(items))
         default_session = body.get("sessionId") if batch else None
         writes = []
         for index, item in enumerate(items):

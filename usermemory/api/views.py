@@ -90,8 +90,7 @@ class MemoryBatchView(MemoryView):
         items = body.get("entries") if isinstance(body, dict) else body
         if not isinstance(items, list):
             raise BadRequest('A batch is a JSON list of entries (or {"entries": [...]}).')
-        if len(items) > services.MAX_BATCH:
-            raise BadRequest(f"A batch holds at most {services.MAX_BATCH} entries; got {len(items)}.")
+        services.memory_batch_check(count=len(items))
         writes = []
         for index, item in enumerate(items):
             data = MemoryUpsertInputSerializer(data=item)
