@@ -6,6 +6,7 @@ from typing import Any
 from django.utils import timezone
 from rest_framework import serializers
 
+from memoryplatform.api.serializers import FieldsBuiltOnce
 from usermemory.models import (
     MAX_KEY_CHARS,
     AgentMemoryPolicy,
@@ -86,7 +87,7 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
-class MemoryUpsertInputSerializer(serializers.Serializer):
+class MemoryUpsertInputSerializer(FieldsBuiltOnce):
     """One entry of a PUT. ``id``, ``createdAt``, ``updatedAt`` and ``accessCount`` are ignored if sent."""
 
     userId = StrictCharField(max_length=255)
@@ -154,14 +155,14 @@ class EraseOutputSerializer(serializers.Serializer):
     eventsDeleted = serializers.IntegerField()
 
 
-class VisibleQuerySerializer(serializers.Serializer):
+class VisibleQuerySerializer(FieldsBuiltOnce):
     agentId = serializers.CharField(required=False, max_length=64)
     groupId = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
     order = serializers.ChoiceField(choices=RecallOrder.choices, required=False)
     limit = serializers.IntegerField(required=False, min_value=1, max_value=1000)
 
 
-class ListQuerySerializer(serializers.Serializer):
+class ListQuerySerializer(FieldsBuiltOnce):
     groupId = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
     limit = serializers.IntegerField(required=False, min_value=1, max_value=1000, default=1000)
     offset = serializers.IntegerField(required=False, min_value=0, default=0)
