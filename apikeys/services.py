@@ -15,7 +15,7 @@ from django.utils import timezone
 from apikeys.keys import digest_matches, key_generate, key_parse
 from apikeys.models import Agent, AgentGroup, ApiKey
 from memoryplatform.api.errors import BadRequest, Conflict, NotFound
-from memoryplatform.rows import ModelRows
+from memoryplatform.rows import ModelRows, native_timestamps
 
 AGENT_EDITABLE_FIELDS = ("display_name", "capabilities", "model", "status")
 RESERVED_AGENT_IDS = frozenset({"me"})
@@ -239,6 +239,7 @@ def _key_by_prefix(prefix: str) -> ApiKey | None:
     """The key with this prefix, with its agent and the agent's memory policy loaded (one query)."""
     lookup = _key_lookup()
     with connection.cursor() as cursor:
+        native_timestamps(cursor)
         cursor.execute(lookup.sql, [prefix])
         row = cursor.fetchone()
     if row is None:

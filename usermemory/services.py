@@ -18,6 +18,7 @@ from apikeys.caller import Caller
 from apikeys.models import Agent
 from memoryplatform.api.errors import BadRequest, CapacityReached, Forbidden, NotFound, RateLimited
 from memoryplatform.locks import LockId, advisory_xact_lock
+from memoryplatform.rows import native_timestamps
 from usermemory import selectors, statements
 from usermemory.models import (
     MAX_KEY_CHARS,
@@ -346,78 +347,135 @@ def _upsert_one(
             now=now,
         )
     _lock_user(caller=caller, user_id=write.user_id)
-    existing, count = _existing_or_count(
-        user_id=write.user_id, key=write.key, visibility=write.visibility, owner=owner
-    )
-    if existing is None:
-        _make_room(policy=policy, user_id=write.user_id, owner=owner, count=count, log=log, now=now)
-    category = write.category
-    if category is None:  # legacy properties: 'property' on insert, unchanged on update
-        category = existing.category if existing else PROPERTY_CATEGORY
-
-    value_json = json.dumps(write.value)
-    action = MemoryEvent.Action.CREATED if existing is None else MemoryEvent.Action.UPDATED
-    at = connection.ops.adapt_datetimefield_value(now)
-    params: list[Any] = [
-        write.user_id,
-        write.key,
-        value_json,
-        text,
-        category,
-        write.visibility,
-        owner,
-        json.dumps(groups),
-        write.source_conversation_id,
-        False,
-        at,
-        at,
-    ]
-    in_statement = connection.vendor == "postgresql"  # the history event is part of the upsert statement
-    if in_statement:
-        actor = log.actor
-        old_json = existing.value_json if existing else None
-        params += [write.user_id, write.key, action, actor.actor_type, actor.actor_id, actor.key_prefix]
-        params += [old_json, value_json, at]
-    sql = statements.upsert_sql(is_global=write.visibility == Visibility.GLOBAL, vendor=connection.vendor)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        entry_id, created_at, access_count, last_accessed_at, stored_owner = cursor.fetchone()
-
-    if existing is None or existing.group_ids != groups:
-        if existing is not None:
+    write_entry = _write_in_one_statement if connection.vendor == "postgresql" else _write_in_steps
+    written = write_entry(_Resolved(write, owner, groups, text, policy), log=log, now=now)
+    entry_id = written.entry_id
+    if written.old_groups is None or written.old_groups != groups:
+        if written.old_groups is not None:
             MemoryEntryGroup.objects.filter(entry_id=entry_id).delete()
         if groups:
             MemoryEntryGroup.objects.bulk_create(
                 [MemoryEntryGroup(entry_id=entry_id, user_id=write.user_id, group_id=g) for g in groups]
             )
-    if not in_statement:
-        log.add(
-            action,
-            entry_id=entry_id,
-            user_id=write.user_id,
-            key=write.key,
-            old=existing.value if existing else None,
-            new=write.value,
-            at=now,
-        )
     entry = MemoryEntry(
         id=entry_id,
         user_id=write.user_id,
         key=write.key,
         value=write.value,
         value_text=text,
-        category=category,
+        category=written.category,
         visibility=write.visibility,
-        source_agent_id=stored_owner,
+        source_agent_id=written.owner,
         group_ids=groups,
         source_conversation_id=write.source_conversation_id,
         conflicted=False,
-        access_count=access_count,
-        created_at=_as_datetime(created_at),
+        access_count=written.access_count,
+        created_at=_as_datetime(written.created_at),
         updated_at=now,
-        last_accessed_at=_as_datetime(last_accessed_at),
+        last_accessed_at=_as_datetime(written.last_accessed_at),
     )
-    return UpsertResult(entry=entry, created=existing is None)
+    return UpsertResult(entry=entry, created=written.old_groups is None)
+
+
+@dataclass(frozen=True)
+class _Written:
+    """What one entry's write did: ``old_groups`` is ``None`` when it created the entry. The rest are the
+    stored columns the statement returned (:data:`usermemory.statements.UPSERT_RETURNING`)."""
+
+    old_groups: list[str] | None
+    entry_id: int
+    created_at: Any
+    access_count: int
+    last_accessed_at: Any
+    owner: str | None
+    category: str
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    """One write, checked and resolved: its owner, groups, search text and the owner's policy."""
+
+    write: MemoryWrite
+    owner: str | None
+    groups: list[str]
+    text: str
+    policy: AgentMemoryPolicy
+
+    def stored_values(self, at: Any) -> list[Any]:
+        """The inserted columns after ``user, key, value, value_text, category`` (see
+        :func:`usermemory.statements.upsert_sql`): ``visibility, owner, group_ids, conversation, conflicted,
+        now, now``."""
+        write = self.write
+        return [
+            write.visibility,
+            self.owner,
+            json.dumps(self.groups),
+            write.source_conversation_id,
+            False,
+            at,
+            at,
+        ]
+
+
+def _write_in_one_statement(entry: _Resolved, *, log: _EventLog, now: datetime) -> _Written:
+    """PostgreSQL: read the entry, check the cap, upsert and write history in one statement
+    (:func:`usermemory.statements.upsert_event_sql`). When the cap stops a new entry, make room (or refuse)
+    and run it again."""
+    write, owner, policy = entry.write, entry.owner, entry.policy
+    is_global = write.visibility == Visibility.GLOBAL
+    at = connection.ops.adapt_datetimefield_value(now)
+    value_json = json.dumps(write.value)
+    actor = log.actor
+    params: list[Any] = [write.user_id, write.key, *([] if is_global else [owner]), write.user_id]
+    params += [write.user_id, write.key, value_json, entry.text, write.category, PROPERTY_CATEGORY]
+    params += entry.stored_values(at)
+    params += [policy.max_entries_per_user]
+    params += [write.user_id, write.key, MemoryEvent.Action.UPDATED, MemoryEvent.Action.CREATED]
+    params += [actor.actor_type, actor.actor_id, actor.key_prefix, value_json, at]
+    sql = statements.upsert_event_sql(is_global=is_global)
+    with connection.cursor() as cursor:
+        native_timestamps(cursor)
+        cursor.execute(sql, params)
+        old_id, old_groups, count, *stored = cursor.fetchone()
+        if stored[0] is None:  # no entry on the key, and the user is at the cap
+            _make_room(policy=policy, user_id=write.user_id, owner=owner, count=count, log=log, now=now)
+            cursor.execute(sql, params)
+            old_id, old_groups, count, *stored = cursor.fetchone()
+    if stored[0] is None:
+        raise CapacityReached(
+            f"User '{write.user_id}' is at the limit (maxEntriesPerUser) of {policy.max_entries_per_user}.",
+            details={"limit": "maxEntriesPerUser", "max": policy.max_entries_per_user},
+        )
+    return _Written(None if old_id is None else json.loads(old_groups), *stored)
+
+
+def _write_in_steps(entry: _Resolved, *, log: _EventLog, now: datetime) -> _Written:
+    """SQLite: read the entry (or the cap count), make room if needed, upsert, then log the event."""
+    write, owner = entry.write, entry.owner
+    existing, count = _existing_or_count(
+        user_id=write.user_id, key=write.key, visibility=write.visibility, owner=owner
+    )
+    if existing is None:
+        _make_room(policy=entry.policy, user_id=write.user_id, owner=owner, count=count, log=log, now=now)
+    category = write.category
+    if category is None:  # legacy properties: 'property' on insert, unchanged on update
+        category = existing.category if existing else PROPERTY_CATEGORY
+    at = connection.ops.adapt_datetimefield_value(now)
+    params = [write.user_id, write.key, json.dumps(write.value), entry.text, category]
+    params += entry.stored_values(at)
+    with connection.cursor() as cursor:
+        cursor.execute(statements.upsert_sql(is_global=write.visibility == Visibility.GLOBAL), params)
+        stored = cursor.fetchone()
+    log.add(
+        MemoryEvent.Action.CREATED if existing is None else MemoryEvent.Action.UPDATED,
+        entry_id=stored[0],
+        user_id=write.user_id,
+        key=write.key,
+        old=existing.value if existing else None,
+        new=write.value,
+        at=now,
+    )
+    return _Written(None if existing is None else existing.group_ids, *stored)
 
 
 def _as_datetime(value: Any) -> datetime | None:

@@ -109,7 +109,7 @@ EVENT_TABLE = MemoryEvent._meta.db_table
 EVENT_COLUMNS = (
     "entry_id, user_id, key, action, actor_type, actor_id, key_prefix, old_value, new_value, created_at"
 )
-UPSERT_RETURNING = "id, created_at, access_count, last_accessed_at, source_agent_id"
+UPSERT_RETURNING = "id, created_at, access_count, last_accessed_at, source_agent_id, category"
 
 
 @cache
@@ -142,8 +142,9 @@ def _upsert_key(*, is_global: bool) -> str:
 
 @cache
 def existing_sql(*, is_global: bool) -> str:
-    """The entry on the upsert key (``id, value, category, group_ids`` as stored, or NULLs), and when there is
-    none, the user's number of entries for the cap. Parameters: ``user``, then ``user, key[, owner]``."""
+    """SQLite, before :func:`upsert_sql`: the entry on the upsert key (``id, value, category, group_ids`` as
+    stored, or NULLs), and when there is none, the user's number of entries for the cap. Parameters:
+    ``user``, then ``user, key[, owner]``."""
     return (
         f"SELECT e.id, e.value, e.category, e.group_ids, CASE WHEN e.id IS NULL THEN "
         f"(SELECT count(*) FROM {ENTRY_TABLE} WHERE user_id = %s) END "
@@ -152,37 +153,68 @@ def existing_sql(*, is_global: bool) -> str:
     )
 
 
-@cache
-def upsert_sql(*, is_global: bool, vendor: str) -> str:
-    """``INSERT .. ON CONFLICT`` on the upsert key that fits the visibility, ``RETURNING`` the stored columns.
-
-    Parameters: ``user, key, value (JSON), value_text, category, visibility, owner, group_ids (JSON),
-    conversation, conflicted, now, now``. On PostgreSQL the same statement also writes the history event,
-    with 9 more parameters: ``user, key, action, actor_type, actor_id, key_prefix, old (JSON), new (JSON),
-    now`` (the entry id comes from the upsert). On SQLite the caller writes the event.
-    """
-    json_param = "%s::jsonb" if vendor == "postgresql" else "%s"
+def _upsert_insert(*, is_global: bool, values: str) -> str:
+    """``INSERT .. ON CONFLICT`` on the upsert key that fits the visibility, ``RETURNING`` the stored columns;
+    ``values`` is a ``VALUES (..)`` list or a ``SELECT`` of the 14 inserted columns."""
     if is_global:
         target = "(user_id, key) WHERE visibility = 'global'"
         visibility_update = ""  # a global entry stays global, and keeps its owner
     else:
         target = "(user_id, key, source_agent_id) WHERE NOT (visibility = 'global')"
         visibility_update = ", visibility = excluded.visibility"
-    upsert = (
+    return (
         f"INSERT INTO {ENTRY_TABLE} (user_id, key, value, value_text, category, visibility, "
         f"source_agent_id, group_ids, source_conversation_id, conflicted, access_count, created_at, "
-        f"updated_at, last_accessed_at) "
-        f"VALUES (%s, %s, {json_param}, %s, %s, %s, %s, {json_param}, %s, %s, 0, %s, %s, NULL) "
+        f"updated_at, last_accessed_at) {values} "
         f"ON CONFLICT {target} DO UPDATE SET value = excluded.value, value_text = excluded.value_text, "
         f"category = excluded.category, group_ids = excluded.group_ids, "
         f"source_conversation_id = excluded.source_conversation_id, conflicted = excluded.conflicted, "
         f"updated_at = excluded.updated_at{visibility_update} "
         f"RETURNING {UPSERT_RETURNING}"
     )
-    if vendor != "postgresql":
-        return upsert
+
+
+@cache
+def upsert_sql(*, is_global: bool) -> str:
+    """The plain upsert (SQLite: :func:`existing_sql` reads the entry before, the caller writes the event).
+
+    Parameters: ``user, key, value (JSON), value_text, category, visibility, owner, group_ids (JSON),
+    conversation, conflicted, now, now``.
+    """
+    return _upsert_insert(
+        is_global=is_global, values="VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 0, %s, %s, NULL)"
+    )
+
+
+@cache
+def upsert_event_sql(*, is_global: bool) -> str:
+    """PostgreSQL: the whole write in one statement, run while the user's lock is held. It reads the entry on
+    the upsert key, counts the user's entries when there is none, inserts or updates only if the entry exists
+    or the count is under the cap, and writes the history event of what it did.
+
+    Parameters: ``user, key[, owner]`` (the upsert key); ``user`` (the count); ``user, key, value (JSON),
+    value_text, category (NULL: keep the stored one), fallback category, visibility, owner, group_ids (JSON),
+    conversation, conflicted, now, now``; ``cap``; the event's ``user, key, updated, created, actor_type,
+    actor_id, key_prefix, new (JSON), now``.
+
+    Returns one row: the entry's id and group_ids (JSON) before the write (NULL when new), the user's count
+    when there was no entry (else 0), then :data:`UPSERT_RETURNING`: NULL when the cap stopped the insert.
+    """
+    values = (
+        "SELECT %s, %s, %s::jsonb, %s, COALESCE(%s, (SELECT category FROM old), %s), %s, %s, %s::jsonb, "
+        "%s, %s, 0, %s, %s, NULL WHERE EXISTS (SELECT 1 FROM old) OR (SELECT n FROM room) < %s"
+    )
+    insert = _upsert_insert(is_global=is_global, values=values)
     return (
-        f"WITH up AS ({upsert}), event AS (INSERT INTO {EVENT_TABLE} ({EVENT_COLUMNS}) "
-        f"SELECT id, %s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s FROM up) "
-        f"SELECT {UPSERT_RETURNING} FROM up"
+        f"WITH old AS (SELECT id, value, category, group_ids FROM {ENTRY_TABLE} "
+        f"WHERE {_upsert_key(is_global=is_global)}), "
+        f"room AS (SELECT count(*) AS n FROM {ENTRY_TABLE} "
+        f"WHERE user_id = %s AND NOT EXISTS (SELECT 1 FROM old)), "
+        f"up AS ({insert}), "
+        f"event AS (INSERT INTO {EVENT_TABLE} ({EVENT_COLUMNS}) SELECT up.id, %s, %s, "
+        f"CASE WHEN EXISTS (SELECT 1 FROM old) THEN %s ELSE %s END, %s, %s, %s, (SELECT value FROM old), "
+        f"%s::jsonb, %s FROM up) "
+        f"SELECT (SELECT id FROM old), (SELECT group_ids FROM old), (SELECT n FROM room), "
+        f"up.{', up.'.join(UPSERT_RETURNING.split(', '))} "
+        f"FROM (SELECT 1 AS one) AS o LEFT JOIN up ON true"
     )
