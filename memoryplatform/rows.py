@@ -11,7 +11,7 @@ from functools import cache
 from typing import Any, Generic, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.models import Model
+from django.db.models import DEFERRED, Model
 
 M = TypeVar("M", bound=Model)
 Converter = Callable[[Any, Any, Any], Any]
@@ -23,6 +23,11 @@ class ModelRows(Generic[M]):
         self.model = model
         self.fields = tuple(f for f in model._meta.concrete_fields if f.name not in exclude)
         self.attnames = tuple(f.attname for f in self.fields)
+        # Where each returned column goes among the model's concrete fields; the others are DEFERRED. Handing
+        # from_db a full row spares it matching every field's name against the returned ones, row by row.
+        concrete = model._meta.concrete_fields
+        self._slots = tuple(concrete.index(f) for f in self.fields)
+        self._all_attnames = tuple(f.attname for f in concrete)
         self._converters: dict[str, tuple[tuple[int, Any, tuple[Converter, ...]], ...]] = {}
 
     def __len__(self) -> int:
@@ -52,13 +57,19 @@ class ModelRows(Generic[M]):
     def build_all(self, rows: Iterable[Sequence[Any]]) -> list[M]:
         db = connections[DEFAULT_DB_ALIAS]  # the connection itself, not the per-thread proxy, once
         converters = self._converters_for(db)
-        from_db, alias, attnames = self.model.from_db, db.alias, self.attnames
+        from_db, alias, attnames = self.model.from_db, db.alias, self._all_attnames
+        slots, width = self._slots, len(attnames)
         built = []
         for row in rows:
             values = list(row)
             for index, column, functions in converters:
                 for function in functions:
                     values[index] = function(values[index], column, db)
+            if len(values) != width:
+                full = [DEFERRED] * width
+                for slot, value in zip(slots, values, strict=True):
+                    full[slot] = value
+                values = full
             built.append(from_db(alias, attnames, values))
         return built
 
