@@ -12,6 +12,8 @@ from typing import Any, Generic, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import DEFERRED, Model
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 
 M = TypeVar("M", bound=Model)
 Converter = Callable[[Any, Any, Any], Any]
@@ -28,6 +30,7 @@ class ModelRows(Generic[M]):
         concrete = model._meta.concrete_fields
         self._slots = tuple(concrete.index(f) for f in self.fields)
         self._all_attnames = tuple(f.attname for f in concrete)
+        self._new = model.__new__
         self._converters: dict[str, tuple[tuple[int, Any, tuple[Converter, ...]], ...]] = {}
 
     def __len__(self) -> int:
@@ -57,21 +60,41 @@ class ModelRows(Generic[M]):
     def build_all(self, rows: Iterable[Sequence[Any]]) -> list[M]:
         db = connections[DEFAULT_DB_ALIAS]  # the connection itself, not the per-thread proxy, once
         converters = self._converters_for(db)
-        from_db, alias, attnames = self.model.from_db, db.alias, self._all_attnames
-        slots, width = self._slots, len(attnames)
+        make = self._through_init if self._needs_init() else self._without_init
         built = []
         for row in rows:
             values = list(row)
             for index, column, functions in converters:
                 for function in functions:
                     values[index] = function(values[index], column, db)
-            if len(values) != width:
-                full = [DEFERRED] * width
-                for slot, value in zip(slots, values, strict=True):
-                    full[slot] = value
-                values = full
-            built.append(from_db(alias, attnames, values))
+            built.append(make(db.alias, values))
         return built
+
+    def _needs_init(self) -> bool:
+        """Whether building must go through ``from_db`` and ``__init__``: a model with its own ``from_db`` or
+        ``__init__``, or an init signal connected."""
+        model = self.model
+        own_from_db = model.from_db.__func__ is not Model.from_db.__func__  # type: ignore[attr-defined]
+        own = own_from_db or model.__init__ is not Model.__init__
+        return own or pre_init.has_listeners(model) or post_init.has_listeners(model)
+
+    def _through_init(self, alias: str, values: list[Any]) -> M:
+        """Django's own way: ``from_db`` with a full row (DEFERRED for the columns not read), which runs the
+        model's ``__init__`` and sends its init signals."""
+        full = [DEFERRED] * len(self._all_attnames)
+        for slot, value in zip(self._slots, values, strict=True):
+            full[slot] = value
+        return self.model.from_db(alias, self._all_attnames, full)
+
+    def _without_init(self, alias: str, values: list[Any]) -> M:
+        """What ``_through_init`` makes, without running the generic ``__init__`` (only when
+        :meth:`_needs_init` allows it): the same state and attribute values at about half the cost on a
+        50-row recall (a test holds the two equal). Columns not read stay deferred, loaded on access."""
+        instance = self._new(self.model)
+        state = instance._state = ModelState()
+        state.adding, state.db = False, alias
+        instance.__dict__.update(zip(self.attnames, values, strict=True))
+        return instance
 
     def fetch(self, sql: str, params: Sequence[Any]) -> list[M]:
         """Run a statement that returns exactly :meth:`columns`, and build every row."""
