@@ -724,17 +724,22 @@ class Bench:
             if server
             else None,
         }
+        if server:  # what any request costs through gunicorn and Django, before the platform does a thing
+            ops["http floor: GET /healthz (no key, no query)"] = {
+                "http": server.door(self.agent_raw_key, lambda: ("GET", "/healthz", None, {200}))
+            }
         for name, door in self.lg_doors().items():
             ops[name]["langgraph"] = door
         return ops
 
     def measure(
-        self, doors: dict[str, Door], *, n: int | None = None, loaded_n: int | None = None, rounds: int = 3
+        self, doors: dict[str, Door], *, n: int | None = None, loaded_n: int | None = None, rounds: int = 4
     ) -> dict[str, dict[str, Any]]:
         """Warm-up, then ``n`` calls from one client, then up to ``loaded_n`` from --concurrency clients.
 
-        The doors take turns in ``rounds`` short slices, so a burst of load from elsewhere on the machine
-        hits all of them alike and the ratios stay fair.
+        The doors take turns in ``rounds`` short slices (every other round in reverse order), so a burst of
+        load from elsewhere on the machine, or a drift in the database, hits all of them alike and the ratios
+        stay fair.
         """
         cfg = self.cfg
         n = n or cfg.n
@@ -743,8 +748,11 @@ class Bench:
         for door in doors.values():
             drive(door, n=cfg.warmup, concurrency=1, seconds=30)
         for label, total, clients in (("c1", n, 1), ("cN", loaded_n, cfg.concurrency)):
-            for _ in range(rounds):
-                for name, door in doors.items():
+            for round_no in range(rounds):
+                # Every other round in reverse order: a drift within a round (recall leaves new row versions
+                # that the next scan walks) then falls on each door alike, not always on the later ones.
+                turns = list(doors.items())
+                for name, door in turns[::-1] if round_no % 2 else turns:
                     part = drive(
                         door, n=-(-total // rounds), concurrency=clients, seconds=cfg.seconds / rounds
                     )
