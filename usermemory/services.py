@@ -281,7 +281,7 @@ class _Existing:
 def _existing_or_count(
     *, user_id: str, key: str, visibility: str, owner: str | None
 ) -> tuple[_Existing | None, int]:
-    """The entry on the upsert key, or ``None`` and the user's number of entries (one statement)."""
+    """SQLite: the entry on the upsert key, or ``None`` and the user's number of entries (one statement)."""
     is_global = visibility == Visibility.GLOBAL
     params = [user_id, user_id, key] + ([] if is_global else [owner])
     with connection.cursor() as cursor:
