@@ -266,16 +266,12 @@ def _make_room(
 
 @dataclass(frozen=True)
 class _Existing:
-    """The entry on an upsert key before the write, as stored (JSON columns as text)."""
+    """The entry on an upsert key before the write."""
 
     id: int
-    value_json: str | None
+    value: Any
     category: str
     group_ids: list[str]
-
-    @property
-    def value(self) -> Any:
-        return None if self.value_json is None else json.loads(self.value_json)
 
 
 def _existing_or_count(
@@ -289,7 +285,7 @@ def _existing_or_count(
         entry_id, value_json, category, group_ids, count = cursor.fetchone()
     if entry_id is None:
         return None, count
-    return _Existing(entry_id, value_json, category, json.loads(group_ids)), 0
+    return _Existing(entry_id, json.loads(value_json), category, json.loads(group_ids)), 0
 
 
 def _lock_user(*, caller: Caller, user_id: str) -> None:
@@ -350,8 +346,8 @@ def _upsert_one(
     write_entry = _write_in_one_statement if connection.vendor == "postgresql" else _write_in_steps
     written = write_entry(_Resolved(write, owner, groups, text, policy), log=log, now=now)
     entry_id = written.entry_id
-    if written.old_groups is None or written.old_groups != groups:
-        if written.old_groups is not None:
+    if written.created or written.old_groups != groups:
+        if not written.created:
             MemoryEntryGroup.objects.filter(entry_id=entry_id).delete()
         if groups:
             MemoryEntryGroup.objects.bulk_create(
@@ -374,7 +370,7 @@ def _upsert_one(
         updated_at=now,
         last_accessed_at=_as_datetime(written.last_accessed_at),
     )
-    return UpsertResult(entry=entry, created=written.old_groups is None)
+    return UpsertResult(entry=entry, created=written.created)
 
 
 @dataclass(frozen=True)
@@ -389,6 +385,10 @@ class _Written:
     last_accessed_at: Any
     owner: str | None
     category: str
+
+    @property
+    def created(self) -> bool:
+        return self.old_groups is None
 
 
 @dataclass(frozen=True)
