@@ -9,6 +9,7 @@ from rest_framework import serializers
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
 from conversations.selectors import DEFAULT_PAGE, MAX_PAGE, VIEW_AGENT
 from conversations.services import MAX_BLOCKS, MessageWrite, SyncMessage
+from memoryplatform.api.serializers import FieldsBuiltOnce
 from usermemory.api.serializers import MemoryEntryOutputSerializer, StrictCharField
 
 # --- Conversations ---------------------------------------------------------------------------------------
@@ -38,7 +39,7 @@ class ContentBlockField(serializers.DictField):
     """One content block, such as ``{"type": "text", "text": "..."}``."""
 
 
-class MessageInputSerializer(serializers.Serializer):
+class MessageInputSerializer(FieldsBuiltOnce):
     channel = serializers.ChoiceField(choices=Channel.choices, required=False, default=Channel.HISTORY)
     role = serializers.ChoiceField(choices=MessageRole.choices)
     content = serializers.ListField(child=ContentBlockField(), allow_empty=False, max_length=MAX_BLOCKS)
