@@ -6,4 +6,4 @@ class ApikeysConfig(AppConfig):
     verbose_name = "Agents and API keys"
 
     def ready(self) -> None:
-        from apikeys import schema  # noqa: F401  (registers the OpenAPI authentication extensions)
+        from apikeys import keycache, schema  # noqa: F401  (connection listener; OpenAPI authentication)

@@ -1,6 +1,7 @@
 """Writes for agents, groups and API keys. Views, the admin and commands only call these."""
 
 import secrets
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from functools import cache
 from typing import Any, NamedTuple
@@ -12,6 +13,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from apikeys import keycache
 from apikeys.keys import digest_matches, key_generate, key_parse
 from apikeys.models import Agent, AgentGroup, ApiKey
 from memoryplatform.api.errors import BadRequest, Conflict, NotFound
@@ -181,6 +183,7 @@ def apikey_create(
 def apikey_revoke(*, prefix: str) -> ApiKey:
     """Revoke a key by its prefix. Revoking twice keeps the first revocation time."""
     updated = ApiKey.objects.filter(prefix=prefix, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    keycache.forget_all()
     key = ApiKey.objects.filter(prefix=prefix).first()
     if key is None:
         raise NotFound(f"No API key with prefix '{prefix}'.")
@@ -198,7 +201,14 @@ def apikey_authenticate(*, raw_key: str) -> ApiKey:
     parsed = key_parse(raw_key.strip())
     if parsed is None:
         raise KeyRefused("Invalid API key.")
-    key = _key_by_prefix(parsed.prefix)
+    cached = keycache.usable()
+    generation = keycache.ROWS.generation
+    row = keycache.ROWS.get(parsed.prefix) if cached else None
+    if row is None:
+        row = _key_row(parsed.prefix)
+        if row is not None and cached:
+            keycache.ROWS.put(parsed.prefix, row, generation=generation)
+    key = _key_from_row(row) if row is not None else None
     if key is None or not digest_matches(parsed.digest, key.digest):
         raise KeyRefused("Invalid API key.")
     now = timezone.now()
@@ -206,7 +216,8 @@ def apikey_authenticate(*, raw_key: str) -> ApiKey:
         raise KeyRefused("API key has been revoked.")
     if key.expires_at is not None and key.expires_at <= now:
         raise KeyRefused("API key has expired.")
-    _touch(key, now)
+    if _touch(key, now) and cached:
+        keycache.ROWS.forget(parsed.prefix)  # read again next time, with the new last-used times
     return key
 
 
@@ -235,15 +246,18 @@ def _key_lookup() -> _KeyLookup:
     return _KeyLookup(sql, key_rows, agent_rows, policy_rows, relation)
 
 
-def _key_by_prefix(prefix: str) -> ApiKey | None:
-    """The key with this prefix, with its agent and the agent's memory policy loaded (one query)."""
-    lookup = _key_lookup()
+def _key_row(prefix: str) -> tuple[Any, ...] | None:
+    """The lookup's row for the key with this prefix: key, agent and the agent's memory policy (one query)."""
     with connection.cursor() as cursor:
         native_timestamps(cursor)
-        cursor.execute(lookup.sql, [prefix])
-        row = cursor.fetchone()
-    if row is None:
-        return None
+        cursor.execute(_key_lookup().sql, [prefix])
+        return cursor.fetchone()
+
+
+def _key_from_row(row: Sequence[Any]) -> ApiKey:
+    """The key of a lookup row, with its agent and the agent's memory policy loaded: new instances each time,
+    so no request shares them."""
+    lookup = _key_lookup()
     agent_at, policy_at = len(lookup.key), len(lookup.key) + len(lookup.agent)
     key = lookup.key.build(row[:agent_at])
     agent = lookup.agent.build(row[agent_at:policy_at]) if row[agent_at] is not None else None
@@ -254,10 +268,13 @@ def _key_by_prefix(prefix: str) -> ApiKey | None:
     return key
 
 
-def _touch(key: ApiKey, now: datetime) -> None:
-    """Record use cheaply: a compare-and-set write only when the stored time is older than the window."""
+def _touch(key: ApiKey, now: datetime) -> bool:
+    """Record use cheaply: a compare-and-set write only when the stored time is older than the window.
+    ``True`` when it wrote."""
     threshold = now - timedelta(seconds=settings.API_KEY_TOUCH_INTERVAL)
+    wrote = False
     if key.last_used_at is None or key.last_used_at < threshold:
+        wrote = True
         ApiKey.objects.filter(Q(last_used_at__isnull=True) | Q(last_used_at__lt=threshold), pk=key.pk).update(
             last_used_at=now
         )
@@ -268,6 +285,8 @@ def _touch(key: ApiKey, now: datetime) -> None:
             Q(last_active_at__isnull=True) | Q(last_active_at__lt=threshold), pk=agent.pk
         ).update(last_active_at=now)
         agent.last_active_at = now
+        wrote = True
+    return wrote
 
 
 class BootstrapResult(NamedTuple):

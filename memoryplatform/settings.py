@@ -175,6 +175,10 @@ SPECTACULAR_SETTINGS = {
 # API keys: how often last_used_at / last_active_at may be written (seconds). Reads inside the window
 # cost no write.
 API_KEY_TOUCH_INTERVAL = env.int("API_KEY_TOUCH_INTERVAL", default=60)
+# PostgreSQL: keep looked-up keys in each process, emptied by a notification on every change to a key, an
+# agent or a memory policy (apikeys/keycache.py). Turn off behind a transaction-pooling PgBouncer (no LISTEN).
+API_KEY_CACHE = env.bool("API_KEY_CACHE", default=True)
+API_KEY_CACHE_SIZE = env.int("API_KEY_CACHE_SIZE", default=10_000)
 
 # Recall sets lastAccessedAt only where the stored value is older than this (seconds), to spare writes.
 MEMORY_ACCESS_GRANULARITY = env.int("MEMORY_ACCESS_GRANULARITY", default=3600)

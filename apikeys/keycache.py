@@ -1,0 +1,147 @@
+"""Looked-up keys kept in the process between requests (PostgreSQL), so most requests skip the key lookup.
+
+The lookup reads a key, its agent and the agent's memory policy in one statement: on an upsert it was one of
+five round trips to the database, and about an eighth of the worker's CPU (``bench/RESULTS.md``). This keeps
+its rows, and stays true by listening:
+
+- Every change to a key, an agent or a memory policy notifies channel :data:`CHANNEL`. Triggers do it
+  (migrations ``apikeys.0002`` and ``usermemory.0007``), whoever writes: the admin, the API, a shell, plain
+  SQL. Recording a key's or an agent's last use is not a change.
+- Every connection LISTENs from the moment it opens, and a new connection empties the cache: it could not hear
+  what changed before it opened.
+- Before a request reads the cache, its connection takes the notifications already received, without waiting.
+  Any notification on the channel empties the cache. The server sends them as the change commits, so a worker
+  hears of it well before a client can send a request that follows it.
+- A change made through this process's models also empties the cache at once, and again when it commits.
+
+Only committed rows are kept: the cache is read and filled only outside a transaction. A key that is not found
+is never kept, and the presented key's digest is checked on every request. The cache is off on SQLite, and
+with ``API_KEY_CACHE=false``, which a transaction-pooling PgBouncer needs (LISTEN does not survive it).
+"""
+
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connection, transaction
+from django.db.backends.signals import connection_created
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
+
+CHANNEL = "memoryplatform_auth"
+
+Row = tuple[Any, ...]
+
+
+class KeyRows:
+    """Key lookup rows by key prefix. A row is kept only if nothing emptied the cache since its read began."""
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self.generation = 0
+        self._rows: dict[str, Row] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def get(self, prefix: str) -> Row | None:
+        return self._rows.get(prefix)
+
+    def put(self, prefix: str, row: Sequence[Any], *, generation: int) -> None:
+        """Keep ``row``, read after :attr:`generation` was ``generation``; a cache emptied since drops it."""
+        with self._lock:
+            if generation != self.generation:
+                return
+            if len(self._rows) >= self.max_entries:
+                self._rows.clear()
+            self._rows[prefix] = tuple(row)
+
+    def forget(self, prefix: str) -> None:
+        with self._lock:
+            self._rows.pop(prefix, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self.generation += 1
+            self._rows = {}
+
+
+ROWS = KeyRows(max_entries=settings.API_KEY_CACHE_SIZE)
+_LISTENING: "weakref.WeakSet[Any]" = weakref.WeakSet()  # psycopg connections that LISTEN on the channel
+
+
+def enabled() -> bool:
+    return settings.API_KEY_CACHE and connection.vendor == "postgresql"
+
+
+def usable() -> bool:
+    """Whether this request may read and fill the cache: on, outside a transaction, and every notification
+    received on this thread's connection applied."""
+    if not enabled() or connection.in_atomic_block:
+        return False
+    connection.ensure_connection()
+    return _apply_notifications(connection.connection)
+
+
+def _apply_notifications(conn: Any) -> bool:
+    """Take what the server already sent on this (idle) connection, without waiting; psycopg hands each
+    notification to :func:`_on_notify`. ``False`` when the connection is not listening or is broken."""
+    import psycopg  # PostgreSQL only
+
+    if conn not in _LISTENING:
+        return False
+    pgconn = conn.pgconn
+    try:
+        with conn.lock:
+            pgconn.consume_input()
+            while (notify := pgconn.notifies()) is not None:
+                pgconn.notify_handler(notify)
+    except psycopg.Error:  # a broken connection: the lookup will meet it, and Django will replace it
+        ROWS.clear()
+        return False
+    return True
+
+
+def _on_notify(notify: Any) -> None:
+    if notify.channel == CHANNEL:
+        ROWS.clear()
+
+
+def forget_all() -> None:
+    """This process is changing a key, an agent or a policy: empty the cache now and when the change commits
+    (until then, another thread could keep the row as it was)."""
+    ROWS.clear()
+    transaction.on_commit(ROWS.clear)
+
+
+@receiver(post_save, sender="apikeys.ApiKey", dispatch_uid="apikeys.keycache.key_saved")
+@receiver(post_delete, sender="apikeys.ApiKey", dispatch_uid="apikeys.keycache.key_deleted")
+@receiver(post_save, sender="apikeys.Agent", dispatch_uid="apikeys.keycache.agent_saved")
+@receiver(post_delete, sender="apikeys.Agent", dispatch_uid="apikeys.keycache.agent_deleted")
+@receiver(post_save, sender="usermemory.AgentMemoryPolicy", dispatch_uid="apikeys.keycache.policy_saved")
+@receiver(post_delete, sender="usermemory.AgentMemoryPolicy", dispatch_uid="apikeys.keycache.policy_deleted")
+def _changed(sender: Any, **kwargs: Any) -> None:
+    if enabled():
+        forget_all()
+
+
+@receiver(connection_created, dispatch_uid="apikeys.keycache.listen")
+def listen(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """A new connection: empty the cache, LISTEN and hear notifications. Django opens connections in
+    autocommit, so LISTEN holds at once; a connection opened otherwise never reads the cache."""
+    if (
+        connection.alias != DEFAULT_DB_ALIAS
+        or connection.vendor != "postgresql"
+        or not settings.API_KEY_CACHE
+    ):
+        return
+    ROWS.clear()
+    conn = connection.connection
+    if not conn.autocommit:
+        return
+    conn.execute(f"LISTEN {CHANNEL}")
+    conn.add_notify_handler(_on_notify)
+    _LISTENING.add(conn)
