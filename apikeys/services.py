@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -17,7 +17,7 @@ from apikeys import keycache
 from apikeys.keys import digest_matches, key_generate, key_parse
 from apikeys.models import Agent, AgentGroup, ApiKey
 from memoryplatform.api.errors import BadRequest, Conflict, NotFound
-from memoryplatform.rows import ModelRows, native_timestamps
+from memoryplatform.rows import ModelRows, prepared_cursor
 
 AGENT_EDITABLE_FIELDS = ("display_name", "capabilities", "model", "status")
 RESERVED_AGENT_IDS = frozenset({"me"})
@@ -248,8 +248,7 @@ def _key_lookup() -> _KeyLookup:
 
 def _key_row(prefix: str) -> tuple[Any, ...] | None:
     """The lookup's row for the key with this prefix: key, agent and the agent's memory policy (one query)."""
-    with connection.cursor() as cursor:
-        native_timestamps(cursor)
+    with prepared_cursor() as cursor:
         cursor.execute(_key_lookup().sql, [prefix])
         return cursor.fetchone()
 

@@ -149,10 +149,11 @@ class Raw:
         if self.pg:
             import psycopg
 
-            # Client-side binding, as Django's psycopg backend uses: each statement is planned for its own
-            # values, as the platform's are. (psycopg's default would prepare a statement run 5 times, and
-            # PostgreSQL may then switch it to a generic plan: the per-user search became a 32 ms trigram
-            # index scan instead of a 0.3 ms walk of the user's index.)
+            # Reads: client-side binding, as Django's psycopg backend uses: each statement is planned for its
+            # own values, as the platform's reads are. (psycopg's default would prepare a statement run 5
+            # times, and PostgreSQL may then switch it to a generic plan: the per-user search became a 32 ms
+            # trigram index scan instead of a 0.3 ms walk of the user's index.) Writes: prepared, as the
+            # platform's are (:meth:`write`).
             return psycopg.connect(self.url, autocommit=True, cursor_factory=psycopg.ClientCursor)
         conn = sqlite3.connect(
             sqlite_path(self.url), isolation_level=None, timeout=30, check_same_thread=False
@@ -177,6 +178,15 @@ class Raw:
 
     def execute(self, conn: Any, text: str, params: list[Any]) -> None:
         conn.execute(self.sql(text), params)
+
+    def write(self, conn: Any, text: str, params: list[Any]) -> Any:
+        """A write statement as the platform issues its writes: on PostgreSQL prepared, with its values bound
+        on the server (``memoryplatform.rows.prepared_cursor``)."""
+        if not self.pg:
+            return conn.execute(self.sql(text), params)
+        import psycopg
+
+        return psycopg.Cursor(conn).execute(self.sql(text), params, prepare=True)
 
     @contextlib.contextmanager
     def transaction(self, conn: Any) -> Iterator[None]:
@@ -261,8 +271,9 @@ class Raw:
             ((user, key, text),) = writes
             event = self.EVENT_SQL.replace("VALUES (%s, ", "SELECT id, ").removesuffix(")") + " FROM up"
             with self.transaction(conn):
-                conn.execute(
-                    self.sql(f"WITH up AS ({self.upsert_sql()}), event AS ({event}) SELECT id FROM up"),
+                self.write(
+                    conn,
+                    f"WITH up AS ({self.upsert_sql()}), event AS ({event}) SELECT id FROM up",
                     [user, key, json.dumps(text), text, "fact", agent, "[]", False, at, at]
                     + [user, key, "updated", agent, json.dumps(text), at],
                 )
@@ -271,7 +282,7 @@ class Raw:
             ids = []
             for user, key, text in writes:
                 params = [user, key, json.dumps(text), text, "fact", agent, "[]", False, at, at]
-                ids.append(conn.execute(self.sql(self.upsert_sql()), params).fetchone()[0])
+                ids.append(self.write(conn, self.upsert_sql(), params).fetchone()[0])
             events = [
                 [entry_id, user, key, "updated", agent, json.dumps(text), at]
                 for entry_id, (user, key, text) in zip(ids, writes, strict=True)
@@ -281,7 +292,7 @@ class Raw:
                     cur.executemany(self.sql(self.EVENT_SQL), events)
             else:
                 for event in events:
-                    conn.execute(self.sql(self.EVENT_SQL), event)
+                    self.write(conn, self.EVENT_SQL, event)
 
     def search(self, conn: Any, *, query: str, user: str | None, agent: str) -> list[tuple]:
         pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

@@ -6,10 +6,12 @@ and turns each slice of a returned row into an instance, with the converters Dja
 text, SQLite's dates and booleans), worked out once per database vendor.
 """
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import cache
 from typing import Any, Generic, TypeVar
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import DEFERRED, Model
 from django.db.models.base import ModelState
@@ -121,3 +123,54 @@ def _psycopg_timestamptz_loader() -> tuple[int, type]:
 
     oid = postgres.types["timestamptz"].oid
     return oid, postgres.adapters.get_loader(oid, Format.TEXT)
+
+
+@contextmanager
+def prepared_cursor() -> Iterator[Any]:
+    """A cursor for the hand-written statements every write runs (the key lookup, the turn count, the upsert).
+
+    On PostgreSQL (with ``PREPARED_STATEMENTS`` on) it binds parameters on the server and runs each statement
+    as a prepared statement, once parsed per connection: psycopg sends the values in binary from C instead of
+    quoting each into the SQL text in Python, and PostgreSQL skips parsing and, once it settles on the generic
+    plan, planning (the upsert statement planned in about 0.3 ms of its 1.2). Timestamps are read with
+    psycopg's C loader (:func:`native_timestamps`). Queries are logged and counted as on any Django cursor.
+    Elsewhere, or with the setting off, it is Django's own cursor.
+
+    Only statements whose plan does not depend on the values belong here: a prepared statement may move to a
+    generic plan after five runs (the per-user search, for one, must not; see ``bench/RESULTS.md``).
+    """
+    if connection.vendor != "postgresql" or not settings.PREPARED_STATEMENTS:
+        with connection.cursor() as cursor:
+            native_timestamps(cursor)
+            yield cursor
+        return
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    preparing, debug_wrapper = _preparing_classes()
+    with connection.wrap_database_errors:
+        raw = preparing(connection.connection)
+    raw.adapters.register_loader(*_psycopg_timestamptz_loader())
+    wrapped = debug_wrapper(raw, connection) if connection.queries_logged else connection.make_cursor(raw)
+    with wrapped as cursor:
+        yield cursor
+
+
+@cache
+def _preparing_classes() -> tuple[type, type]:
+    """Django's server-binding cursor class, preparing every statement it runs (Django's connections have
+    psycopg's automatic preparation off, so it is asked for per statement), and a debug wrapper that logs the
+    statement with its values as Django logs a client-bound one (a prepared statement has no query text)."""
+    from django.db.backends.postgresql.base import ServerBindingCursor  # only on PostgreSQL
+    from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
+
+    class PreparingCursor(ServerBindingCursor):  # type: ignore[misc, valid-type]
+        def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, **kw: Any) -> Any:
+            return super().execute(query, params, prepare=True, **kw)
+
+    class PreparedDebugWrapper(CursorDebugWrapper):
+        def execute(self, sql: str, params: Any = None) -> Any:
+            with self.debug_sql(self.db.ops.compose_sql(sql, params), params):
+                return CursorWrapper.execute(self, sql, params)
+
+    return PreparingCursor, PreparedDebugWrapper

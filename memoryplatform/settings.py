@@ -115,6 +115,14 @@ else:
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
     # Off by default: it costs a round trip on every request (a third of a recall's); see .env.example.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CONN_HEALTH_CHECKS", default=False)
+# PostgreSQL: run the statements of every write (key lookup, turn count, upsert) as prepared statements
+# (memoryplatform.rows.prepared_cursor). Behind PgBouncer in transaction mode this needs PgBouncer 1.21 or
+# later with max_prepared_statements set; otherwise turn it off.
+PREPARED_STATEMENTS = DB_VENDOR == "postgresql" and env.bool("PREPARED_STATEMENTS", default=True)
+if PREPARED_STATEMENTS:
+    # psycopg prepares only on a connection whose prepare_threshold is a number (Django's default, None, turns
+    # preparing off). A threshold no statement reaches: only those run with prepare=True are prepared.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("prepare_threshold", 2**31 - 1)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth, i18n, static ---------------------------------------------------------------------------

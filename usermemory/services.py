@@ -18,7 +18,7 @@ from apikeys.caller import Caller
 from apikeys.models import Agent
 from memoryplatform.api.errors import BadRequest, CapacityReached, Forbidden, NotFound, RateLimited
 from memoryplatform.locks import LockId, advisory_xact_lock
-from memoryplatform.rows import native_timestamps
+from memoryplatform.rows import prepared_cursor
 from usermemory import selectors, statements
 from usermemory.models import (
     MAX_KEY_CHARS,
@@ -205,7 +205,7 @@ def _count_turn_write(*, agent_id: str, user_id: str, turn_id: str | None, limit
     params: list[Any] = [agent_id, user_id, turn_id or "", at]
     if lock:
         params += [LockId.USER_MEMORY, user_id]
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(statements.turn_count_sql(lock_user=lock), [*params, cutoff, cutoff])
         count = cursor.fetchone()[0]
     if count > limit:
@@ -433,8 +433,7 @@ def _write_in_one_statement(entry: _Resolved, *, log: _EventLog, now: datetime) 
     params += [write.user_id, write.key, MemoryEvent.Action.UPDATED, MemoryEvent.Action.CREATED]
     params += [actor.actor_type, actor.actor_id, actor.key_prefix, value_json, at]
     sql = statements.upsert_event_sql(is_global=is_global)
-    with connection.cursor() as cursor:
-        native_timestamps(cursor)
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         old_id, old_groups, count, *stored = cursor.fetchone()
         if stored[0] is None:  # no entry on the key, and the user is at the cap
