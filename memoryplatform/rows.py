@@ -130,11 +130,12 @@ def prepared_cursor() -> Iterator[Any]:
     """A cursor for the hand-written statements every write runs (the key lookup, the turn count, the upsert).
 
     On PostgreSQL (with ``PREPARED_STATEMENTS`` on) it binds parameters on the server and runs each statement
-    as a prepared statement, once parsed per connection: psycopg sends the values in binary from C instead of
-    quoting each into the SQL text in Python, and PostgreSQL skips parsing and, once it settles on the generic
-    plan, planning (the upsert statement planned in about 0.3 ms of its 1.2). Timestamps are read with
-    psycopg's C loader (:func:`native_timestamps`). Queries are logged and counted as on any Django cursor.
-    Elsewhere, or with the setting off, it is Django's own cursor.
+    as a prepared statement, once parsed per connection: psycopg adapts the values in C and sends them apart
+    from the SQL instead of quoting each into its text in Python, and PostgreSQL skips parsing and, once it
+    settles on the generic plan, planning. Timestamps are read with psycopg's C loader
+    (:func:`native_timestamps`). Queries are logged and counted as on any Django cursor. One psycopg cursor
+    per connection serves every such statement, so none is built per statement. Elsewhere, or with the
+    setting off, it is Django's own cursor.
 
     Only statements whose plan does not depend on the values belong here: a prepared statement may move to a
     generic plan after five runs (the per-user search, for one, must not; see ``bench/RESULTS.md``).
@@ -144,16 +145,18 @@ def prepared_cursor() -> Iterator[Any]:
             native_timestamps(cursor)
             yield cursor
         return
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
+    db = connections[DEFAULT_DB_ALIAS]  # this thread's connection itself, not the proxy
+    db.close_if_health_check_failed()
+    db.ensure_connection()
+    db.validate_thread_sharing()
     preparing, debug_wrapper = _preparing_classes()
-    with connection.wrap_database_errors:
-        raw = preparing(connection.connection)
-    raw.adapters.register_loader(*_psycopg_timestamptz_loader())
-    wrapped = debug_wrapper(raw, connection) if connection.queries_logged else connection.make_cursor(raw)
-    with wrapped as cursor:
-        yield cursor
+    raw = getattr(db, "_prepared_statement_cursor", None)
+    if raw is None or raw.connection is not db.connection or raw.closed:  # a new connection: a new cursor
+        with db.wrap_database_errors:
+            raw = preparing(db.connection)
+        raw.adapters.register_loader(*_psycopg_timestamptz_loader())
+        db._prepared_statement_cursor = raw
+    yield debug_wrapper(raw, db) if db.queries_logged else db.make_cursor(raw)
 
 
 @cache

@@ -38,6 +38,9 @@ MAX_BATCH = 100
 MAX_RECALL_LIMIT = 1000
 PROPERTY_CATEGORY = "property"
 LEGACY_SKIPPED_KEYS = frozenset({"_id", "userId"})
+# Django builds a choices class's ``values`` list anew on every access; every upsert and recall checks these.
+VISIBILITIES = frozenset(Visibility.values)
+RECALL_ORDERS = frozenset(RecallOrder.values)
 
 
 # --- Inputs and outputs ------------------------------------------------------------------------------
@@ -323,7 +326,7 @@ def _upsert_one(
     now: datetime,
     memo: _BatchMemo,
 ) -> UpsertResult:
-    if write.visibility not in Visibility.values:
+    if write.visibility not in VISIBILITIES:
         raise BadRequest(f"visibility must be one of {', '.join(Visibility.values)}.")
     if not write.user_id or not write.key:
         raise BadRequest("userId and key are required.")
@@ -613,7 +616,7 @@ def memory_recall(
     )
     policy = selectors.policy_for_caller(caller=caller, agent_id=agent_id)
     order = order or policy.recall_order
-    if order not in RecallOrder.values:
+    if order not in RECALL_ORDERS:
         raise BadRequest(f"order must be one of {', '.join(RecallOrder.values)}.")
     if limit is not None and not 1 <= limit <= MAX_RECALL_LIMIT:
         raise BadRequest(f"limit must be between 1 and {MAX_RECALL_LIMIT}.")
