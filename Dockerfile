@@ -11,4 +11,4 @@ RUN pip install --no-cache-dir . \
 
 USER app
 EXPOSE 8000 9100
-CMD ["gunicorn", "memoryplatform.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4"]
+CMD ["gunicorn", "memoryplatform.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "2"]

@@ -8,6 +8,7 @@ PY     := $(VENV)/bin/python
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 WORKERS ?= 2
+THREADS ?= 2
 
 .PHONY: run test install install-dev lint migrate serve clean
 
@@ -37,7 +38,7 @@ migrate: install
 run: migrate
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py bootstrap --url http://$(HOST):$(PORT)
-	$(PY) manage.py serve --host $(HOST) --port $(PORT) --workers $(WORKERS)
+	$(PY) manage.py serve --host $(HOST) --port $(PORT) --workers $(WORKERS) --threads $(THREADS)
 
 test: install-dev
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

@@ -6,7 +6,8 @@
 
 The database must have been filled by ``python -m bench.load`` first (the run writes to it: new keys,
 updates, erasures). Each door is measured twice: one client (median and p99 latency), then ``--concurrency``
-clients (throughput). ``http`` is gunicorn with 2 workers on loopback, started and stopped by this run.
+clients (throughput). ``http`` is gunicorn with 2 workers of 2 threads (gthread, as ``serve`` runs it) on
+loopback, started and stopped by this run.
 """
 
 import argparse
@@ -356,7 +357,7 @@ class Raw:
             )
 
 
-# --- HTTP (gunicorn, 2 workers) -------------------------------------------------------------------
+# --- HTTP (gunicorn, 2 workers x 2 threads) ---------------------------------------------------------
 
 
 class Server:
@@ -373,7 +374,7 @@ class Server:
         env = os.environ | {"DATABASE_URL": self.url, "DEBUG": "false"}
         cmd = [
             sys.executable, "-m", "gunicorn", "memoryplatform.wsgi:application",
-            "-w", "2", "-b", f"127.0.0.1:{self.port}", "--timeout", "120",
+            "-w", "2", "--threads", "2", "-b", f"127.0.0.1:{self.port}", "--timeout", "120",
         ]  # fmt: skip
         out = self.logfile.open("ab")
         self.proc = subprocess.Popen(  # noqa: S603 (our own interpreter, fixed arguments)
@@ -389,7 +390,7 @@ class Server:
                 conn.request("GET", "/healthz")
                 if conn.getresponse().status == 200:
                     conn.close()
-                    log(f"gunicorn (2 workers) up on 127.0.0.1:{self.port}, pid {self.proc.pid}")
+                    log(f"gunicorn (2 workers x 2 threads) up on 127.0.0.1:{self.port}, pid {self.proc.pid}")
                     return
             time.sleep(0.3)
         raise RuntimeError(f"gunicorn did not answer /healthz; see {self.logfile}")

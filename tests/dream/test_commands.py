@@ -200,7 +200,9 @@ def test_serve_starts_one_scheduler_beside_gunicorn_without_redis(fake_exec, set
     assert len(fake_exec["popen"]) == 1
     assert fake_exec["popen"][0][-3:] == ["dream_scheduler", "--parent-pid", str(os.getpid())]
     assert fake_exec["execv"][0][1:2] == ["memoryplatform.wsgi:application"]
-    assert "--workers" in fake_exec["execv"][0]
+    argv = fake_exec["execv"][0]
+    assert argv[argv.index("--workers") + 1] == "2"
+    assert argv[argv.index("--threads") + 1] == "2"  # gthread: a worker runs another request while one waits
     assert (tmp_path / "metrics").is_dir()  # multiprocess metrics: the web's /metrics sees the scheduler
 
 
@@ -212,6 +214,13 @@ def test_serve_leaves_scheduling_to_celery_beat_with_redis(fake_exec, settings):
 
     call_command("serve", "--dream-scheduler", stdout=io.StringIO())
     assert len(fake_exec["popen"]) == 1
+
+
+def test_serve_threads_can_be_set(fake_exec, settings):
+    settings.REDIS_URL = "redis://127.0.0.1:6379/6"
+    call_command("serve", "--threads", "1", stdout=io.StringIO())
+    argv = fake_exec["execv"][0]
+    assert argv[argv.index("--threads") + 1] == "1"
 
 
 def test_serve_can_run_without_the_scheduler(fake_exec, settings):

@@ -42,6 +42,13 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--workers", type=int, default=2)
         parser.add_argument(
+            "--threads",
+            type=int,
+            default=2,
+            help="Threads per worker (gunicorn's gthread worker): while one request waits on the database, "
+            "another runs. 1 gives the sync worker.",
+        )
+        parser.add_argument(
             "--dream-scheduler",
             action=BooleanOptionalAction,
             default=None,
@@ -60,6 +67,8 @@ class Command(BaseCommand):
             f"{options['host']}:{options['port']}",
             "--workers",
             str(options["workers"]),
+            "--threads",
+            str(options["threads"]),
             "--timeout",
             "60",
             "--graceful-timeout",
