@@ -37,6 +37,7 @@ from urllib.parse import quote, urlparse
 
 from bench import data
 from bench.load import is_postgres, sqlite_path
+from memoryplatform.locks import LockId
 
 ROOT = Path(__file__).resolve().parent.parent
 SEQ = itertools.count(1)  # unique suffixes for new keys and turn ids, across phases and doors
@@ -218,11 +219,17 @@ class Raw:
 
     def recall(self, conn: Any, *, user: str, agent: str, order: str) -> list[tuple]:
         """One statement: pick the visible entries (the newest ``head``; for most_accessed also the most
-        accessed of the rest), count their access, return them. Ordered here, as the platform does."""
+        accessed of the rest), count their access, return them. Ordered here, as the platform does.
+        On PostgreSQL it first takes the user's recall lock (an advisory lock, in the same statement), so
+        concurrent recalls of one user queue there and not on the rows' locks."""
         where, params = self.visible(), [user, agent, user, agent]
         head = RECALL_LIMIT if order == "most_recent" else max(1, RECALL_LIMIT // 5)
-        picks = (
-            f"WITH head AS (SELECT id FROM {TABLE} WHERE {where} "
+        picks, head_where, lock = "WITH ", where, []
+        if self.pg:
+            picks += "user_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(%s, hashtext(%s)) AS held), "
+            head_where, lock = f"(SELECT true FROM user_lock) AND {where}", [LockId.USER_RECALL, user]
+        picks += (
+            f"head AS (SELECT id FROM {TABLE} WHERE {head_where} "
             f"ORDER BY updated_at DESC, id DESC LIMIT {head})"
         )
         chosen = "SELECT id FROM head"
@@ -239,7 +246,7 @@ class Raw:
             f"{picks} UPDATE {TABLE} SET access_count = access_count + 1, last_accessed_at = CASE WHEN "
             f"last_accessed_at IS NULL OR last_accessed_at < %s THEN %s ELSE last_accessed_at END "
             f"WHERE id IN ({chosen}) RETURNING {COLS}",
-            [*params, self.ts(now - timedelta(hours=1)), self.ts(now)],
+            [*lock, *params, self.ts(now - timedelta(hours=1)), self.ts(now)],
         )
         rows.sort(key=lambda r: (r[RECENT_AT], r[0]), reverse=True)
         if order == "most_accessed":
@@ -948,10 +955,12 @@ class Bench:
                 ("put", batch, agent, [{"userId": u, "key": f"{qkey}.{j}", "value": "z"} for j in range(20)]),
             ],
         }  # fmt: skip
-        # The first request of a key records its last use (once a minute): make it before counting, so every
+        # The first request of a key records its last use (once a minute) and so drops the key from the
+        # process's key cache; the second reads it back into the cache. Make both before counting, so every
         # count below is a steady-state request.
         for headers in (agent, admin):
-            client.get("/v1/agents/me", **headers)
+            for _ in range(2):
+                client.get("/v1/agents/me", **headers)
         for name, calls in checks.items():
             counts = []
             for method, path, headers, *body in calls:

@@ -14,6 +14,7 @@ class LockId:
     USER_MEMORY = 7301  # one user's memory entries: cap checks and evictions
     DREAM_CYCLE = 7302  # one Dream cycle at a time
     CONVERSATION = 7303  # reserved: conversation sequence numbers use a row lock instead
+    USER_RECALL = 7304  # one user's recalls: they queue here, not on the rows whose access they count
 
 
 # The lock as an SQL expression with parameters (namespace, key), for statements that take it inline.

@@ -623,14 +623,16 @@ def memory_recall(
     limit = min(limit or policy.max_recall_entries, policy.max_recall_entries)
     head = limit if order == RecallOrder.MOST_RECENT else recall_split(limit)
     n_groups, visible = statements.visible_params(user_id=user_id, agent_id=agent_id, group_ids=groups)  # type: ignore[arg-type]
-    params: list[Any] = [*visible, head]
+    lock_user = connection.vendor == "postgresql"
+    params: list[Any] = [LockId.USER_RECALL, user_id] if lock_user else []
+    params += [*visible, head]
     if order == RecallOrder.MOST_ACCESSED:
         params += [*visible, limit - head]
     now = timezone.now()
     threshold = now - timedelta(seconds=settings.MEMORY_ACCESS_GRANULARITY)
     ops = connection.ops
     params += [ops.adapt_datetimefield_value(threshold), ops.adapt_datetimefield_value(now)]
-    sql = statements.recall_sql(order=order, n_groups=n_groups)
+    sql = statements.recall_sql(order=order, n_groups=n_groups, lock_user=lock_user)
     entries = sorted(statements.ENTRIES.fetch(sql, params), key=_newest_first, reverse=True)
     if order == RecallOrder.MOST_ACCESSED:  # the newest `head` first, then the most accessed of the rest
         entries[head:] = sorted(entries[head:], key=_most_accessed_first, reverse=True)

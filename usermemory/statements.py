@@ -59,21 +59,31 @@ def visible_params(
 
 
 @cache
-def recall_sql(*, order: str, n_groups: int | None) -> str:
+def recall_sql(*, order: str, n_groups: int | None, lock_user: bool) -> str:
     """One statement: pick the entries to recall, count one access of each and return them (unordered).
 
-    Parameters: the visible parameters and ``head`` (how many of the newest entries to take); for
-    ``most_accessed`` the visible parameters again and ``rest`` (how many of the most accessed others); then
-    ``now - granularity`` and ``now`` for ``last_accessed_at``. The rows come back unordered:
-    :func:`usermemory.services.memory_recall` orders them.
+    Parameters: with ``lock_user`` (PostgreSQL) the user's recall lock ``namespace, user`` first; the visible
+    parameters and ``head`` (how many of the newest entries to take); for ``most_accessed`` the visible
+    parameters again and ``rest`` (how many of the most accessed others); then ``now - granularity`` and
+    ``now`` for ``last_accessed_at``. The rows come back unordered: :func:`usermemory.services.memory_recall`
+    orders them.
+
+    The lock queues concurrent recalls of one user before they pick their rows, so each counts its access
+    once the last has committed. Without it they queue on the rows' locks, and each re-reads every row it
+    waited on: measured on the heaviest user, 4 clients did 32-38 recalls a second against 430-480 for one.
     """
     where = visible_where(n_groups)
     recent = "ORDER BY updated_at DESC, id DESC"
-    picks = f"WITH head AS (SELECT id FROM {ENTRY_TABLE} WHERE {where} {recent} LIMIT %s)"
+    picks = "WITH "
+    if lock_user:
+        picks += f"user_lock AS MATERIALIZED (SELECT {ADVISORY_XACT_LOCK} AS held), "
+        where = f"(SELECT true FROM user_lock) AND {where}"
+    picks += f"head AS (SELECT id FROM {ENTRY_TABLE} WHERE {where} {recent} LIMIT %s)"
     chosen = "SELECT id FROM head"
     if order == RecallOrder.MOST_ACCESSED:
         picks += (
-            f", rest AS (SELECT id FROM {ENTRY_TABLE} WHERE {where} AND id NOT IN (SELECT id FROM head) "
+            f", rest AS (SELECT id FROM {ENTRY_TABLE} WHERE {visible_where(n_groups)} "
+            f"AND id NOT IN (SELECT id FROM head) "
             f"ORDER BY access_count DESC, updated_at DESC, id DESC LIMIT %s)"
         )
         chosen += " UNION ALL SELECT id FROM rest"

@@ -7,6 +7,9 @@ import pytest
 from django.db import connections
 from rest_framework.test import APIClient
 
+from apikeys.models import Agent
+from memoryplatform.locks import LockId
+from tests.factories import MemoryEntryFactory
 from tests.helpers import needs_postgres
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent
 
@@ -104,3 +107,61 @@ def test_simultaneous_batches_are_all_or_nothing(admin_api):
     assert values and all(v % 2 == 0 for v in values)
     assert MemoryEntry.objects.filter(user_id__startswith="batch-").count() == 10
     assert not MemoryEntry.objects.filter(key="bad").exists()
+
+
+def _seed_global(user_id: str, count: int, source: Agent) -> None:
+    MemoryEntryFactory.create_batch(count, user_id=user_id, visibility="global", source_agent=source)
+
+
+def test_twenty_simultaneous_recalls_of_one_user_count_every_access(agent_a_api, agent_b):
+    _seed_global("recalled", 10, agent_b)
+
+    def work(i, client):
+        order = "most_accessed" if i % 2 else "most_recent"
+        return client.get(f"{BASE}/recalled/visible?order={order}&limit=10").status_code
+
+    statuses = run_at_once(20, work, agent_a_api.raw_key)
+    assert statuses == [200] * 20
+    assert (
+        list(MemoryEntry.objects.filter(user_id="recalled").values_list("access_count", flat=True))
+        == [20] * 10
+    )
+
+
+def test_a_recall_queues_on_its_users_recall_lock(agent_a_api, agent_b):
+    """Recalls of one user wait on the user's advisory lock (not on the rows' locks): while another
+    transaction holds it, a recall waits there, and goes on once it is released."""
+    _seed_global("locked", 3, agent_b)
+    holder = connections.create_connection("default")
+    try:
+        with holder.cursor() as cursor:
+            cursor.execute("BEGIN")
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [LockId.USER_RECALL, "locked"])
+            done: list[int] = []
+            thread = threading.Thread(
+                target=lambda: done.extend(run_at_once(1, recall_locked, agent_a_api.raw_key))
+            )
+            thread.start()
+            waiting = 0
+            for _ in range(200):  # until the recall's backend waits on that advisory lock
+                cursor.execute(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                    "AND classid = %s AND objsubid = 2",
+                    [LockId.USER_RECALL],
+                )
+                waiting = cursor.fetchone()[0]
+                if waiting:
+                    break
+                threading.Event().wait(0.05)
+            assert waiting == 1
+            assert not done
+            cursor.execute("COMMIT")
+        thread.join(timeout=30)
+    finally:
+        holder.close()
+    assert done == [200]
+    assert set(MemoryEntry.objects.filter(user_id="locked").values_list("access_count", flat=True)) == {1}
+
+
+def recall_locked(_i: int, client: APIClient) -> int:
+    return client.get(f"{BASE}/locked/visible").status_code
