@@ -74,16 +74,15 @@ def recall_sql(*, order: str, n_groups: int | None, lock_user: bool) -> str:
     """
     where = visible_where(n_groups)
     recent = "ORDER BY updated_at DESC, id DESC"
-    picks = "WITH "
-    if lock_user:
+    picks, head_where = "WITH ", where
+    if lock_user:  # `rest` reads `head`, so `head` runs first and takes the lock before any row is read
         picks += f"user_lock AS MATERIALIZED (SELECT {ADVISORY_XACT_LOCK} AS held), "
-        where = f"(SELECT true FROM user_lock) AND {where}"
-    picks += f"head AS (SELECT id FROM {ENTRY_TABLE} WHERE {where} {recent} LIMIT %s)"
+        head_where = f"(SELECT true FROM user_lock) AND {where}"
+    picks += f"head AS (SELECT id FROM {ENTRY_TABLE} WHERE {head_where} {recent} LIMIT %s)"
     chosen = "SELECT id FROM head"
     if order == RecallOrder.MOST_ACCESSED:
         picks += (
-            f", rest AS (SELECT id FROM {ENTRY_TABLE} WHERE {visible_where(n_groups)} "
-            f"AND id NOT IN (SELECT id FROM head) "
+            f", rest AS (SELECT id FROM {ENTRY_TABLE} WHERE {where} AND id NOT IN (SELECT id FROM head) "
             f"ORDER BY access_count DESC, updated_at DESC, id DESC LIMIT %s)"
         )
         chosen += " UNION ALL SELECT id FROM rest"
