@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
+from django.views.decorators.csrf import csrf_exempt
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
@@ -24,8 +25,9 @@ urlpatterns = [
     path("", include("usermemory.api.tool_urls")),
     path("", include("dream.api.urls")),
     path("", include("conversations.api.urls")),
-    # Anything else outside the admin and static files is an unknown API path: JSON 404, even with DEBUG on.
-    re_path(r"^(?!admin/|static/).*$", errors.handler404),
+    # Anything else outside the admin and static files is an unknown API path: JSON 404, even with DEBUG on,
+    # and for writes too (exempt from CSRF: it changes nothing, and an API client has no CSRF cookie).
+    re_path(r"^(?!admin/|static/).*$", csrf_exempt(errors.handler404)),
 ]
 
 handler400 = errors.handler400

@@ -1,6 +1,6 @@
 import pytest
 from django.core.management import call_command
-from django.test import override_settings
+from django.test import Client, override_settings
 
 from tests.helpers import REDIS_URL, assert_envelope, needs_redis
 
@@ -73,6 +73,15 @@ def test_schema_validates_without_warnings(tmp_path):
 )
 def test_unknown_paths_get_the_envelope(client, path):
     assert_envelope(client.get(path), 404, "not_found")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+def test_writes_to_unknown_paths_get_the_envelope_not_a_csrf_page(method):
+    """A client with a key has no CSRF cookie; a write to a path that does not exist is still a JSON 404."""
+    client = Client(enforce_csrf_checks=True)
+    response = getattr(client, method)("/v1/agents/support/keys", data="{}", content_type="application/json")
+    assert_envelope(response, 404, "not_found")
 
 
 def test_method_not_allowed_is_405_envelope(admin_api):
