@@ -1,7 +1,6 @@
 """Conversations and their messages, read-only: the case log is append-only and only GDPR erasure removes a
 user's conversations."""
 
-
 from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
