@@ -470,3 +470,16 @@ def test_http_takes_x_api_key_and_the_handshake_era(connect):
             assert (await ok(client, "count_user_memories", userId="nobody"))["count"] == 0
 
     run(main)
+
+
+def test_http_refuses_a_host_outside_allowed_hosts(http_url: str):
+    """``/mcp`` bypasses Django's request handling but not its Host check (DNS rebinding), before the key."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+    with httpx2.Client(base_url=http_url, timeout=30) as http:
+        for path in ("/mcp/", "/mcp"):
+            refused = http.post(path, json=body, headers={**headers, "Host": "attacker.example"})
+            assert refused.status_code == 400
+            assert refused.json() == {"error": "Invalid Host header for this server.", "code": "bad_request",
+                                      "details": {}}  # fmt: skip
+        assert http.post("/mcp/", json=body, headers=headers).status_code == 401  # its own host: the key next
