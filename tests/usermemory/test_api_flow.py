@@ -41,3 +41,9 @@ def test_eddi_integration_flow(agent_a_api, admin_api):
     assert erased.status_code == 200
     assert erased.json()["entriesDeleted"] == 1
     assert agent_a_api.get(f"{BASE}/user-1").json() == []
+
+
+def test_an_upsert_writes_the_category_it_is_given_or_fact(agent_a_api):
+    put(agent_a_api, userId="user-c", key="tone", value="formal", category="preference")
+    assert put(agent_a_api, userId="user-c", key="tone", value="casual").json()["category"] == "fact"
+    assert agent_a_api.get(f"{BASE}/user-c/key/tone").json()["category"] == "fact"
