@@ -37,7 +37,7 @@ from urllib.parse import quote, urlparse
 
 from bench import data
 from bench.load import is_postgres, sqlite_path
-from memoryplatform.locks import LockId
+from memoryplatform.locks import ADVISORY_XACT_LOCK, LockId
 
 ROOT = Path(__file__).resolve().parent.parent
 SEQ = itertools.count(1)  # unique suffixes for new keys and turn ids, across phases and doors
@@ -226,7 +226,7 @@ class Raw:
         head = RECALL_LIMIT if order == "most_recent" else max(1, RECALL_LIMIT // 5)
         picks, head_where, lock = "WITH ", where, []
         if self.pg:
-            picks += "user_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(%s, hashtext(%s)) AS held), "
+            picks += f"user_lock AS MATERIALIZED (SELECT {ADVISORY_XACT_LOCK} AS held), "
             head_where, lock = f"(SELECT true FROM user_lock) AND {where}", [LockId.USER_RECALL, user]
         picks += (
             f"head AS (SELECT id FROM {TABLE} WHERE {head_where} "

@@ -713,7 +713,7 @@ def policy_update(*, agent_id: str, **changes: Any) -> AgentMemoryPolicy:
         setattr(policy, name, value)
     if policy.max_recall_entries < 1 or policy.max_entries_per_user < 1:
         raise BadRequest("maxRecallEntries and maxEntriesPerUser must be at least 1.")
-    if policy.recall_order not in RecallOrder.values:
+    if policy.recall_order not in RECALL_ORDERS:
         raise BadRequest(f"recallOrder must be one of {', '.join(RecallOrder.values)}.")
     if policy.on_cap_reached not in OnCapReached.values:
         raise BadRequest(f"onCapReached must be one of {', '.join(OnCapReached.values)}.")
