@@ -1,16 +1,31 @@
-"""Request log: one line per API request, naming the caller (agent or role) and key prefix, never the key."""
+"""Request log: one line per API request, naming the caller (agent or role) and key prefix, never the key.
+
+And the browser-only middleware: sessions, CSRF, the admin's sign-in and messages serve people in a browser. A
+request that presents an API key is authenticated by that key alone (DRF tries the key first and never falls
+back to a session when a key is offered), so outside the admin it skips them: they would build a session, a
+message store and a CSRF check for nothing, about 0.45 ms of CPU on each API call (``bench/RESULTS.md``).
+"""
 
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
-from django.http import HttpRequest, HttpResponse
+from django.contrib.auth.middleware import AuthenticationMiddleware as DjangoAuthenticationMiddleware
+from django.contrib.messages.middleware import MessageMiddleware as DjangoMessageMiddleware
+from django.contrib.sessions.middleware import SessionMiddleware as DjangoSessionMiddleware
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.middleware.csrf import CsrfViewMiddleware as DjangoCsrfViewMiddleware
+
+from apikeys.authentication import presented_key
 
 logger = logging.getLogger("memoryplatform.requests")
 
+GetResponse = Callable[[HttpRequest], HttpResponse]
+
 
 class RequestLogMiddleware:
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+    def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
@@ -35,3 +50,41 @@ class RequestLogMiddleware:
             who,
         )
         return response
+
+
+ADMIN_PREFIX = "/admin/"  # memoryplatform.urls mounts the admin here
+
+
+def presents_api_key(request: HttpRequest) -> bool:
+    """An API call: a key in ``Authorization: Bearer`` or ``X-API-Key``, on a path outside the admin."""
+    return presented_key(request.headers) is not None and not request.path.startswith(ADMIN_PREFIX)
+
+
+class BrowserOnlyMixin:
+    """Before a Django middleware class: requests that present an API key go straight past it."""
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if presents_api_key(request):
+            return self.get_response(request)  # type: ignore[attr-defined]
+        return super().__call__(request)  # type: ignore[misc]
+
+
+class SessionMiddleware(BrowserOnlyMixin, DjangoSessionMiddleware):
+    pass
+
+
+class CsrfViewMiddleware(BrowserOnlyMixin, DjangoCsrfViewMiddleware):
+    def process_view(
+        self, request: HttpRequest, callback: Any, callback_args: Any, callback_kwargs: Any
+    ) -> HttpResponseForbidden | None:
+        if presents_api_key(request):  # process_request did not run: nothing to check against
+            return None
+        return super().process_view(request, callback, callback_args, callback_kwargs)
+
+
+class AuthenticationMiddleware(BrowserOnlyMixin, DjangoAuthenticationMiddleware):
+    pass
+
+
+class MessageMiddleware(BrowserOnlyMixin, DjangoMessageMiddleware):
+    pass

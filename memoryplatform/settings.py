@@ -69,11 +69,13 @@ MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    # Sessions, CSRF, the admin's sign-in and messages: skipped by requests that present an API key
+    # (memoryplatform.middleware.BrowserOnlyMixin).
+    "memoryplatform.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "memoryplatform.middleware.CsrfViewMiddleware",
+    "memoryplatform.middleware.AuthenticationMiddleware",
+    "memoryplatform.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "memoryplatform.middleware.RequestLogMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
