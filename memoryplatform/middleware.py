@@ -3,7 +3,7 @@
 And the browser-only middleware: sessions, CSRF, the admin's sign-in and messages serve people in a browser. A
 request that presents an API key is authenticated by that key alone (DRF tries the key first and never falls
 back to a session when a key is offered), so outside the admin it skips them: they would build a session, a
-message store and a CSRF check for nothing, about 0.45 ms of CPU on each API call (``bench/RESULTS.md``).
+message store and a CSRF check for nothing (about 0.1 ms of CPU per API call, ``bench/RESULTS.md``).
 """
 
 import logging
