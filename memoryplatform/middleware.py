@@ -37,7 +37,7 @@ class RequestLogMiddleware:
         describe = getattr(caller, "log_label", None)
         if callable(describe):
             who = describe()
-        elif getattr(caller, "is_authenticated", False):
+        elif caller is not None and getattr(caller, "is_authenticated", False):
             who = f"staff={caller.get_username()}"
         else:
             who = "anonymous"
