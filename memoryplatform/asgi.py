@@ -1,7 +1,79 @@
+"""The ASGI entry point, what ``manage.py serve`` runs (uvicorn): Django for every path, and the MCP server's
+streamable HTTP app under ``/mcp``, natively on the same event loop.
+
+In front of both, every request body is read here as it arrives, within the REST API's size limit and in
+bounded time (:mod:`memoryplatform.asgi_http`), so a slow or endless client holds a coroutine, never a thread,
+and a chunked body is limited like any other. Django's ASGI handler then runs the (sync) views in threads.
+
+``memoryplatform.wsgi:application`` still serves the same app for WSGI servers.
+"""
+
+import io
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
+from django.core.exceptions import DisallowedHost
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryplatform.settings")
+# Each request's sync code runs on a thread of its own: keep PostgreSQL connections in a pool, not per thread.
+os.environ.setdefault("DB_POOL_SIZE", "8")
 
-application = get_asgi_application()
+django_application = get_asgi_application()
+
+from django.core.handlers.asgi import ASGIRequest  # noqa: E402 (once Django is set up)
+
+from memoryplatform import asgi_http  # noqa: E402
+from memoryplatform.asgi_http import Receive, Scope, Send  # noqa: E402
+from usermemory.mcp_server import McpHttpApp  # noqa: E402
+
+
+def _is_mcp_path(path: str) -> bool:
+    return path == "/mcp" or path.startswith("/mcp/")
+
+
+def _host_allowed(scope: Scope) -> bool:
+    """``/mcp`` does not pass through Django, so it checks the Host header against ``ALLOWED_HOSTS`` here,
+    with Django's own check: a page on another host cannot reach it by DNS rebinding."""
+    try:
+        ASGIRequest(scope, io.BytesIO()).get_host()  # headers only
+    except DisallowedHost:
+        return False
+    return True
+
+
+class Application:
+    """Route ``/mcp`` and ``/mcp/...`` to the MCP app, everything else to Django, each body read first."""
+
+    def __init__(self, django_app: Any, mcp_app: McpHttpApp) -> None:
+        self.django_app = django_app
+        self.mcp_app = mcp_app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":  # no websockets here
+            return
+        if _is_mcp_path(scope["path"]):
+            if not _host_allowed(scope):
+                await asgi_http.send_error(send, 400, "Invalid Host header for this server.", "bad_request")
+                return
+            await self.mcp_app(scope, receive, send)
+            return
+        body = await asgi_http.read_body_or_refuse(scope, receive, send)
+        if body is not None:
+            await self.django_app(scope, asgi_http.replay(body, receive), send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.mcp_app.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+application = Application(django_application, McpHttpApp())

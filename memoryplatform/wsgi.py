@@ -1,10 +1,13 @@
-"""The WSGI entry point: Django for every path, and the MCP server's streamable HTTP app under ``/mcp``.
+"""The WSGI entry point, for those who run a WSGI server: Django for every path, and the MCP server's
+streamable HTTP app under ``/mcp``. ``manage.py serve`` runs ``memoryplatform.asgi`` instead: under WSGI each
+request holds a thread while its body arrives, so slow clients can take every thread.
 
 The MCP app is ASGI; :class:`a2wsgi.ASGIMiddleware` runs it on an event loop in a thread of its own. That
 thread is started on the first ``/mcp`` request, inside the worker, so it survives ``gunicorn --preload``
 (threads do not survive a fork).
 """
 
+import io
 import json
 import os
 import threading
@@ -20,6 +23,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryplatform.settings")
 django_application = get_wsgi_application()
 
 from memoryplatform.api.errors import envelope  # noqa: E402 (once Django is set up)
+from memoryplatform.asgi_http import body_limit  # noqa: E402
 
 PATH_INFO = "PATH_INFO"  # a WSGI request variable, not a setting
 
@@ -50,7 +54,16 @@ class McpDispatcher:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if _is_mcp_path(environ.get(PATH_INFO) or ""):
             if not _host_allowed(environ):
-                return _bad_host(start_response)
+                return _error(
+                    start_response, "400 Bad Request", "Invalid Host header for this server.", "bad_request"
+                )
+            if not _buffer_chunked_body(environ):
+                return _error(
+                    start_response,
+                    "413 Request Entity Too Large",
+                    "Request body is too large.",
+                    "payload_too_large",
+                )
             return self.mcp_app()(environ, start_response)
         return self.django_app(environ, start_response)
 
@@ -65,11 +78,23 @@ def _host_allowed(environ: dict[str, Any]) -> bool:
     return True
 
 
-def _bad_host(start_response: Callable[..., Any]) -> list[bytes]:
-    body = json.dumps(envelope("Invalid Host header for this server.", "bad_request")).encode()
-    start_response(
-        "400 Bad Request", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
-    )
+def _buffer_chunked_body(environ: dict[str, Any]) -> bool:
+    """a2wsgi reads ``CONTENT_LENGTH`` bytes of the body, so a chunked body (no length) would reach the MCP
+    app empty: read it here, within the REST API's limit, and give its length. False: over the limit."""
+    if environ.get("CONTENT_LENGTH") or "chunked" not in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+        return True
+    limit = body_limit()
+    body = environ["wsgi.input"].read() if limit is None else environ["wsgi.input"].read(limit + 1)
+    if limit is not None and len(body) > limit:
+        return False
+    environ["wsgi.input"] = io.BytesIO(body)
+    environ["CONTENT_LENGTH"] = str(len(body))
+    return True
+
+
+def _error(start_response: Callable[..., Any], status: str, message: str, code: str) -> list[bytes]:
+    body = json.dumps(envelope(message, code)).encode()
+    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
     return [body]
 
 

@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
-from asgiref.sync import sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.db import close_old_connections
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, ValidationError
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
@@ -52,6 +52,7 @@ from apikeys.authentication import presented_key
 from apikeys.caller import Caller
 from apikeys.models import ApiKey
 from apikeys.services import KeyRefused, apikey_authenticate
+from memoryplatform import asgi_http
 from memoryplatform.api.errors import BadRequest, ServiceError
 from usermemory import selectors, services
 from usermemory.api.serializers import MemoryEntryOutputSerializer
@@ -63,6 +64,8 @@ SERVER_NAME = "memoryplatform"
 CONFIRMATION = "CONFIRM"
 MAX_LIST = 1000
 DEFAULT_LIST = 100
+MAX_ENTRY_ID = 2**63 - 1  # a bigint
+MAX_OFFSET = 2**31 - 1
 
 current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
     "memoryplatform_mcp_caller", default=None
@@ -75,11 +78,20 @@ stdio_key: contextvars.ContextVar[str | None] = contextvars.ContextVar("memorypl
 # --- Input schemas --------------------------------------------------------------------------------------
 
 _USER_ID = {"type": "string", "minLength": 1, "maxLength": 255, "description": "The end user's id."}
+MAX_GROUPS = 50
+GROUP_ID_MAX = 64
 _GROUP_IDS = {
-    "type": "array",
-    "items": {"type": "string", "minLength": 1, "maxLength": 64},
-    "maxItems": 50,
-    "description": "Group context. With an agent key: groups the agent is in (default: all of them).",
+    "type": ["string", "array"],
+    "items": {"type": "string", "minLength": 1, "maxLength": GROUP_ID_MAX},
+    "maxItems": MAX_GROUPS,
+    "maxLength": MAX_GROUPS * (GROUP_ID_MAX + 1),
+    "description": "Group context, comma-separated (EDDI) or a list. With an agent key: groups the agent is "
+    "in (default: all of them).",
+}
+_AGENT_ID = {
+    "type": ["string", "null"],
+    "maxLength": 64,
+    "description": "The agent. With an agent key: that agent, or left out.",
 }
 _LIMIT = {
     "type": "integer",
@@ -87,7 +99,12 @@ _LIMIT = {
     "maximum": MAX_LIST,
     "description": f"At most this many (default {DEFAULT_LIST}).",
 }
-_OFFSET = {"type": "integer", "minimum": 0, "description": "Skip this many (default 0)."}
+_OFFSET = {
+    "type": "integer",
+    "minimum": 0,
+    "maximum": MAX_OFFSET,
+    "description": "Skip this many (default 0).",
+}
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -101,14 +118,44 @@ def _entries(entries: Any) -> list[dict[str, Any]]:
     return MemoryEntryOutputSerializer(entries, many=True).data
 
 
+def _group_ids(args: dict[str, Any]) -> list[str] | None:
+    """``groupIds`` as EDDI sends it (one comma-separated string) or as a list; absent or empty: ``None``."""
+    raw = args.get("groupIds")
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        groups = [part.strip() for part in raw.split(",") if part.strip()]
+        if len(groups) > MAX_GROUPS or any(len(group) > GROUP_ID_MAX for group in groups):
+            raise BadRequest(f"groupIds: at most {MAX_GROUPS} ids of at most {GROUP_ID_MAX} characters each.")
+        return groups or None
+    return list(raw)
+
+
+def _agent_id(args: dict[str, Any]) -> str | None:
+    """EDDI's ``agentId``, or this server's older name for it on writes, ``sourceAgentId``."""
+    agent_id, source_agent_id = args.get("agentId"), args.get("sourceAgentId")
+    if agent_id is not None and source_agent_id is not None and agent_id != source_agent_id:
+        raise BadRequest("agentId and sourceAgentId name different agents; give one of them.")
+    return agent_id if agent_id is not None else source_agent_id
+
+
+def _entry_id(args: dict[str, Any]) -> int:
+    """An entry id: ASCII digits only (``str.isdigit`` also takes other scripts' digits), within a bigint."""
+    raw_id = str(args["entryId"])
+    if not (raw_id.isascii() and raw_id.isdigit()) or int(raw_id) > MAX_ENTRY_ID:
+        raise BadRequest("entryId must be a memory entry id: a positive whole number written in digits 0-9.")
+    return int(raw_id)
+
+
 def _page(qs: Any, args: dict[str, Any]) -> list[dict[str, Any]]:
     offset = args.get("offset", 0)
     return _entries(qs[offset : offset + args.get("limit", DEFAULT_LIST)])
 
 
 def _list(caller: Caller, args: dict[str, Any]) -> Any:
-    qs = selectors.memory_list(caller=caller, user_id=args["userId"], group_ids=args.get("groupIds"))
-    return _page(qs, args)
+    qs = selectors.memory_list(caller=caller, user_id=args["userId"], group_ids=_group_ids(args))
+    memories = _page(qs, args)
+    return {"userId": args["userId"], "count": len(memories), "memories": memories}
 
 
 def _visible(caller: Caller, args: dict[str, Any]) -> Any:
@@ -116,7 +163,7 @@ def _visible(caller: Caller, args: dict[str, Any]) -> Any:
         caller=caller,
         user_id=args["userId"],
         agent_id=args.get("agentId"),
-        group_ids=args.get("groupIds"),
+        group_ids=_group_ids(args),
         order=args.get("order"),
         limit=args.get("limit"),
     )
@@ -129,7 +176,7 @@ def _search(caller: Caller, args: dict[str, Any]) -> Any:
         user_id=args["userId"],
         query=args["query"],
         category=args.get("category"),
-        group_ids=args.get("groupIds"),
+        group_ids=_group_ids(args),
         limit=args.get("limit", DEFAULT_LIST),
         offset=args.get("offset", 0),
     )
@@ -138,13 +185,13 @@ def _search(caller: Caller, args: dict[str, Any]) -> Any:
 
 def _by_key(caller: Caller, args: dict[str, Any]) -> Any:
     entry = selectors.memory_by_key(
-        caller=caller, user_id=args["userId"], key=args["key"], group_ids=args.get("groupIds")
+        caller=caller, user_id=args["userId"], key=args["key"], group_ids=_group_ids(args)
     )
     return MemoryEntryOutputSerializer(entry).data
 
 
 def _count(caller: Caller, args: dict[str, Any]) -> Any:
-    count = selectors.memory_count(caller=caller, user_id=args["userId"], group_ids=args.get("groupIds"))
+    count = selectors.memory_count(caller=caller, user_id=args["userId"], group_ids=_group_ids(args))
     return {"userId": args["userId"], "count": count}
 
 
@@ -157,21 +204,19 @@ def _upsert(caller: Caller, args: dict[str, Any]) -> Any:
             value=args["value"],
             category=args.get("category", "fact"),
             visibility=args.get("visibility", Visibility.SELF),
-            source_agent_id=args.get("sourceAgentId"),
-            group_ids=args.get("groupIds"),
+            source_agent_id=_agent_id(args),
+            group_ids=_group_ids(args),
             source_conversation_id=args.get("sourceConversationId"),
         ),
         turn_id=args.get("turnId"),
     )
-    return {"created": result.created, "entry": MemoryEntryOutputSerializer(result.entry).data}
+    return {"id": str(result.entry.pk), "key": result.entry.key, "status": "upserted"}
 
 
 def _delete(caller: Caller, args: dict[str, Any]) -> Any:
-    raw_id = str(args["entryId"])
-    if not raw_id.isdigit():
-        raise BadRequest(f"entryId must be a memory entry id (digits), got '{raw_id}'.")
-    services.memory_delete(caller=caller, entry_id=int(raw_id))
-    return {"deleted": True, "entryId": raw_id}
+    entry_id = _entry_id(args)
+    services.memory_delete(caller=caller, entry_id=entry_id)
+    return {"entryId": str(entry_id), "status": "deleted"}
 
 
 def _delete_all(caller: Caller, args: dict[str, Any]) -> Any:
@@ -180,7 +225,8 @@ def _delete_all(caller: Caller, args: dict[str, Any]) -> Any:
             f'Nothing was deleted: delete_all_user_memories needs confirmation="{CONFIRMATION}" to erase '
             f"every memory of user '{args['userId']}'."
         )
-    return services.memory_erase_user(caller=caller, user_id=args["userId"])
+    report = services.memory_erase_user(caller=caller, user_id=args["userId"])
+    return {"userId": report["userId"], "entriesDeleted": report["entriesDeleted"], "status": "deleted"}
 
 
 # --- The tools -------------------------------------------------------------------------------------------
@@ -230,10 +276,9 @@ TOOLS: dict[str, McpTool] = {
                 {
                     "userId": _USER_ID,
                     "agentId": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": 64,
-                        "description": "Required with viewer and admin keys; agent keys read as their agent.",
+                        **_AGENT_ID,
+                        "description": "The agent to recall for: required with viewer and admin keys; "
+                        "with an agent key, that agent or left out.",
                     },
                     "groupIds": _GROUP_IDS,
                     "order": {"type": "string", "enum": list(RecallOrder.values)},
@@ -281,7 +326,7 @@ TOOLS: dict[str, McpTool] = {
         McpTool(
             "upsert_user_memory",
             "Insert or update a memory entry on its upsert key: (userId, key) for global entries, "
-            "(userId, key, sourceAgentId) for self and group entries.",
+            "(userId, key, agentId) for self and group entries.",
             _schema(
                 {
                     "userId": _USER_ID,
@@ -293,11 +338,11 @@ TOOLS: dict[str, McpTool] = {
                         "enum": list(Visibility.values),
                         "default": Visibility.SELF,
                     },
-                    "sourceAgentId": {
-                        "type": ["string", "null"],
-                        "maxLength": 64,
-                        "description": "The owning agent. An agent key is its own agent.",
+                    "agentId": {
+                        **_AGENT_ID,
+                        "description": "The owning agent. With an agent key: that agent, or left out.",
                     },
+                    "sourceAgentId": {**_AGENT_ID, "description": "An older name for agentId."},
                     "groupIds": _GROUP_IDS,
                     "sourceConversationId": {"type": ["string", "null"], "maxLength": 255},
                     "turnId": {
@@ -357,8 +402,23 @@ def _error(message: str) -> tuple[dict[str, Any], bool]:
     return {"error": message}, True
 
 
+INTERNAL_ERROR = "The tool failed with an internal error (logged on the server)."
+_NAMES_PROPERTIES = frozenset({"required", "additionalProperties"})
+
+
+def _invalid(problem: ValidationError) -> str:
+    """A schema violation in words, without echoing the value (it may be megabytes, or any object's repr)."""
+    where = ".".join(str(p) for p in problem.path)
+    if problem.validator in _NAMES_PROPERTIES:  # these messages quote property names only
+        what = problem.message
+    else:
+        what = f"must satisfy {problem.validator} {json.dumps(problem.validator_value)}"
+    return f"Invalid arguments: {where + ': ' if where else ''}{what}"
+
+
 def tool_call(*, caller: Caller, name: str, arguments: dict[str, Any] | None) -> tuple[Any, bool]:
-    """Run one MCP tool as the caller. Returns ``(payload, is_error)``; errors are ``{"error": message}``."""
+    """Run one MCP tool as the caller. Returns ``(payload, is_error)``; errors are ``{"error": message}``:
+    a domain error's own message, or for anything unexpected a generic one (the exception is logged)."""
     tool = TOOLS.get(name)
     if tool is None:
         return _error(f"Unknown tool '{name}'.")
@@ -367,12 +427,14 @@ def tool_call(*, caller: Caller, name: str, arguments: dict[str, Any] | None) ->
     arguments = dict(arguments or {})
     problem = next(iter(sorted(_VALIDATORS[name].iter_errors(arguments), key=lambda e: list(e.path))), None)
     if problem is not None:
-        where = ".".join(str(p) for p in problem.path)
-        return _error(f"Invalid arguments: {where + ': ' if where else ''}{problem.message}")
+        return _error(_invalid(problem))
     try:
         return tool.handler(caller, arguments), False
     except ServiceError as exc:
         return _error(exc.message)
+    except Exception:
+        logger.exception("MCP tool %s by %s failed", name, caller.log_label())
+        return _error(INTERNAL_ERROR)
 
 
 def _tool_call_in_thread(
@@ -389,9 +451,14 @@ def _tool_call_in_thread(
             payload, is_error = _error(str(exc))
         else:
             payload, is_error = tool_call(caller=caller, name=name, arguments=arguments)
+        text = json.dumps(payload, cls=JSONEncoder, ensure_ascii=False)
+    except Exception:
+        logger.exception("MCP tool %s failed", name)
+        payload, is_error = _error(INTERNAL_ERROR)
+        text = json.dumps(payload)
     finally:
         close_old_connections()
-    return json.dumps(payload, cls=JSONEncoder, ensure_ascii=False), is_error
+    return text, is_error
 
 
 # --- The SDK server ---------------------------------------------------------------------------------------
@@ -455,22 +522,7 @@ async def serve_stdio(caller: Caller, raw_key: str) -> None:
 # --- Streamable HTTP (ASGI) ---------------------------------------------------------------------------------
 
 _MCP_PATHS = frozenset({"/mcp", "/mcp/"})
-
-
-async def _json_response(send: Any, status: int, body: dict[str, Any], headers: list | None = None) -> None:
-    payload = json.dumps(body).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(payload)).encode()),
-                *(headers or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": payload})
+_ALLOW_POST = [(b"allow", b"POST")]
 
 
 def _authenticate(raw_key: str) -> Caller:
@@ -482,18 +534,23 @@ def _authenticate(raw_key: str) -> Caller:
 
 
 class McpHttpApp:
-    """ASGI app for ``/mcp/``: authenticate each request's key, then let the SDK's session manager answer.
+    """ASGI app for ``/mcp/``: take only POST, read its body within the REST API's limit, authenticate its
+    key, then let the SDK's session manager answer.
 
-    The manager is stateless with JSON responses, so no request depends on another and any worker can serve
-    any request. Its ``run()`` (the task group the SDK serves requests in) would normally be entered by the
-    ASGI lifespan, but a2wsgi sends no lifespan. So the first request on an event loop starts it, in a
-    background task on that loop that lives as long as the loop (a2wsgi keeps one loop thread per worker).
+    The manager is stateless with JSON responses: each POST gets one JSON answer and no request depends on
+    another, so any worker can serve any request. There is no stream to hold open: GET (the server-to-client
+    SSE stream) and DELETE (ending a session) are 405, which the MCP spec allows, before the SDK sees them.
+
+    The manager's ``run()`` (the task group the SDK serves requests in) starts on the first request of each
+    event loop, in a background task that lives as long as the loop: the same under an ASGI server, whose
+    lifespan shutdown calls :meth:`aclose`, and under a2wsgi (``memoryplatform/wsgi.py``), which has no
+    lifespan.
     """
 
     def __init__(self, mcp_server: Server | None = None) -> None:
         self.server = mcp_server or server
         self._managers: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, tuple[StreamableHTTPSessionManager, asyncio.Event]
+            asyncio.AbstractEventLoop, tuple[StreamableHTTPSessionManager, asyncio.Event, asyncio.Event]
         ] = weakref.WeakKeyDictionary()
         self._runners: set[asyncio.Task] = set()
 
@@ -502,38 +559,63 @@ class McpHttpApp:
         loop = asyncio.get_running_loop()
         if loop not in self._managers:  # no await between the test and the insert: one start per loop
             manager = StreamableHTTPSessionManager(app=self.server, stateless=True, json_response=True)
-            started = asyncio.Event()
-            self._managers[loop] = (manager, started)
+            started, stop = asyncio.Event(), asyncio.Event()
+            self._managers[loop] = (manager, started, stop)
 
             async def run() -> None:
                 async with manager.run():
                     started.set()
-                    await asyncio.Event().wait()  # until the loop stops
+                    await stop.wait()
 
             # A fresh context: the runner must not carry the first request's caller.
             runner = loop.create_task(run(), context=contextvars.Context())
             self._runners.add(runner)
             runner.add_done_callback(self._runners.discard)
-        manager, started = self._managers[loop]
+        manager, started, _ = self._managers[loop]
         await started.wait()
         return manager
 
+    async def aclose(self) -> None:
+        """Stop this event loop's session manager, if it started (ASGI lifespan shutdown)."""
+        entry = self._managers.pop(asyncio.get_running_loop(), None)
+        if entry is not None:
+            entry[2].set()
+            await asyncio.gather(*self._runners, return_exceptions=True)
+
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":  # under a real ASGI server: nothing to start or stop
+        if scope["type"] == "lifespan":  # when served alone by an ASGI server
             while True:
                 message = await receive()
                 if message["type"] == "lifespan.startup":
                     await send({"type": "lifespan.startup.complete"})
                 elif message["type"] == "lifespan.shutdown":
+                    await self.aclose()
                     await send({"type": "lifespan.shutdown.complete"})
                     return
         if scope["type"] != "http":
             return
         if scope["path"] not in _MCP_PATHS:
-            await _json_response(
-                send, 404, {"error": f"No such path: {scope['path']}", "code": "not_found", "details": {}}
+            await asgi_http.send_error(send, 404, f"No such path: {scope['path']}", "not_found")
+            return
+        if scope["method"] != "POST":
+            await asgi_http.send_error(
+                send,
+                405,
+                f"Method {scope['method']} is not allowed: this MCP server answers each POST with JSON and "
+                f"opens no stream.",
+                "method_not_allowed",
+                _ALLOW_POST,
             )
             return
+        body = await asgi_http.read_body_or_refuse(scope, receive, send)
+        if body is None:
+            return
+        # Each request's sync work (key check, tool calls) on a thread of its own, as Django's ASGI handler
+        # does for a view: one slow tool call does not queue the others behind it.
+        async with ThreadSensitiveContext():
+            await self._answer(scope, asgi_http.replay(body, receive), send)
+
+    async def _answer(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         raw_key = presented_key(_HeaderLookup(headers))
         refusal = "An API key is required (Authorization: Bearer <key> or X-API-Key)."
@@ -544,11 +626,8 @@ class McpHttpApp:
             except KeyRefused as exc:
                 refusal = str(exc)
         if caller is None:
-            await _json_response(
-                send,
-                401,
-                {"error": refusal, "code": "unauthorized", "details": {}},
-                [(b"www-authenticate", b'Bearer realm="memoryplatform"')],
+            await asgi_http.send_error(
+                send, 401, refusal, "unauthorized", [(b"www-authenticate", b'Bearer realm="memoryplatform"')]
             )
             return
         token = current_caller.set(caller)

@@ -1,5 +1,6 @@
 """The MCP server through real ``mcp`` SDK client sessions, over stdio (``manage.py mcp``) and streamable HTTP
-(gunicorn serving ``memoryplatform.wsgi``, ``/mcp/``).
+(``manage.py serve``: uvicorn serving ``memoryplatform.asgi``, ``/mcp/``; and gunicorn serving
+``memoryplatform.wsgi`` for WSGI users).
 
 Both servers are subprocesses, so they run against a file SQLite database made for this module (migrated and
 provisioned by ``manage.py`` subprocesses), on either CI suite. Each test uses user ids of its own.
@@ -13,9 +14,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,9 @@ def mcp_env(tmp_path_factory) -> McpEnv:
         "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
         "SECRET_KEY": settings.SECRET_KEY,
         "DEBUG": "false",
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp / "prometheus"),  # serve's, not the checkout's var/prometheus
     }
+    (tmp / "prometheus").mkdir()
     env.pop("MEMORYPLATFORM_API_KEY", None)
     _manage(env, "migrate", "--verbosity", "0")
     output = _manage(env, "shell", "--no-imports", "-c", PROVISION).stdout
@@ -92,41 +95,60 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def http_url(mcp_env: McpEnv) -> Any:
-    """gunicorn serving memoryplatform.wsgi (Django, with the MCP app under /mcp) on a free port."""
+def _wait_for(server: subprocess.Popen, base: str, log_path: Path) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        assert server.poll() is None, log_path.read_text()[-3000:]
+        try:
+            with urllib.request.urlopen(f"{base}/healthz", timeout=2) as response:  # noqa: S310
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        assert time.monotonic() < deadline, "the server did not answer /healthz in 30 s"
+        time.sleep(0.2)
+
+
+@contextmanager
+def _served(env: dict[str, str], argv: list[str], log_path: Path) -> Iterator[str]:
+    """Run a server (``{port}`` in ``argv`` filled with a free port) until the block ends; yields its URL."""
     port = _free_port()
-    log_path = mcp_env.tmp / "gunicorn.log"
     with log_path.open("w") as log:
         server = subprocess.Popen(  # noqa: S603
-            [str(Path(PYTHON).parent / "gunicorn"), "memoryplatform.wsgi:application"]
-            + ["--bind", f"127.0.0.1:{port}", "--workers", "1", "--timeout", "60"],
+            [arg.format(port=port) for arg in argv],
             cwd=BASE_DIR,
-            env=mcp_env.env,
+            env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert server.poll() is None, log_path.read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(f"{base}/healthz", timeout=2) as response:  # noqa: S310
-                    if response.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError):
-                pass
-            assert time.monotonic() < deadline, "gunicorn did not answer /healthz in 30 s"
-            time.sleep(0.2)
+        _wait_for(server, base, log_path)
         yield base
     finally:
         server.terminate()
         try:
-            server.wait(timeout=10)
+            server.wait(timeout=15)
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+@pytest.fixture(scope="module")
+def http_url(mcp_env: McpEnv) -> Iterator[str]:
+    """``manage.py serve`` (uvicorn, memoryplatform.asgi: Django, and the MCP app under /mcp), a free port."""
+    argv = [PYTHON, "manage.py", "serve", "--port", "{port}", "--workers", "1", "--no-dream-scheduler"]
+    with _served(mcp_env.env, argv, mcp_env.tmp / "serve.log") as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def wsgi_url(mcp_env: McpEnv) -> Iterator[str]:
+    """gunicorn serving memoryplatform.wsgi, for those who run a WSGI server."""
+    argv = [str(Path(PYTHON).parent / "gunicorn"), "memoryplatform.wsgi:application"]
+    argv += ["--bind", "127.0.0.1:{port}", "--workers", "1", "--timeout", "60"]
+    with _served(mcp_env.env, argv, mcp_env.tmp / "gunicorn.log") as base:
+        yield base
 
 
 @pytest.fixture(params=["stdio", "http"])
@@ -254,7 +276,8 @@ def test_an_admin_calls_each_of_the_eight_tools(connect, transport):
                 category="preference",
                 visibility="global",
             )
-            assert language["created"] is True and language["entry"]["sourceAgentId"] is None
+            assert set(language) == {"id", "key", "status"}  # EDDI's shape
+            assert language["key"] == "language" and language["status"] == "upserted"
             color = await ok(
                 client,
                 "upsert_user_memory",
@@ -262,10 +285,9 @@ def test_an_admin_calls_each_of_the_eight_tools(connect, transport):
                 key="favorite_color",
                 value="blue",
                 category="preference",
-                sourceAgentId="agent-a",
+                agentId="agent-a",
             )
-            assert color["entry"]["visibility"] == "self" and color["entry"]["sourceAgentId"] == "agent-a"
-            again = await ok(
+            again = await ok(  # this server's older name for agentId still works
                 client,
                 "upsert_user_memory",
                 userId=user,
@@ -274,11 +296,16 @@ def test_an_admin_calls_each_of_the_eight_tools(connect, transport):
                 category="preference",
                 sourceAgentId="agent-a",
             )
-            assert again["created"] is False and again["entry"]["id"] == color["entry"]["id"]
+            assert again == {"id": color["id"], "key": "favorite_color", "status": "upserted"}
 
             listed = await ok(client, "list_user_memories", userId=user)
-            assert [e["key"] for e in listed] == ["favorite_color", "language"]
-            assert listed[0]["value"] == "green"
+            assert listed["userId"] == user and listed["count"] == 2
+            assert [e["key"] for e in listed["memories"]] == ["favorite_color", "language"]
+            first = listed["memories"][0]
+            assert first["id"] == color["id"] and first["value"] == "green"
+            assert first["visibility"] == "self" and first["sourceAgentId"] == "agent-a"
+            assert listed["memories"][1]["id"] == language["id"]
+            assert listed["memories"][1]["sourceAgentId"] is None
 
             visible_a = await ok(client, "get_visible_memories", userId=user, agentId="agent-a")
             assert {e["key"] for e in visible_a} == {"favorite_color", "language"}
@@ -297,15 +324,13 @@ def test_an_admin_calls_each_of_the_eight_tools(connect, transport):
 
             assert await ok(client, "count_user_memories", userId=user) == {"userId": user, "count": 2}
 
-            deleted = await ok(client, "delete_user_memory", entryId=color["entry"]["id"])
-            assert deleted == {"deleted": True, "entryId": color["entry"]["id"]}
-            assert "No memory entry" in await error(
-                client, "delete_user_memory", entryId=color["entry"]["id"]
-            )
+            deleted = await ok(client, "delete_user_memory", entryId=color["id"])
+            assert deleted == {"entryId": color["id"], "status": "deleted"}
+            assert "No memory entry" in await error(client, "delete_user_memory", entryId=color["id"])
             assert (await ok(client, "count_user_memories", userId=user))["count"] == 1
 
             erased = await ok(client, "delete_all_user_memories", userId=user, confirmation="CONFIRM")
-            assert erased["userId"] == user and erased["entriesDeleted"] == 1
+            assert erased == {"userId": user, "entriesDeleted": 1, "status": "deleted"}
             assert (await ok(client, "count_user_memories", userId=user))["count"] == 0
 
             # Arguments that do not fit a tool's input schema, and unknown tools, are errors too.
@@ -334,7 +359,7 @@ def test_delete_all_needs_confirm(connect, transport):
                 assert message.startswith("Nothing was deleted") and 'confirmation="CONFIRM"' in message
             assert (await ok(client, "count_user_memories", userId=user))["count"] == 2
             erased = await ok(client, "delete_all_user_memories", userId=user, confirmation="CONFIRM")
-            assert erased["entriesDeleted"] == 2
+            assert erased == {"userId": user, "entriesDeleted": 2, "status": "deleted"}
             assert (await ok(client, "count_user_memories", userId=user))["count"] == 0
 
     run(main)
@@ -351,13 +376,14 @@ def test_a_viewer_reads_but_cannot_write(connect, transport):
             entry = await ok(
                 admin, "upsert_user_memory", userId=user, key="k", value="v", sourceAgentId="agent-a"
             )
-            assert [e["key"] for e in await ok(viewer, "list_user_memories", userId=user)] == ["k"]
+            listed = await ok(viewer, "list_user_memories", userId=user)
+            assert [e["key"] for e in listed["memories"]] == ["k"]
             assert (await ok(viewer, "get_memory_by_key", userId=user, key="k"))["value"] == "v"
             refusals = [
                 await error(
                     viewer, "upsert_user_memory", userId=user, key="k2", value="v", visibility="global"
                 ),
-                await error(viewer, "delete_user_memory", entryId=entry["entry"]["id"]),
+                await error(viewer, "delete_user_memory", entryId=entry["id"]),
                 await error(viewer, "delete_all_user_memories", userId=user, confirmation="CONFIRM"),
             ]
             assert all("not available to viewer keys" in message for message in refusals), refusals
@@ -374,10 +400,18 @@ def test_an_agent_acts_only_as_itself(connect, transport):
             own = await ok(
                 agent_a, "upsert_user_memory", userId=user, key="secret", value="a's", category="context"
             )
-            assert own["entry"]["sourceAgentId"] == "agent-a" and own["entry"]["visibility"] == "self"
-            assert "cannot write as agent 'agent-b'" in await error(
-                agent_a, "upsert_user_memory", userId=user, key="x", value="v", sourceAgentId="agent-b"
+            mine = await ok(agent_a, "get_memory_by_key", userId=user, key="secret")
+            assert mine["id"] == own["id"] and mine["sourceAgentId"] == "agent-a"
+            assert mine["visibility"] == "self"
+            for name in ("agentId", "sourceAgentId"):  # EDDI's name and the older one
+                assert "cannot write as agent 'agent-b'" in await error(
+                    agent_a, "upsert_user_memory", userId=user, key="x", value="v", **{name: "agent-b"}
+                )
+            named = await ok(
+                agent_a, "upsert_user_memory", userId=user, key="named", value="v", agentId="agent-a"
             )
+            assert named["status"] == "upserted"
+            await ok(agent_a, "delete_user_memory", entryId=named["id"])
             assert "allowedCategories" in await error(
                 agent_a, "upsert_user_memory", userId=user, key="x", value="v", category="gossip"
             )
@@ -385,7 +419,11 @@ def test_an_agent_acts_only_as_itself(connect, transport):
                 agent_a, "delete_all_user_memories", userId=user, confirmation="CONFIRM"
             )
 
-            assert await ok(agent_b, "list_user_memories", userId=user) == []
+            assert await ok(agent_b, "list_user_memories", userId=user) == {
+                "userId": user,
+                "count": 0,
+                "memories": [],
+            }
             assert await ok(agent_b, "search_user_memories", userId=user, query="secret") == []
             assert await ok(agent_b, "count_user_memories", userId=user) == {"userId": user, "count": 0}
             assert "No memory with key 'secret'" in await error(
@@ -395,11 +433,11 @@ def test_an_agent_acts_only_as_itself(connect, transport):
                 agent_b, "get_visible_memories", userId=user, agentId="agent-a"
             )
             assert "not owned by agent 'agent-b'" in await error(
-                agent_b, "delete_user_memory", entryId=own["entry"]["id"]
+                agent_b, "delete_user_memory", entryId=own["id"]
             )
 
             assert [e["key"] for e in await ok(agent_a, "get_visible_memories", userId=user)] == ["secret"]
-            await ok(agent_a, "delete_user_memory", entryId=int(own["entry"]["id"]))
+            await ok(agent_a, "delete_user_memory", entryId=int(own["id"]))
             assert (await ok(agent_a, "count_user_memories", userId=user))["count"] == 0
 
     run(main)
@@ -472,8 +510,10 @@ def test_http_takes_x_api_key_and_the_handshake_era(connect):
     run(main)
 
 
-def test_http_refuses_a_host_outside_allowed_hosts(http_url: str):
+@pytest.mark.parametrize("server", ["http_url", "wsgi_url"])
+def test_http_refuses_a_host_outside_allowed_hosts(request, server):
     """``/mcp`` bypasses Django's request handling but not its Host check (DNS rebinding), before the key."""
+    http_url = request.getfixturevalue(server)
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
     with httpx2.Client(base_url=http_url, timeout=30) as http:
@@ -483,3 +523,180 @@ def test_http_refuses_a_host_outside_allowed_hosts(http_url: str):
             assert refused.json() == {"error": "Invalid Host header for this server.", "code": "bad_request",
                                       "details": {}}  # fmt: skip
         assert http.post("/mcp/", json=body, headers=headers).status_code == 401  # its own host: the key next
+
+
+# --- EDDI's arguments (issue 16) ---------------------------------------------------------------------------
+
+
+def test_group_ids_as_eddi_sends_them(connect, transport):
+    """``groupIds`` is one comma-separated string in EDDI's tools; a list still works."""
+    user = f"{transport}-groups"
+
+    async def main() -> None:
+        async with sessions(connect, "admin", "agent-a") as (admin, agent_a):
+            await ok(
+                admin,
+                "upsert_user_memory",
+                userId=user,
+                key="team_note",
+                value="shared",
+                agentId="agent-a",
+                visibility="group",
+                groupIds="team",
+            )
+            for groups in ("team", " team , other ", ["team"]):
+                recalled = await ok(
+                    admin, "get_visible_memories", userId=user, agentId="agent-a", groupIds=groups
+                )
+                assert [e["key"] for e in recalled] == ["team_note"], groups
+            assert (
+                await ok(admin, "get_visible_memories", userId=user, agentId="agent-a", groupIds="other")
+                == []
+            )
+            too_many = ",".join(f"g{i}" for i in range(51))
+            assert "groupIds" in await error(
+                admin, "get_visible_memories", userId=user, agentId="agent-a", groupIds=too_many
+            )
+            # An agent key may name itself, or leave agentId out; naming another agent is refused.
+            mine = await ok(agent_a, "get_visible_memories", userId=user, agentId="agent-a", groupIds="team")
+            assert [e["key"] for e in mine] == ["team_note"]
+            assert "cannot read as agent 'agent-b'" in await error(
+                agent_a, "get_visible_memories", userId=user, agentId="agent-b", groupIds="team"
+            )
+            assert "different agents" in await error(
+                admin, "upsert_user_memory", userId=user, key="x", value=1, agentId="agent-a",
+                sourceAgentId="agent-b",
+            )  # fmt: skip
+            assert (await ok(admin, "count_user_memories", userId=user))["count"] == 1
+
+    run(main)
+
+
+# --- Hostile input (issue 16) ------------------------------------------------------------------------------
+
+
+def _other_digits(number: str) -> str:
+    """The same number in Arabic-Indic digits, which ``str.isdigit`` and ``int`` both take."""
+    return "".join(chr(0x0660 + int(digit)) for digit in number)
+
+
+def test_an_entry_id_is_ascii_digits_only(connect, transport):
+    user = f"{transport}-unicode-id"
+
+    async def main() -> None:
+        async with connect("admin") as client:
+            entry = await ok(
+                client, "upsert_user_memory", userId=user, key="k", value="v", visibility="global"
+            )
+            for bad in (_other_digits(entry["id"]), "١", "-1", "1.0", " 1", "9" * 30, "", -1):
+                message = await error(client, "delete_user_memory", entryId=bad)
+                assert "entryId must be a memory entry id" in message or "Invalid arguments" in message, bad
+            assert (await ok(client, "count_user_memories", userId=user))["count"] == 1  # nothing deleted
+            assert (await ok(client, "delete_user_memory", entryId=entry["id"]))["status"] == "deleted"
+
+    run(main)
+
+
+_INTERNALS = ("Traceback", "Error(", "DataError", "psycopg", "sqlite", "0x00", "ErrorDetail", "django.")
+
+
+def test_tool_errors_are_clean_messages(connect, transport):
+    """Input the database refuses (PostgreSQL takes no NUL in text) is a clean error or an answer, never an
+    internal exception's text; out-of-range numbers are refused by the schema, without echoing the value."""
+    user = f"{transport}-clean-errors"
+
+    async def main() -> None:
+        async with connect("admin") as client:
+            calls = [
+                ("count_user_memories", {"userId": "nul\x00user"}),
+                (
+                    "upsert_user_memory",
+                    {"userId": user, "key": "k\x00", "value": "v", "visibility": "global"},
+                ),
+                (
+                    "upsert_user_memory",
+                    {"userId": user, "key": "k", "value": "a\x00b", "visibility": "global"},
+                ),
+                ("search_user_memories", {"userId": user, "query": "\x00"}),
+                ("list_user_memories", {"userId": user, "offset": 2**63}),
+                ("list_user_memories", {"userId": user, "limit": 2**64}),
+            ]
+            for name, arguments in calls:
+                result = await client.call_tool(name, arguments)
+                text = result.content[0].text
+                payload = json.loads(text)  # always JSON: a result, or {"error": message}
+                if result.is_error:
+                    assert set(payload) == {"error"}, payload
+                    assert not any(marker in payload["error"] for marker in _INTERNALS), payload
+                    assert str(2**63) not in payload["error"]
+
+    run(main)
+
+
+# --- HTTP: no stream, the REST API's body limit (issue 16) -------------------------------------------------
+
+_MCP_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+
+
+def _upsert_body(user: str, value: str) -> bytes:
+    arguments = {"userId": user, "key": "big", "value": value, "visibility": "global"}
+    params = {"name": "upsert_user_memory", "arguments": arguments}
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+
+
+@pytest.mark.parametrize("server", ["http_url", "wsgi_url"])
+def test_http_takes_post_only_and_limits_the_body(request, server, mcp_env: McpEnv):
+    """No GET stream to hold open (405, as the MCP spec allows), and the REST API's 1 MB body limit,
+    whether the body has a Content-Length or comes chunked."""
+    base = request.getfixturevalue(server)
+    user = f"{server}-big-body"
+    headers = {**_MCP_HEADERS, "Authorization": f"Bearer {mcp_env.keys['admin']}"}
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    with httpx2.Client(base_url=base, timeout=30, headers=headers) as http:
+        for method in ("GET", "DELETE", "PUT"):
+            refused = http.request(method, "/mcp/")
+            assert refused.status_code == 405, (method, refused.text)
+            assert refused.headers["allow"] == "POST"
+            assert refused.json()["code"] == "method_not_allowed"
+
+        big = _upsert_body(user, "x" * (2 * 1024 * 1024))
+        too_large = http.post("/mcp/", content=big, headers={"Content-Type": "application/json"})
+        assert too_large.status_code == 413
+        assert too_large.json() == {"error": "Request body is too large.", "code": "payload_too_large",
+                                    "details": {}}  # fmt: skip
+
+        def chunks(body: bytes) -> Iterator[bytes]:
+            for start in range(0, len(body), 64 * 1024):
+                yield body[start : start + 64 * 1024]
+
+        chunked = http.post("/mcp/", content=chunks(big), headers={"Content-Type": "application/json"})
+        assert chunked.status_code == 413 and chunked.json()["code"] == "payload_too_large"
+
+        json_type = {"Content-Type": "application/json"}
+        overhead = len(_upsert_body(user, ""))
+        one_over = _upsert_body(user, "x" * (limit + 1 - overhead))
+        assert len(one_over) == limit + 1
+        assert http.post("/mcp/", content=one_over, headers=json_type).status_code == 413
+
+        under = 1000  # small: a size limit on values is another matter
+        taken = http.post("/mcp/", content=chunks(_upsert_body(user, "x" * under)), headers=json_type)
+        assert taken.status_code == 200, taken.text
+        assert json.loads(taken.json()["result"]["content"][0]["text"])["status"] == "upserted"
+
+    async def main() -> None:
+        async with connect_admin(base, mcp_env) as client:
+            listed = await ok(client, "list_user_memories", userId=user)
+            assert [len(e["value"]) for e in listed["memories"]] == [under]
+            await ok(client, "delete_all_user_memories", userId=user, confirmation="CONFIRM")
+
+    run(main)
+
+
+@asynccontextmanager
+async def connect_admin(base: str, mcp_env: McpEnv) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {mcp_env.keys['admin']}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(base + "/mcp/", http_client=http)) as client,
+    ):
+        yield client

@@ -1,0 +1,133 @@
+"""Small ASGI pieces shared by the ASGI front (``memoryplatform/asgi.py``) and the MCP app: read a request
+body within the REST API's size limit and in bounded time, hand it on, and answer in the error envelope.
+
+A body is read as it arrives, whatever its framing: a ``Content-Length`` over the limit is refused before a
+byte is read, and a chunked body (no ``Content-Length``) is counted as it comes and refused once it passes the
+limit. A client that trickles its body holds one coroutine, and only for ``BODY_TIMEOUT`` seconds.
+"""
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from django.conf import settings
+
+from memoryplatform.api.errors import envelope
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+BODY_TIMEOUT = 30.0
+"""Seconds a client has to send its whole request body."""
+
+
+class BodyRefused(Exception):
+    """The body cannot be taken: ``status`` and the envelope's ``code`` and message say why."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+class ClientGone(Exception):
+    """The client disconnected before its body was complete: there is no one to answer."""
+
+
+def body_limit() -> int | None:
+    """The largest body taken, in bytes: the REST API's ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (``None``: none)."""
+    return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+
+def _too_large() -> BodyRefused:
+    return BodyRefused(413, "payload_too_large", "Request body is too large.")
+
+
+def _declared_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                raise BodyRefused(400, "bad_request", "Invalid Content-Length header.") from None
+    return None
+
+
+async def read_body(scope: Scope, receive: Receive, *, timeout: float = BODY_TIMEOUT) -> bytes:
+    """The whole request body, or :class:`BodyRefused` (413 over the limit, 408 too slow) or
+    :class:`ClientGone`."""
+    limit = body_limit()
+    declared = _declared_length(scope)
+    if limit is not None and declared is not None and declared > limit:
+        raise _too_large()
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise ClientGone
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if limit is not None and size > limit:
+                    raise _too_large()
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
+    except TimeoutError:
+        raise BodyRefused(408, "request_timeout", "The request body did not arrive in time.") from None
+
+
+def replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives the body already read as one message, then listens to the client again
+    (for its disconnect)."""
+    sent = False
+
+    async def receive_again() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return receive_again
+
+
+async def send_json(
+    send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    payload = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+async def send_error(
+    send: Send, status: int, message: str, code: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """An error in the API's envelope, ``{"error", "code", "details"}``."""
+    await send_json(send, status, envelope(message, code), headers)
+
+
+async def read_body_or_refuse(scope: Scope, receive: Receive, send: Send) -> bytes | None:
+    """:func:`read_body`, answering the refusal itself: ``None`` means the request is over."""
+    try:
+        return await read_body(scope, receive)
+    except BodyRefused as refused:
+        # The rest of the body stays unread: close the connection rather than read on.
+        await send_error(send, refused.status, refused.message, refused.code, [(b"connection", b"close")])
+    except ClientGone:
+        pass
+    return None
