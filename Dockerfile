@@ -1,4 +1,4 @@
-# One image for every production service: web (gunicorn), celery worker, celery beat.
+# One image for every production service: web (uvicorn, via manage.py serve), celery worker, celery beat.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -11,4 +11,4 @@ RUN pip install --no-cache-dir . \
 
 USER app
 EXPOSE 8000 9100
-CMD ["gunicorn", "memoryplatform.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "2"]
+CMD ["python", "manage.py", "serve", "--host", "0.0.0.0", "--port", "8000", "--workers", "4", "--no-dream-scheduler"]

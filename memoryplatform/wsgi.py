@@ -25,7 +25,9 @@ django_application = get_wsgi_application()
 from memoryplatform.api.errors import envelope  # noqa: E402 (once Django is set up)
 from memoryplatform.asgi_http import body_limit  # noqa: E402
 
-PATH_INFO = "PATH_INFO"  # a WSGI request variable, not a setting
+PATH_INFO = "PATH_INFO"  # WSGI request variables, not settings
+CONTENT_LENGTH = "CONTENT_LENGTH"
+TRANSFER_ENCODING = "HTTP_TRANSFER_ENCODING"
 
 
 def _is_mcp_path(path: str) -> bool:
@@ -81,14 +83,14 @@ def _host_allowed(environ: dict[str, Any]) -> bool:
 def _buffer_chunked_body(environ: dict[str, Any]) -> bool:
     """a2wsgi reads ``CONTENT_LENGTH`` bytes of the body, so a chunked body (no length) would reach the MCP
     app empty: read it here, within the REST API's limit, and give its length. False: over the limit."""
-    if environ.get("CONTENT_LENGTH") or "chunked" not in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+    if environ.get(CONTENT_LENGTH) or "chunked" not in environ.get(TRANSFER_ENCODING, "").lower():
         return True
     limit = body_limit()
     body = environ["wsgi.input"].read() if limit is None else environ["wsgi.input"].read(limit + 1)
     if limit is not None and len(body) > limit:
         return False
     environ["wsgi.input"] = io.BytesIO(body)
-    environ["CONTENT_LENGTH"] = str(len(body))
+    environ[CONTENT_LENGTH] = str(len(body))
     return True
 
 

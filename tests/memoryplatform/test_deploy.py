@@ -2,6 +2,7 @@
 command names a real entry point of this project, and Prometheus scrapes the services that exist."""
 
 import importlib
+import json
 import shlex
 import subprocess
 import sys
@@ -39,12 +40,31 @@ def test_compose_has_every_production_service(compose):
     assert (ROOT / "Dockerfile").exists()
 
 
-def test_web_command_is_a_real_wsgi_app(compose):
+def test_web_command_serves_the_asgi_app(compose):
+    """The web service runs ``manage.py serve`` (Celery beat runs Dream there), whose uvicorn command names
+    the real ASGI app; the image's default command is the same."""
     argv = _argv(compose["services"]["web"]["command"])
-    assert argv[0] == "gunicorn"
-    module, _, attr = argv[1].partition(":")
-    assert callable(getattr(importlib.import_module(module), attr))
+    assert argv[:3] == ["python", "manage.py", "serve"]
+    assert "--no-dream-scheduler" in argv
     assert "python manage.py migrate" in compose["services"]["web"]["command"]
+    dockerfile_cmd = next(
+        line for line in (ROOT / "Dockerfile").read_text().splitlines() if line.startswith("CMD")
+    )
+    assert json.loads(dockerfile_cmd[3:])[:3] == ["python", "manage.py", "serve"]
+
+    from memoryplatform.management.commands.serve import uvicorn_argv
+
+    served = uvicorn_argv(host="0.0.0.0", port=8000, workers=4)  # noqa: S104
+    assert served[1:3] == ["-m", "uvicorn"]
+    module, _, attr = served[3].partition(":")
+    assert callable(getattr(importlib.import_module(module), attr))
+
+
+def test_the_wsgi_app_still_loads():
+    """For those who run a WSGI server."""
+    from memoryplatform.wsgi import application
+
+    assert callable(application)
 
 
 @pytest.mark.parametrize("service", ["worker", "beat"])

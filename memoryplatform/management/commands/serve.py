@@ -1,5 +1,7 @@
+import errno
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from argparse import BooleanOptionalAction
@@ -11,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 
 def prepare_metrics_dir() -> str:
-    """Put prometheus_client in multiprocess mode for gunicorn's workers and the Dream scheduler, so the
+    """Put prometheus_client in multiprocess mode for the server's workers and the Dream scheduler, so the
     web's /metrics shows every process's counters (the scheduler's Dream counters included). Uses
     PROMETHEUS_MULTIPROC_DIR when set; otherwise var/prometheus, emptied at each start."""
     configured = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
@@ -26,27 +28,100 @@ def prepare_metrics_dir() -> str:
 
 
 def scheduler_argv(parent_pid: int) -> list[str]:
-    """The Dream scheduler child: one process beside gunicorn, stopping when the server does."""
+    """The Dream scheduler child: one process beside the web server, stopping when the server does."""
     manage = str(Path(settings.BASE_DIR) / "manage.py")
     return [sys.executable, manage, "dream_scheduler", "--parent-pid", str(parent_pid)]
 
 
+def check_port_free(host: str, port: int) -> None:
+    """Bind the address as the server will, then let it go: a port in use is a clear error before anything
+    starts (uvicorn and gunicorn would otherwise fail after their banners, or retry)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise CommandError(f"Cannot serve on {host}:{port}: {exc.strerror}.") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do: TIME_WAIT is free
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CommandError(
+                    f"Port {port} on {host} is already in use. Stop what serves there, or choose another "
+                    f"port (make run PORT=8001, or serve --port 8001)."
+                ) from None
+            raise CommandError(f"Cannot serve on {host}:{port}: {exc.strerror}.") from None
+
+
+def uvicorn_argv(*, host: str, port: int, workers: int) -> list[str]:
+    """uvicorn serving ``memoryplatform.asgi`` in worker processes of its own (it restarts a dead one)."""
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "memoryplatform.asgi:application",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        "--lifespan",
+        "on",
+        "--no-access-log",  # the request log middleware writes one line per API request
+        "--no-server-header",
+        "--timeout-keep-alive",
+        "5",
+        "--timeout-graceful-shutdown",
+        "10",
+    ]
+
+
+def gunicorn_argv(*, host: str, port: int, workers: int, threads: int) -> list[str]:
+    """gunicorn's gthread workers serving ``memoryplatform.wsgi``: each request holds a thread while it is
+    read and answered, so slow clients can take every thread. Kept for comparison (``bench/``)."""
+    return [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "memoryplatform.wsgi:application",
+        "--bind",
+        f"{host}:{port}",
+        "--workers",
+        str(workers),
+        "--threads",
+        str(threads),
+        "--timeout",
+        "60",
+        "--graceful-timeout",
+        "10",
+    ]
+
+
 class Command(BaseCommand):
     help = (
-        "Serve the API and admin with gunicorn (static files through WhiteNoise, no DEBUG needed). Without "
-        "REDIS_URL it also runs the Dream schedule in one scheduler process beside the web workers."
+        "Serve the API, the admin and the MCP server (static files through WhiteNoise, no DEBUG needed) with "
+        "uvicorn: memoryplatform.asgi in worker processes. Without REDIS_URL it also runs the Dream schedule "
+        "in one scheduler process beside the web workers."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
-        parser.add_argument("--workers", type=int, default=2)
+        parser.add_argument("--workers", type=int, default=2, help="Worker processes.")
         parser.add_argument(
-            "--threads",
-            type=int,
-            default=2,
-            help="Threads per worker (gunicorn's gthread worker): while one request waits on the database, "
-            "another runs. 1 gives the sync worker.",
+            "--server",
+            choices=["uvicorn", "gunicorn"],
+            default="uvicorn",
+            help="uvicorn (ASGI, the default): slow clients and open connections hold no thread. gunicorn "
+            "(WSGI, gthread workers): the previous way, kept for comparison.",
+        )
+        parser.add_argument("--threads", type=int, default=2, help="gunicorn only: threads per worker.")
+        parser.add_argument(
+            "--check-port",
+            action="store_true",
+            help="Only check that the address is free (exit 1 if it is in use), then exit.",
         )
         parser.add_argument(
             "--dream-scheduler",
@@ -57,31 +132,22 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        gunicorn = shutil.which("gunicorn", path=os.path.dirname(sys.executable)) or shutil.which("gunicorn")
-        if gunicorn is None:
-            raise CommandError("gunicorn is not installed in this environment.")
-        argv = [
-            gunicorn,
-            "memoryplatform.wsgi:application",
-            "--bind",
-            f"{options['host']}:{options['port']}",
-            "--workers",
-            str(options["workers"]),
-            "--threads",
-            str(options["threads"]),
-            "--timeout",
-            "60",
-            "--graceful-timeout",
-            "10",
-        ]
+        host, port, workers = options["host"], options["port"], options["workers"]
+        check_port_free(host, port)
+        if options["check_port"]:
+            return
+        if options["server"] == "gunicorn":
+            argv = gunicorn_argv(host=host, port=port, workers=workers, threads=options["threads"])
+        else:
+            argv = uvicorn_argv(host=host, port=port, workers=workers)
         prepare_metrics_dir()
         run_scheduler = options["dream_scheduler"]
         if run_scheduler is None:
             run_scheduler = not settings.REDIS_URL
         if run_scheduler:
-            # This pid carries on as gunicorn's master after execv, so the child stops with the server.
+            # This pid carries on as the server's master after execv, so the child stops with the server.
             subprocess.Popen(scheduler_argv(os.getpid()), cwd=settings.BASE_DIR)  # noqa: S603
             self.stdout.write(f"Dream runs on '{settings.DREAM_SCHEDULE}' in a scheduler process.")
-        self.stdout.write(f"Serving on http://{options['host']}:{options['port']} (Ctrl-C stops)")
+        self.stdout.write(f"Serving on http://{host}:{port} (Ctrl-C stops)")
         self.stdout.flush()
-        os.execv(gunicorn, argv)  # noqa: S606  (replaces this process with gunicorn)
+        os.execv(sys.executable, argv)  # noqa: S606  (replaces this process with the server)
