@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh machine with Python 3.11:
 #   make run    install, migrate the embedded SQLite database, ensure an admin, serve on 127.0.0.1:8000
-#               (uvicorn, WORKERS processes; a port in use stops it before anything is printed about serving)
+#               (uvicorn, WORKERS processes of THREADS threads; a port in use stops it before it says it serves)
 #   make test   install (with dev tools) and run the whole suite (PostgreSQL/Redis when DATABASE_URL/REDIS_URL say so)
 
 PYTHON ?= python3
@@ -9,6 +9,7 @@ PY     := $(VENV)/bin/python
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 WORKERS ?= 2
+THREADS ?= 4
 
 .PHONY: run test install install-dev lint migrate serve clean
 
@@ -39,7 +40,7 @@ run: migrate
 	$(PY) manage.py serve --host $(HOST) --port $(PORT) --check-port
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py bootstrap --url http://$(HOST):$(PORT)
-	$(PY) manage.py serve --host $(HOST) --port $(PORT) --workers $(WORKERS)
+	$(PY) manage.py serve --host $(HOST) --port $(PORT) --workers $(WORKERS) --threads $(THREADS)
 
 test: install-dev
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

@@ -3,7 +3,13 @@ streamable HTTP app under ``/mcp``, natively on the same event loop.
 
 In front of both, every request body is read here as it arrives, within the REST API's size limit and in
 bounded time (:mod:`memoryplatform.asgi_http`), so a slow or endless client holds a coroutine, never a thread,
-and a chunked body is limited like any other. Django's ASGI handler then runs the (sync) views in threads.
+and a chunked body is limited like any other.
+
+Django then runs as the WSGI app it is, on a fixed pool of ``SERVE_THREADS`` threads per process
+(:class:`a2wsgi.WSGIMiddleware`), and only once the whole body is in. Measured against Django's own ASGI
+handler (``bench/RESULTS.md``, session 7): that handler runs each request's sync code on a new thread with
+several hops between threads, and a connection kept per thread (``CONN_MAX_AGE``) then lives for one request;
+here the threads, and so their PostgreSQL connections, persist, and a recall costs what it did under gunicorn.
 
 ``memoryplatform.wsgi:application`` still serves the same app for WSGI servers.
 """
@@ -12,14 +18,13 @@ import io
 import os
 from typing import Any
 
-from django.core.asgi import get_asgi_application
+from a2wsgi import WSGIMiddleware
 from django.core.exceptions import DisallowedHost
+from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryplatform.settings")
-# Each request's sync code runs on a thread of its own: keep PostgreSQL connections in a pool, not per thread.
-os.environ.setdefault("DB_POOL_SIZE", "8")
 
-django_application = get_asgi_application()
+django_application = get_wsgi_application()
 
 from django.core.handlers.asgi import ASGIRequest  # noqa: E402 (once Django is set up)
 
@@ -63,7 +68,9 @@ class Application:
             return
         body = await asgi_http.read_body_or_refuse(scope, receive, send)
         if body is not None:
-            await self.django_app(scope, asgi_http.replay(body, receive), send)
+            await self.django_app(
+                asgi_http.with_length(scope, len(body)), asgi_http.replay(body, receive), send
+            )
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -76,4 +83,7 @@ class Application:
                 return
 
 
-application = Application(django_application, McpHttpApp())
+THREADS = int(os.environ.get("SERVE_THREADS") or 4)
+"""Threads per process running Django's views (``manage.py serve --threads``)."""
+
+application = Application(WSGIMiddleware(django_application, workers=THREADS), McpHttpApp())

@@ -96,6 +96,14 @@ def replay(body: bytes, receive: Receive) -> Receive:
     return receive_again
 
 
+def with_length(scope: Scope, length: int) -> Scope:
+    """The scope of a request whose body has been read: its length in ``Content-Length``, no chunked framing
+    (a WSGI app reads ``CONTENT_LENGTH`` bytes)."""
+    framing = (b"content-length", b"transfer-encoding")
+    headers = [(name, value) for name, value in scope["headers"] if name.lower() not in framing]
+    return {**scope, "headers": [*headers, (b"content-length", str(length).encode())]}
+
+
 async def send_json(
     send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None
 ) -> None:

@@ -113,15 +113,6 @@ if DB_VENDOR == "sqlite":
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
         }
     )
-elif DB_POOL_SIZE := env.int("DB_POOL_SIZE", default=0):
-    # A pool per process (psycopg_pool): under ASGI each request's sync code runs on a thread of its own, so a
-    # connection kept per thread (CONN_MAX_AGE) would be opened anew for every request. memoryplatform.asgi
-    # turns this on; the pool and CONN_MAX_AGE exclude each other.
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": 1,
-        "max_size": DB_POOL_SIZE,
-        "timeout": env.int("DB_POOL_TIMEOUT", default=10),
-    }
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
     # Off by default: it costs a round trip on every request (a third of a recall's); see .env.example.

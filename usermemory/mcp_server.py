@@ -18,14 +18,21 @@ tool                         viewer     agent      admin
 An agent key reads only what its agent may see and writes as its agent, under its guardrails, deleting only
 entries it owns: the services hold those rules, as for every other door. GDPR erasure is admin only.
 
-Results are the JSON of the entries (REST's shapes); errors are ``{"error": "<message>"}`` with ``isError``.
+Arguments and results are EDDI's (``McpMemoryTools``): ``upsert_user_memory(userId, key, value, agentId,
+category, visibility)`` returns ``{id, key, status: "upserted"}``, ``list_user_memories`` ``{userId, count,
+memories}``, ``delete_user_memory`` ``{entryId, status: "deleted"}``, ``delete_all_user_memories``
+``{userId, entriesDeleted, status: "deleted"}``; ``groupIds`` is a comma-separated string (a list works too).
+This server's older argument ``sourceAgentId`` is still taken for ``agentId``. Entries are REST's JSON.
+Errors are ``{"error": "<message>"}`` with ``isError``: a domain error's message, or a generic one for
+anything unexpected (logged), never an exception's text.
 
 Transports:
 - stdio: ``manage.py mcp`` authenticates ``MEMORYPLATFORM_API_KEY`` at start and calls :func:`serve_stdio`,
   which checks the key again at every tool call (a revoked key stops working mid-session, and the agent's
   policy is the current one).
-- streamable HTTP: :class:`McpHttpApp` (mounted at ``/mcp/`` by ``memoryplatform/wsgi.py``) authenticates the
-  ``Authorization: Bearer`` / ``X-API-Key`` header of every request.
+- streamable HTTP: :class:`McpHttpApp` (mounted at ``/mcp/`` by ``memoryplatform/asgi.py``, and by
+  ``memoryplatform/wsgi.py`` for WSGI servers) takes POST only, each body within the REST API's limit, and
+  authenticates the ``Authorization: Bearer`` / ``X-API-Key`` header of every request.
 Either way the caller lives in :data:`current_caller` while the SDK runs the tool handlers.
 """
 

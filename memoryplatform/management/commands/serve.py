@@ -117,7 +117,12 @@ class Command(BaseCommand):
             help="uvicorn (ASGI, the default): slow clients and open connections hold no thread. gunicorn "
             "(WSGI, gthread workers): the previous way, kept for comparison.",
         )
-        parser.add_argument("--threads", type=int, default=2, help="gunicorn only: threads per worker.")
+        parser.add_argument(
+            "--threads",
+            type=int,
+            default=4,
+            help="Threads per worker running Django's views (under uvicorn, once a request's body is in).",
+        )
         parser.add_argument(
             "--check-port",
             action="store_true",
@@ -140,6 +145,7 @@ class Command(BaseCommand):
             argv = gunicorn_argv(host=host, port=port, workers=workers, threads=options["threads"])
         else:
             argv = uvicorn_argv(host=host, port=port, workers=workers)
+            os.environ["SERVE_THREADS"] = str(options["threads"])  # read by memoryplatform.asgi
         prepare_metrics_dir()
         run_scheduler = options["dream_scheduler"]
         if run_scheduler is None:
