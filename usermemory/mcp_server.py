@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
-from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from jsonschema import Draft202012Validator, ValidationError
 from mcp.server.context import ServerRequestContext
@@ -447,7 +447,7 @@ def tool_call(*, caller: Caller, name: str, arguments: dict[str, Any] | None) ->
 def _tool_call_in_thread(
     *, caller: Caller, raw_key: str | None, name: str, arguments: dict[str, Any] | None
 ) -> tuple[str, bool]:
-    """One tool call on Django's thread for sync code, with the connection hygiene a request would get.
+    """One tool call on a worker thread, with the connection hygiene a request would get.
     With ``raw_key`` (stdio), the key is authenticated again first, as each HTTP request is."""
     close_old_connections()
     try:
@@ -488,7 +488,9 @@ async def _on_call_tool(
     ctx: ServerRequestContext, params: types.CallToolRequestParams
 ) -> types.CallToolResult:
     caller = _caller()
-    text, is_error = await sync_to_async(_tool_call_in_thread, thread_sensitive=True)(
+    # On the loop's pool of worker threads: each call opens and closes its database work on one of them, and
+    # a slow call does not queue the others behind it (thread_sensitive would put every call on one thread).
+    text, is_error = await sync_to_async(_tool_call_in_thread, thread_sensitive=False)(
         caller=caller, raw_key=stdio_key.get(), name=params.name, arguments=params.arguments
     )
     logger.info("MCP tool %s by %s%s", params.name, caller.log_label(), " refused" if is_error else "")
@@ -617,10 +619,7 @@ class McpHttpApp:
         body = await asgi_http.read_body_or_refuse(scope, receive, send)
         if body is None:
             return
-        # Each request's sync work (key check, tool calls) on a thread of its own, as Django's ASGI handler
-        # does for a view: one slow tool call does not queue the others behind it.
-        async with ThreadSensitiveContext():
-            await self._answer(scope, asgi_http.replay(body, receive), send)
+        await self._answer(scope, asgi_http.replay(body, receive), send)
 
     async def _answer(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
@@ -629,7 +628,7 @@ class McpHttpApp:
         caller = None
         if raw_key is not None:
             try:
-                caller = await sync_to_async(_authenticate, thread_sensitive=True)(raw_key)
+                caller = await sync_to_async(_authenticate, thread_sensitive=False)(raw_key)
             except KeyRefused as exc:
                 refusal = str(exc)
         if caller is None:
