@@ -6,8 +6,8 @@
 
 The database must have been filled by ``python -m bench.load`` first (the run writes to it: new keys,
 updates, erasures). Each door is measured twice: one client (median and p99 latency), then ``--concurrency``
-clients (throughput). ``http`` is gunicorn with 2 workers of 2 threads (gthread, as ``serve`` runs it) on
-loopback, started and stopped by this run.
+clients (throughput). ``http`` is ``manage.py serve`` (uvicorn, 2 workers of 4 threads, as ``make run`` runs
+it; gunicorn with 2 gthread workers of 2 threads before session 7) on loopback, started and stopped by this run.
 """
 
 import argparse
@@ -364,7 +364,7 @@ class Raw:
             )
 
 
-# --- HTTP (gunicorn, 2 workers x 2 threads) ---------------------------------------------------------
+# --- HTTP (manage.py serve: uvicorn, 2 workers x 4 threads) ------------------------------------------
 
 
 class Server:
@@ -380,8 +380,8 @@ class Server:
             self.port = probe.getsockname()[1]
         env = os.environ | {"DATABASE_URL": self.url, "DEBUG": "false"}
         cmd = [
-            sys.executable, "-m", "gunicorn", "memoryplatform.wsgi:application",
-            "-w", "2", "--threads", "2", "-b", f"127.0.0.1:{self.port}", "--timeout", "120",
+            sys.executable, "manage.py", "serve", "--port", str(self.port),
+            "--workers", "2", "--threads", "4", "--no-dream-scheduler",
         ]  # fmt: skip
         out = self.logfile.open("ab")
         self.proc = subprocess.Popen(  # noqa: S603 (our own interpreter, fixed arguments)
@@ -391,16 +391,16 @@ class Server:
         deadline = time.time() + 60
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"gunicorn exited with {self.proc.returncode}; see {self.logfile}")
+                raise RuntimeError(f"serve exited with {self.proc.returncode}; see {self.logfile}")
             with contextlib.suppress(OSError):
                 conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
                 conn.request("GET", "/healthz")
                 if conn.getresponse().status == 200:
                     conn.close()
-                    log(f"gunicorn (2 workers x 2 threads) up on 127.0.0.1:{self.port}, pid {self.proc.pid}")
+                    log(f"serve (uvicorn, 2 workers x 4 threads) up on 127.0.0.1:{self.port}, pid {self.proc.pid}")
                     return
             time.sleep(0.3)
-        raise RuntimeError(f"gunicorn did not answer /healthz; see {self.logfile}")
+        raise RuntimeError(f"serve did not answer /healthz; see {self.logfile}")
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -411,7 +411,7 @@ class Server:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=10)
-        log("gunicorn stopped")
+        log("serve stopped")
 
     def door(self, key: str, request: Callable[[], tuple[str, str, Any, set[int]]]) -> Door:
         """``request()`` gives (method, path, json body or None, accepted statuses)."""
@@ -743,7 +743,7 @@ class Bench:
             if server
             else None,
         }
-        if server:  # what any request costs through gunicorn and Django, before the platform does a thing
+        if server:  # what any request costs through the server and Django, before the platform does a thing
             ops["http floor: GET /healthz (no key, no query)"] = {
                 "http": server.door(self.agent_raw_key, lambda: ("GET", "/healthz", None, {200}))
             }
@@ -1214,7 +1214,7 @@ def run(cfg: Settings, out: str | None) -> int:
     bench.prepare()
     bench.open_peers()
     started = time.time()
-    server = Server(cfg.url, Path(tempfile.gettempdir()) / f"bench-gunicorn-{RUN_TAG}.log")
+    server = Server(cfg.url, Path(tempfile.gettempdir()) / f"bench-serve-{RUN_TAG}.log")
     try:
         server.start()
         bench.run_ops(server)

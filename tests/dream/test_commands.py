@@ -189,20 +189,22 @@ def fake_exec(monkeypatch, tmp_path):  # type: ignore[no-untyped-def]
     monkeypatch.setattr(serve.os, "execv", lambda path, argv: calls["execv"].append(argv))
     monkeypatch.setattr(serve.subprocess, "Popen", lambda argv, **kw: calls["popen"].append(argv))
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "metrics"))
+    monkeypatch.setenv("SERVE_THREADS", "unset")  # serve sets it for the server: teardown restores it
+    monkeypatch.setattr(serve, "check_port_free", lambda host, port: None)  # nothing is served here
     return calls
 
 
-def test_serve_starts_one_scheduler_beside_gunicorn_without_redis(fake_exec, settings, tmp_path):
+def test_serve_starts_one_scheduler_beside_the_server_without_redis(fake_exec, settings, tmp_path):
     settings.REDIS_URL = ""
 
     call_command("serve", "--workers", "2", stdout=io.StringIO())
 
     assert len(fake_exec["popen"]) == 1
     assert fake_exec["popen"][0][-3:] == ["dream_scheduler", "--parent-pid", str(os.getpid())]
-    assert fake_exec["execv"][0][1:2] == ["memoryplatform.wsgi:application"]
     argv = fake_exec["execv"][0]
+    assert argv[1:4] == ["-m", "uvicorn", "memoryplatform.asgi:application"]
     assert argv[argv.index("--workers") + 1] == "2"
-    assert argv[argv.index("--threads") + 1] == "2"  # gthread: a worker runs another request while one waits
+    assert os.environ["SERVE_THREADS"] == "4"  # each worker's threads for Django's views
     assert (tmp_path / "metrics").is_dir()  # multiprocess metrics: the web's /metrics sees the scheduler
 
 
@@ -219,8 +221,12 @@ def test_serve_leaves_scheduling_to_celery_beat_with_redis(fake_exec, settings):
 def test_serve_threads_can_be_set(fake_exec, settings):
     settings.REDIS_URL = "redis://127.0.0.1:6379/6"
     call_command("serve", "--threads", "1", stdout=io.StringIO())
-    argv = fake_exec["execv"][0]
-    assert argv[argv.index("--threads") + 1] == "1"
+    assert os.environ["SERVE_THREADS"] == "1"
+
+    call_command("serve", "--server", "gunicorn", "--threads", "3", stdout=io.StringIO())
+    argv = fake_exec["execv"][1]
+    assert argv[1:4] == ["-m", "gunicorn", "memoryplatform.wsgi:application"]
+    assert argv[argv.index("--threads") + 1] == "3"
 
 
 def test_serve_can_run_without_the_scheduler(fake_exec, settings):
