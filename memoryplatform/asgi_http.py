@@ -7,6 +7,7 @@ limit. A client that trickles its body holds one coroutine, and only for ``BODY_
 """
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -129,12 +130,32 @@ async def send_error(
     await send_json(send, status, envelope(message, code), headers)
 
 
+DRAIN_BYTES = 16 * 1024 * 1024
+DRAIN_SECONDS = 5.0
+
+
+async def _drain(receive: Receive) -> None:
+    """Read and drop what the client still sends of a refused body, a bounded amount for a bounded time, so
+    that it can read the refusal rather than a reset connection (the server stops reading once it answers)."""
+    dropped = 0
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            while dropped <= DRAIN_BYTES:
+                message = await receive()
+                if message["type"] != "http.request" or not message.get("more_body", False):
+                    return
+                dropped += len(message.get("body", b""))
+
+
 async def read_body_or_refuse(scope: Scope, receive: Receive, send: Send) -> bytes | None:
     """:func:`read_body`, answering the refusal itself: ``None`` means the request is over."""
     try:
         return await read_body(scope, receive)
     except BodyRefused as refused:
-        # The rest of the body stays unread: close the connection rather than read on.
+        expects_continue = any(name.lower() == b"expect" for name, _ in scope.get("headers", []))
+        if refused.status == 413 and not expects_continue:  # (such a client waits, and sends nothing)
+            await _drain(receive)
+        # The connection closes after the answer: whatever is left of the body is never read as a request.
         await send_error(send, refused.status, refused.message, refused.code, [(b"connection", b"close")])
     except ClientGone:
         pass

@@ -6,6 +6,7 @@ and against a migrated file database on SQLite, whose in-memory test database an
 """
 
 import contextlib
+import http.client
 import json
 import os
 import signal
@@ -232,3 +233,28 @@ def test_make_run_checks_the_port_before_anything_else():
     assert "serve" in lines[-1] and "--check-port" not in lines[-1]
     check = next(i for i, line in enumerate(lines) if "--check-port" in line)
     assert check < next(i for i, line in enumerate(lines) if "bootstrap" in line)
+
+
+def _chunked_put(live: Live, body: bytes) -> tuple[int, dict]:
+    """A PUT upsert whose body comes chunked (no Content-Length), in 64 KB chunks."""
+    conn = http.client.HTTPConnection("127.0.0.1", live.port, timeout=30)
+    try:
+        chunks = (body[i : i + 65536] for i in range(0, len(body), 65536))
+        headers = {"Authorization": f"Bearer {live.keys['agent']}", "Content-Type": "application/json"}
+        conn.request("PUT", "/usermemorystore/memories", body=chunks, headers=headers, encode_chunked=True)
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+def test_chunked_bodies_are_read_and_limited(live: Live):
+    """A chunked body reaches the API whole (not as an empty body), and one over the 1 MB limit is a 413."""
+    status, created = _chunked_put(live, json.dumps({"userId": "chunked", "key": "k", "value": "v"}).encode())
+    assert status == 201, created
+    assert created["key"] == "k" and created["value"] == "v"
+
+    big = json.dumps({"userId": "chunked", "key": "big", "value": "x" * (2 * 1024 * 1024)}).encode()
+    status, refused = _chunked_put(live, big)
+    assert status == 413
+    assert refused == {"error": "Request body is too large.", "code": "payload_too_large", "details": {}}
