@@ -7,7 +7,8 @@
 The database must have been filled by ``python -m bench.load`` first (the run writes to it: new keys,
 updates, erasures). Each door is measured twice: one client (median and p99 latency), then ``--concurrency``
 clients (throughput). ``http`` is ``manage.py serve`` (uvicorn, 2 workers of 4 threads, as ``make run`` runs
-it; gunicorn with 2 gthread workers of 2 threads before session 7) on loopback, started and stopped by this run.
+it; gunicorn with 2 gthread workers of 2 threads before session 7) on loopback, started and stopped by this
+run.
 """
 
 import argparse
@@ -397,7 +398,7 @@ class Server:
                 conn.request("GET", "/healthz")
                 if conn.getresponse().status == 200:
                     conn.close()
-                    log(f"serve (uvicorn, 2 workers x 4 threads) up on 127.0.0.1:{self.port}, pid {self.proc.pid}")
+                    log(f"serve (uvicorn, 2 workers x 4 threads) up on port {self.port}, pid {self.proc.pid}")
                     return
             time.sleep(0.3)
         raise RuntimeError(f"serve did not answer /healthz; see {self.logfile}")
