@@ -188,6 +188,11 @@ def memory_count(*, caller: Caller, user_id: str, group_ids: list[str] | None = 
     return memory_readable_for(caller=caller, user_id=user_id, group_ids=group_ids).count()
 
 
+def entry_not_found(entry_id: int) -> NotFound:
+    """The one 404 of an entry id, the same whether the entry does not exist or the caller may not read it."""
+    return NotFound(f"No memory entry with id {entry_id}.")
+
+
 def memory_get_readable(*, caller: Caller, entry_id: int) -> MemoryEntry:
     """One entry by id, if the caller may read it (404 otherwise, so ids of hidden entries leak nothing)."""
     entry = MemoryEntry.objects.filter(id=entry_id).first()
@@ -195,7 +200,7 @@ def memory_get_readable(*, caller: Caller, entry_id: int) -> MemoryEntry:
         caller.is_agent
         and not memory_readable_for(caller=caller, user_id=entry.user_id).filter(id=entry_id).exists()
     ):
-        raise NotFound(f"No memory entry with id {entry_id}.")
+        raise entry_not_found(entry_id)
     return entry
 
 
@@ -205,7 +210,7 @@ def memory_history(*, caller: Caller, entry_id: int) -> QuerySet[MemoryEvent]:
         memory_get_readable(caller=caller, entry_id=entry_id)
     events = MemoryEvent.objects.filter(entry_id=entry_id).order_by("created_at", "id")
     if not caller.is_agent and not events.exists() and not MemoryEntry.objects.filter(id=entry_id).exists():
-        raise NotFound(f"No memory entry with id {entry_id}.")
+        raise entry_not_found(entry_id)
     return events
 
 

@@ -541,13 +541,16 @@ def memory_upsert_batch(
 
 @transaction.atomic
 def memory_delete(*, caller: Caller, entry_id: int) -> None:
-    """Delete one entry. An agent may delete only entries it owns."""
+    """Delete one entry. An agent may delete only entries it owns. An entry it may not read is a 404, the same
+    as an id that does not exist, so no answer confirms that a hidden entry exists; an entry it reads but does
+    not own (another agent's global or group entry) is a 403."""
     _require_writer(caller)
     entry = MemoryEntry.objects.select_for_update().filter(id=entry_id).first()
-    if entry is None:
-        raise NotFound(f"No memory entry with id {entry_id}.")
-    if caller.is_agent and entry.source_agent_id != caller.agent_id:
+    if entry is not None and caller.is_agent and entry.source_agent_id != caller.agent_id:
+        selectors.memory_get_readable(caller=caller, entry_id=entry_id)  # 404 when hidden
         raise Forbidden(f"Memory entry {entry_id} is not owned by agent '{caller.agent_id}'.")
+    if entry is None:
+        raise selectors.entry_not_found(entry_id)
     log = _EventLog(Actor.of(caller))
     log.add(
         MemoryEvent.Action.DELETED,
