@@ -60,7 +60,10 @@ def visible_params(
 
 @cache
 def recall_sql(*, order: str, n_groups: int | None, lock_user: bool) -> str:
-    """One statement: pick the entries to recall, count one access of each and return them (unordered).
+    """One statement: pick the entries to recall, mark their access and return them (unordered).
+
+    Every recall sets ``last_accessed_at``; only ``most_accessed`` counts one access of each entry in
+    ``access_count`` (EDDI: ``most_recent`` has no side effect on it).
 
     Parameters: with ``lock_user`` (PostgreSQL) the user's recall lock ``namespace, user`` first; the visible
     parameters and ``head`` (how many of the newest entries to take); for ``most_accessed`` the visible
@@ -86,8 +89,10 @@ def recall_sql(*, order: str, n_groups: int | None, lock_user: bool) -> str:
             f"ORDER BY access_count DESC, updated_at DESC, id DESC LIMIT %s)"
         )
         chosen += " UNION ALL SELECT id FROM rest"
+    # Only most_accessed counts an access (EDDI): most_recent moves last_accessed_at alone.
+    count = "access_count = access_count + 1, " if order == RecallOrder.MOST_ACCESSED else ""
     return (
-        f"{picks} UPDATE {ENTRY_TABLE} SET access_count = access_count + 1, last_accessed_at = CASE "
+        f"{picks} UPDATE {ENTRY_TABLE} SET {count}last_accessed_at = CASE "
         f"WHEN last_accessed_at IS NULL OR last_accessed_at < %s THEN %s ELSE last_accessed_at END "
         f"WHERE id IN ({chosen}) RETURNING {ENTRIES.columns()}"
     )
