@@ -218,8 +218,23 @@ def _count_turn_write(*, agent_id: str, user_id: str, turn_id: str | None, limit
         )
 
 
+def _cap_refusal(*, caller: Caller, user_id: str, cap: int, count: int, why: str) -> CapacityReached:
+    """The 409 of a full user. The cap counts every entry of the user, whichever agent owns it (EDDI), so an
+    agent key is told the limit but never the count: that would reveal how many entries it cannot see.
+    Admin keys and staff see everything, so they get the numbers."""
+    if caller.is_agent:
+        where = (
+            f"User '{user_id}' is at the limit of {cap} memories (maxEntriesPerUser), counting the entries "
+            f"of every agent, including any this agent cannot see"
+        )
+    else:
+        where = f"User '{user_id}' has {count} memories; the limit (maxEntriesPerUser) is {cap}"
+    return CapacityReached(f"{where}; {why}", details={"limit": "maxEntriesPerUser", "max": cap})
+
+
 def _make_room(
     *,
+    caller: Caller,
     policy: AgentMemoryPolicy,
     user_id: str,
     owner: str | None,
@@ -233,10 +248,8 @@ def _make_room(
     if count < cap:
         return
     if policy.on_cap_reached == OnCapReached.REJECT:
-        raise CapacityReached(
-            f"User '{user_id}' has {count} memories; the limit (maxEntriesPerUser) is {cap} and "
-            f"onCapReached is 'reject'.",
-            details={"limit": "maxEntriesPerUser", "max": cap},
+        raise _cap_refusal(
+            caller=caller, user_id=user_id, cap=cap, count=count, why="onCapReached is 'reject'."
         )
     needed = count - cap + 1
     oldest = (
@@ -249,12 +262,9 @@ def _make_room(
         else []
     )
     if len(oldest) < needed:
-        raise CapacityReached(
-            f"User '{user_id}' has {count} memories; the limit (maxEntriesPerUser) is {cap}, and "
-            f"evict_oldest cannot make room: it deletes only the writing agent's own entries and found "
-            f"{len(oldest)} of {needed} needed.",
-            details={"limit": "maxEntriesPerUser", "max": cap},
-        )
+        why = "evict_oldest cannot make room: it deletes only the writing agent's own entries"
+        why += ", and it has too few." if caller.is_agent else f", and found {len(oldest)} of {needed} needed."
+        raise _cap_refusal(caller=caller, user_id=user_id, cap=cap, count=count, why=why)
     MemoryEntry.objects.filter(id__in=[row["id"] for row in oldest]).delete()
     for row in oldest:
         log.add(
@@ -347,7 +357,7 @@ def _upsert_one(
         )
     _lock_user(caller=caller, user_id=write.user_id)
     write_entry = _write_in_one_statement if connection.vendor == "postgresql" else _write_in_steps
-    written = write_entry(_Resolved(write, owner, groups, text, policy), log=log, now=now)
+    written = write_entry(_Resolved(write, owner, groups, text, policy), caller=caller, log=log, now=now)
     entry_id = written.entry_id
     if written.created or written.old_groups != groups:
         if not written.created:
@@ -420,7 +430,7 @@ class _Resolved:
         ]
 
 
-def _write_in_one_statement(entry: _Resolved, *, log: _EventLog, now: datetime) -> _Written:
+def _write_in_one_statement(entry: _Resolved, *, caller: Caller, log: _EventLog, now: datetime) -> _Written:
     """PostgreSQL: read the entry, check the cap, upsert and write history in one statement
     (:func:`usermemory.statements.upsert_event_sql`). When the cap stops a new entry, make room (or refuse)
     and run it again."""
@@ -440,25 +450,34 @@ def _write_in_one_statement(entry: _Resolved, *, log: _EventLog, now: datetime) 
         cursor.execute(sql, params)
         old_id, old_groups, count, *stored = cursor.fetchone()
         if stored[0] is None:  # no entry on the key, and the user is at the cap
-            _make_room(policy=policy, user_id=write.user_id, owner=owner, count=count, log=log, now=now)
+            _make_room(
+                caller=caller, policy=policy, user_id=write.user_id, owner=owner, count=count, log=log, now=now
+            )
             cursor.execute(sql, params)
             old_id, old_groups, count, *stored = cursor.fetchone()
     if stored[0] is None:
-        raise CapacityReached(
-            f"User '{write.user_id}' is at the limit (maxEntriesPerUser) of {policy.max_entries_per_user}.",
-            details={"limit": "maxEntriesPerUser", "max": policy.max_entries_per_user},
-        )
+        why = f"onCapReached is '{policy.on_cap_reached}'."
+        cap = policy.max_entries_per_user
+        raise _cap_refusal(caller=caller, user_id=write.user_id, cap=cap, count=count, why=why)
     return _Written(None if old_id is None else json.loads(old_groups), *stored)
 
 
-def _write_in_steps(entry: _Resolved, *, log: _EventLog, now: datetime) -> _Written:
+def _write_in_steps(entry: _Resolved, *, caller: Caller, log: _EventLog, now: datetime) -> _Written:
     """SQLite: read the entry (or the cap count), make room if needed, upsert, then log the event."""
     write, owner = entry.write, entry.owner
     existing, count = _existing_or_count(
         user_id=write.user_id, key=write.key, visibility=write.visibility, owner=owner
     )
     if existing is None:
-        _make_room(policy=entry.policy, user_id=write.user_id, owner=owner, count=count, log=log, now=now)
+        _make_room(
+            caller=caller,
+            policy=entry.policy,
+            user_id=write.user_id,
+            owner=owner,
+            count=count,
+            log=log,
+            now=now,
+        )
     category = write.category
     if category is None:  # legacy properties: 'property' on insert, unchanged on update
         category = existing.category if existing else PROPERTY_CATEGORY

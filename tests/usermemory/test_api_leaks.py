@@ -35,3 +35,42 @@ def test_an_entry_the_caller_reads_but_does_not_own_is_a_403(agent_a_api, agent_
         body = assert_envelope(agent_b_api.delete(f"{BASE}/entry/{entry_id}"), 403, "forbidden")
         assert "not owned by agent 'agent-b'" in body["error"]
     assert agent_a_api.get(f"{BASE}/{U}/count").json()["count"] == 2
+
+
+# --- Capacity refusals: the limit, never the number of entries the agent cannot see -----------------------
+
+
+def _fill_with_hidden_entries(agent_b_api, put, count):
+    for n in range(count):
+        assert put(agent_b_api, userId=U, key=f"b{n}", value="private").status_code == 201
+
+
+def test_a_reject_refusal_to_an_agent_names_the_limit_but_not_the_hidden_count(
+    agent_a, agent_a_api, agent_b_api, admin_api, put, set_policy
+):
+    set_policy(agent_a, max_entries_per_user=5, on_cap_reached="reject")
+    _fill_with_hidden_entries(agent_b_api, put, 7)
+    assert agent_a_api.get(f"{BASE}/{U}/count").json()["count"] == 0
+    body = assert_envelope(put(agent_a_api, userId=U, key="a", value="1"), 409, "capacity")
+    assert body["error"] == (
+        f"User '{U}' is at the limit of 5 memories (maxEntriesPerUser), counting the entries of every agent, "
+        f"including any this agent cannot see; onCapReached is 'reject'."
+    )
+    assert body["details"] == {"limit": "maxEntriesPerUser", "max": 5}
+    # An admin sees every entry, so it is told the count.
+    body = assert_envelope(
+        put(admin_api, userId=U, key="a", value="1", sourceAgentId="agent-a"), 409, "capacity"
+    )
+    assert f"User '{U}' has 7 memories" in body["error"]
+
+
+def test_an_evict_oldest_refusal_to_an_agent_names_no_count(
+    agent_a, agent_a_api, agent_b_api, put, set_policy
+):
+    set_policy(agent_a, max_entries_per_user=5, on_cap_reached="evict_oldest")
+    _fill_with_hidden_entries(agent_b_api, put, 7)
+    body = assert_envelope(put(agent_a_api, userId=U, key="a", value="1"), 409, "capacity")
+    assert "evict_oldest cannot make room" in body["error"]
+    assert "including any this agent cannot see" in body["error"]
+    assert not any(digit in body["error"].replace("5 memories", "") for digit in "0123456789")
+    assert body["details"] == {"limit": "maxEntriesPerUser", "max": 5}
