@@ -3,7 +3,7 @@ search and recall (the hottest reads) the same condition written as SQL (:mod:`u
 list, search, recall, category, key, count and history all show only what that agent may see."""
 
 from django.db import connection
-from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
+from django.db.models import BooleanField, Case, Exists, IntegerField, OuterRef, Q, QuerySet, Value, When
 
 from apikeys import selectors as apikeys_selectors
 from apikeys.caller import Caller
@@ -103,7 +103,19 @@ def memory_readable_for(
     agent_id, groups = resolve_read_scope(
         caller=caller, agent_id=None, group_ids=group_ids, require_agent=True
     )
-    return qs.filter(visible_q(user_id=user_id, agent_id=agent_id, group_ids=groups))  # type: ignore[arg-type]
+    visible = visible_q(user_id=user_id, agent_id=agent_id, group_ids=groups)  # type: ignore[arg-type]
+    return qs.filter(visible).annotate(visible_conflict=visible_conflict(visible))
+
+
+def visible_conflict(visible: Q) -> Case:
+    """An agent's ``conflicted``, as :func:`usermemory.statements.entry_columns` writes it in SQL: the stored
+    flag, while another entry of the (user, key) set that the agent sees (``visible``) holds another value.
+    Dream flags a set across all agents, so the stored flag alone would reveal that a hidden entry holds
+    another value than the agent's guess. The output serializer shows it in place of the stored flag."""
+    others = MemoryEntry.objects.filter(visible, key=OuterRef("key")).exclude(
+        value_text=OuterRef("value_text")
+    )
+    return Case(When(conflicted=True, then=Exists(others)), default=Value(False), output_field=BooleanField())
 
 
 def memory_list(*, caller: Caller, user_id: str, group_ids: list[str] | None = None) -> QuerySet[MemoryEntry]:
@@ -142,6 +154,7 @@ def memory_search(
             caller=caller, agent_id=None, group_ids=group_ids, require_agent=True
         )
         n_groups, scope = statements.visible_params(user_id=user_id, agent_id=agent_id, group_ids=groups)  # type: ignore[arg-type]
+        scope = [*scope, *scope]  # the conflicted flag the agent may see, then the rows
     else:
         n_groups, scope = 0, [user_id]
     pattern = f"%{like_escape(query)}%"

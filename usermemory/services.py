@@ -263,7 +263,9 @@ def _make_room(
     )
     if len(oldest) < needed:
         why = "evict_oldest cannot make room: it deletes only the writing agent's own entries"
-        why += ", and it has too few." if caller.is_agent else f", and found {len(oldest)} of {needed} needed."
+        why += (
+            ", and it has too few." if caller.is_agent else f", and found {len(oldest)} of {needed} needed."
+        )
         raise _cap_refusal(caller=caller, user_id=user_id, cap=cap, count=count, why=why)
     MemoryEntry.objects.filter(id__in=[row["id"] for row in oldest]).delete()
     for row in oldest:
@@ -451,7 +453,13 @@ def _write_in_one_statement(entry: _Resolved, *, caller: Caller, log: _EventLog,
         old_id, old_groups, count, *stored = cursor.fetchone()
         if stored[0] is None:  # no entry on the key, and the user is at the cap
             _make_room(
-                caller=caller, policy=policy, user_id=write.user_id, owner=owner, count=count, log=log, now=now
+                caller=caller,
+                policy=policy,
+                user_id=write.user_id,
+                owner=owner,
+                count=count,
+                log=log,
+                now=now,
             )
             cursor.execute(sql, params)
             old_id, old_groups, count, *stored = cursor.fetchone()
@@ -654,7 +662,11 @@ def memory_recall(
     threshold = now - timedelta(seconds=settings.MEMORY_ACCESS_GRANULARITY)
     ops = connection.ops
     params += [ops.adapt_datetimefield_value(threshold), ops.adapt_datetimefield_value(now)]
-    sql = statements.recall_sql(order=order, n_groups=n_groups, lock_user=lock_user)
+    if caller.is_agent:  # the conflicted flag it may see; viewer and admin keys see the stored one
+        params += visible
+    sql = statements.recall_sql(
+        order=order, n_groups=n_groups, lock_user=lock_user, agent_view=caller.is_agent
+    )
     entries = sorted(statements.ENTRIES.fetch(sql, params), key=_newest_first, reverse=True)
     if order == RecallOrder.MOST_ACCESSED:  # the newest `head` first, then the most accessed of the rest
         entries[head:] = sorted(entries[head:], key=_most_accessed_first, reverse=True)

@@ -59,7 +59,23 @@ def visible_params(
 
 
 @cache
-def recall_sql(*, order: str, n_groups: int | None, lock_user: bool) -> str:
+def entry_columns(*, agent_view: bool, n_groups: int | None) -> str:
+    """:data:`ENTRIES`' columns for a SELECT list or RETURNING clause. In an agent's read (``agent_view``),
+    ``conflicted`` is what that agent may see: a stored flag holds only while another entry of the set that
+    the agent sees (Visible, shaped by ``n_groups``) has another value, so the flag never reveals a value the
+    agent cannot see. It then takes the visible parameters (:func:`visible_params`) again."""
+    if not agent_view:
+        return ENTRIES.columns()
+    conflict = (
+        f"CASE WHEN {ENTRY_TABLE}.conflicted THEN EXISTS (SELECT 1 FROM {ENTRY_TABLE} AS other "
+        f"WHERE other.key = {ENTRY_TABLE}.key AND other.value_text <> {ENTRY_TABLE}.value_text "
+        f"AND {visible_where(n_groups)}) ELSE false END"
+    )
+    return ", ".join(conflict if f.name == "conflicted" else f.column for f in ENTRIES.fields)
+
+
+@cache
+def recall_sql(*, order: str, n_groups: int | None, lock_user: bool, agent_view: bool = False) -> str:
     """One statement: pick the entries to recall, mark their access and return them (unordered).
 
     Every recall sets ``last_accessed_at``; only ``most_accessed`` counts one access of each entry in
@@ -68,8 +84,9 @@ def recall_sql(*, order: str, n_groups: int | None, lock_user: bool) -> str:
     Parameters: with ``lock_user`` (PostgreSQL) the user's recall lock ``namespace, user`` first; the visible
     parameters and ``head`` (how many of the newest entries to take); for ``most_accessed`` the visible
     parameters again and ``rest`` (how many of the most accessed others); then ``now - granularity`` and
-    ``now`` for ``last_accessed_at``. The rows come back unordered: :func:`usermemory.services.memory_recall`
-    orders them.
+    ``now`` for ``last_accessed_at``; with ``agent_view`` (an agent key's recall) the visible parameters
+    again, for the ``conflicted`` it may see (:func:`entry_columns`). The rows come back unordered:
+    :func:`usermemory.services.memory_recall` orders them.
 
     The lock queues concurrent recalls of one user before they pick their rows, so each counts its access
     once the last has committed. Without it they queue on the rows' locks, and each re-reads every row it
@@ -94,7 +111,7 @@ def recall_sql(*, order: str, n_groups: int | None, lock_user: bool) -> str:
     return (
         f"{picks} UPDATE {ENTRY_TABLE} SET {count}last_accessed_at = CASE "
         f"WHEN last_accessed_at IS NULL OR last_accessed_at < %s THEN %s ELSE last_accessed_at END "
-        f"WHERE id IN ({chosen}) RETURNING {ENTRIES.columns()}"
+        f"WHERE id IN ({chosen}) RETURNING {entry_columns(agent_view=agent_view, n_groups=n_groups)}"
     )
 
 
@@ -102,7 +119,8 @@ def recall_sql(*, order: str, n_groups: int | None, lock_user: bool) -> str:
 def search_sql(*, n_groups: int | None, visible: bool, category: bool, vendor: str) -> str:
     """A user's entries whose key or value text holds a literal, newest first, one page.
 
-    Parameters: the visible parameters (``visible``: an agent's read) or ``user``; the LIKE pattern twice
+    Parameters: with ``visible`` (an agent's read) the visible parameters for ``conflicted``
+    (:func:`entry_columns`) and again for the rows, else ``user``; the LIKE pattern twice
     (:func:`usermemory.lookups.like_escape`, wrapped in ``%``); ``category`` when filtered; limit, offset.
     """
     where = visible_where(n_groups) if visible else "user_id = %s"
@@ -111,7 +129,7 @@ def search_sql(*, n_groups: int | None, visible: bool, category: bool, vendor: s
     if category:
         where += " AND category = %s"
     return (
-        f"SELECT {ENTRIES.columns()} FROM {ENTRY_TABLE} WHERE {where} "
+        f"SELECT {entry_columns(agent_view=visible, n_groups=n_groups)} FROM {ENTRY_TABLE} WHERE {where} "
         f"ORDER BY updated_at DESC, id DESC LIMIT %s OFFSET %s"
     )
 

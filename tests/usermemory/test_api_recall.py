@@ -85,7 +85,7 @@ def test_last_accessed_is_touched_once_per_granularity(admin_api, agent_a_api, s
 
 
 def test_only_most_accessed_counts_accesses(admin_api, agent_a_api, settings):
-    """EDDI: most_recent has no side effect on accessCount; lastAccessedAt still moves, with its granularity."""
+    """EDDI: most_recent has no side effect on accessCount; lastAccessedAt still moves (granularity 0)."""
     settings.MEMORY_ACCESS_GRANULARITY = 0
     admin_api.put(BASE, {"userId": U, "key": "k", "value": 1, "visibility": "global"}, format="json")
     old = timezone.now() - timedelta(hours=2)

@@ -229,7 +229,11 @@ def test_recall_uses_the_agents_order_and_limit(agent_a, agent_a_api, set_policy
     set_policy(agent_a, max_recall_entries=2, recall_order="most_recent")
     assert text(agent_a_api, "recallMemories") == "  • third = v [fact, self]\n  • second = v [fact, self]"
     # most_recent counts no access (EDDI); it only moves lastAccessedAt.
-    assert dict(MemoryEntry.objects.values_list("key", "access_count")) == {"first": 0, "second": 0, "third": 0}
+    assert dict(MemoryEntry.objects.values_list("key", "access_count")) == {
+        "first": 0,
+        "second": 0,
+        "third": 0,
+    }
     assert set(MemoryEntry.objects.filter(last_accessed_at__isnull=False).values_list("key", flat=True)) == {
         "second",
         "third",

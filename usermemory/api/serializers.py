@@ -62,7 +62,9 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
             "sourceAgentId": instance.source_agent_id,
             "groupIds": instance.group_ids,
             "sourceConversationId": instance.source_conversation_id,
-            "conflicted": instance.conflicted,
+            # An agent key's read annotates the flag it may see (usermemory.selectors.visible_conflict);
+            # recall and search return that in the conflicted column itself.
+            "conflicted": getattr(instance, "visible_conflict", instance.conflicted),
             "accessCount": instance.access_count,
             "createdAt": _iso(instance.created_at),
             "updatedAt": _iso(instance.updated_at),
