@@ -4,6 +4,7 @@ list, search, recall, category, key, count and history all show only what that a
 
 from django.db import connection
 from django.db.models import BooleanField, Case, Exists, IntegerField, OuterRef, Q, QuerySet, Value, When
+from django.db.models.expressions import RawSQL
 
 from apikeys import selectors as apikeys_selectors
 from apikeys.caller import Caller
@@ -217,14 +218,38 @@ def memory_get_readable(*, caller: Caller, entry_id: int) -> MemoryEntry:
     return entry
 
 
-def memory_history(*, caller: Caller, entry_id: int) -> QuerySet[MemoryEvent]:
-    """The events of one entry, oldest first. An agent sees the history of entries it can read."""
-    if caller.is_agent:
-        memory_get_readable(caller=caller, entry_id=entry_id)
+def memory_history(*, caller: Caller, entry_id: int, limit: int = 1000) -> list[MemoryEvent]:
+    """The first ``limit`` events of one entry, oldest first.
+
+    Viewer and admin keys and staff see every event. An agent reads the history of an entry it can read now,
+    and in it only what it could see when each event was written: an event shows when the agent could see
+    its old value or its new value (the scopes the event recorded, met by the agent's groups now), and a
+    value it could not see is ``None``, with ``old_value_hidden`` / ``new_value_hidden`` set. So a ``self``
+    entry re-upserted as ``group`` shows the group its new values only, and an entry moved from one group to
+    another shows the second group nothing of the first.
+    """
     events = MemoryEvent.objects.filter(entry_id=entry_id).order_by("created_at", "id")
-    if not caller.is_agent and not events.exists() and not MemoryEntry.objects.filter(id=entry_id).exists():
-        raise entry_not_found(entry_id)
-    return events
+    if not caller.is_agent:
+        if not events.exists() and not MemoryEntry.objects.filter(id=entry_id).exists():
+            raise entry_not_found(entry_id)
+        return list(events[:limit])
+    memory_get_readable(caller=caller, entry_id=entry_id)
+    hidden = {
+        f"{part}_value_hidden": RawSQL(  # noqa: S611 (identifiers from the models; the agent id is bound)
+            f"NOT {statements.event_seen_sql(old=part == 'old', vendor=connection.vendor)}",
+            [caller.agent_id, caller.agent_id],
+            output_field=BooleanField(),
+        )
+        for part in ("old", "new")
+    }
+    events = events.annotate(**hidden).filter(Q(old_value_hidden=False) | Q(new_value_hidden=False))
+    shown = list(events[:limit])
+    for event in shown:
+        if event.old_value_hidden:  # type: ignore[attr-defined]
+            event.old_value = None
+        if event.new_value_hidden:  # type: ignore[attr-defined]
+            event.new_value = None
+    return shown
 
 
 def properties_for_user(*, user_id: str) -> dict[str, object]:

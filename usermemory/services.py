@@ -84,6 +84,27 @@ class Actor:
         return cls(MemoryEvent.ActorType.STAFF, getattr(caller.user, "username", ""), "")
 
 
+@dataclass(frozen=True)
+class Scope:
+    """Who could see a value when history recorded it: the entry's visibility, owner and groups."""
+
+    visibility: str
+    owner: str | None
+    group_ids: list[str]
+
+    @classmethod
+    def of(cls, row: Any) -> "Scope":
+        """The scope of an entry, or of a ``values()`` row of one."""
+        if isinstance(row, dict):
+            return cls(row["visibility"], row["source_agent_id"], row["group_ids"])
+        return cls(row.visibility, row.source_agent_id, row.group_ids)
+
+
+# An event with no entry behind it (erasure): seen by no agent.
+NO_AGENT = Scope(Visibility.SELF, None, [])
+SCOPE_FIELDS = ("visibility", "source_agent_id", "group_ids")
+
+
 @dataclass
 class _EventLog:
     """Events gathered during one service call and written in one bulk insert."""
@@ -101,7 +122,13 @@ class _EventLog:
         old: Any = None,
         new: Any = None,
         at: datetime,
+        scope: Scope,
+        old_scope: Scope | None = None,
     ) -> None:
+        """``scope``: who could see ``new`` (the entry after the change, or as it was when it goes);
+        ``old_scope``: who could see ``old``, when the change moved the entry (same owner, other visibility
+        or groups)."""
+        old_scope = old_scope or scope
         self.events.append(
             MemoryEvent(
                 entry_id=entry_id,
@@ -113,6 +140,11 @@ class _EventLog:
                 key_prefix=self.actor.key_prefix,
                 old_value=old,
                 new_value=new,
+                owner=scope.owner or "",
+                old_visibility=old_scope.visibility,
+                old_group_ids=old_scope.group_ids,
+                visibility=scope.visibility,
+                group_ids=scope.group_ids,
                 created_at=at,
             )
         )
@@ -256,7 +288,7 @@ def _make_room(
         list(
             MemoryEntry.objects.filter(user_id=user_id, source_agent_id=owner)
             .order_by("updated_at", "id")
-            .values("id", "key", "value")[:needed]
+            .values("id", "key", "value", *SCOPE_FIELDS)[:needed]
         )
         if owner
         else []
@@ -276,6 +308,7 @@ def _make_room(
             key=row["key"],
             old=row["value"],
             at=now,
+            scope=Scope.of(row),
         )
 
 
@@ -287,6 +320,7 @@ class _Existing:
     value: Any
     category: str
     group_ids: list[str]
+    visibility: str
 
 
 def _existing_or_count(
@@ -297,10 +331,10 @@ def _existing_or_count(
     params = [user_id, user_id, key] + ([] if is_global else [owner])
     with connection.cursor() as cursor:
         cursor.execute(statements.existing_sql(is_global=is_global), params)
-        entry_id, value_json, category, group_ids, count = cursor.fetchone()
+        entry_id, value_json, category, group_ids, visibility, count = cursor.fetchone()
     if entry_id is None:
         return None, count
-    return _Existing(entry_id, json.loads(value_json), category, json.loads(group_ids)), 0
+    return _Existing(entry_id, json.loads(value_json), category, json.loads(group_ids), visibility), 0
 
 
 def _lock_user(*, caller: Caller, user_id: str) -> None:
@@ -446,7 +480,9 @@ def _write_in_one_statement(entry: _Resolved, *, caller: Caller, log: _EventLog,
     params += entry.stored_values(at)
     params += [policy.max_entries_per_user]
     params += [write.user_id, write.key, MemoryEvent.Action.UPDATED, MemoryEvent.Action.CREATED]
-    params += [actor.actor_type, actor.actor_id, actor.key_prefix, value_json, at]
+    groups_json = json.dumps(entry.groups)
+    params += [actor.actor_type, actor.actor_id, actor.key_prefix, value_json]
+    params += [write.visibility, groups_json, write.visibility, groups_json, at]
     sql = statements.upsert_event_sql(is_global=is_global)
     with prepared_cursor() as cursor:
         cursor.execute(sql, params)
@@ -495,6 +531,7 @@ def _write_in_steps(entry: _Resolved, *, caller: Caller, log: _EventLog, now: da
     with connection.cursor() as cursor:
         cursor.execute(statements.upsert_sql(is_global=write.visibility == Visibility.GLOBAL), params)
         stored = cursor.fetchone()
+    stored_owner = stored[4]
     log.add(
         MemoryEvent.Action.CREATED if existing is None else MemoryEvent.Action.UPDATED,
         entry_id=stored[0],
@@ -503,6 +540,8 @@ def _write_in_steps(entry: _Resolved, *, caller: Caller, log: _EventLog, now: da
         old=existing.value if existing else None,
         new=write.value,
         at=now,
+        scope=Scope(write.visibility, stored_owner, entry.groups),
+        old_scope=Scope(existing.visibility, stored_owner, existing.group_ids) if existing else None,
     )
     return _Written(None if existing is None else existing.group_ids, *stored)
 
@@ -586,6 +625,7 @@ def memory_delete(*, caller: Caller, entry_id: int) -> None:
         key=entry.key,
         old=entry.value,
         at=timezone.now(),
+        scope=Scope.of(entry),
     )
     entry.delete()
     log.flush()
@@ -596,7 +636,7 @@ def _delete_owned(*, caller: Caller, entries: QuerySet[MemoryEntry]) -> int:
     _require_writer(caller)
     if caller.is_agent:
         entries = entries.filter(source_agent_id=caller.agent_id)
-    rows = list(entries.select_for_update().values("id", "user_id", "key", "value"))
+    rows = list(entries.select_for_update().values("id", "user_id", "key", "value", *SCOPE_FIELDS))
     log = _EventLog(Actor.of(caller))
     now = timezone.now()
     for row in rows:
@@ -607,6 +647,7 @@ def _delete_owned(*, caller: Caller, entries: QuerySet[MemoryEntry]) -> int:
             key=row["key"],
             old=row["value"],
             at=now,
+            scope=Scope.of(row),
         )
     MemoryEntry.objects.filter(id__in=[row["id"] for row in rows]).delete()
     log.flush()
@@ -797,6 +838,7 @@ def memory_erase_user(*, caller: Caller, user_id: str) -> dict[str, Any]:
         key="",
         new={"entriesDeleted": entries_deleted},
         at=timezone.now(),
+        scope=NO_AGENT,
     )
     log.flush()
     logger.info("GDPR erasure of a user: %s entries, %s events", entries_deleted, events_deleted)
@@ -854,6 +896,7 @@ def memory_resolve_conflict(
             old=entry.value,
             new=None if mode == "delete" else keep.value,
             at=now,
+            scope=Scope.of(entry),
         )
     log.add(
         MemoryEvent.Action.RESOLVED,
@@ -863,6 +906,7 @@ def memory_resolve_conflict(
         old=keep.value,
         new=keep.value,
         at=now,
+        scope=Scope.of(keep),
     )
     other_ids = [e.id for e in others]
     if mode == "delete":

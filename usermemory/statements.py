@@ -18,6 +18,7 @@ GROUP_TABLE = MemoryEntryGroup._meta.db_table
 # What recall and search return: every column but value_text (search text, which no caller reads; the model
 # loads a deferred field on access).
 ENTRIES = ModelRows(MemoryEntry, exclude=["value_text"])
+EVENT_TABLE = MemoryEvent._meta.db_table
 
 
 def _members_table() -> tuple[str, str, str]:
@@ -71,7 +72,7 @@ def entry_columns(*, agent_view: bool, n_groups: int | None) -> str:
         f"WHERE other.key = {ENTRY_TABLE}.key AND other.value_text <> {ENTRY_TABLE}.value_text "
         f"AND {visible_where(n_groups)}) ELSE false END"
     )
-    return ", ".join(conflict if f.name == "conflicted" else f.column for f in ENTRIES.fields)
+    return ", ".join(conflict if c == "conflicted" else c for c in ENTRIES.columns().split(", "))
 
 
 @cache
@@ -134,12 +135,32 @@ def search_sql(*, n_groups: int | None, visible: bool, category: bool, vendor: s
     )
 
 
+@cache
+def event_seen_sql(*, old: bool, vendor: str) -> str:
+    """Whether an agent could see an event's old value (``old``) or new value: the scope the event recorded
+    (owner, visibility and groups when it was written) meets the agent as Visible meets an entry: global,
+    ``self`` owned by the agent, or ``group`` sharing a group the agent is a member of. Parameters:
+    ``agent, agent``."""
+    members, group_column, agent_column = _members_table()
+    prefix = "old_" if old else ""
+    visibility, groups = f"{EVENT_TABLE}.{prefix}visibility", f"{EVENT_TABLE}.{prefix}group_ids"
+    if vendor == "postgresql":
+        elements = f"jsonb_array_elements_text({groups}) AS g(value)"
+    else:
+        elements = f"json_each({groups}) AS g"
+    return (
+        f"({visibility} = 'global' OR ({visibility} = 'self' AND {EVENT_TABLE}.owner = %s) OR "
+        f"({visibility} = 'group' AND EXISTS (SELECT 1 FROM {elements} WHERE g.value IN "
+        f"(SELECT {group_column} FROM {members} WHERE {agent_column} = %s))))"
+    )
+
+
 # --- Upsert ----------------------------------------------------------------------------------------------
 
 TURN_TABLE = TurnWriteCount._meta.db_table
-EVENT_TABLE = MemoryEvent._meta.db_table
 EVENT_COLUMNS = (
-    "entry_id, user_id, key, action, actor_type, actor_id, key_prefix, old_value, new_value, created_at"
+    "entry_id, user_id, key, action, actor_type, actor_id, key_prefix, old_value, new_value, owner, "
+    "old_visibility, old_group_ids, visibility, group_ids, created_at"
 )
 UPSERT_RETURNING = "id, created_at, access_count, last_accessed_at, source_agent_id, category"
 
@@ -174,13 +195,14 @@ def _upsert_key(*, is_global: bool) -> str:
 
 @cache
 def existing_sql(*, is_global: bool) -> str:
-    """SQLite, before :func:`upsert_sql`: the entry on the upsert key (``id, value, category, group_ids`` as
-    stored, or NULLs), and when there is none, the user's number of entries for the cap. Parameters:
-    ``user``, then ``user, key[, owner]``."""
+    """SQLite, before :func:`upsert_sql`: the entry on the upsert key (``id, value, category, group_ids,
+    visibility`` as stored, or NULLs), and when there is none, the user's number of entries for the cap.
+    Parameters: ``user``, then ``user, key[, owner]``."""
     return (
-        f"SELECT e.id, e.value, e.category, e.group_ids, CASE WHEN e.id IS NULL THEN "
+        f"SELECT e.id, e.value, e.category, e.group_ids, e.visibility, CASE WHEN e.id IS NULL THEN "
         f"(SELECT count(*) FROM {ENTRY_TABLE} WHERE user_id = %s) END "
-        f"FROM (SELECT 1 AS one) AS o LEFT JOIN (SELECT id, value, category, group_ids FROM {ENTRY_TABLE} "
+        f"FROM (SELECT 1 AS one) AS o LEFT JOIN (SELECT id, value, category, group_ids, visibility "
+        f"FROM {ENTRY_TABLE} "
         f"WHERE {_upsert_key(is_global=is_global)}) AS e ON 1 = 1"
     )
 
@@ -227,7 +249,9 @@ def upsert_event_sql(*, is_global: bool) -> str:
     Parameters: ``user, key[, owner]`` (the upsert key); ``user`` (the count); ``user, key, value (JSON),
     value_text, category (NULL: keep the stored one), fallback category, visibility, owner, group_ids (JSON),
     conversation, conflicted, now, now``; ``cap``; the event's ``user, key, updated, created, actor_type,
-    actor_id, key_prefix, new (JSON), now``.
+    actor_id, key_prefix, new (JSON), visibility, group_ids (JSON), visibility, group_ids (JSON), now``: who
+    could see the old value (the stored entry's visibility and groups, else the new ones) and the new one; its
+    owner is the stored entry's.
 
     Returns one row: the entry's id and group_ids (JSON) before the write (NULL when new), the user's count
     when there was no entry (else 0), then :data:`UPSERT_RETURNING`: NULL when the cap stopped the insert.
@@ -238,14 +262,15 @@ def upsert_event_sql(*, is_global: bool) -> str:
     )
     insert = _upsert_insert(is_global=is_global, values=values)
     return (
-        f"WITH old AS (SELECT id, value, category, group_ids FROM {ENTRY_TABLE} "
+        f"WITH old AS (SELECT id, value, category, group_ids, visibility FROM {ENTRY_TABLE} "
         f"WHERE {_upsert_key(is_global=is_global)}), "
         f"room AS (SELECT count(*) AS n FROM {ENTRY_TABLE} "
         f"WHERE user_id = %s AND NOT EXISTS (SELECT 1 FROM old)), "
         f"up AS ({insert}), "
         f"event AS (INSERT INTO {EVENT_TABLE} ({EVENT_COLUMNS}) SELECT up.id, %s, %s, "
         f"CASE WHEN EXISTS (SELECT 1 FROM old) THEN %s ELSE %s END, %s, %s, %s, (SELECT value FROM old), "
-        f"%s::jsonb, %s FROM up) "
+        f"%s::jsonb, COALESCE(up.source_agent_id, ''), COALESCE((SELECT visibility FROM old), %s), "
+        f"COALESCE((SELECT group_ids FROM old), %s::jsonb), %s, %s::jsonb, %s FROM up) "
         f"SELECT (SELECT id FROM old), (SELECT group_ids FROM old), (SELECT n FROM room), "
         f"up.{', up.'.join(UPSERT_RETURNING.split(', '))} "
         f"FROM (SELECT 1 AS one) AS o LEFT JOIN up ON true"

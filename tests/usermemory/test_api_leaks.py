@@ -1,7 +1,7 @@
 """No answer reveals what the caller may not see (issue 16): delete and history of hidden entries, history
 across visibility changes, capacity refusals, the conflicted flag, and recall's side effects."""
 
-from tests.factories import AgentGroupFactory
+from tests.factories import AgentFactory, AgentGroupFactory
 from tests.helpers import assert_envelope
 
 BASE = "/usermemorystore/memories"
@@ -138,3 +138,85 @@ def test_a_conflict_the_agent_can_see_is_flagged_at_every_read_door(agent_a_api,
     assert {(e["value"], e["conflicted"]) for e in own} == {("English", True), ("German", True)}
     # A sees only its global English: the German that conflicts with it is B's, and hidden from A.
     assert _flags_at_every_read_door(agent_a_api, "lang") == {False}
+
+
+# --- History across visibility changes: an agent sees only the values it could see when they were written --
+
+
+def _history(client, entry_id):
+    response = client.get(f"{BASE}/entry/{entry_id}/history")
+    assert response.status_code == 200, response.content
+    return [
+        (e["action"], e["oldValue"], e["oldValueHidden"], e["newValue"], e["newValueHidden"])
+        for e in response.json()
+    ]
+
+
+def test_a_self_entry_reupserted_as_group_shows_the_group_no_past_private_value(
+    agent_a_api, make_api_client, viewer_api, put
+):
+    teammate = make_api_client("agent", AgentFactory(id="agent-c"))
+    AgentGroupFactory(id="team-2", members=[agent_a_api.agent, teammate.agent])
+    entry_id = put(agent_a_api, userId=U, key="plan", value="private draft").json()["id"]
+    put(agent_a_api, userId=U, key="plan", value="still private")
+    put(agent_a_api, userId=U, key="plan", value="shared", visibility="group", groupIds=["team-2"])
+    put(agent_a_api, userId=U, key="plan", value="shared again", visibility="group", groupIds=["team-2"])
+    everything = [
+        ("created", None, False, "private draft", False),
+        ("updated", "private draft", False, "still private", False),
+        ("updated", "still private", False, "shared", False),
+        ("updated", "shared", False, "shared again", False),
+    ]
+    assert _history(agent_a_api, entry_id) == everything
+    assert _history(viewer_api, entry_id) == everything
+    assert _history(teammate, entry_id) == [
+        ("updated", None, True, "shared", False),
+        ("updated", "shared", False, "shared again", False),
+    ]
+
+
+def test_an_entry_moved_between_groups_shows_the_new_group_nothing_of_the_old(
+    agent_a_api, make_api_client, put
+):
+    in_g1 = make_api_client("agent", AgentFactory(id="agent-g1"))
+    in_g3 = make_api_client("agent", AgentFactory(id="agent-g3"))
+    AgentGroupFactory(id="g1", members=[agent_a_api.agent, in_g1.agent])
+    AgentGroupFactory(id="g3", members=[agent_a_api.agent, in_g3.agent])
+    first = put(agent_a_api, userId=U, key="k", value="g1 only", visibility="group", groupIds=["g1"])
+    entry_id = first.json()["id"]
+    assert _history(in_g1, entry_id) == [("created", None, False, "g1 only", False)]
+    put(agent_a_api, userId=U, key="k", value="for g3", visibility="group", groupIds=["g3"])
+    assert _history(in_g3, entry_id) == [("updated", None, True, "for g3", False)]
+    assert_envelope(in_g1.get(f"{BASE}/entry/{entry_id}/history"), 404, "not_found")  # it cannot read it now
+    # Moved back to both groups: each sees the values of its own group, and never the other's.
+    put(agent_a_api, userId=U, key="k", value="for both", visibility="group", groupIds=["g1", "g3"])
+    assert _history(in_g1, entry_id) == [
+        ("created", None, False, "g1 only", False),
+        ("updated", "g1 only", False, None, True),
+        ("updated", None, True, "for both", False),
+    ]
+    assert _history(in_g3, entry_id) == [
+        ("updated", None, True, "for g3", False),
+        ("updated", "for g3", False, "for both", False),
+    ]
+
+
+def test_dream_and_deletes_record_the_scope_of_the_value(agent_a_api, agent_b_api, put):
+    """Events written by Dream (set-based SQL) and by deletes carry the entry's scope too."""
+    from usermemory.models import MemoryEvent
+
+    AgentGroupFactory(id="pair", members=[agent_a_api.agent, agent_b_api.agent])
+    put(agent_a_api, userId=U, key="k", value="x", visibility="group", groupIds=["pair"])
+    mine = put(agent_b_api, userId=U, key="k", value="y").json()["id"]
+    _dream(agent_a_api.agent, agent_b_api.agent)
+    flagged = MemoryEvent.objects.filter(action="flagged").order_by("entry_id")
+    assert [(e.visibility, e.owner, e.group_ids) for e in flagged] == [
+        ("group", "agent-a", ["pair"]),
+        ("self", "agent-b", []),
+    ]
+    # B's own history shows its flag; A never sees B's entry, nor its events.
+    assert [e[0] for e in _history(agent_b_api, mine)] == ["created", "flagged"]
+    assert_envelope(agent_a_api.get(f"{BASE}/entry/{mine}/history"), 404, "not_found")
+    agent_b_api.delete(f"{BASE}/entry/{mine}")
+    deleted = MemoryEvent.objects.get(action="deleted")
+    assert (deleted.visibility, deleted.owner, deleted.old_visibility) == ("self", "agent-b", "self")

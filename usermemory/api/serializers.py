@@ -127,6 +127,9 @@ class MemoryEventOutputSerializer(serializers.ModelSerializer):
     keyPrefix = serializers.CharField(source="key_prefix")
     oldValue = serializers.JSONField(source="old_value", allow_null=True)
     newValue = serializers.JSONField(source="new_value", allow_null=True)
+    # An agent's history: true when the value was one it could not see then, and is shown as null.
+    oldValueHidden = serializers.BooleanField(source="old_value_hidden", default=False, read_only=True)
+    newValueHidden = serializers.BooleanField(source="new_value_hidden", default=False, read_only=True)
     createdAt = serializers.DateTimeField(source="created_at")
 
     class Meta:
@@ -142,6 +145,8 @@ class MemoryEventOutputSerializer(serializers.ModelSerializer):
             "keyPrefix",
             "oldValue",
             "newValue",
+            "oldValueHidden",
+            "newValueHidden",
             "createdAt",
         ]
 

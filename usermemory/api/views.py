@@ -218,7 +218,7 @@ class MemoryEntryView(MemoryView):
 class MemoryHistoryView(MemoryView):
     @extend_schema(responses=MemoryEventOutputSerializer(many=True), summary="The entry's change history")
     def get(self, request: Request, entry_id: int) -> Response:
-        events = selectors.memory_history(caller=request.user, entry_id=entry_id)[:1000]
+        events = selectors.memory_history(caller=request.user, entry_id=entry_id, limit=1000)
         return Response(MemoryEventOutputSerializer(events, many=True).data)
 
 
