@@ -1,8 +1,10 @@
 """No answer reveals what the caller may not see (issue 16): delete and history of hidden entries, history
 across visibility changes, capacity refusals, the conflicted flag, and recall's side effects."""
 
+from apikeys.caller import Caller
 from tests.factories import AgentFactory, AgentGroupFactory
 from tests.helpers import assert_envelope
+from usermemory.mcp_server import tool_call
 
 BASE = "/usermemorystore/memories"
 U = "user-leak"
@@ -102,6 +104,15 @@ def _flags_at_every_read_door(client, key):
         "key": [client.get(f"{BASE}/{U}/key/{key}").json()],
         "context": client.get(f"/v1/conversations/{conversation}/context").json()["userMemories"],
     }
+    caller = Caller.for_key(client.key)
+    for tool, arguments in [
+        ("get_visible_memories", {}),
+        ("search_user_memories", {"query": key}),
+        ("get_memory_by_key", {"key": key}),
+    ]:
+        payload, is_error = tool_call(caller=caller, name=tool, arguments={"userId": U, **arguments})
+        assert not is_error, payload
+        doors[f"mcp {tool}"] = payload if isinstance(payload, list) else [payload]
     flags = set()
     for door, entries in doors.items():
         seen = [e["conflicted"] for e in entries if e["key"] == key]
