@@ -15,6 +15,8 @@ from usermemory.lookups import like_escape
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
 
 LIST_ORDER = ("-updated_at", "-id")
+# Dream's history events about a (user, key) set, which spans entries an agent may not see.
+CONFLICT_ACTIONS = (MemoryEvent.Action.FLAGGED, MemoryEvent.Action.UNFLAGGED)
 
 
 def policy_for_agent(*, agent_id: str | None) -> AgentMemoryPolicy:
@@ -227,6 +229,10 @@ def memory_history(*, caller: Caller, entry_id: int, limit: int = 1000) -> list[
     value it could not see is ``None``, with ``old_value_hidden`` / ``new_value_hidden`` set. So a ``self``
     entry re-upserted as ``group`` shows the group its new values only, and an entry moved from one group to
     another shows the second group nothing of the first.
+
+    Dream's ``flagged`` and ``unflagged`` events are not shown to agents: Dream flags a (user, key) set
+    across every agent, so such an event on an agent's own entry would tell it that an entry it cannot see
+    holds another value (the leak its ``conflicted`` flag avoids, :func:`visible_conflict`).
     """
     events = MemoryEvent.objects.filter(entry_id=entry_id).order_by("created_at", "id")
     if not caller.is_agent:
@@ -242,7 +248,8 @@ def memory_history(*, caller: Caller, entry_id: int, limit: int = 1000) -> list[
         )
         for part in ("old", "new")
     }
-    events = events.annotate(**hidden).filter(Q(old_value_hidden=False) | Q(new_value_hidden=False))
+    events = events.exclude(action__in=CONFLICT_ACTIONS).annotate(**hidden)
+    events = events.filter(Q(old_value_hidden=False) | Q(new_value_hidden=False))
     shown = list(events[:limit])
     for event in shown:
         if event.old_value_hidden:  # type: ignore[attr-defined]

@@ -134,6 +134,10 @@ def test_a_guess_against_a_hidden_value_is_not_flagged_to_the_guesser(
     assert [e["conflicted"] for e in viewer_api.get(f"{BASE}/{U}").json()] == [True, True]
     recall = viewer_api.get(f"{BASE}/{U}/visible?agentId=agent-b").json()
     assert [e["conflicted"] for e in recall] == [True]
+    # Nor does B's history show Dream flagging its entry; staff see it.
+    mine = recall[0]["id"]
+    assert [e[0] for e in _history(agent_b_api, mine)] == ["created"]
+    assert [e[0] for e in _history(viewer_api, mine)] == ["created", "flagged"]
 
 
 def test_a_conflict_the_agent_can_see_is_flagged_at_every_read_door(agent_a_api, agent_b_api, put):
@@ -225,8 +229,7 @@ def test_dream_and_deletes_record_the_scope_of_the_value(agent_a_api, agent_b_ap
         ("group", "agent-a", ["pair"]),
         ("self", "agent-b", []),
     ]
-    # B's own history shows its flag; A never sees B's entry, nor its events.
-    assert [e[0] for e in _history(agent_b_api, mine)] == ["created", "flagged"]
+    # A never sees B's entry, nor its events.
     assert_envelope(agent_a_api.get(f"{BASE}/entry/{mine}/history"), 404, "not_found")
     agent_b_api.delete(f"{BASE}/entry/{mine}")
     deleted = MemoryEvent.objects.get(action="deleted")
