@@ -64,7 +64,7 @@ class AgentContext:
     memory_epoch: int | None
     memory: list[Message]
     checkpoint: Checkpoint | None
-    case_log: selectors.Page
+    case_log: selectors.Page[Message]
     history: list[Message]
     user_memories: list[MemoryEntry]
 
@@ -374,7 +374,7 @@ def conversation_context(
         memory_epoch=latest,
         memory=memory,
         checkpoint=checkpoint,
-        case_log=selectors.message_page(case_log, limit=case_log_limit),
+        case_log=selectors.page_of(case_log, limit=case_log_limit),
         history=list(reversed(recent[:history_limit])),
         user_memories=user_memories,
     )

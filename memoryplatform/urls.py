@@ -20,7 +20,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
-    path("v1/", include("apikeys.api.urls")),
+    path("", include("apikeys.api.urls")),
     path("", include("usermemory.api.urls")),
     path("", include("usermemory.api.tool_urls")),
     path("", include("dream.api.urls")),

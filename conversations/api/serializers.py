@@ -32,6 +32,20 @@ class ConversationOutputSerializer(serializers.ModelSerializer):
         fields = ["id", "userId", "groupId", "title", "createdAt"]
 
 
+class ConversationListQuerySerializer(serializers.Serializer):
+    userId = StrictCharField(max_length=255, required=False, help_text="Only this user's conversations.")
+    after = serializers.CharField(required=False, max_length=64, help_text="A conversation id (cursor).")
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE, default=DEFAULT_PAGE)
+
+
+class ConversationPageSerializer(serializers.Serializer):
+    data = ConversationOutputSerializer(many=True)
+    nextCursor = serializers.CharField(
+        allow_null=True,
+        help_text="The id to pass as `after` for the next page; null when nothing more follows.",
+    )
+
+
 # --- Messages --------------------------------------------------------------------------------------------
 
 
@@ -188,7 +202,7 @@ class ContextOutputSerializer(serializers.Serializer):
     def get_caseLog(self, context: Any) -> dict[str, Any]:  # noqa: N802 (camelCase output)
         return {
             "checkpoint": str(context.checkpoint.last_message_id) if context.checkpoint else None,
-            "data": MessageOutputSerializer(context.case_log.messages, many=True).data,
+            "data": MessageOutputSerializer(context.case_log.items, many=True).data,
             "nextCursor": context.case_log.next_cursor,
         }
 
