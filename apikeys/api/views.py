@@ -11,10 +11,10 @@ from rest_framework.views import APIView
 from apikeys import selectors, services
 from apikeys.api.serializers import (
     AgentCreateInputSerializer,
+    AgentOutputSerializer,
     ApiKeyCreatedOutputSerializer,
     ApiKeyCreateInputSerializer,
     ApiKeyOutputSerializer,
-    AgentOutputSerializer,
     GroupCreateInputSerializer,
     GroupMembersInputSerializer,
     GroupOutputSerializer,
