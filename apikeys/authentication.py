@@ -9,7 +9,6 @@ from rest_framework.request import Request
 from apikeys.caller import Caller
 from apikeys.services import KeyRefused, apikey_authenticate
 
-
 KEY_SCHEMES = frozenset({"bearer", "token"})
 
 

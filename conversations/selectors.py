@@ -9,7 +9,7 @@ from django.db.models import Exists, Max, OuterRef, Q, QuerySet
 
 from apikeys.caller import Caller
 from apikeys.models import Agent, AgentGroup
-from conversations.models import Channel, Checkpoint, Conversation, Message
+from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
 from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
 
 DEFAULT_PAGE = 50
@@ -141,8 +141,8 @@ def message_list(
 
     - ``memory`` is always one agent's stream: the caller's, or ``agentId``'s for viewer and admin keys; the
       epoch is ``latest`` (default), ``all`` or a number.
-    - ``history`` with ``view=agent`` holds the unattributed messages (every user message) and only the
-      agent's own.
+    - ``history`` with ``view=agent`` holds every user message and only the agent's own others
+      (:func:`_seen_by`); without ``view``, the whole channel: every message of every agent.
     """
     if channel not in Channel.values:
         raise BadRequest(f"channel must be one of {', '.join(Channel.values)}.")
@@ -167,14 +167,20 @@ def message_list(
         return qs
     if view == VIEW_AGENT:
         reader = reading_agent_id(caller=caller, agent_id=agent_id, required=True)
-        qs = qs.filter(Q(agent__isnull=True) | Q(agent_id=reader))
+        qs = qs.filter(_seen_by(reader))  # type: ignore[arg-type]
     return qs
 
 
+def _seen_by(agent_id: str) -> Q:
+    """Seed 004's isolated history: every user message (whichever agent relayed it: it carries that agent as
+    its author), the messages with no author (an admin's system message) and only this agent's own others."""
+    return Q(role=MessageRole.USER) | Q(agent__isnull=True) | Q(agent_id=agent_id)
+
+
 def history_for_agent(*, conversation: Conversation, agent_id: str) -> QuerySet[Message]:
-    """Seed 004's isolated history: every unattributed (user) message and only this agent's own."""
+    """The history channel as this agent sees it (:func:`_seen_by`)."""
     return Message.objects.filter(conversation=conversation, channel=Channel.HISTORY).filter(
-        Q(agent__isnull=True) | Q(agent_id=agent_id)
+        _seen_by(agent_id)
     )
 
 

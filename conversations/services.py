@@ -39,7 +39,7 @@ class MessageWrite:
     channel: str
     role: str
     content: list[dict[str, Any]]
-    session_id: str
+    session_id: str | None = None
     memory_epoch: int | None = None
 
 
@@ -100,6 +100,12 @@ def _check_content(content: Any, *, where: str, index: int) -> None:
             )
 
 
+def _check_session(session_id: str | None, *, where: str = "", index: int = 0) -> None:
+    """``sessionId`` is optional on every write (ADR 0023: nullable, stored when given), never blank."""
+    if session_id is not None and not session_id.strip():
+        raise BadRequest(f"{where}sessionId, when given, must not be blank.", details={"index": index})
+
+
 def _check_write(write: MessageWrite, *, index: int, count: int) -> None:
     where = _where(index, count)
     if write.channel not in Channel.values:
@@ -110,8 +116,7 @@ def _check_write(write: MessageWrite, *, index: int, count: int) -> None:
         raise BadRequest(
             f"{where}role must be one of {', '.join(MessageRole.values)}.", details={"index": index}
         )
-    if not write.session_id or not write.session_id.strip():
-        raise BadRequest(f"{where}sessionId is required on every write.", details={"index": index})
+    _check_session(write.session_id, where=where, index=index)
     if write.memory_epoch is not None and write.channel != Channel.MEMORY:
         raise BadRequest(f"{where}memoryEpoch applies to the memory channel only.", details={"index": index})
     if write.memory_epoch is not None and write.memory_epoch < 1:
@@ -120,20 +125,18 @@ def _check_write(write: MessageWrite, *, index: int, count: int) -> None:
 
 
 def _attribution(caller: Caller, write: MessageWrite) -> str | None:
-    """The agent a message is attributed to, from the key only.
+    """The agent a message is attributed to, from the key only (seed 000, "Message Creation Rules").
 
-    - ``memory``: always the calling agent (other roles have no stream, 403).
-    - ``history`` / ``summary``: ``user`` messages are unattributed; other roles are the calling agent's.
-      An admin key may post unattributed ``user`` and ``system`` messages; ``assistant`` and ``tool`` need an
-      agent key.
+    - An agent key: always that agent, whatever the channel and role (a ``user`` message it relays too).
+    - ``memory``: an agent's own stream, so other roles get 403.
+    - Only admin keys and staff write without an author: ``user`` and ``system`` messages; ``assistant``
+      and ``tool`` messages need an agent key.
     """
-    if write.channel == Channel.MEMORY:
-        return _require_agent(caller, "The memory channel")
-    if write.role == MessageRole.USER:
-        return None
     if caller.is_agent:
         return caller.agent_id
-    if write.role == MessageRole.SYSTEM:
+    if write.channel == Channel.MEMORY:
+        return _require_agent(caller, "The memory channel")
+    if write.role in (MessageRole.USER, MessageRole.SYSTEM):
         return None
     raise Forbidden(f"{write.role} messages need an agent key: they are attributed to the agent.")
 
@@ -239,7 +242,7 @@ def message_append(*, caller: Caller, conversation_id: str, writes: Sequence[Mes
 
 @transaction.atomic
 def memory_sync(
-    *, caller: Caller, conversation_id: str, messages: Sequence[SyncMessage], session_id: str
+    *, caller: Caller, conversation_id: str, messages: Sequence[SyncMessage], session_id: str | None = None
 ) -> SyncResult:
     """memory-service's sync of the caller's memory stream with the client's full ChatMemory:
 
@@ -253,8 +256,7 @@ def memory_sync(
         raise BadRequest("messages must not be empty.")
     if len(messages) > MAX_SYNC:
         raise BadRequest(f"A sync holds at most {MAX_SYNC} messages; got {len(messages)}.")
-    if not session_id or not session_id.strip():
-        raise BadRequest("sessionId is required on every write.")
+    _check_session(session_id)
     for index, message in enumerate(messages):
         if message.role not in MessageRole.values:
             raise BadRequest(

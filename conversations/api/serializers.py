@@ -57,7 +57,7 @@ class MessageInputSerializer(FieldsBuiltOnce):
     channel = serializers.ChoiceField(choices=Channel.choices, required=False, default=Channel.HISTORY)
     role = serializers.ChoiceField(choices=MessageRole.choices)
     content = serializers.ListField(child=ContentBlockField(), allow_empty=False, max_length=MAX_BLOCKS)
-    sessionId = StrictCharField(max_length=128)
+    sessionId = StrictCharField(max_length=128, required=False, allow_null=True, default=None)
     memoryEpoch = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
 
     def to_write(self) -> MessageWrite:
@@ -76,7 +76,7 @@ class MessageBatchInputSerializer(serializers.Serializer):
     does not name its own."""
 
     messages = MessageInputSerializer(many=True)
-    sessionId = StrictCharField(max_length=128, required=False)
+    sessionId = StrictCharField(max_length=128, required=False, allow_null=True)
 
 
 class MessageOutputSerializer(serializers.ModelSerializer):
@@ -85,7 +85,7 @@ class MessageOutputSerializer(serializers.ModelSerializer):
     agentId = serializers.CharField(source="agent_id", allow_null=True)
     memoryEpoch = serializers.IntegerField(source="memory_epoch", allow_null=True)
     content = serializers.ListField(child=ContentBlockField())
-    sessionId = serializers.CharField(source="session_id")
+    sessionId = serializers.CharField(source="session_id", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
 
     class Meta:
@@ -143,7 +143,7 @@ class SyncMessageInputSerializer(serializers.Serializer):
 
 class SyncInputSerializer(serializers.Serializer):
     messages = SyncMessageInputSerializer(many=True, allow_empty=False)
-    sessionId = StrictCharField(max_length=128)
+    sessionId = StrictCharField(max_length=128, required=False, allow_null=True, default=None)
 
     def to_messages(self) -> list[SyncMessage]:
         return [SyncMessage(role=m["role"], content=m["content"]) for m in self.validated_data["messages"]]
