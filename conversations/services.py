@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from apikeys.caller import Caller
 from apikeys.models import AgentGroup
+from apikeys.services import caller_require_writer
 from conversations import selectors
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
 from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
@@ -70,11 +71,6 @@ class AgentContext:
 
 
 # --- Rules ---------------------------------------------------------------------------------------------
-
-
-def _require_writer(caller: Caller) -> None:
-    if not (caller.is_agent or caller.is_admin):
-        raise Forbidden("A viewer key may only read.")
 
 
 def _require_agent(caller: Caller, what: str) -> str:
@@ -177,7 +173,7 @@ def conversation_create(
     *, caller: Caller, user_id: str, title: str = "", group_id: str | None = None
 ) -> Conversation:
     """A new conversation with a user. An agent key may only name a group it is a member of."""
-    _require_writer(caller)
+    caller_require_writer(caller)
     if not user_id or not user_id.strip():
         raise BadRequest("userId is required.")
     if group_id:
@@ -204,7 +200,7 @@ def message_append(*, caller: Caller, conversation_id: str, writes: Sequence[Mes
     A memory message goes to the caller's latest epoch (1 for its first), or to ``memoryEpoch`` when given,
     which may be the latest or the next one (starting a new epoch), never an older one.
     """
-    _require_writer(caller)
+    caller_require_writer(caller)
     message_batch_check(count=len(writes))
     for index, write in enumerate(writes):
         _check_write(write, index=index, count=len(writes))
@@ -250,7 +246,7 @@ def memory_sync(
     - the stored messages are a prefix of the incoming ones: only the delta is appended to that epoch;
     - otherwise a new epoch starts with all the incoming messages.
     """
-    _require_writer(caller)
+    caller_require_writer(caller)
     agent_id = _require_agent(caller, "The memory channel")
     if not messages:
         raise BadRequest("messages must not be empty.")
@@ -307,7 +303,7 @@ def checkpoint_set(*, caller: Caller, conversation_id: str, last_entry_id: str) 
 
     The checkpoint is set as given, so an agent may also move it back to re-read.
     """
-    _require_writer(caller)
+    caller_require_writer(caller)
     agent_id = _require_agent(caller, "A checkpoint")
     conversation = selectors.conversation_get_for(caller=caller, conversation_id=conversation_id)
     pk = selectors.parse_uuid(last_entry_id, what="lastEntryId")
