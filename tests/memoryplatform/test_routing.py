@@ -136,7 +136,7 @@ def _asgi_get(path: str, raw_key: str) -> tuple[int, Any]:
         await asyncio.Event().wait()  # the client stays connected until the answer is sent
         raise AssertionError("unreachable")
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: Any) -> None:
         messages.append(message)
 
     # As Django's test client does: keep the test's connection (and its transaction) across the request.
