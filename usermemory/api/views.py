@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from apikeys import services as agent_services
 from apikeys.api.serializers import AgentOutputSerializer, AgentUpdateInputSerializer
+from apikeys.models import Agent
 from apikeys.permissions import IsAdminCaller, ReadAnyWriteAgentOrAdmin
 from apikeys.selectors import agent_list
 from memoryplatform.api.errors import BadRequest, NotFound
@@ -301,7 +302,11 @@ class AgentDetailView(APIView):
                 "displayName": serializers.CharField(required=False),
                 "capabilities": serializers.ListField(child=serializers.CharField(), required=False),
                 "model": serializers.CharField(required=False),
-                "status": serializers.CharField(required=False),
+                "status": serializers.ChoiceField(
+                    choices=Agent.Status.choices,
+                    required=False,
+                    help_text="unavailable: the agent's keys still read, and every write is a 403",
+                ),
                 "memoryPolicy": MemoryPolicySerializer(required=False, partial=True),
             },
         ),
