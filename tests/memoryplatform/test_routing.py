@@ -83,6 +83,11 @@ def test_every_documented_operation_answers_with_and_without_a_trailing_slash(ad
     assert checked >= 30
 
 
+def test_operations_paths_answer_with_a_trailing_slash_too(client, db):
+    for path in ("/healthz", "/readyz", "/metrics"):
+        assert client.get(f"{path}/").status_code == client.get(path).status_code == 200, path
+
+
 def test_v1_writes_with_a_trailing_slash(agent_a_api, admin_api):
     created = agent_a_api.post("/v1/conversations/", {"userId": "u1"}, format="json")
     assert created.status_code == 201, created.content
