@@ -10,7 +10,8 @@ may hold ``/``, spaces and any unicode, percent-encoded in the path:
 - Where the server passes only the decoded path (Django's test client and ``runserver``), the middleware
   encodes it again; ``%2F`` has already become ``/`` there. A value's pattern is non-greedy and the fixed
   suffixes decide (``/visible``, ``/count``, ``/key/...``), so ``org/u8`` still routes, unless the value
-  itself ends in a fixed suffix (a userId ``u/count``): that one case stays ambiguous without the raw path.
+  itself ends in a fixed suffix (a userId ``u/count``) or starts like a fixed path (``entry/1``): those stay
+  ambiguous without the raw path (the README says so).
 - :func:`api_path` decodes each captured value once, before the view sees it.
 """
 
@@ -23,11 +24,10 @@ from urllib.parse import quote, unquote, urlsplit
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import URLPattern, re_path
 
-KINDS = {
-    "str": r"[^/]+",  # one path segment (an encoded "/" stays inside it when the server gives the raw path)
-    "int": r"[^/]+",  # one segment that must be an id: anything else is the 404 of an unknown id
-    "text": r"[\s\S]+?",  # any text, "/" included, as few characters as will do: the fixed parts after it
-}  # decide where it ends
+# What each kind of placeholder matches. "str": one path segment (with the raw path, an encoded "/" stays
+# inside it). "int": one segment that must be an id, else the 404 of an unknown id. "text": any text, "/"
+# included, as few characters as will do, so the fixed parts after it decide where it ends.
+KINDS = {"str": r"[^/]+", "int": r"[^/]+", "text": r"[\s\S]+?"}
 MAX_ID = 2**63 - 1  # the largest id a 64-bit primary key holds
 _PLACEHOLDER = re.compile(r"<(?:(?P<kind>str|text|int):)?(?P<name>\w+)>")
 
@@ -70,8 +70,9 @@ def api_path(route: str, view: Callable[..., HttpResponse], name: str) -> URLPat
     """One API route, answering ``route`` and ``route/``.
 
     ``<name>`` captures one segment and ``<text:name>`` any text (``/`` included), each decoded;
-    ``<int:name>`` captures digits, as an ``int``. List a route whose fixed suffix a ``text`` value would
-    otherwise swallow (``<text:user_id>/count``) before the bare one (``<text:user_id>``).
+    ``<int:name>`` one segment that must be a 64-bit id, as an ``int`` (anything else is a 404). List a
+    route whose fixed suffix a ``text`` value would otherwise swallow (``<text:user_id>/count``) before the
+    bare one (``<text:user_id>``).
     """
     integers = frozenset(m["name"] for m in _PLACEHOLDER.finditer(route) if m["kind"] == "int")
     return re_path(_pattern(route), _decoded(view, integers), name=name)
