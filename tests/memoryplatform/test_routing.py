@@ -191,6 +191,11 @@ def test_path_values_round_trip_through_every_read(agent_a_api, admin_api, serve
     assert ok(admin_api, f"{user}/export")["userId"] == USER
     assert [e["action"] for e in ok(agent_a_api, f"{BASE}/entry/{entry_id}/history")] == ["created"]
     assert ok(agent_a_api, f"/propertiesstore/properties/{_enc(USER)}") == {KEY: "pizza"}
+    if server != "asgi":  # and a write: GDPR erasure of that user, found by the same path
+        extra = {} if server == "decoded" else {server: user}
+        erased = admin_api.delete(user, **extra)
+        assert erased.status_code == 200, erased.content
+        assert not MemoryEntry.objects.filter(user_id=USER).exists()
 
 
 @pytest.mark.parametrize("server", ["RAW_URI", "REQUEST_URI", "asgi"])
