@@ -16,6 +16,7 @@ from django.utils.dateparse import parse_datetime
 
 from apikeys.caller import Caller
 from apikeys.models import Agent
+from apikeys.services import caller_require_writer
 from memoryplatform.api.errors import BadRequest, CapacityReached, Forbidden, NotFound, RateLimited
 from memoryplatform.locks import LockId, advisory_xact_lock
 from memoryplatform.rows import prepared_cursor
@@ -163,11 +164,6 @@ def value_as_text(value: Any) -> str:
 
 
 # --- Rules shared by every write ---------------------------------------------------------------------
-
-
-def _require_writer(caller: Caller) -> None:
-    if not (caller.is_agent or caller.is_admin):
-        raise Forbidden(f"A {caller.role} key may only read.")
 
 
 def _resolve_owner(caller: Caller, write: MemoryWrite) -> str | None:
@@ -562,7 +558,7 @@ def _as_datetime(value: Any) -> datetime | None:
 @transaction.atomic
 def memory_upsert(*, caller: Caller, write: MemoryWrite, turn_id: str | None = None) -> UpsertResult:
     """Insert or update one entry on its upsert key. 201-worthy ``created`` tells which happened."""
-    _require_writer(caller)
+    caller_require_writer(caller)
     log = _EventLog(Actor.of(caller))
     result = _upsert_one(
         caller=caller, write=write, turn_id=turn_id, log=log, now=timezone.now(), memo=_BatchMemo(caller)
@@ -584,7 +580,7 @@ def memory_upsert_batch(
     *, caller: Caller, writes: Sequence[MemoryWrite], turn_id: str | None = None
 ) -> list[UpsertResult]:
     """Up to 100 upserts, all or nothing. A refusal names the failing index and writes nothing."""
-    _require_writer(caller)
+    caller_require_writer(caller)
     memory_batch_check(count=len(writes))
     for user_id in sorted({w.user_id for w in writes}):  # one lock order, so batches never deadlock
         advisory_xact_lock(LockId.USER_MEMORY, user_id)
@@ -610,7 +606,7 @@ def memory_delete(*, caller: Caller, entry_id: int) -> None:
     """Delete one entry. An agent may delete only entries it owns. An entry it may not read is a 404, the same
     as an id that does not exist, so no answer confirms that a hidden entry exists; an entry it reads but does
     not own (another agent's global or group entry) is a 403."""
-    _require_writer(caller)
+    caller_require_writer(caller)
     entry = MemoryEntry.objects.select_for_update().filter(id=entry_id).first()
     if entry is not None and caller.is_agent and entry.source_agent_id != caller.agent_id:
         selectors.memory_get_readable(caller=caller, entry_id=entry_id)  # 404 when hidden
@@ -633,7 +629,7 @@ def memory_delete(*, caller: Caller, entry_id: int) -> None:
 
 def _delete_owned(*, caller: Caller, entries: QuerySet[MemoryEntry]) -> int:
     """Delete these entries (an agent: only the ones it owns), each with a ``deleted`` event."""
-    _require_writer(caller)
+    caller_require_writer(caller)
     if caller.is_agent:
         entries = entries.filter(source_agent_id=caller.agent_id)
     rows = list(entries.select_for_update().values("id", "user_id", "key", "value", *SCOPE_FIELDS))
