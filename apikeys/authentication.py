@@ -1,4 +1,5 @@
-"""DRF authentication: an API key in ``Authorization: Bearer`` or ``X-API-Key``; staff sessions as admin."""
+"""DRF authentication: an API key in ``Authorization: Bearer``, ``Authorization: Token`` (DRF's own scheme) or
+``X-API-Key``; staff sessions as admin."""
 
 from typing import Any
 
@@ -8,13 +9,15 @@ from rest_framework.request import Request
 from apikeys.caller import Caller
 from apikeys.services import KeyRefused, apikey_authenticate
 
+KEY_SCHEMES = frozenset({"bearer", "token"})
+
 
 def presented_key(headers: Any) -> str | None:
     """The raw key from the request headers, or ``None`` when none is offered."""
     header = headers.get("Authorization", "")
     if header:
         scheme, _, credentials = header.partition(" ")
-        if scheme.lower() == "bearer":
+        if scheme.lower() in KEY_SCHEMES:
             return credentials.strip() or None
     return headers.get("X-API-Key", "").strip() or None
 

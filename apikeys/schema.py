@@ -11,7 +11,11 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema: Any) -> list[dict[str, str]]:
         return [
-            {"type": "http", "scheme": "bearer", "description": "Authorization: Bearer <API key>"},
+            {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "Authorization: Bearer <API key> (or DRF's Authorization: Token <API key>)",
+            },
             {"type": "apiKey", "in": "header", "name": "X-API-Key"},
         ]
 

@@ -3,6 +3,7 @@
 from django.db.models import Prefetch, QuerySet
 
 from apikeys.models import Agent, AgentGroup, ApiKey
+from memoryplatform.api.errors import NotFound
 
 
 def agent_list(*, status: str | None = None) -> QuerySet[Agent]:
@@ -23,5 +24,11 @@ def group_list() -> QuerySet[AgentGroup]:
     ).order_by("id")
 
 
-def apikey_list() -> QuerySet[ApiKey]:
-    return ApiKey.objects.select_related("agent").order_by("-created_at")
+def apikey_list(*, agent_id: str | None = None) -> QuerySet[ApiKey]:
+    """Keys, newest first; with ``agent_id``, that agent's (404 when there is no such agent)."""
+    qs = ApiKey.objects.select_related("agent").order_by("-created_at", "-id")
+    if agent_id is None:
+        return qs
+    if not Agent.objects.filter(id=agent_id).exists():
+        raise NotFound(f"No agent '{agent_id}'.")
+    return qs.filter(agent_id=agent_id)

@@ -14,13 +14,29 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apikeys import keycache
+from apikeys.caller import Caller
 from apikeys.keys import digest_matches, key_generate, key_parse
 from apikeys.models import Agent, AgentGroup, ApiKey
-from memoryplatform.api.errors import BadRequest, Conflict, NotFound
+from memoryplatform.api.errors import BadRequest, Conflict, Forbidden, NotFound
 from memoryplatform.rows import ModelRows, prepared_cursor
 
 AGENT_EDITABLE_FIELDS = ("display_name", "capabilities", "model", "status")
 RESERVED_AGENT_IDS = frozenset({"me"})
+
+
+def caller_require_writer(caller: Caller) -> None:
+    """Every write, at every door (REST, batch, properties, LLM tools, MCP, conversations), starts here: a
+    viewer key only reads, and so does the key of an agent whose status is ``unavailable`` until an admin
+    makes it ``active`` or ``idle`` again. Reads stay open to it."""
+    if not (caller.is_agent or caller.is_admin):
+        raise Forbidden(f"A {caller.role} key may only read.")
+    agent = caller.agent
+    if agent is not None and agent.status == Agent.Status.UNAVAILABLE:
+        raise Forbidden(
+            f"Agent '{agent.id}' is unavailable: its status is '{agent.status}', so its key may read but not "
+            "write. An admin makes it active again (PATCH /v1/agents/{id} with a status).",
+            details={"agentId": agent.id, "status": agent.status},
+        )
 
 
 def _validate(instance: Agent | AgentGroup | ApiKey, *, exclude: list[str] | None = None) -> None:

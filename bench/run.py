@@ -269,8 +269,8 @@ class Raw:
 
     EVENT_SQL = (
         "INSERT INTO usermemory_memoryevent (entry_id, user_id, key, action, actor_type, actor_id, "
-        "key_prefix, old_value, new_value, created_at) "
-        "VALUES (%s, %s, %s, %s, 'agent', %s, '', NULL, {J}, %s)"
+        "key_prefix, old_value, new_value, owner, old_visibility, old_group_ids, visibility, group_ids, "
+        "created_at) VALUES (%s, %s, %s, %s, 'agent', %s, '', NULL, {J}, %s, 'self', '[]', 'self', '[]', %s)"
     )
 
     def upsert_many(self, conn: Any, *, agent: str, writes: list[tuple[str, str, str]]) -> None:
@@ -284,7 +284,7 @@ class Raw:
                     conn,
                     f"WITH up AS ({self.upsert_sql()}), event AS ({event}) SELECT id FROM up",
                     [user, key, json.dumps(text), text, "fact", agent, "[]", False, at, at]
-                    + [user, key, "updated", agent, json.dumps(text), at],
+                    + [user, key, "updated", agent, json.dumps(text), agent, at],
                 )
             return
         with self.transaction(conn):
@@ -293,7 +293,7 @@ class Raw:
                 params = [user, key, json.dumps(text), text, "fact", agent, "[]", False, at, at]
                 ids.append(self.write(conn, self.upsert_sql(), params).fetchone()[0])
             events = [
-                [entry_id, user, key, "updated", agent, json.dumps(text), at]
+                [entry_id, user, key, "updated", agent, json.dumps(text), agent, at]
                 for entry_id, (user, key, text) in zip(ids, writes, strict=True)
             ]
             if self.pg and len(events) > 1:
@@ -359,8 +359,10 @@ class Raw:
             self.execute(
                 conn,
                 "INSERT INTO usermemory_memoryevent (entry_id, user_id, key, action, actor_type, actor_id, "
-                "key_prefix, old_value, new_value, created_at) "
-                "VALUES (NULL, %s, '', 'erased', 'key', 'admin', '', NULL, NULL, %s)",
+                "key_prefix, old_value, new_value, owner, old_visibility, old_group_ids, visibility, "
+                "group_ids, created_at) "
+                "VALUES (NULL, %s, '', 'erased', 'key', 'admin', '', NULL, NULL, '', 'self', '[]', 'self', "
+                "'[]', %s)",
                 [user, self.ts(datetime.now(UTC))],
             )
 

@@ -69,11 +69,15 @@ class Message(models.Model):
         blank=True,
         on_delete=models.PROTECT,
         related_name="conversation_messages",
-        help_text="Set from the API key; empty for user messages and for unattributed system messages.",
+        help_text="Set from the API key: an agent key's messages always carry its agent (user-role ones "
+        "too); only admin keys and staff write messages without one.",
     )
     memory_epoch = models.PositiveIntegerField(null=True, blank=True, help_text="Memory channel only.")
     content = models.JSONField(help_text="A list of content blocks.")
-    session_id = models.CharField(max_length=128)
+    # NULL, not "": ADR 0023 (seed 003) makes session_id nullable, and a write that names none has none.
+    session_id = models.CharField(  # noqa: DJ001
+        max_length=128, null=True, blank=True, help_text="The client's session, when the write names one."
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:

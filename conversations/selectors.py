@@ -3,12 +3,13 @@ list, checkpoint and context alike, and the memory channel is always scoped to o
 
 import uuid
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from django.db.models import Exists, Max, OuterRef, Q, QuerySet
 
 from apikeys.caller import Caller
 from apikeys.models import Agent, AgentGroup
-from conversations.models import Channel, Checkpoint, Conversation, Message
+from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
 from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
 
 DEFAULT_PAGE = 50
@@ -16,6 +17,8 @@ MAX_PAGE = 200
 EPOCH_LATEST = "latest"
 EPOCH_ALL = "all"
 VIEW_AGENT = "agent"
+
+RowT = TypeVar("RowT", Message, Conversation)
 
 
 def parse_uuid(value: str, *, what: str) -> uuid.UUID:
@@ -46,6 +49,27 @@ def check_participation(*, caller: Caller, conversation: Conversation) -> None:
             f"Agent '{caller.agent_id}' is not a member of group '{conversation.group_id}' "
             "of this conversation."
         )
+
+
+def conversation_list_for(
+    *, caller: Caller, user_id: str | None = None, after: str | None = None
+) -> QuerySet[Conversation]:
+    """The conversations the caller may take part in (the rule of :func:`conversation_get_for`), newest
+    first, optionally of one user, and after the ``after`` cursor (a conversation id) if given."""
+    qs = conversation_queryset_for(caller=caller)
+    if caller.is_agent:
+        qs = qs.filter(Q(group__isnull=True) | Q(caller_is_member=True))
+    if user_id is not None:
+        qs = qs.filter(user_id=user_id)
+    if after is not None:
+        pk = parse_uuid(after, what="cursor")
+        cursor = qs.filter(pk=pk).values("created_at", "id").first()
+        if cursor is None:
+            raise BadRequest(f"Unknown cursor '{after}': no such conversation.")
+        qs = qs.filter(
+            Q(created_at__lt=cursor["created_at"]) | Q(created_at=cursor["created_at"], id__lt=cursor["id"])
+        )
+    return qs.order_by("-created_at", "-id")
 
 
 def conversation_get_for(*, caller: Caller, conversation_id: str) -> Conversation:
@@ -117,8 +141,8 @@ def message_list(
 
     - ``memory`` is always one agent's stream: the caller's, or ``agentId``'s for viewer and admin keys; the
       epoch is ``latest`` (default), ``all`` or a number.
-    - ``history`` with ``view=agent`` holds the unattributed messages (every user message) and only the
-      agent's own.
+    - ``history`` with ``view=agent`` holds every user message and only the agent's own others
+      (:func:`_seen_by`); without ``view``, the whole channel: every message of every agent.
     """
     if channel not in Channel.values:
         raise BadRequest(f"channel must be one of {', '.join(Channel.values)}.")
@@ -143,31 +167,38 @@ def message_list(
         return qs
     if view == VIEW_AGENT:
         reader = reading_agent_id(caller=caller, agent_id=agent_id, required=True)
-        qs = qs.filter(Q(agent__isnull=True) | Q(agent_id=reader))
+        qs = qs.filter(_seen_by(reader))  # type: ignore[arg-type]
     return qs
 
 
+def _seen_by(agent_id: str) -> Q:
+    """Seed 004's isolated history: every user message (whichever agent relayed it: it carries that agent as
+    its author), the messages with no author (an admin's system message) and only this agent's own others."""
+    return Q(role=MessageRole.USER) | Q(agent__isnull=True) | Q(agent_id=agent_id)
+
+
 def history_for_agent(*, conversation: Conversation, agent_id: str) -> QuerySet[Message]:
-    """Seed 004's isolated history: every unattributed (user) message and only this agent's own."""
+    """The history channel as this agent sees it (:func:`_seen_by`)."""
     return Message.objects.filter(conversation=conversation, channel=Channel.HISTORY).filter(
-        Q(agent__isnull=True) | Q(agent_id=agent_id)
+        _seen_by(agent_id)
     )
 
 
 @dataclass(frozen=True)
-class Page:
-    messages: list[Message]
+class Page(Generic[RowT]):
+    items: list[RowT]
     next_cursor: str | None
 
 
-def message_page(qs: QuerySet[Message], *, limit: int = DEFAULT_PAGE) -> Page:
-    """At most ``limit`` messages of an ordered queryset; ``next_cursor`` is set when more follow."""
+def page_of(qs: QuerySet[RowT], *, limit: int = DEFAULT_PAGE) -> Page[RowT]:
+    """At most ``limit`` rows of an ordered queryset (one query); ``next_cursor``, the last row's id, is set
+    when more follow."""
     if not 1 <= limit <= MAX_PAGE:
         raise BadRequest(f"limit must be between 1 and {MAX_PAGE}.")
     rows = list(qs[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    return Page(messages=rows, next_cursor=str(rows[-1].id) if more else None)
+    return Page(items=rows, next_cursor=str(rows[-1].pk) if more else None)
 
 
 def checkpoint_get(*, conversation: Conversation, agent_id: str) -> Checkpoint | None:

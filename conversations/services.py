@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from apikeys.caller import Caller
 from apikeys.models import AgentGroup
+from apikeys.services import caller_require_writer
 from conversations import selectors
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
 from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
@@ -39,7 +40,7 @@ class MessageWrite:
     channel: str
     role: str
     content: list[dict[str, Any]]
-    session_id: str
+    session_id: str | None = None
     memory_epoch: int | None = None
 
 
@@ -64,17 +65,12 @@ class AgentContext:
     memory_epoch: int | None
     memory: list[Message]
     checkpoint: Checkpoint | None
-    case_log: selectors.Page
+    case_log: selectors.Page[Message]
     history: list[Message]
     user_memories: list[MemoryEntry]
 
 
 # --- Rules ---------------------------------------------------------------------------------------------
-
-
-def _require_writer(caller: Caller) -> None:
-    if not (caller.is_agent or caller.is_admin):
-        raise Forbidden("A viewer key may only read.")
 
 
 def _require_agent(caller: Caller, what: str) -> str:
@@ -100,6 +96,12 @@ def _check_content(content: Any, *, where: str, index: int) -> None:
             )
 
 
+def _check_session(session_id: str | None, *, where: str = "", index: int = 0) -> None:
+    """``sessionId`` is optional on every write (ADR 0023: nullable, stored when given), never blank."""
+    if session_id is not None and not session_id.strip():
+        raise BadRequest(f"{where}sessionId, when given, must not be blank.", details={"index": index})
+
+
 def _check_write(write: MessageWrite, *, index: int, count: int) -> None:
     where = _where(index, count)
     if write.channel not in Channel.values:
@@ -110,8 +112,7 @@ def _check_write(write: MessageWrite, *, index: int, count: int) -> None:
         raise BadRequest(
             f"{where}role must be one of {', '.join(MessageRole.values)}.", details={"index": index}
         )
-    if not write.session_id or not write.session_id.strip():
-        raise BadRequest(f"{where}sessionId is required on every write.", details={"index": index})
+    _check_session(write.session_id, where=where, index=index)
     if write.memory_epoch is not None and write.channel != Channel.MEMORY:
         raise BadRequest(f"{where}memoryEpoch applies to the memory channel only.", details={"index": index})
     if write.memory_epoch is not None and write.memory_epoch < 1:
@@ -120,20 +121,18 @@ def _check_write(write: MessageWrite, *, index: int, count: int) -> None:
 
 
 def _attribution(caller: Caller, write: MessageWrite) -> str | None:
-    """The agent a message is attributed to, from the key only.
+    """The agent a message is attributed to, from the key only (seed 000, "Message Creation Rules").
 
-    - ``memory``: always the calling agent (other roles have no stream, 403).
-    - ``history`` / ``summary``: ``user`` messages are unattributed; other roles are the calling agent's.
-      An admin key may post unattributed ``user`` and ``system`` messages; ``assistant`` and ``tool`` need an
-      agent key.
+    - An agent key: always that agent, whatever the channel and role (a ``user`` message it relays too).
+    - ``memory``: an agent's own stream, so other roles get 403.
+    - Only admin keys and staff write without an author: ``user`` and ``system`` messages; ``assistant``
+      and ``tool`` messages need an agent key.
     """
-    if write.channel == Channel.MEMORY:
-        return _require_agent(caller, "The memory channel")
-    if write.role == MessageRole.USER:
-        return None
     if caller.is_agent:
         return caller.agent_id
-    if write.role == MessageRole.SYSTEM:
+    if write.channel == Channel.MEMORY:
+        return _require_agent(caller, "The memory channel")
+    if write.role in (MessageRole.USER, MessageRole.SYSTEM):
         return None
     raise Forbidden(f"{write.role} messages need an agent key: they are attributed to the agent.")
 
@@ -174,7 +173,7 @@ def conversation_create(
     *, caller: Caller, user_id: str, title: str = "", group_id: str | None = None
 ) -> Conversation:
     """A new conversation with a user. An agent key may only name a group it is a member of."""
-    _require_writer(caller)
+    caller_require_writer(caller)
     if not user_id or not user_id.strip():
         raise BadRequest("userId is required.")
     if group_id:
@@ -201,7 +200,7 @@ def message_append(*, caller: Caller, conversation_id: str, writes: Sequence[Mes
     A memory message goes to the caller's latest epoch (1 for its first), or to ``memoryEpoch`` when given,
     which may be the latest or the next one (starting a new epoch), never an older one.
     """
-    _require_writer(caller)
+    caller_require_writer(caller)
     message_batch_check(count=len(writes))
     for index, write in enumerate(writes):
         _check_write(write, index=index, count=len(writes))
@@ -239,7 +238,7 @@ def message_append(*, caller: Caller, conversation_id: str, writes: Sequence[Mes
 
 @transaction.atomic
 def memory_sync(
-    *, caller: Caller, conversation_id: str, messages: Sequence[SyncMessage], session_id: str
+    *, caller: Caller, conversation_id: str, messages: Sequence[SyncMessage], session_id: str | None = None
 ) -> SyncResult:
     """memory-service's sync of the caller's memory stream with the client's full ChatMemory:
 
@@ -247,14 +246,13 @@ def memory_sync(
     - the stored messages are a prefix of the incoming ones: only the delta is appended to that epoch;
     - otherwise a new epoch starts with all the incoming messages.
     """
-    _require_writer(caller)
+    caller_require_writer(caller)
     agent_id = _require_agent(caller, "The memory channel")
     if not messages:
         raise BadRequest("messages must not be empty.")
     if len(messages) > MAX_SYNC:
         raise BadRequest(f"A sync holds at most {MAX_SYNC} messages; got {len(messages)}.")
-    if not session_id or not session_id.strip():
-        raise BadRequest("sessionId is required on every write.")
+    _check_session(session_id)
     for index, message in enumerate(messages):
         if message.role not in MessageRole.values:
             raise BadRequest(
@@ -305,7 +303,7 @@ def checkpoint_set(*, caller: Caller, conversation_id: str, last_entry_id: str) 
 
     The checkpoint is set as given, so an agent may also move it back to re-read.
     """
-    _require_writer(caller)
+    caller_require_writer(caller)
     agent_id = _require_agent(caller, "A checkpoint")
     conversation = selectors.conversation_get_for(caller=caller, conversation_id=conversation_id)
     pk = selectors.parse_uuid(last_entry_id, what="lastEntryId")
@@ -374,7 +372,7 @@ def conversation_context(
         memory_epoch=latest,
         memory=memory,
         checkpoint=checkpoint,
-        case_log=selectors.message_page(case_log, limit=case_log_limit),
+        case_log=selectors.page_of(case_log, limit=case_log_limit),
         history=list(reversed(recent[:history_limit])),
         user_memories=user_memories,
     )

@@ -105,15 +105,19 @@ def _placeholders(ids: list[int]) -> str:
 
 
 def _write_events(*, ids: list[int], action: str, value_column: str, actor_id: str, at: datetime) -> None:
-    """One history event per entry in ``ids``, in one ``INSERT ... SELECT`` (no per-row query)."""
+    """One history event per entry in ``ids``, in one ``INSERT ... SELECT`` (no per-row query). Each records
+    who could see the value then: the entry's owner, visibility and groups."""
     qn = connection.ops.quote_name
     event_table = qn(MemoryEvent._meta.db_table)
     entry_table = qn(MemoryEntry._meta.db_table)
+    visibility, groups = qn("visibility"), qn("group_ids")
     sql = (
         f"INSERT INTO {event_table} "  # noqa: S608 (identifiers from model metadata; values are bound)
         f"({qn('entry_id')}, {qn('user_id')}, {qn('key')}, {qn('action')}, {qn('actor_type')}, "
-        f"{qn('actor_id')}, {qn('key_prefix')}, {qn(value_column)}, {qn('created_at')}) "
-        f"SELECT {qn('id')}, {qn('user_id')}, {qn('key')}, %s, %s, %s, %s, {qn('value')}, %s "
+        f"{qn('actor_id')}, {qn('key_prefix')}, {qn(value_column)}, {qn('owner')}, {qn('old_visibility')}, "
+        f"{qn('old_group_ids')}, {visibility}, {groups}, {qn('created_at')}) "
+        f"SELECT {qn('id')}, {qn('user_id')}, {qn('key')}, %s, %s, %s, %s, {qn('value')}, "
+        f"COALESCE({qn('source_agent_id')}, ''), {visibility}, {groups}, {visibility}, {groups}, %s "
         f"FROM {entry_table} WHERE {qn('id')} IN ({_placeholders(ids)})"
     )
     params = [

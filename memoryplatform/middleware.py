@@ -56,7 +56,7 @@ ADMIN_PREFIX = "/admin/"  # memoryplatform.urls mounts the admin here
 
 
 def presents_api_key(request: HttpRequest) -> bool:
-    """An API call: a key in ``Authorization: Bearer`` or ``X-API-Key``, on a path outside the admin."""
+    """An API call: a key in ``Authorization`` (``Bearer``, ``Token``) or ``X-API-Key``, outside the admin."""
     return presented_key(request.headers) is not None and not request.path.startswith(ADMIN_PREFIX)
 
 

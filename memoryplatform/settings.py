@@ -69,6 +69,8 @@ MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # API paths resolve on their percent-encoded form, so a path value may hold "/" (memoryplatform.routing).
+    "memoryplatform.routing.EncodedPathMiddleware",
     # Sessions, CSRF, the admin's sign-in and messages: skipped by requests that present an API key
     # (memoryplatform.middleware.BrowserOnlyMixin).
     "memoryplatform.middleware.SessionMiddleware",
@@ -180,6 +182,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "PREPROCESSING_HOOKS": ["memoryplatform.routing.schema_without_trailing_slash"],
+    "ENUM_NAME_OVERRIDES": {
+        "ApiKeyRoleEnum": "apikeys.models.ApiKey.Role",
+        "MessageRoleEnum": "conversations.models.MessageRole",
+    },
 }
 
 # API keys: how often last_used_at / last_active_at may be written (seconds). Reads inside the window

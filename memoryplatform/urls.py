@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from memoryplatform import views
 from memoryplatform.api import errors
+from memoryplatform.routing import api_path
 
 admin.site.site_header = "memoryplatform"
 admin.site.site_title = "memoryplatform admin"
@@ -13,14 +14,14 @@ admin.site.index_title = "Agents, keys, memories and Dream"
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/api/docs/", permanent=False)),
-    path("healthz", views.healthz, name="healthz"),
-    path("readyz", views.readyz, name="readyz"),
-    path("metrics", views.metrics, name="metrics"),
+    api_path("healthz", views.healthz, name="healthz"),
+    api_path("readyz", views.readyz, name="readyz"),
+    api_path("metrics", views.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
-    path("v1/", include("apikeys.api.urls")),
+    path("", include("apikeys.api.urls")),
     path("", include("usermemory.api.urls")),
     path("", include("usermemory.api.tool_urls")),
     path("", include("dream.api.urls")),

@@ -223,6 +223,11 @@ class MemoryEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "key_prefix",
         "old_value",
         "new_value",
+        "owner",
+        "old_visibility",
+        "old_group_ids",
+        "visibility",
+        "group_ids",
         "created_at",
     ]
     raw_id_fields = ["entry"]

@@ -137,7 +137,14 @@ class MemoryEntryGroup(models.Model):
 
 
 class MemoryEvent(models.Model):
-    """History: every change to an entry, with who made it and the old and new value."""
+    """History: every change to an entry, with who made it and the old and new value.
+
+    Each event also records who could see each value when it was written: the entry's owner, and its
+    visibility and groups before the change (``old_*``, for ``old_value``) and after it (for ``new_value``).
+    An agent's history shows only the values it could see then (:func:`usermemory.selectors.memory_history`).
+    An event with no entry left to copy them from (one written before they were recorded) has the most
+    restrictive scope: ``self`` of no agent.
+    """
 
     class Action(models.TextChoices):
         CREATED = "created", "created"
@@ -176,6 +183,13 @@ class MemoryEvent(models.Model):
     key_prefix = models.CharField(max_length=16, blank=True)
     old_value = models.JSONField(null=True, blank=True)
     new_value = models.JSONField(null=True, blank=True)
+    owner = models.CharField(
+        max_length=64, blank=True, help_text="the entry's source agent when the event was written, if any"
+    )
+    old_visibility = models.CharField(max_length=6, choices=Visibility.choices, default=Visibility.SELF)
+    old_group_ids = models.JSONField(default=list, blank=True)
+    visibility = models.CharField(max_length=6, choices=Visibility.choices, default=Visibility.SELF)
+    group_ids = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(db_index=True)
 
     class Meta:

@@ -3,7 +3,8 @@ search and recall (the hottest reads) the same condition written as SQL (:mod:`u
 list, search, recall, category, key, count and history all show only what that agent may see."""
 
 from django.db import connection
-from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
+from django.db.models import BooleanField, Case, Exists, IntegerField, OuterRef, Q, QuerySet, Value, When
+from django.db.models.expressions import RawSQL
 
 from apikeys import selectors as apikeys_selectors
 from apikeys.caller import Caller
@@ -14,6 +15,8 @@ from usermemory.lookups import like_escape
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
 
 LIST_ORDER = ("-updated_at", "-id")
+# Dream's history events about a (user, key) set, which spans entries an agent may not see.
+CONFLICT_ACTIONS = (MemoryEvent.Action.FLAGGED, MemoryEvent.Action.UNFLAGGED)
 
 
 def policy_for_agent(*, agent_id: str | None) -> AgentMemoryPolicy:
@@ -103,7 +106,19 @@ def memory_readable_for(
     agent_id, groups = resolve_read_scope(
         caller=caller, agent_id=None, group_ids=group_ids, require_agent=True
     )
-    return qs.filter(visible_q(user_id=user_id, agent_id=agent_id, group_ids=groups))  # type: ignore[arg-type]
+    visible = visible_q(user_id=user_id, agent_id=agent_id, group_ids=groups)  # type: ignore[arg-type]
+    return qs.filter(visible).annotate(visible_conflict=visible_conflict(visible))
+
+
+def visible_conflict(visible: Q) -> Case:
+    """An agent's ``conflicted``, as :func:`usermemory.statements.entry_columns` writes it in SQL: the stored
+    flag, while another entry of the (user, key) set that the agent sees (``visible``) holds another value.
+    Dream flags a set across all agents, so the stored flag alone would reveal that a hidden entry holds
+    another value than the agent's guess. The output serializer shows it in place of the stored flag."""
+    others = MemoryEntry.objects.filter(visible, key=OuterRef("key")).exclude(
+        value_text=OuterRef("value_text")
+    )
+    return Case(When(conflicted=True, then=Exists(others)), default=Value(False), output_field=BooleanField())
 
 
 def memory_list(*, caller: Caller, user_id: str, group_ids: list[str] | None = None) -> QuerySet[MemoryEntry]:
@@ -142,6 +157,7 @@ def memory_search(
             caller=caller, agent_id=None, group_ids=group_ids, require_agent=True
         )
         n_groups, scope = statements.visible_params(user_id=user_id, agent_id=agent_id, group_ids=groups)  # type: ignore[arg-type]
+        scope = [*scope, *scope]  # the conflicted flag the agent may see, then the rows
     else:
         n_groups, scope = 0, [user_id]
     pattern = f"%{like_escape(query)}%"
@@ -188,6 +204,11 @@ def memory_count(*, caller: Caller, user_id: str, group_ids: list[str] | None = 
     return memory_readable_for(caller=caller, user_id=user_id, group_ids=group_ids).count()
 
 
+def entry_not_found(entry_id: int) -> NotFound:
+    """The one 404 of an entry id, the same whether the entry does not exist or the caller may not read it."""
+    return NotFound(f"No memory entry with id {entry_id}.")
+
+
 def memory_get_readable(*, caller: Caller, entry_id: int) -> MemoryEntry:
     """One entry by id, if the caller may read it (404 otherwise, so ids of hidden entries leak nothing)."""
     entry = MemoryEntry.objects.filter(id=entry_id).first()
@@ -195,18 +216,47 @@ def memory_get_readable(*, caller: Caller, entry_id: int) -> MemoryEntry:
         caller.is_agent
         and not memory_readable_for(caller=caller, user_id=entry.user_id).filter(id=entry_id).exists()
     ):
-        raise NotFound(f"No memory entry with id {entry_id}.")
+        raise entry_not_found(entry_id)
     return entry
 
 
-def memory_history(*, caller: Caller, entry_id: int) -> QuerySet[MemoryEvent]:
-    """The events of one entry, oldest first. An agent sees the history of entries it can read."""
-    if caller.is_agent:
-        memory_get_readable(caller=caller, entry_id=entry_id)
+def memory_history(*, caller: Caller, entry_id: int, limit: int = 1000) -> list[MemoryEvent]:
+    """The first ``limit`` events of one entry, oldest first.
+
+    Viewer and admin keys and staff see every event. An agent reads the history of an entry it can read now,
+    and in it only what it could see when each event was written: an event shows when the agent could see
+    its old value or its new value (the scopes the event recorded, met by the agent's groups now), and a
+    value it could not see is ``None``, with ``old_value_hidden`` / ``new_value_hidden`` set. So a ``self``
+    entry re-upserted as ``group`` shows the group its new values only, and an entry moved from one group to
+    another shows the second group nothing of the first.
+
+    Dream's ``flagged`` and ``unflagged`` events are not shown to agents: Dream flags a (user, key) set
+    across every agent, so such an event on an agent's own entry would tell it that an entry it cannot see
+    holds another value (the leak its ``conflicted`` flag avoids, :func:`visible_conflict`).
+    """
     events = MemoryEvent.objects.filter(entry_id=entry_id).order_by("created_at", "id")
-    if not caller.is_agent and not events.exists() and not MemoryEntry.objects.filter(id=entry_id).exists():
-        raise NotFound(f"No memory entry with id {entry_id}.")
-    return events
+    if not caller.is_agent:
+        if not events.exists() and not MemoryEntry.objects.filter(id=entry_id).exists():
+            raise entry_not_found(entry_id)
+        return list(events[:limit])
+    memory_get_readable(caller=caller, entry_id=entry_id)
+    hidden = {
+        f"{part}_value_hidden": RawSQL(  # noqa: S611 (identifiers from the models; the agent id is bound)
+            f"NOT {statements.event_seen_sql(old=part == 'old', vendor=connection.vendor)}",
+            [caller.agent_id, caller.agent_id],
+            output_field=BooleanField(),
+        )
+        for part in ("old", "new")
+    }
+    events = events.exclude(action__in=CONFLICT_ACTIONS).annotate(**hidden)
+    events = events.filter(Q(old_value_hidden=False) | Q(new_value_hidden=False))
+    shown = list(events[:limit])
+    for event in shown:
+        if event.old_value_hidden:  # type: ignore[attr-defined]
+            event.old_value = None
+        if event.new_value_hidden:  # type: ignore[attr-defined]
+            event.new_value = None
+    return shown
 
 
 def properties_for_user(*, user_id: str) -> dict[str, object]:

@@ -16,6 +16,7 @@ from django.utils.dateparse import parse_datetime
 
 from apikeys.caller import Caller
 from apikeys.models import Agent
+from apikeys.services import caller_require_writer
 from memoryplatform.api.errors import BadRequest, CapacityReached, Forbidden, NotFound, RateLimited
 from memoryplatform.locks import LockId, advisory_xact_lock
 from memoryplatform.rows import prepared_cursor
@@ -84,6 +85,27 @@ class Actor:
         return cls(MemoryEvent.ActorType.STAFF, getattr(caller.user, "username", ""), "")
 
 
+@dataclass(frozen=True)
+class Scope:
+    """Who could see a value when history recorded it: the entry's visibility, owner and groups."""
+
+    visibility: str
+    owner: str | None
+    group_ids: list[str]
+
+    @classmethod
+    def of(cls, row: Any) -> "Scope":
+        """The scope of an entry, or of a ``values()`` row of one."""
+        if isinstance(row, dict):
+            return cls(row["visibility"], row["source_agent_id"], row["group_ids"])
+        return cls(row.visibility, row.source_agent_id, row.group_ids)
+
+
+# An event with no entry behind it (erasure): seen by no agent.
+NO_AGENT = Scope(Visibility.SELF, None, [])
+SCOPE_FIELDS = ("visibility", "source_agent_id", "group_ids")
+
+
 @dataclass
 class _EventLog:
     """Events gathered during one service call and written in one bulk insert."""
@@ -101,7 +123,13 @@ class _EventLog:
         old: Any = None,
         new: Any = None,
         at: datetime,
+        scope: Scope,
+        old_scope: Scope | None = None,
     ) -> None:
+        """``scope``: who could see ``new`` (the entry after the change, or as it was when it goes);
+        ``old_scope``: who could see ``old``, when the change moved the entry (same owner, other visibility
+        or groups)."""
+        old_scope = old_scope or scope
         self.events.append(
             MemoryEvent(
                 entry_id=entry_id,
@@ -113,6 +141,11 @@ class _EventLog:
                 key_prefix=self.actor.key_prefix,
                 old_value=old,
                 new_value=new,
+                owner=scope.owner or "",
+                old_visibility=old_scope.visibility,
+                old_group_ids=old_scope.group_ids,
+                visibility=scope.visibility,
+                group_ids=scope.group_ids,
                 created_at=at,
             )
         )
@@ -131,11 +164,6 @@ def value_as_text(value: Any) -> str:
 
 
 # --- Rules shared by every write ---------------------------------------------------------------------
-
-
-def _require_writer(caller: Caller) -> None:
-    if not (caller.is_agent or caller.is_admin):
-        raise Forbidden(f"A {caller.role} key may only read.")
 
 
 def _resolve_owner(caller: Caller, write: MemoryWrite) -> str | None:
@@ -218,8 +246,23 @@ def _count_turn_write(*, agent_id: str, user_id: str, turn_id: str | None, limit
         )
 
 
+def _cap_refusal(*, caller: Caller, user_id: str, cap: int, count: int, why: str) -> CapacityReached:
+    """The 409 of a full user. The cap counts every entry of the user, whichever agent owns it (EDDI), so an
+    agent key is told the limit but never the count: that would reveal how many entries it cannot see.
+    Admin keys and staff see everything, so they get the numbers."""
+    if caller.is_agent:
+        where = (
+            f"User '{user_id}' is at the limit of {cap} memories (maxEntriesPerUser), counting the entries "
+            f"of every agent, including any this agent cannot see"
+        )
+    else:
+        where = f"User '{user_id}' has {count} memories; the limit (maxEntriesPerUser) is {cap}"
+    return CapacityReached(f"{where}; {why}", details={"limit": "maxEntriesPerUser", "max": cap})
+
+
 def _make_room(
     *,
+    caller: Caller,
     policy: AgentMemoryPolicy,
     user_id: str,
     owner: str | None,
@@ -233,28 +276,25 @@ def _make_room(
     if count < cap:
         return
     if policy.on_cap_reached == OnCapReached.REJECT:
-        raise CapacityReached(
-            f"User '{user_id}' has {count} memories; the limit (maxEntriesPerUser) is {cap} and "
-            f"onCapReached is 'reject'.",
-            details={"limit": "maxEntriesPerUser", "max": cap},
+        raise _cap_refusal(
+            caller=caller, user_id=user_id, cap=cap, count=count, why="onCapReached is 'reject'."
         )
     needed = count - cap + 1
     oldest = (
         list(
             MemoryEntry.objects.filter(user_id=user_id, source_agent_id=owner)
             .order_by("updated_at", "id")
-            .values("id", "key", "value")[:needed]
+            .values("id", "key", "value", *SCOPE_FIELDS)[:needed]
         )
         if owner
         else []
     )
     if len(oldest) < needed:
-        raise CapacityReached(
-            f"User '{user_id}' has {count} memories; the limit (maxEntriesPerUser) is {cap}, and "
-            f"evict_oldest cannot make room: it deletes only the writing agent's own entries and found "
-            f"{len(oldest)} of {needed} needed.",
-            details={"limit": "maxEntriesPerUser", "max": cap},
+        why = "evict_oldest cannot make room: it deletes only the writing agent's own entries"
+        why += (
+            ", and it has too few." if caller.is_agent else f", and found {len(oldest)} of {needed} needed."
         )
+        raise _cap_refusal(caller=caller, user_id=user_id, cap=cap, count=count, why=why)
     MemoryEntry.objects.filter(id__in=[row["id"] for row in oldest]).delete()
     for row in oldest:
         log.add(
@@ -264,6 +304,7 @@ def _make_room(
             key=row["key"],
             old=row["value"],
             at=now,
+            scope=Scope.of(row),
         )
 
 
@@ -275,6 +316,7 @@ class _Existing:
     value: Any
     category: str
     group_ids: list[str]
+    visibility: str
 
 
 def _existing_or_count(
@@ -285,10 +327,10 @@ def _existing_or_count(
     params = [user_id, user_id, key] + ([] if is_global else [owner])
     with connection.cursor() as cursor:
         cursor.execute(statements.existing_sql(is_global=is_global), params)
-        entry_id, value_json, category, group_ids, count = cursor.fetchone()
+        entry_id, value_json, category, group_ids, visibility, count = cursor.fetchone()
     if entry_id is None:
         return None, count
-    return _Existing(entry_id, json.loads(value_json), category, json.loads(group_ids)), 0
+    return _Existing(entry_id, json.loads(value_json), category, json.loads(group_ids), visibility), 0
 
 
 def _lock_user(*, caller: Caller, user_id: str) -> None:
@@ -347,7 +389,7 @@ def _upsert_one(
         )
     _lock_user(caller=caller, user_id=write.user_id)
     write_entry = _write_in_one_statement if connection.vendor == "postgresql" else _write_in_steps
-    written = write_entry(_Resolved(write, owner, groups, text, policy), log=log, now=now)
+    written = write_entry(_Resolved(write, owner, groups, text, policy), caller=caller, log=log, now=now)
     entry_id = written.entry_id
     if written.created or written.old_groups != groups:
         if not written.created:
@@ -420,7 +462,7 @@ class _Resolved:
         ]
 
 
-def _write_in_one_statement(entry: _Resolved, *, log: _EventLog, now: datetime) -> _Written:
+def _write_in_one_statement(entry: _Resolved, *, caller: Caller, log: _EventLog, now: datetime) -> _Written:
     """PostgreSQL: read the entry, check the cap, upsert and write history in one statement
     (:func:`usermemory.statements.upsert_event_sql`). When the cap stops a new entry, make room (or refuse)
     and run it again."""
@@ -434,31 +476,48 @@ def _write_in_one_statement(entry: _Resolved, *, log: _EventLog, now: datetime) 
     params += entry.stored_values(at)
     params += [policy.max_entries_per_user]
     params += [write.user_id, write.key, MemoryEvent.Action.UPDATED, MemoryEvent.Action.CREATED]
-    params += [actor.actor_type, actor.actor_id, actor.key_prefix, value_json, at]
+    groups_json = json.dumps(entry.groups)
+    params += [actor.actor_type, actor.actor_id, actor.key_prefix, value_json]
+    params += [write.visibility, groups_json, write.visibility, groups_json, at]
     sql = statements.upsert_event_sql(is_global=is_global)
     with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         old_id, old_groups, count, *stored = cursor.fetchone()
         if stored[0] is None:  # no entry on the key, and the user is at the cap
-            _make_room(policy=policy, user_id=write.user_id, owner=owner, count=count, log=log, now=now)
+            _make_room(
+                caller=caller,
+                policy=policy,
+                user_id=write.user_id,
+                owner=owner,
+                count=count,
+                log=log,
+                now=now,
+            )
             cursor.execute(sql, params)
             old_id, old_groups, count, *stored = cursor.fetchone()
     if stored[0] is None:
-        raise CapacityReached(
-            f"User '{write.user_id}' is at the limit (maxEntriesPerUser) of {policy.max_entries_per_user}.",
-            details={"limit": "maxEntriesPerUser", "max": policy.max_entries_per_user},
-        )
+        why = f"onCapReached is '{policy.on_cap_reached}'."
+        cap = policy.max_entries_per_user
+        raise _cap_refusal(caller=caller, user_id=write.user_id, cap=cap, count=count, why=why)
     return _Written(None if old_id is None else json.loads(old_groups), *stored)
 
 
-def _write_in_steps(entry: _Resolved, *, log: _EventLog, now: datetime) -> _Written:
+def _write_in_steps(entry: _Resolved, *, caller: Caller, log: _EventLog, now: datetime) -> _Written:
     """SQLite: read the entry (or the cap count), make room if needed, upsert, then log the event."""
     write, owner = entry.write, entry.owner
     existing, count = _existing_or_count(
         user_id=write.user_id, key=write.key, visibility=write.visibility, owner=owner
     )
     if existing is None:
-        _make_room(policy=entry.policy, user_id=write.user_id, owner=owner, count=count, log=log, now=now)
+        _make_room(
+            caller=caller,
+            policy=entry.policy,
+            user_id=write.user_id,
+            owner=owner,
+            count=count,
+            log=log,
+            now=now,
+        )
     category = write.category
     if category is None:  # legacy properties: 'property' on insert, unchanged on update
         category = existing.category if existing else PROPERTY_CATEGORY
@@ -468,6 +527,7 @@ def _write_in_steps(entry: _Resolved, *, log: _EventLog, now: datetime) -> _Writ
     with connection.cursor() as cursor:
         cursor.execute(statements.upsert_sql(is_global=write.visibility == Visibility.GLOBAL), params)
         stored = cursor.fetchone()
+    stored_owner = stored[4]
     log.add(
         MemoryEvent.Action.CREATED if existing is None else MemoryEvent.Action.UPDATED,
         entry_id=stored[0],
@@ -476,6 +536,8 @@ def _write_in_steps(entry: _Resolved, *, log: _EventLog, now: datetime) -> _Writ
         old=existing.value if existing else None,
         new=write.value,
         at=now,
+        scope=Scope(write.visibility, stored_owner, entry.groups),
+        old_scope=Scope(existing.visibility, stored_owner, existing.group_ids) if existing else None,
     )
     return _Written(None if existing is None else existing.group_ids, *stored)
 
@@ -496,7 +558,7 @@ def _as_datetime(value: Any) -> datetime | None:
 @transaction.atomic
 def memory_upsert(*, caller: Caller, write: MemoryWrite, turn_id: str | None = None) -> UpsertResult:
     """Insert or update one entry on its upsert key. 201-worthy ``created`` tells which happened."""
-    _require_writer(caller)
+    caller_require_writer(caller)
     log = _EventLog(Actor.of(caller))
     result = _upsert_one(
         caller=caller, write=write, turn_id=turn_id, log=log, now=timezone.now(), memo=_BatchMemo(caller)
@@ -518,7 +580,7 @@ def memory_upsert_batch(
     *, caller: Caller, writes: Sequence[MemoryWrite], turn_id: str | None = None
 ) -> list[UpsertResult]:
     """Up to 100 upserts, all or nothing. A refusal names the failing index and writes nothing."""
-    _require_writer(caller)
+    caller_require_writer(caller)
     memory_batch_check(count=len(writes))
     for user_id in sorted({w.user_id for w in writes}):  # one lock order, so batches never deadlock
         advisory_xact_lock(LockId.USER_MEMORY, user_id)
@@ -541,13 +603,16 @@ def memory_upsert_batch(
 
 @transaction.atomic
 def memory_delete(*, caller: Caller, entry_id: int) -> None:
-    """Delete one entry. An agent may delete only entries it owns."""
-    _require_writer(caller)
+    """Delete one entry. An agent may delete only entries it owns. An entry it may not read is a 404, the same
+    as an id that does not exist, so no answer confirms that a hidden entry exists; an entry it reads but does
+    not own (another agent's global or group entry) is a 403."""
+    caller_require_writer(caller)
     entry = MemoryEntry.objects.select_for_update().filter(id=entry_id).first()
-    if entry is None:
-        raise NotFound(f"No memory entry with id {entry_id}.")
-    if caller.is_agent and entry.source_agent_id != caller.agent_id:
+    if entry is not None and caller.is_agent and entry.source_agent_id != caller.agent_id:
+        selectors.memory_get_readable(caller=caller, entry_id=entry_id)  # 404 when hidden
         raise Forbidden(f"Memory entry {entry_id} is not owned by agent '{caller.agent_id}'.")
+    if entry is None:
+        raise selectors.entry_not_found(entry_id)
     log = _EventLog(Actor.of(caller))
     log.add(
         MemoryEvent.Action.DELETED,
@@ -556,6 +621,7 @@ def memory_delete(*, caller: Caller, entry_id: int) -> None:
         key=entry.key,
         old=entry.value,
         at=timezone.now(),
+        scope=Scope.of(entry),
     )
     entry.delete()
     log.flush()
@@ -563,10 +629,10 @@ def memory_delete(*, caller: Caller, entry_id: int) -> None:
 
 def _delete_owned(*, caller: Caller, entries: QuerySet[MemoryEntry]) -> int:
     """Delete these entries (an agent: only the ones it owns), each with a ``deleted`` event."""
-    _require_writer(caller)
+    caller_require_writer(caller)
     if caller.is_agent:
         entries = entries.filter(source_agent_id=caller.agent_id)
-    rows = list(entries.select_for_update().values("id", "user_id", "key", "value"))
+    rows = list(entries.select_for_update().values("id", "user_id", "key", "value", *SCOPE_FIELDS))
     log = _EventLog(Actor.of(caller))
     now = timezone.now()
     for row in rows:
@@ -577,6 +643,7 @@ def _delete_owned(*, caller: Caller, entries: QuerySet[MemoryEntry]) -> int:
             key=row["key"],
             old=row["value"],
             at=now,
+            scope=Scope.of(row),
         )
     MemoryEntry.objects.filter(id__in=[row["id"] for row in rows]).delete()
     log.flush()
@@ -632,7 +699,11 @@ def memory_recall(
     threshold = now - timedelta(seconds=settings.MEMORY_ACCESS_GRANULARITY)
     ops = connection.ops
     params += [ops.adapt_datetimefield_value(threshold), ops.adapt_datetimefield_value(now)]
-    sql = statements.recall_sql(order=order, n_groups=n_groups, lock_user=lock_user)
+    if caller.is_agent:  # the conflicted flag it may see; viewer and admin keys see the stored one
+        params += visible
+    sql = statements.recall_sql(
+        order=order, n_groups=n_groups, lock_user=lock_user, agent_view=caller.is_agent
+    )
     entries = sorted(statements.ENTRIES.fetch(sql, params), key=_newest_first, reverse=True)
     if order == RecallOrder.MOST_ACCESSED:  # the newest `head` first, then the most accessed of the rest
         entries[head:] = sorted(entries[head:], key=_most_accessed_first, reverse=True)
@@ -763,6 +834,7 @@ def memory_erase_user(*, caller: Caller, user_id: str) -> dict[str, Any]:
         key="",
         new={"entriesDeleted": entries_deleted},
         at=timezone.now(),
+        scope=NO_AGENT,
     )
     log.flush()
     logger.info("GDPR erasure of a user: %s entries, %s events", entries_deleted, events_deleted)
@@ -820,6 +892,7 @@ def memory_resolve_conflict(
             old=entry.value,
             new=None if mode == "delete" else keep.value,
             at=now,
+            scope=Scope.of(entry),
         )
     log.add(
         MemoryEvent.Action.RESOLVED,
@@ -829,6 +902,7 @@ def memory_resolve_conflict(
         old=keep.value,
         new=keep.value,
         at=now,
+        scope=Scope.of(keep),
     )
     other_ids = [e.id for e in others]
     if mode == "delete":

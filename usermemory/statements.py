@@ -18,6 +18,7 @@ GROUP_TABLE = MemoryEntryGroup._meta.db_table
 # What recall and search return: every column but value_text (search text, which no caller reads; the model
 # loads a deferred field on access).
 ENTRIES = ModelRows(MemoryEntry, exclude=["value_text"])
+EVENT_TABLE = MemoryEvent._meta.db_table
 
 
 def _members_table() -> tuple[str, str, str]:
@@ -59,14 +60,34 @@ def visible_params(
 
 
 @cache
-def recall_sql(*, order: str, n_groups: int | None, lock_user: bool) -> str:
-    """One statement: pick the entries to recall, count one access of each and return them (unordered).
+def entry_columns(*, agent_view: bool, n_groups: int | None) -> str:
+    """:data:`ENTRIES`' columns for a SELECT list or RETURNING clause. In an agent's read (``agent_view``),
+    ``conflicted`` is what that agent may see: a stored flag holds only while another entry of the set that
+    the agent sees (Visible, shaped by ``n_groups``) has another value, so the flag never reveals a value the
+    agent cannot see. It then takes the visible parameters (:func:`visible_params`) again."""
+    if not agent_view:
+        return ENTRIES.columns()
+    conflict = (
+        f"CASE WHEN {ENTRY_TABLE}.conflicted THEN EXISTS (SELECT 1 FROM {ENTRY_TABLE} AS other "
+        f"WHERE other.key = {ENTRY_TABLE}.key AND other.value_text <> {ENTRY_TABLE}.value_text "
+        f"AND {visible_where(n_groups)}) ELSE false END"
+    )
+    return ", ".join(conflict if c == "conflicted" else c for c in ENTRIES.columns().split(", "))
+
+
+@cache
+def recall_sql(*, order: str, n_groups: int | None, lock_user: bool, agent_view: bool = False) -> str:
+    """One statement: pick the entries to recall, mark their access and return them (unordered).
+
+    Every recall sets ``last_accessed_at``; only ``most_accessed`` counts one access of each entry in
+    ``access_count`` (EDDI: ``most_recent`` has no side effect on it).
 
     Parameters: with ``lock_user`` (PostgreSQL) the user's recall lock ``namespace, user`` first; the visible
     parameters and ``head`` (how many of the newest entries to take); for ``most_accessed`` the visible
     parameters again and ``rest`` (how many of the most accessed others); then ``now - granularity`` and
-    ``now`` for ``last_accessed_at``. The rows come back unordered: :func:`usermemory.services.memory_recall`
-    orders them.
+    ``now`` for ``last_accessed_at``; with ``agent_view`` (an agent key's recall) the visible parameters
+    again, for the ``conflicted`` it may see (:func:`entry_columns`). The rows come back unordered:
+    :func:`usermemory.services.memory_recall` orders them.
 
     The lock queues concurrent recalls of one user before they pick their rows, so each counts its access
     once the last has committed. Without it they queue on the rows' locks, and each re-reads every row it
@@ -86,10 +107,12 @@ def recall_sql(*, order: str, n_groups: int | None, lock_user: bool) -> str:
             f"ORDER BY access_count DESC, updated_at DESC, id DESC LIMIT %s)"
         )
         chosen += " UNION ALL SELECT id FROM rest"
+    # Only most_accessed counts an access (EDDI): most_recent moves last_accessed_at alone.
+    count = "access_count = access_count + 1, " if order == RecallOrder.MOST_ACCESSED else ""
     return (
-        f"{picks} UPDATE {ENTRY_TABLE} SET access_count = access_count + 1, last_accessed_at = CASE "
+        f"{picks} UPDATE {ENTRY_TABLE} SET {count}last_accessed_at = CASE "
         f"WHEN last_accessed_at IS NULL OR last_accessed_at < %s THEN %s ELSE last_accessed_at END "
-        f"WHERE id IN ({chosen}) RETURNING {ENTRIES.columns()}"
+        f"WHERE id IN ({chosen}) RETURNING {entry_columns(agent_view=agent_view, n_groups=n_groups)}"
     )
 
 
@@ -97,7 +120,8 @@ def recall_sql(*, order: str, n_groups: int | None, lock_user: bool) -> str:
 def search_sql(*, n_groups: int | None, visible: bool, category: bool, vendor: str) -> str:
     """A user's entries whose key or value text holds a literal, newest first, one page.
 
-    Parameters: the visible parameters (``visible``: an agent's read) or ``user``; the LIKE pattern twice
+    Parameters: with ``visible`` (an agent's read) the visible parameters for ``conflicted``
+    (:func:`entry_columns`) and again for the rows, else ``user``; the LIKE pattern twice
     (:func:`usermemory.lookups.like_escape`, wrapped in ``%``); ``category`` when filtered; limit, offset.
     """
     where = visible_where(n_groups) if visible else "user_id = %s"
@@ -106,17 +130,37 @@ def search_sql(*, n_groups: int | None, visible: bool, category: bool, vendor: s
     if category:
         where += " AND category = %s"
     return (
-        f"SELECT {ENTRIES.columns()} FROM {ENTRY_TABLE} WHERE {where} "
+        f"SELECT {entry_columns(agent_view=visible, n_groups=n_groups)} FROM {ENTRY_TABLE} WHERE {where} "
         f"ORDER BY updated_at DESC, id DESC LIMIT %s OFFSET %s"
+    )
+
+
+@cache
+def event_seen_sql(*, old: bool, vendor: str) -> str:
+    """Whether an agent could see an event's old value (``old``) or new value: the scope the event recorded
+    (owner, visibility and groups when it was written) meets the agent as Visible meets an entry: global,
+    ``self`` owned by the agent, or ``group`` sharing a group the agent is a member of. Parameters:
+    ``agent, agent``."""
+    members, group_column, agent_column = _members_table()
+    prefix = "old_" if old else ""
+    visibility, groups = f"{EVENT_TABLE}.{prefix}visibility", f"{EVENT_TABLE}.{prefix}group_ids"
+    if vendor == "postgresql":
+        elements = f"jsonb_array_elements_text({groups}) AS g(value)"
+    else:
+        elements = f"json_each({groups}) AS g"
+    return (
+        f"({visibility} = 'global' OR ({visibility} = 'self' AND {EVENT_TABLE}.owner = %s) OR "
+        f"({visibility} = 'group' AND EXISTS (SELECT 1 FROM {elements} WHERE g.value IN "
+        f"(SELECT {group_column} FROM {members} WHERE {agent_column} = %s))))"
     )
 
 
 # --- Upsert ----------------------------------------------------------------------------------------------
 
 TURN_TABLE = TurnWriteCount._meta.db_table
-EVENT_TABLE = MemoryEvent._meta.db_table
 EVENT_COLUMNS = (
-    "entry_id, user_id, key, action, actor_type, actor_id, key_prefix, old_value, new_value, created_at"
+    "entry_id, user_id, key, action, actor_type, actor_id, key_prefix, old_value, new_value, owner, "
+    "old_visibility, old_group_ids, visibility, group_ids, created_at"
 )
 UPSERT_RETURNING = "id, created_at, access_count, last_accessed_at, source_agent_id, category"
 
@@ -151,13 +195,14 @@ def _upsert_key(*, is_global: bool) -> str:
 
 @cache
 def existing_sql(*, is_global: bool) -> str:
-    """SQLite, before :func:`upsert_sql`: the entry on the upsert key (``id, value, category, group_ids`` as
-    stored, or NULLs), and when there is none, the user's number of entries for the cap. Parameters:
-    ``user``, then ``user, key[, owner]``."""
+    """SQLite, before :func:`upsert_sql`: the entry on the upsert key (``id, value, category, group_ids,
+    visibility`` as stored, or NULLs), and when there is none, the user's number of entries for the cap.
+    Parameters: ``user``, then ``user, key[, owner]``."""
     return (
-        f"SELECT e.id, e.value, e.category, e.group_ids, CASE WHEN e.id IS NULL THEN "
+        f"SELECT e.id, e.value, e.category, e.group_ids, e.visibility, CASE WHEN e.id IS NULL THEN "
         f"(SELECT count(*) FROM {ENTRY_TABLE} WHERE user_id = %s) END "
-        f"FROM (SELECT 1 AS one) AS o LEFT JOIN (SELECT id, value, category, group_ids FROM {ENTRY_TABLE} "
+        f"FROM (SELECT 1 AS one) AS o LEFT JOIN (SELECT id, value, category, group_ids, visibility "
+        f"FROM {ENTRY_TABLE} "
         f"WHERE {_upsert_key(is_global=is_global)}) AS e ON 1 = 1"
     )
 
@@ -204,7 +249,9 @@ def upsert_event_sql(*, is_global: bool) -> str:
     Parameters: ``user, key[, owner]`` (the upsert key); ``user`` (the count); ``user, key, value (JSON),
     value_text, category (NULL: keep the stored one), fallback category, visibility, owner, group_ids (JSON),
     conversation, conflicted, now, now``; ``cap``; the event's ``user, key, updated, created, actor_type,
-    actor_id, key_prefix, new (JSON), now``.
+    actor_id, key_prefix, new (JSON), visibility, group_ids (JSON), visibility, group_ids (JSON), now``: who
+    could see the old value (the stored entry's visibility and groups, else the new ones) and the new one; its
+    owner is the stored entry's.
 
     Returns one row: the entry's id and group_ids (JSON) before the write (NULL when new), the user's count
     when there was no entry (else 0), then :data:`UPSERT_RETURNING`: NULL when the cap stopped the insert.
@@ -215,14 +262,15 @@ def upsert_event_sql(*, is_global: bool) -> str:
     )
     insert = _upsert_insert(is_global=is_global, values=values)
     return (
-        f"WITH old AS (SELECT id, value, category, group_ids FROM {ENTRY_TABLE} "
+        f"WITH old AS (SELECT id, value, category, group_ids, visibility FROM {ENTRY_TABLE} "
         f"WHERE {_upsert_key(is_global=is_global)}), "
         f"room AS (SELECT count(*) AS n FROM {ENTRY_TABLE} "
         f"WHERE user_id = %s AND NOT EXISTS (SELECT 1 FROM old)), "
         f"up AS ({insert}), "
         f"event AS (INSERT INTO {EVENT_TABLE} ({EVENT_COLUMNS}) SELECT up.id, %s, %s, "
         f"CASE WHEN EXISTS (SELECT 1 FROM old) THEN %s ELSE %s END, %s, %s, %s, (SELECT value FROM old), "
-        f"%s::jsonb, %s FROM up) "
+        f"%s::jsonb, COALESCE(up.source_agent_id, ''), COALESCE((SELECT visibility FROM old), %s), "
+        f"COALESCE((SELECT group_ids FROM old), %s::jsonb), %s, %s::jsonb, %s FROM up) "
         f"SELECT (SELECT id FROM old), (SELECT group_ids FROM old), (SELECT n FROM room), "
         f"up.{', up.'.join(UPSERT_RETURNING.split(', '))} "
         f"FROM (SELECT 1 AS one) AS o LEFT JOIN up ON true"

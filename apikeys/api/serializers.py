@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from apikeys.models import Agent, AgentGroup
+from apikeys.models import Agent, AgentGroup, ApiKey
 
 
 class AgentOutputSerializer(serializers.ModelSerializer):
@@ -70,3 +70,33 @@ class GroupCreateInputSerializer(serializers.Serializer):
 
 class GroupMembersInputSerializer(serializers.Serializer):
     agentIds = serializers.ListField(child=serializers.CharField(max_length=64), allow_empty=False)
+
+
+class ApiKeyOutputSerializer(serializers.ModelSerializer):
+    """A key as listed: never its secret (only a digest is stored)."""
+
+    agentId = serializers.CharField(source="agent_id", allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at")
+    expiresAt = serializers.DateTimeField(source="expires_at", allow_null=True)
+    lastUsedAt = serializers.DateTimeField(source="last_used_at", allow_null=True)
+    revokedAt = serializers.DateTimeField(source="revoked_at", allow_null=True)
+
+    class Meta:
+        model = ApiKey
+        fields = ["prefix", "role", "agentId", "label", "createdAt", "expiresAt", "lastUsedAt", "revokedAt"]
+
+
+class ApiKeyCreatedOutputSerializer(ApiKeyOutputSerializer):
+    """The answer to making a key (the view adds ``key``, which the model never holds)."""
+
+    key = serializers.CharField(help_text="The raw key. Shown this once: only its digest is stored.")
+
+    class Meta(ApiKeyOutputSerializer.Meta):
+        fields = [*ApiKeyOutputSerializer.Meta.fields, "key"]
+
+
+class ApiKeyCreateInputSerializer(serializers.Serializer):
+    label = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    expiresAt = serializers.DateTimeField(
+        required=False, allow_null=True, default=None, help_text="When the key stops working; never if null."
+    )

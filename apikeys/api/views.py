@@ -12,11 +12,15 @@ from apikeys import selectors, services
 from apikeys.api.serializers import (
     AgentCreateInputSerializer,
     AgentOutputSerializer,
+    ApiKeyCreatedOutputSerializer,
+    ApiKeyCreateInputSerializer,
+    ApiKeyOutputSerializer,
     GroupCreateInputSerializer,
     GroupMembersInputSerializer,
     GroupOutputSerializer,
 )
 from apikeys.filters import AgentFilter
+from apikeys.models import ApiKey
 from apikeys.permissions import IsAdminCaller, IsAgentCaller
 from memoryplatform.api.errors import NotFound
 
@@ -102,4 +106,47 @@ class GroupMemberDeleteView(APIView):
     @extend_schema(responses={204: None})
     def delete(self, request: Request, group_id: str, agent_id: str) -> Response:
         services.group_remove_member(group_id=group_id, agent_id=agent_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class AgentKeysView(generics.ListAPIView):
+    """An agent's keys: list them, or make one (an ``agent`` key for this agent). The same services as the
+    admin and the ``createapikey`` / ``listapikeys`` commands."""
+
+    permission_classes = [IsAdminCaller]
+    serializer_class = ApiKeyOutputSerializer
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        if getattr(self, "swagger_fake_view", False):  # the schema generator calls without a path value
+            return ApiKey.objects.none()
+        return selectors.apikey_list(agent_id=self.kwargs["agent_id"])
+
+    @extend_schema(summary="An agent's keys: prefixes, labels, expiry and last use (admin)")
+    def get(self, request: Request, *args: str, **kwargs: str) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        request=ApiKeyCreateInputSerializer,
+        responses={201: ApiKeyCreatedOutputSerializer},
+        summary="Make a key for the agent; the raw key is in this answer only (admin)",
+    )
+    def post(self, request: Request, agent_id: str) -> Response:
+        data = ApiKeyCreateInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        key, raw_key = services.apikey_create(
+            role=ApiKey.Role.AGENT,
+            agent_id=agent_id,
+            label=data.validated_data["label"],
+            expires_at=data.validated_data["expiresAt"],
+            created_by=request.user.user,
+        )
+        return Response({**ApiKeyOutputSerializer(key).data, "key": raw_key}, status=status.HTTP_201_CREATED)
+
+
+class KeyRevokeView(APIView):
+    permission_classes = [IsAdminCaller]
+
+    @extend_schema(responses={204: None}, summary="Revoke a key by its prefix (admin); it gets 401 at once")
+    def delete(self, request: Request, prefix: str) -> Response:
+        services.apikey_revoke(prefix=prefix)
         return Response(status=status.HTTP_204_NO_CONTENT)

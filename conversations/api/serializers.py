@@ -32,6 +32,20 @@ class ConversationOutputSerializer(serializers.ModelSerializer):
         fields = ["id", "userId", "groupId", "title", "createdAt"]
 
 
+class ConversationListQuerySerializer(serializers.Serializer):
+    userId = StrictCharField(max_length=255, required=False, help_text="Only this user's conversations.")
+    after = serializers.CharField(required=False, max_length=64, help_text="A conversation id (cursor).")
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE, default=DEFAULT_PAGE)
+
+
+class ConversationPageSerializer(serializers.Serializer):
+    data = ConversationOutputSerializer(many=True)
+    nextCursor = serializers.CharField(
+        allow_null=True,
+        help_text="The id to pass as `after` for the next page; null when nothing more follows.",
+    )
+
+
 # --- Messages --------------------------------------------------------------------------------------------
 
 
@@ -43,7 +57,7 @@ class MessageInputSerializer(FieldsBuiltOnce):
     channel = serializers.ChoiceField(choices=Channel.choices, required=False, default=Channel.HISTORY)
     role = serializers.ChoiceField(choices=MessageRole.choices)
     content = serializers.ListField(child=ContentBlockField(), allow_empty=False, max_length=MAX_BLOCKS)
-    sessionId = StrictCharField(max_length=128)
+    sessionId = StrictCharField(max_length=128, required=False, allow_null=True, default=None)
     memoryEpoch = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
 
     def to_write(self) -> MessageWrite:
@@ -62,7 +76,7 @@ class MessageBatchInputSerializer(serializers.Serializer):
     does not name its own."""
 
     messages = MessageInputSerializer(many=True)
-    sessionId = StrictCharField(max_length=128, required=False)
+    sessionId = StrictCharField(max_length=128, required=False, allow_null=True)
 
 
 class MessageOutputSerializer(serializers.ModelSerializer):
@@ -71,7 +85,7 @@ class MessageOutputSerializer(serializers.ModelSerializer):
     agentId = serializers.CharField(source="agent_id", allow_null=True)
     memoryEpoch = serializers.IntegerField(source="memory_epoch", allow_null=True)
     content = serializers.ListField(child=ContentBlockField())
-    sessionId = serializers.CharField(source="session_id")
+    sessionId = serializers.CharField(source="session_id", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
 
     class Meta:
@@ -129,7 +143,7 @@ class SyncMessageInputSerializer(serializers.Serializer):
 
 class SyncInputSerializer(serializers.Serializer):
     messages = SyncMessageInputSerializer(many=True, allow_empty=False)
-    sessionId = StrictCharField(max_length=128)
+    sessionId = StrictCharField(max_length=128, required=False, allow_null=True, default=None)
 
     def to_messages(self) -> list[SyncMessage]:
         return [SyncMessage(role=m["role"], content=m["content"]) for m in self.validated_data["messages"]]
@@ -188,7 +202,7 @@ class ContextOutputSerializer(serializers.Serializer):
     def get_caseLog(self, context: Any) -> dict[str, Any]:  # noqa: N802 (camelCase output)
         return {
             "checkpoint": str(context.checkpoint.last_message_id) if context.checkpoint else None,
-            "data": MessageOutputSerializer(context.case_log.messages, many=True).data,
+            "data": MessageOutputSerializer(context.case_log.items, many=True).data,
             "nextCursor": context.case_log.next_cursor,
         }
 

@@ -1,17 +1,16 @@
-"""memory-service's conversation paths under ``/v1/conversations``."""
-
-from django.urls import path
+"""memory-service's conversation paths under ``/v1/conversations``, each with and without a trailing slash."""
 
 from conversations.api import views
+from memoryplatform.routing import api_path
 
 BASE = "v1/conversations"
-ONE = f"{BASE}/<str:conversation_id>"
+ONE = f"{BASE}/<conversation_id>"
 
 urlpatterns = [
-    path(BASE, views.ConversationCreateView.as_view(), name="conversation-create"),
-    path(ONE, views.ConversationDetailView.as_view(), name="conversation-detail"),
-    path(f"{ONE}/messages", views.MessagesView.as_view(), name="conversation-messages"),
-    path(f"{ONE}/memory/messages/sync", views.MemorySyncView.as_view(), name="conversation-memory-sync"),
-    path(f"{ONE}/checkpoint", views.CheckpointView.as_view(), name="conversation-checkpoint"),
-    path(f"{ONE}/context", views.ContextView.as_view(), name="conversation-context"),
+    api_path(BASE, views.ConversationListCreateView.as_view(), name="conversation-list"),
+    api_path(f"{ONE}/messages", views.MessagesView.as_view(), name="conversation-messages"),
+    api_path(f"{ONE}/memory/messages/sync", views.MemorySyncView.as_view(), name="conversation-memory-sync"),
+    api_path(f"{ONE}/checkpoint", views.CheckpointView.as_view(), name="conversation-checkpoint"),
+    api_path(f"{ONE}/context", views.ContextView.as_view(), name="conversation-context"),
+    api_path(ONE, views.ConversationDetailView.as_view(), name="conversation-detail"),
 ]

@@ -15,7 +15,9 @@ from conversations.api.serializers import (
     CheckpointOutputSerializer,
     ContextOutputSerializer,
     ConversationCreateInputSerializer,
+    ConversationListQuerySerializer,
     ConversationOutputSerializer,
+    ConversationPageSerializer,
     MessageBatchInputSerializer,
     MessageBatchOutputSerializer,
     MessageInputSerializer,
@@ -56,7 +58,28 @@ class ConversationView(APIView):
     permission_classes = [ReadAnyWriteAgentOrAdmin]
 
 
-class ConversationCreateView(ConversationView):
+class ConversationListCreateView(ConversationView):
+    @extend_schema(
+        tags=TAGS,
+        operation_id="v1_conversations_list",
+        parameters=[ConversationListQuerySerializer],
+        responses=ConversationPageSerializer,
+        summary="List the conversations the caller may take part in, newest first, in pages",
+        description=(
+            "An agent key sees the conversations without a group and those of its groups; viewer and admin "
+            "keys see all. `nextCursor` is set when more may follow: pass it as `after`."
+        ),
+    )
+    def get(self, request: Request) -> Response:
+        query = _valid(ConversationListQuerySerializer, request.query_params)
+        qs = selectors.conversation_list_for(
+            caller=request.user, user_id=query.get("userId"), after=query.get("after")
+        )
+        page = selectors.page_of(qs, limit=query["limit"])
+        return Response(
+            {"data": ConversationOutputSerializer(page.items, many=True).data, "nextCursor": page.next_cursor}
+        )
+
     @extend_schema(
         tags=TAGS,
         request=ConversationCreateInputSerializer,
@@ -101,9 +124,9 @@ class MessagesView(ConversationView):
             view=query.get("view"),
             agent_id=query.get("agentId"),
         )
-        page = selectors.message_page(qs, limit=query["limit"])
+        page = selectors.page_of(qs, limit=query["limit"])
         return Response(
-            {"data": MessageOutputSerializer(page.messages, many=True).data, "nextCursor": page.next_cursor}
+            {"data": MessageOutputSerializer(page.items, many=True).data, "nextCursor": page.next_cursor}
         )
 
     @extend_schema(

@@ -21,6 +21,16 @@ def test_bearer_and_x_api_key_both_authenticate(agent_a_api, anon_api):
     assert anon_api.get(ME).json()["id"] == "agent-a"
 
 
+@pytest.mark.parametrize("scheme", ["Token", "token", "Bearer"])
+def test_drf_token_scheme_authenticates_like_bearer(agent_a_api, anon_api, scheme):
+    anon_api.credentials(HTTP_AUTHORIZATION=f"{scheme} {agent_a_api.raw_key}")
+    response = anon_api.get(ME)
+    assert response.status_code == 200, response.content
+    assert response.json()["id"] == "agent-a"
+    anon_api.credentials(HTTP_AUTHORIZATION=f"{scheme} mp_deadbeef_not-a-real-secret")
+    assert_envelope(anon_api.get(ME), 401, "unauthorized")
+
+
 def test_missing_key_is_401_with_challenge(anon_api, db):
     response = anon_api.get(ME)
     assert_envelope(response, 401, "unauthorized")

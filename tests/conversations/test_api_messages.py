@@ -65,7 +65,8 @@ def test_seed_004_each_agent_sees_every_user_message_and_only_its_own_replies(ma
         "Aniza: NZIA requirements",
         "And for wafers?",
     ]
-    assert all(m["agentId"] is None for m in anizas_view if m["role"] == "user")
+    # A user message carries the agent whose key relayed it (seed 000), and every agent still sees it.
+    assert [m["agentId"] for m in anizas_view if m["role"] == "user"] == ["nova", "aniza", "nova"]
 
     novas_view = listing(nova, conversation, channel="history", view="agent")["data"]
     assert texts(novas_view) == [
@@ -124,9 +125,9 @@ def test_batch_session_id_applies_to_messages_without_one(agent_a_api):
     assert response.status_code == 201, response.content
     assert response.json()["data"][0]["sessionId"] == "top"
     missing = {"messages": [{"role": "user", "content": text("x")}]}
-    assert_envelope(
-        agent_a_api.post(f"{BASE}/{conversation}/messages", missing, format="json"), 400, "bad_request"
-    )
+    response = agent_a_api.post(f"{BASE}/{conversation}/messages", missing, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["data"][0]["sessionId"] is None
 
 
 def test_cursor_pages_follow_sequence_order(agent_a_api):

@@ -72,8 +72,11 @@ def test_sync_needs_an_agent_key_and_valid_input(agent_a_api, admin_api, viewer_
     assert_envelope(
         agent_a_api.post(url, {"sessionId": "s", "messages": []}, format="json"), 400, "bad_request"
     )
-    no_session = {"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}]}
-    assert_envelope(agent_a_api.post(url, no_session, format="json"), 400, "bad_request")
+    blank_session = {
+        "sessionId": "",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}],
+    }
+    assert_envelope(agent_a_api.post(url, blank_session, format="json"), 400, "bad_request")
     empty_content = {"sessionId": "s", "messages": [{"role": "user", "content": []}]}
     assert_envelope(agent_a_api.post(url, empty_content, format="json"), 400, "bad_request")
     assert Message.objects.count() == 0

@@ -99,11 +99,11 @@ def test_reader_polling_the_case_log_misses_no_entry_under_concurrent_writers():
             qs = selectors.message_list(
                 caller=reader, conversation=conversation, channel="summary", after=checkpoint
             )
-            page = selectors.message_page(qs, limit=7)
-            if not page.messages:
+            page = selectors.page_of(qs, limit=7)
+            if not page.items:
                 return
-            seen.extend(page.messages)
-            checkpoint = str(page.messages[-1].id)
+            seen.extend(page.items)
+            checkpoint = str(page.items[-1].id)
             services.checkpoint_set(caller=reader, conversation_id=conversation_id, last_entry_id=checkpoint)
 
     while any(thread.is_alive() for thread in threads):

@@ -80,7 +80,7 @@ def test_unknown_paths_get_the_envelope(client, path):
 def test_writes_to_unknown_paths_get_the_envelope_not_a_csrf_page(method):
     """A client with a key has no CSRF cookie; a write to a path that does not exist is still a JSON 404."""
     client = Client(enforce_csrf_checks=True)
-    response = getattr(client, method)("/v1/agents/support/keys", data="{}", content_type="application/json")
+    response = getattr(client, method)("/v1/agents/x/secrets", data="{}", content_type="application/json")
     assert_envelope(response, 404, "not_found")
 
 

@@ -30,7 +30,7 @@ def test_eddi_integration_flow(agent_a_api, admin_api):
     assert agent_a_api.get(f"{BASE}/user-1/count").json() == {"userId": "user-1", "count": 2}
     visible = agent_a_api.get(f"{BASE}/user-1/visible?agentId=agent-a&order=most_recent&limit=20").json()
     assert {e["key"] for e in visible} == {"language", "favorite_color"}
-    assert all(e["accessCount"] == 1 for e in visible)
+    assert all(e["accessCount"] == 0 for e in visible)  # most_recent counts no access (EDDI)
 
     assert agent_a_api.delete(f"{BASE}/entry/{entry['id']}").status_code == 204
     assert_envelope(agent_a_api.get(f"{BASE}/user-1/key/favorite_color"), 404, "not_found")

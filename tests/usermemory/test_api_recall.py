@@ -71,7 +71,7 @@ def test_last_accessed_is_touched_once_per_granularity(admin_api, agent_a_api, s
     assert first is not None
     second = agent_a_api.get(f"{BASE}/{U}/visible").json()[0]
     assert second["lastAccessedAt"] == first
-    assert second["accessCount"] == 2
+    assert second["accessCount"] == 0  # most_recent (the default) counts no access
     old = timezone.now() - timedelta(hours=2)
     MemoryEntry.objects.update(last_accessed_at=old)
     third = agent_a_api.get(f"{BASE}/{U}/visible").json()[0]
@@ -82,6 +82,22 @@ def test_last_accessed_is_touched_once_per_granularity(admin_api, agent_a_api, s
     agent_a_api.get(f"{BASE}/{U}/key/k")
     again = MemoryEntry.objects.get()
     assert (again.updated_at, again.last_accessed_at) == (entry.updated_at, entry.last_accessed_at)
+
+
+def test_only_most_accessed_counts_accesses(admin_api, agent_a_api, settings):
+    """EDDI: most_recent has no side effect on accessCount; lastAccessedAt still moves (granularity 0)."""
+    settings.MEMORY_ACCESS_GRANULARITY = 0
+    admin_api.put(BASE, {"userId": U, "key": "k", "value": 1, "visibility": "global"}, format="json")
+    old = timezone.now() - timedelta(hours=2)
+    MemoryEntry.objects.update(last_accessed_at=old)
+    recent = agent_a_api.get(f"{BASE}/{U}/visible?order=most_recent").json()[0]
+    assert recent["accessCount"] == 0
+    entry = MemoryEntry.objects.get()
+    assert entry.access_count == 0 and entry.last_accessed_at > old
+    counted = agent_a_api.get(f"{BASE}/{U}/visible?order=most_accessed").json()[0]
+    assert counted["accessCount"] == 1
+    assert MemoryEntry.objects.get().access_count == 1
+    assert agent_a_api.get(f"{BASE}/{U}/visible?order=most_recent").json()[0]["accessCount"] == 1
 
 
 def test_visible_and_list_have_bounded_queries(admin_api, agent_a_api, django_assert_max_num_queries):

@@ -118,9 +118,9 @@ def test_non_member_group_is_forbidden(agent_a_api, agent_b_api, put):
     assert MemoryEntry.objects.count() == 0
 
 
-def test_b_deleting_a_s_entry_is_forbidden(agent_a_api, agent_b_api, put):
+def test_b_deleting_a_s_private_entry_is_not_found(agent_a_api, agent_b_api, put):
     entry = put(agent_a_api, userId=U, key="k", value="v").json()
-    assert_envelope(agent_b_api.delete(f"{BASE}/entry/{entry['id']}"), 403, "forbidden")
+    assert_envelope(agent_b_api.delete(f"{BASE}/entry/{entry['id']}"), 404, "not_found")
     assert MemoryEntry.objects.filter(id=entry["id"]).exists()
     assert_envelope(agent_b_api.delete(f"{BASE}/entry/999999"), 404, "not_found")
 

@@ -228,10 +228,15 @@ def test_recall_uses_the_agents_order_and_limit(agent_a, agent_a_api, set_policy
         text(agent_a_api, "rememberFact", key=key, value="v", category="fact")
     set_policy(agent_a, max_recall_entries=2, recall_order="most_recent")
     assert text(agent_a_api, "recallMemories") == "  • third = v [fact, self]\n  • second = v [fact, self]"
+    # most_recent counts no access (EDDI); it only moves lastAccessedAt.
     assert dict(MemoryEntry.objects.values_list("key", "access_count")) == {
         "first": 0,
-        "second": 1,
-        "third": 1,
+        "second": 0,
+        "third": 0,
+    }
+    assert set(MemoryEntry.objects.filter(last_accessed_at__isnull=False).values_list("key", flat=True)) == {
+        "second",
+        "third",
     }
 
     # most_accessed: 1 slot for the most recent (third), the rest by access count (second).

@@ -432,13 +432,14 @@ def test_an_agent_acts_only_as_itself(connect, transport):
             assert "cannot read as agent 'agent-a'" in await error(
                 agent_b, "get_visible_memories", userId=user, agentId="agent-a"
             )
-            assert "not owned by agent 'agent-b'" in await error(
-                agent_b, "delete_user_memory", entryId=own["id"]
-            )
+            hidden = await error(agent_b, "delete_user_memory", entryId=own["id"])
+            assert f"No memory entry with id {own['id']}." in hidden
 
             assert [e["key"] for e in await ok(agent_a, "get_visible_memories", userId=user)] == ["secret"]
             await ok(agent_a, "delete_user_memory", entryId=int(own["id"]))
             assert (await ok(agent_a, "count_user_memories", userId=user))["count"] == 0
+            # A hidden entry and an id that no longer exists get the same answer.
+            assert await error(agent_b, "delete_user_memory", entryId=own["id"]) == hidden
 
     run(main)
 

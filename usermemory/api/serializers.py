@@ -62,7 +62,9 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
             "sourceAgentId": instance.source_agent_id,
             "groupIds": instance.group_ids,
             "sourceConversationId": instance.source_conversation_id,
-            "conflicted": instance.conflicted,
+            # An agent key's read annotates the flag it may see (usermemory.selectors.visible_conflict);
+            # recall and search return that in the conflicted column itself.
+            "conflicted": getattr(instance, "visible_conflict", instance.conflicted),
             "accessCount": instance.access_count,
             "createdAt": _iso(instance.created_at),
             "updatedAt": _iso(instance.updated_at),
@@ -125,6 +127,9 @@ class MemoryEventOutputSerializer(serializers.ModelSerializer):
     keyPrefix = serializers.CharField(source="key_prefix")
     oldValue = serializers.JSONField(source="old_value", allow_null=True)
     newValue = serializers.JSONField(source="new_value", allow_null=True)
+    # An agent's history: true when the value was one it could not see then, and is shown as null.
+    oldValueHidden = serializers.BooleanField(source="old_value_hidden", default=False, read_only=True)
+    newValueHidden = serializers.BooleanField(source="new_value_hidden", default=False, read_only=True)
     createdAt = serializers.DateTimeField(source="created_at")
 
     class Meta:
@@ -140,6 +145,8 @@ class MemoryEventOutputSerializer(serializers.ModelSerializer):
             "keyPrefix",
             "oldValue",
             "newValue",
+            "oldValueHidden",
+            "newValueHidden",
             "createdAt",
         ]
 

@@ -1,8 +1,7 @@
-from django.urls import path
-
+from memoryplatform.routing import api_path
 from usermemory.api import tool_views
 
 urlpatterns = [
-    path("v1/tools", tool_views.ToolListView.as_view(), name="tool-list"),
-    path("v1/tools/<str:name>/invoke", tool_views.ToolInvokeView.as_view(), name="tool-invoke"),
+    api_path("v1/tools", tool_views.ToolListView.as_view(), name="tool-list"),
+    api_path("v1/tools/<name>/invoke", tool_views.ToolInvokeView.as_view(), name="tool-invoke"),
 ]

@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from apikeys import services as agent_services
 from apikeys.api.serializers import AgentOutputSerializer, AgentUpdateInputSerializer
+from apikeys.models import Agent
 from apikeys.permissions import IsAdminCaller, ReadAnyWriteAgentOrAdmin
 from apikeys.selectors import agent_list
 from memoryplatform.api.errors import BadRequest, NotFound
@@ -30,6 +31,7 @@ from usermemory.api.serializers import (
     flatten_policy_changes,
 )
 
+ENTRY_PARAM = OpenApiParameter("entry_id", int, OpenApiParameter.PATH)
 GROUP_PARAM = OpenApiParameter("groupId", str, many=True, description="Group context (repeatable)")
 PAGE_PARAMS = [
     OpenApiParameter("limit", int, description="At most this many (default and maximum 1000)"),
@@ -209,16 +211,22 @@ class MemoryExportView(APIView):
 
 
 class MemoryEntryView(MemoryView):
-    @extend_schema(responses={204: None}, summary="Delete one entry (an agent: only its own)")
+    @extend_schema(
+        parameters=[ENTRY_PARAM], responses={204: None}, summary="Delete one entry (an agent: only its own)"
+    )
     def delete(self, request: Request, entry_id: int) -> Response:
         services.memory_delete(caller=request.user, entry_id=entry_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class MemoryHistoryView(MemoryView):
-    @extend_schema(responses=MemoryEventOutputSerializer(many=True), summary="The entry's change history")
+    @extend_schema(
+        parameters=[ENTRY_PARAM],
+        responses=MemoryEventOutputSerializer(many=True),
+        summary="The entry's change history",
+    )
     def get(self, request: Request, entry_id: int) -> Response:
-        events = selectors.memory_history(caller=request.user, entry_id=entry_id)[:1000]
+        events = selectors.memory_history(caller=request.user, entry_id=entry_id, limit=1000)
         return Response(MemoryEventOutputSerializer(events, many=True).data)
 
 
@@ -294,7 +302,11 @@ class AgentDetailView(APIView):
                 "displayName": serializers.CharField(required=False),
                 "capabilities": serializers.ListField(child=serializers.CharField(), required=False),
                 "model": serializers.CharField(required=False),
-                "status": serializers.CharField(required=False),
+                "status": serializers.ChoiceField(
+                    choices=Agent.Status.choices,
+                    required=False,
+                    help_text="unavailable: the agent's keys still read, and every write is a 403",
+                ),
                 "memoryPolicy": MemoryPolicySerializer(required=False, partial=True),
             },
         ),

@@ -1,0 +1,132 @@
+"""API routes: every path answers with and without a trailing slash, and path values may hold any text.
+
+EDDI's and memory-service's clients differ on trailing slashes, and a redirect is no answer to a PUT, POST or
+DELETE, so :func:`api_path` builds one route that matches both forms. A ``userId``, ``key`` or ``category``
+may hold ``/``, spaces and any unicode, percent-encoded in the path:
+
+- :class:`EncodedPathMiddleware` gives the URL resolver the path *as sent*, still percent-encoded, when the
+  server passes it on (gunicorn's ``RAW_URI``, ``REQUEST_URI``, the ASGI scope's ``raw_path``). An encoded
+  ``/`` (``%2F``) then stays inside its value, so every value is exact.
+- Where the server passes only the decoded path (Django's test client and ``runserver``), the middleware
+  encodes it again; ``%2F`` has already become ``/`` there. A value's pattern is non-greedy and the fixed
+  suffixes decide (``/visible``, ``/count``, ``/key/...``), so ``org/u8`` still routes, unless the value
+  itself ends in a fixed suffix (a userId ``u/count``) or starts like a fixed path (``entry/1``): those stay
+  ambiguous without the raw path (the README says so).
+- :func:`api_path` decodes each captured value once, before the view sees it.
+"""
+
+import re
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import URLPattern, re_path
+
+# What each kind of placeholder matches. "str": one path segment (with the raw path, an encoded "/" stays
+# inside it). "int": one segment that must be an id, else the 404 of an unknown id. "text": any text, "/"
+# included, as few characters as will do, so the fixed parts after it decide where it ends.
+KINDS = {"str": r"[^/]+", "int": r"[^/]+", "text": r"[\s\S]+?"}
+MAX_ID = 2**63 - 1  # the largest id a 64-bit primary key holds
+_PLACEHOLDER = re.compile(r"<(?:(?P<kind>str|text|int):)?(?P<name>\w+)>")
+
+# Paths the resolver sees as sent (percent-encoded); the admin and static files keep Django's decoded path.
+DECODED_PREFIXES = ("/admin/", "/static/")
+
+
+def _pattern(route: str) -> str:
+    """``a/<name>/b/<int:n>`` as a regex matching it with or without a trailing slash."""
+    parts, end = [], 0
+    for match in _PLACEHOLDER.finditer(route):
+        parts.append(re.escape(route[end : match.start()]))
+        parts.append(f"(?P<{match['name']}>{KINDS[match['kind'] or 'str']})")
+        end = match.end()
+    parts.append(re.escape(route[end:]))
+    return "^" + "".join(parts) + "/?$"
+
+
+def _id(value: str) -> int:
+    """An ``<int:...>`` path value as an id; 404 (no such id) unless it is ASCII digits of a 64-bit id."""
+    if not (value.isascii() and value.isdigit() and len(value) <= len(str(MAX_ID))) or int(value) > MAX_ID:
+        raise Http404(f"No id '{value}'.")
+    return int(value)
+
+
+def _decoded(view: Callable[..., HttpResponse], integers: frozenset[str]) -> Callable[..., HttpResponse]:
+    """The view, given each path value decoded once (and ``<int:...>`` values as ints)."""
+
+    @wraps(view)  # keeps the DRF view's attributes (cls, initkwargs, csrf_exempt) for the schema generator
+    def decoded_view(request: HttpRequest, *args: Any, **kwargs: str) -> HttpResponse:
+        values: dict[str, Any] = {name: unquote(v) for name, v in kwargs.items()}
+        for name in integers & values.keys():
+            values[name] = _id(values[name])
+        return view(request, *args, **values)
+
+    return decoded_view
+
+
+def api_path(route: str, view: Callable[..., HttpResponse], name: str) -> URLPattern:
+    """One API route, answering ``route`` and ``route/``.
+
+    ``<name>`` captures one segment and ``<text:name>`` any text (``/`` included), each decoded;
+    ``<int:name>`` one segment that must be a 64-bit id, as an ``int`` (anything else is a 404). List a
+    route whose fixed suffix a ``text`` value would otherwise swallow (``<text:user_id>/count``) before the
+    bare one (``<text:user_id>``).
+    """
+    integers = frozenset(m["name"] for m in _PLACEHOLDER.finditer(route) if m["kind"] == "int")
+    return re_path(_pattern(route), _decoded(view, integers), name=name)
+
+
+def _raw_path(request: HttpRequest) -> str | None:
+    """The path as the client sent it, percent-encoded, when the server passes it on; else ``None``."""
+    scope = getattr(request, "scope", None)  # Django's ASGI request
+    if scope is not None:
+        raw = scope.get("raw_path")
+        if not raw:
+            return None
+        raw_path = raw.decode("latin-1") if isinstance(raw, bytes) else str(raw)
+    else:
+        target = request.META.get("RAW_URI") or request.META.get("REQUEST_URI")
+        if not target:
+            return None
+        raw_path = urlsplit(target).path if "://" in target.split("?", 1)[0] else target
+    return raw_path.split("?", 1)[0].split("#", 1)[0]
+
+
+def encoded_path_info(request: HttpRequest) -> str:
+    """``request.path_info`` percent-encoded as the client sent it, or encoded again when the raw form is not
+    available or does not match the decoded path (a proxy that rewrote it)."""
+    path_info = request.path_info
+    raw = _raw_path(request)
+    if raw is not None:
+        script_name = quote(request.META.get("SCRIPT_NAME", "") or "")
+        if script_name and raw.startswith(script_name):
+            raw = raw[len(script_name) :]
+        if unquote(raw) == path_info:
+            # One spelling per path: "%75" and "u" alike become "u"; an encoded "/" stays "%2F".
+            return "/".join(quote(unquote(segment), safe="") for segment in raw.split("/"))
+    return quote(path_info, safe="/")
+
+
+class EncodedPathMiddleware:
+    """Resolves API paths on their percent-encoded form (see the module docstring)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not request.path_info.startswith(DECODED_PREFIXES):
+            request.path_info = encoded_path_info(request)
+        return self.get_response(request)
+
+
+def schema_without_trailing_slash(endpoints: list[tuple[Any, ...]], **kwargs: Any) -> list[tuple[Any, ...]]:
+    """drf-spectacular preprocessing hook: document each :func:`api_path` route in its form without the
+    trailing slash (both are served; the generator would otherwise print the optional ``/`` as a ``/``)."""
+    documented = []
+    for path, path_regex, *rest in endpoints:
+        if path_regex.endswith("/?$") and path.endswith("/"):
+            path = path[:-1]
+        documented.append((path, path_regex, *rest))
+    return documented

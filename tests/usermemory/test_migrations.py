@@ -1,0 +1,44 @@
+"""Data migrations, run forward on rows written before them."""
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
+
+BEFORE = [("usermemory", "0007_policy_change_notify")]
+AFTER = [("usermemory", "0008_event_visibility")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_existing_events_take_their_entrys_scope_or_the_most_restrictive():
+    executor = MigrationExecutor(connection)
+    executor.migrate(BEFORE)
+    apps = executor.loader.project_state(BEFORE).apps
+    Agent = apps.get_model("apikeys", "Agent")
+    Entry = apps.get_model("usermemory", "MemoryEntry")
+    Event = apps.get_model("usermemory", "MemoryEvent")
+    now = timezone.now()
+    Agent.objects.create(id="agent-m")
+    entry = Entry.objects.create(
+        user_id="u",
+        key="k",
+        value="v",
+        value_text="v",
+        category="fact",
+        visibility="group",
+        source_agent_id="agent-m",
+        group_ids=["g1"],
+        created_at=now,
+        updated_at=now,
+    )
+    common = {"user_id": "u", "key": "k", "actor_type": "agent", "actor_id": "agent-m", "created_at": now}
+    kept = Event.objects.create(entry_id=entry.id, action="created", new_value="v", **common)
+    orphan = Event.objects.create(entry_id=entry.id + 1000, action="deleted", old_value="gone", **common)
+
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(AFTER)
+    Event = executor.loader.project_state(AFTER).apps.get_model("usermemory", "MemoryEvent")
+    scope = ("owner", "old_visibility", "old_group_ids", "visibility", "group_ids")
+    assert Event.objects.values_list(*scope).get(id=kept.id) == ("agent-m", "group", ["g1"], "group", ["g1"])
+    assert Event.objects.values_list(*scope).get(id=orphan.id) == ("", "self", [], "self", [])
