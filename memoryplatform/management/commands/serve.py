@@ -71,6 +71,7 @@ def uvicorn_argv(*, host: str, port: int, workers: int) -> list[str]:
         "on",
         "--no-access-log",  # the request log middleware writes one line per API request
         "--no-server-header",
+        "--no-proxy-headers",  # REMOTE_ADDR is the peer, as under gunicorn (METRICS_ALLOWED_IPS relies on it)
         "--timeout-keep-alive",
         "5",
         "--timeout-graceful-shutdown",
