@@ -101,15 +101,19 @@ def reading_agent_id(*, caller: Caller, agent_id: str | None, required: bool) ->
     return agent_id
 
 
+# The largest memory epoch: the column is a PositiveIntegerField (32-bit on every database).
+MAX_EPOCH = 2**31 - 1
+
+
 def parse_epoch(value: str | None) -> str | int:
     """``latest`` (default), ``all`` or a positive integer."""
     if value is None or value == EPOCH_LATEST:
         return EPOCH_LATEST
     if value == EPOCH_ALL:
         return EPOCH_ALL
-    if value.isascii() and value.isdigit() and int(value) >= 1:
+    if value.isascii() and value.isdigit() and 1 <= int(value) <= MAX_EPOCH:
         return int(value)
-    raise BadRequest(f"epoch must be 'latest', 'all' or a positive integer; got '{value}'.")
+    raise BadRequest(f"epoch must be 'latest', 'all' or an integer from 1 to {MAX_EPOCH}; got '{value}'.")
 
 
 def memory_latest_epoch(*, conversation: Conversation, agent_id: str) -> int | None:

@@ -14,10 +14,12 @@ from typing import Any
 from django.contrib.auth.middleware import AuthenticationMiddleware as DjangoAuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware as DjangoMessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware as DjangoSessionMiddleware
-from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware as DjangoCsrfViewMiddleware
 
 from apikeys.authentication import presented_key
+from memoryplatform.api.errors import envelope
+from memoryplatform.api.text import text_problem
 
 logger = logging.getLogger("memoryplatform.requests")
 
@@ -50,6 +52,29 @@ class RequestLogMiddleware:
             who,
         )
         return response
+
+
+class RefuseUnstorableTextMiddleware:
+    """A 400 in the envelope for a path or query string that holds a NUL, before any view reads it.
+
+    A user id, key, category or search term with a NUL would reach the database, which refuses it (a 500).
+    Lone surrogates cannot arrive here: Django re-escapes undecodable bytes of a path and replaces them in a
+    query string.
+    """
+
+    def __init__(self, get_response: GetResponse) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        for where, text in [("path", request.path), *(("query", value) for value in _query_texts(request))]:
+            problem = text_problem(text)
+            if problem:
+                return JsonResponse(envelope(f"The {where} {problem}.", "bad_request"), status=400)
+        return self.get_response(request)
+
+
+def _query_texts(request: HttpRequest) -> list[str]:
+    return [text for name, values in request.GET.lists() for text in (name, *values)]
 
 
 ADMIN_PREFIX = "/admin/"  # memoryplatform.urls mounts the admin here

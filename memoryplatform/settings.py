@@ -68,6 +68,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "memoryplatform.middleware.RefuseUnstorableTextMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # API paths resolve on their percent-encoded form, so a path value may hold "/" (memoryplatform.routing).
     "memoryplatform.routing.EncodedPathMiddleware",
@@ -165,7 +166,7 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["memoryplatform.api.parsers.StrictJSONParser"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "memoryplatform.api.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
@@ -196,6 +197,10 @@ API_KEY_TOUCH_INTERVAL = env.int("API_KEY_TOUCH_INTERVAL", default=60)
 # agent or a memory policy (apikeys/keycache.py). Turn off behind a transaction-pooling PgBouncer (no LISTEN).
 API_KEY_CACHE = env.bool("API_KEY_CACHE", default=True)
 API_KEY_CACHE_SIZE = env.int("API_KEY_CACHE_SIZE", default=10_000)
+
+# The absolute limit on a memory value (characters of its text: a string's own, anything else as compact
+# JSON), for every key and door, admin keys included. An agent's maxValueLength guardrail can only lower it.
+MEMORY_MAX_VALUE_CHARS = env.int("MEMORY_MAX_VALUE_CHARS", default=100_000)
 
 # Recall sets lastAccessedAt only where the stored value is older than this (seconds), to spare writes.
 MEMORY_ACCESS_GRANULARITY = env.int("MEMORY_ACCESS_GRANULARITY", default=3600)

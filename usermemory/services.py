@@ -18,6 +18,7 @@ from apikeys.caller import Caller
 from apikeys.models import Agent
 from apikeys.services import caller_require_writer
 from memoryplatform.api.errors import BadRequest, CapacityReached, Forbidden, NotFound, RateLimited
+from memoryplatform.api.text import json_problem, text_problem
 from memoryplatform.locks import LockId, advisory_xact_lock
 from memoryplatform.rows import prepared_cursor
 from usermemory import selectors, statements
@@ -202,6 +203,40 @@ def _resolve_groups(caller: Caller, write: MemoryWrite, owner: str | None, memo:
     return groups
 
 
+def _check_storable(write: MemoryWrite) -> None:
+    """What any database refuses (NUL, lone surrogates), refused here first, whatever the door."""
+    texts = {
+        "userId": write.user_id,
+        "key": write.key,
+        "category": write.category,
+        "sourceAgentId": write.source_agent_id,
+        "sourceConversationId": write.source_conversation_id,
+    }
+    for name, text in texts.items():
+        problem = text_problem(text) if isinstance(text, str) else None
+        if problem:
+            raise BadRequest(f"{name} {problem}.")
+    for group_id in write.group_ids or []:
+        if not isinstance(group_id, str):
+            raise BadRequest("groupIds must be a list of strings.")
+        problem = text_problem(group_id)
+        if problem:
+            raise BadRequest(f"groupIds: a group id {problem}.")
+    problem = json_problem(write.value)
+    if problem:
+        raise BadRequest(f"value: {problem}.")
+
+
+def _check_value_size(text: str) -> None:
+    """The absolute limit on a value's text, for every key (admin included) and every door."""
+    limit = settings.MEMORY_MAX_VALUE_CHARS
+    if len(text) > limit:
+        raise BadRequest(
+            f"value is {len(text)} characters; the limit (MEMORY_MAX_VALUE_CHARS) is {limit}.",
+            details={"limit": "MEMORY_MAX_VALUE_CHARS", "max": limit},
+        )
+
+
 def _check_guardrails(policy: AgentMemoryPolicy, write: MemoryWrite, text: str) -> None:
     """EDDI's guardrails, for writes made with an agent key."""
     if len(write.key) > policy.max_key_length:
@@ -374,10 +409,12 @@ def _upsert_one(
         raise BadRequest("userId and key are required.")
     if len(write.key) > MAX_KEY_CHARS or len(write.user_id) > 255:
         raise BadRequest(f"key and userId are at most {MAX_KEY_CHARS} characters.")
+    _check_storable(write)
+    text = value_as_text(write.value)
+    _check_value_size(text)
     owner = _resolve_owner(caller, write)
     groups = _resolve_groups(caller, write, owner, memo)
     policy = memo.policy_of(owner)
-    text = value_as_text(write.value)
     if caller.is_agent:
         _check_guardrails(policy, write, text)
         _count_turn_write(

@@ -7,9 +7,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
-from conversations.selectors import DEFAULT_PAGE, MAX_PAGE, VIEW_AGENT
+from conversations.selectors import DEFAULT_PAGE, MAX_EPOCH, MAX_PAGE, VIEW_AGENT
 from conversations.services import MAX_BLOCKS, MessageWrite, SyncMessage
-from memoryplatform.api.serializers import FieldsBuiltOnce
+from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce
 from usermemory.api.serializers import MemoryEntryOutputSerializer, StrictCharField
 
 # --- Conversations ---------------------------------------------------------------------------------------
@@ -58,7 +58,9 @@ class MessageInputSerializer(FieldsBuiltOnce):
     role = serializers.ChoiceField(choices=MessageRole.choices)
     content = serializers.ListField(child=ContentBlockField(), allow_empty=False, max_length=MAX_BLOCKS)
     sessionId = StrictCharField(max_length=128, required=False, allow_null=True, default=None)
-    memoryEpoch = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+    memoryEpoch = AsciiIntegerField(
+        min_value=1, max_value=MAX_EPOCH, required=False, allow_null=True, default=None
+    )
 
     def to_write(self) -> MessageWrite:
         data = self.validated_data
@@ -119,7 +121,7 @@ class MessagePageSerializer(serializers.Serializer):
 class MessageListQuerySerializer(serializers.Serializer):
     channel = serializers.ChoiceField(choices=Channel.choices, required=False, default=Channel.HISTORY)
     after = serializers.CharField(required=False, max_length=64, help_text="A message id (cursor).")
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE, default=DEFAULT_PAGE)
+    limit = AsciiIntegerField(required=False, min_value=1, max_value=MAX_PAGE, default=DEFAULT_PAGE)
     epoch = serializers.CharField(
         required=False, max_length=20, help_text="Memory channel: `latest` (default), `all` or a number."
     )

@@ -27,7 +27,7 @@ from conversations.api.serializers import (
     SyncInputSerializer,
     SyncOutputSerializer,
 )
-from memoryplatform.api.errors import BadRequest
+from memoryplatform.api.errors import BadRequest, first_message
 
 TAGS = ["conversations"]
 AGENT_PARAM = OpenApiParameter(
@@ -39,17 +39,6 @@ def _valid(serializer_class: type[serializers.Serializer], data: Any) -> dict[st
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)
-
-
-def _first_error(errors: Any) -> str:
-    """``field: message`` for the first error of a serializer's (possibly nested) errors."""
-    if isinstance(errors, dict):
-        name, value = next(iter(errors.items()))
-        inner = _first_error(value)
-        return inner if name == "non_field_errors" else f"{name}: {inner}"
-    if isinstance(errors, list) and errors:
-        return _first_error(errors[0])
-    return str(errors)
 
 
 class ConversationView(APIView):
@@ -168,7 +157,7 @@ class MessagesView(ConversationView):
                 data.is_valid(raise_exception=True)
             elif not data.is_valid():
                 raise BadRequest(
-                    f"messages[{index}]: {_first_error(data.errors)}",
+                    f"messages[{index}]: {first_message(data.errors)}",
                     details={"index": index, "fields": data.errors},
                 )
             writes.append(data.to_write())

@@ -79,15 +79,15 @@ def envelope(message: str, code: str, details: dict[str, Any] | None = None) -> 
     return {"error": message, "code": code, "details": details or {}}
 
 
-def _first_message(detail: Any) -> str:
+def first_message(detail: Any) -> str:
     """The first human message in a DRF error detail (a string, list or nested dict)."""
     if isinstance(detail, dict):
         for field, value in detail.items():
-            message = _first_message(value)
+            message = first_message(value)
             return message if field == "non_field_errors" else f"{field}: {message}"
         return "Invalid input."
     if isinstance(detail, list):
-        return _first_message(detail[0]) if detail else "Invalid input."
+        return first_message(detail[0]) if detail else "Invalid input."
     return str(detail)
 
 
@@ -119,8 +119,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     code = _CODES_BY_STATUS.get(exc.status_code, "bad_request")
     if isinstance(exc, exceptions.ValidationError):
         details = {"fields": exc.detail} if isinstance(exc.detail, dict) else {"errors": exc.detail}
-        return Response(envelope(_first_message(exc.detail), code, details), status=exc.status_code)
-    return Response(envelope(_first_message(exc.detail), code), status=exc.status_code, headers=headers)
+        return Response(envelope(first_message(exc.detail), code, details), status=exc.status_code)
+    return Response(envelope(first_message(exc.detail), code), status=exc.status_code, headers=headers)
 
 
 def _wants_html(request: HttpRequest) -> bool:

@@ -1,5 +1,6 @@
 """Serializer helpers shared by the apps' REST doors."""
 
+import re
 import threading
 from typing import Any
 
@@ -39,3 +40,20 @@ class FieldsBuiltOnce(serializers.Serializer):
 
     def update(self, instance: Any, validated_data: Any) -> Any:
         raise NotImplementedError
+
+
+class AsciiIntegerField(serializers.IntegerField):
+    """An integer field that takes ASCII digits only.
+
+    DRF's ``IntegerField`` goes through Python's ``int()``, which also reads ``"١"`` (an Arabic-Indic one) or
+    ``" 5 "`` as numbers. Give it ``min_value`` and ``max_value``: an unbounded integer reaches the database
+    as an out-of-range error.
+    """
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or (isinstance(data, str) and not _ASCII_INTEGER.fullmatch(data)):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+_ASCII_INTEGER = re.compile(r"-?[0-9]+")

@@ -6,7 +6,8 @@ from typing import Any
 from django.utils import timezone
 from rest_framework import serializers
 
-from memoryplatform.api.serializers import FieldsBuiltOnce
+from memoryplatform.api.pagination import MAX_OFFSET
+from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce
 from usermemory.models import (
     MAX_KEY_CHARS,
     AgentMemoryPolicy,
@@ -166,13 +167,13 @@ class VisibleQuerySerializer(FieldsBuiltOnce):
     agentId = serializers.CharField(required=False, max_length=64)
     groupId = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
     order = serializers.ChoiceField(choices=RecallOrder.choices, required=False)
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=1000)
+    limit = AsciiIntegerField(required=False, min_value=1, max_value=1000)
 
 
 class ListQuerySerializer(FieldsBuiltOnce):
     groupId = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=1000, default=1000)
-    offset = serializers.IntegerField(required=False, min_value=0, default=0)
+    limit = AsciiIntegerField(required=False, min_value=1, max_value=1000, default=1000)
+    offset = AsciiIntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
 
 
 class SearchQuerySerializer(ListQuerySerializer):
@@ -181,9 +182,9 @@ class SearchQuerySerializer(ListQuerySerializer):
 
 
 class GuardrailsSerializer(serializers.Serializer):
-    maxKeyLength = serializers.IntegerField(source="max_key_length", min_value=1, max_value=MAX_KEY_CHARS)
-    maxValueLength = serializers.IntegerField(source="max_value_length", min_value=1, max_value=100_000)
-    maxWritesPerTurn = serializers.IntegerField(source="max_writes_per_turn", min_value=1, max_value=10_000)
+    maxKeyLength = AsciiIntegerField(source="max_key_length", min_value=1, max_value=MAX_KEY_CHARS)
+    maxValueLength = AsciiIntegerField(source="max_value_length", min_value=1, max_value=100_000)
+    maxWritesPerTurn = AsciiIntegerField(source="max_writes_per_turn", min_value=1, max_value=10_000)
     allowedCategories = serializers.ListField(
         source="allowed_categories", child=serializers.CharField(max_length=64)
     )
@@ -191,7 +192,7 @@ class GuardrailsSerializer(serializers.Serializer):
 
 class DreamConfigSerializer(serializers.Serializer):
     enabled = serializers.BooleanField(source="dream_enabled")
-    pruneStaleAfterDays = serializers.IntegerField(
+    pruneStaleAfterDays = AsciiIntegerField(
         source="prune_stale_after_days", min_value=0, max_value=36500
     )
     detectContradictions = serializers.BooleanField(source="detect_contradictions")
@@ -205,10 +206,10 @@ class DreamConfigSerializer(serializers.Serializer):
 class MemoryPolicySerializer(serializers.Serializer):
     """EDDI's ``userMemoryConfig`` shape, read and (partially) written."""
 
-    maxEntriesPerUser = serializers.IntegerField(
+    maxEntriesPerUser = AsciiIntegerField(
         source="max_entries_per_user", min_value=1, max_value=1_000_000
     )
-    maxRecallEntries = serializers.IntegerField(source="max_recall_entries", min_value=1, max_value=1000)
+    maxRecallEntries = AsciiIntegerField(source="max_recall_entries", min_value=1, max_value=1000)
     recallOrder = serializers.ChoiceField(source="recall_order", choices=RecallOrder.choices)
     onCapReached = serializers.ChoiceField(
         source="on_cap_reached", choices=AgentMemoryPolicy._meta.get_field("on_cap_reached").choices

@@ -16,7 +16,8 @@ from apikeys.api.serializers import AgentOutputSerializer, AgentUpdateInputSeria
 from apikeys.models import Agent
 from apikeys.permissions import IsAdminCaller, ReadAnyWriteAgentOrAdmin
 from apikeys.selectors import agent_list
-from memoryplatform.api.errors import BadRequest, NotFound
+from memoryplatform.api.errors import BadRequest, NotFound, first_message
+from memoryplatform.api.text import text_problem
 from usermemory import selectors, services
 from usermemory.api.serializers import (
     CountOutputSerializer,
@@ -51,10 +52,15 @@ def _page(qs: QuerySet, query: dict[str, Any]) -> Response:
 
 
 def _turn_id(request: Request, body: Any) -> str | None:
-    header = request.headers.get("X-Turn-Id")
-    if header:
-        return header[:128]
-    return body.get("turnId") if isinstance(body, dict) else None
+    turn_id = request.headers.get("X-Turn-Id") or (body.get("turnId") if isinstance(body, dict) else None)
+    if turn_id is None:
+        return None
+    if not isinstance(turn_id, str):
+        raise BadRequest("turnId must be a string.")
+    problem = text_problem(turn_id)
+    if problem:
+        raise BadRequest(f"turnId {problem}.")
+    return turn_id[:128]
 
 
 class MemoryView(APIView):
@@ -97,9 +103,9 @@ class MemoryBatchView(MemoryView):
         for index, item in enumerate(items):
             data = MemoryUpsertInputSerializer(data=item)
             if not data.is_valid():
-                field, errors = next(iter(data.errors.items()))
                 raise BadRequest(
-                    f"entries[{index}]: {field}: {errors[0]}", details={"index": index, "fields": data.errors}
+                    f"entries[{index}]: {first_message(data.errors)}",
+                    details={"index": index, "fields": data.errors},
                 )
             writes.append(data.to_write())
         results = services.memory_upsert_batch(

@@ -1,0 +1,45 @@
+"""Checks on text and JSON that every door applies before a value can reach the database.
+
+PostgreSQL refuses NUL (``\\u0000``) in text and jsonb, and no database can store a lone surrogate
+(``"\\ud800"``: not encodable as UTF-8). A value nested deeper than :data:`MAX_JSON_DEPTH` is refused too,
+so no later step (rendering, search text, Dream) recurses without bound.
+"""
+
+from typing import Any
+
+MAX_JSON_DEPTH = 64
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored, or ``None`` when it can."""
+    if "\x00" in text:
+        return "contains a NUL character (\\u0000)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone surrogate (not valid Unicode)"
+    return None
+
+
+def json_problem(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> str | None:
+    """Why a parsed JSON value cannot be stored (a bad string or key anywhere, or too deep), or ``None``.
+
+    Walks with an explicit stack, so a deep value cannot exhaust Python's recursion limit here.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            problem = text_problem(item)
+            if problem:
+                return f"a string {problem}"
+        elif isinstance(item, dict | list):
+            if depth > max_depth:
+                return f"nested more than {max_depth} levels deep"
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    stack.append((key, depth))
+                    stack.append((child, depth + 1))
+            else:
+                stack.extend((child, depth + 1) for child in item)
+    return None
