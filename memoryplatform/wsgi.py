@@ -54,20 +54,19 @@ class McpDispatcher:
         return self._mcp_app
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if _is_mcp_path(environ.get(PATH_INFO) or ""):
-            if not _host_allowed(environ):
-                return _error(
-                    start_response, "400 Bad Request", "Invalid Host header for this server.", "bad_request"
-                )
-            if not _buffer_chunked_body(environ):
-                return _error(
-                    start_response,
-                    "413 Request Entity Too Large",
-                    "Request body is too large.",
-                    "payload_too_large",
-                )
-            return self.mcp_app()(environ, start_response)
-        return self.django_app(environ, start_response)
+        mcp = _is_mcp_path(environ.get(PATH_INFO) or "")
+        if mcp and not _host_allowed(environ):
+            return _error(
+                start_response, "400 Bad Request", "Invalid Host header for this server.", "bad_request"
+            )
+        if not _buffer_chunked_body(environ):
+            return _error(
+                start_response,
+                "413 Request Entity Too Large",
+                "Request body is too large.",
+                "payload_too_large",
+            )
+        return self.mcp_app()(environ, start_response) if mcp else self.django_app(environ, start_response)
 
 
 def _host_allowed(environ: dict[str, Any]) -> bool:
@@ -81,8 +80,9 @@ def _host_allowed(environ: dict[str, Any]) -> bool:
 
 
 def _buffer_chunked_body(environ: dict[str, Any]) -> bool:
-    """a2wsgi reads ``CONTENT_LENGTH`` bytes of the body, so a chunked body (no length) would reach the MCP
-    app empty: read it here, within the REST API's limit, and give its length. False: over the limit."""
+    """a2wsgi and Django read ``CONTENT_LENGTH`` bytes of the body, so a chunked body (no length) would reach
+    the MCP app and the REST API empty: read it here, within the REST API's limit, and give its length. False:
+    over the limit (the rest of the body is never read)."""
     if environ.get(CONTENT_LENGTH) or "chunked" not in environ.get(TRANSFER_ENCODING, "").lower():
         return True
     limit = body_limit()
