@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from apikeys.models import Agent, AgentGroup, ApiKey
+from apikeys.models import AGENT_ID_VALIDATOR, Agent, AgentGroup, ApiKey
 
 
 class AgentOutputSerializer(serializers.ModelSerializer):
@@ -29,7 +29,7 @@ class AgentOutputSerializer(serializers.ModelSerializer):
 
 
 class AgentCreateInputSerializer(serializers.Serializer):
-    id = serializers.CharField(max_length=64)
+    id = serializers.CharField(max_length=64, validators=[AGENT_ID_VALIDATOR])
     displayName = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     capabilities = serializers.ListField(
         child=serializers.CharField(max_length=200), required=False, default=list
@@ -63,7 +63,7 @@ class GroupOutputSerializer(serializers.ModelSerializer):
 
 
 class GroupCreateInputSerializer(serializers.Serializer):
-    id = serializers.CharField(max_length=64)
+    id = serializers.CharField(max_length=64, validators=[AGENT_ID_VALIDATOR])
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     members = serializers.ListField(child=serializers.CharField(max_length=64), required=False, default=list)
 

@@ -49,14 +49,26 @@ class ConversationPageSerializer(serializers.Serializer):
 # --- Messages --------------------------------------------------------------------------------------------
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "properties": {"type": {"type": "string", "minLength": 1}},
+        "required": ["type"],
+        "additionalProperties": True,
+    }
+)
 class ContentBlockField(serializers.DictField):
     """One content block, such as ``{"type": "text", "text": "..."}``."""
 
 
 class MessageInputSerializer(FieldsBuiltOnce):
+    """One message: a channel, a role, content blocks and the session it belongs to."""
+
     channel = serializers.ChoiceField(choices=Channel.choices, required=False, default=Channel.HISTORY)
     role = serializers.ChoiceField(choices=MessageRole.choices)
-    content = serializers.ListField(child=ContentBlockField(), allow_empty=False, max_length=MAX_BLOCKS)
+    content = serializers.ListField(
+        child=ContentBlockField(), allow_empty=False, min_length=1, max_length=MAX_BLOCKS
+    )
     sessionId = StrictCharField(max_length=128, required=False, allow_null=True, default=None)
     memoryEpoch = AsciiIntegerField(
         min_value=1, max_value=MAX_EPOCH, required=False, allow_null=True, default=None
@@ -140,7 +152,9 @@ class MessageListQuerySerializer(serializers.Serializer):
 
 class SyncMessageInputSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=MessageRole.choices)
-    content = serializers.ListField(child=ContentBlockField(), allow_empty=False, max_length=MAX_BLOCKS)
+    content = serializers.ListField(
+        child=ContentBlockField(), allow_empty=False, min_length=1, max_length=MAX_BLOCKS
+    )
 
 
 class SyncInputSerializer(serializers.Serializer):

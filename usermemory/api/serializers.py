@@ -163,22 +163,44 @@ class EraseOutputSerializer(serializers.Serializer):
     eventsDeleted = serializers.IntegerField()
 
 
+def _group_ids() -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(max_length=64),
+        required=False,
+        help_text="Group context (repeatable): the groups the caller reads for.",
+    )
+
+
+class GroupQuerySerializer(FieldsBuiltOnce):
+    groupId = _group_ids()
+
+
 class VisibleQuerySerializer(FieldsBuiltOnce):
-    agentId = serializers.CharField(required=False, max_length=64)
-    groupId = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
+    agentId = serializers.CharField(
+        required=False, max_length=64, help_text="Required with viewer and admin keys: the agent recalling."
+    )
+    groupId = _group_ids()
     order = serializers.ChoiceField(choices=RecallOrder.choices, required=False)
-    limit = AsciiIntegerField(required=False, min_value=1, max_value=1000)
+    limit = AsciiIntegerField(
+        required=False, min_value=1, max_value=1000, help_text="At most the agent's maxRecallEntries."
+    )
 
 
 class ListQuerySerializer(FieldsBuiltOnce):
-    groupId = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
-    limit = AsciiIntegerField(required=False, min_value=1, max_value=1000, default=1000)
+    groupId = _group_ids()
+    limit = AsciiIntegerField(
+        required=False, min_value=1, max_value=1000, default=1000, help_text="At most this many."
+    )
     offset = AsciiIntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
 
 
 class SearchQuerySerializer(ListQuerySerializer):
-    q = serializers.CharField(max_length=1000, trim_whitespace=False)
+    q = serializers.CharField(max_length=1000, trim_whitespace=False, help_text="Matched literally.")
     category = serializers.CharField(required=False, max_length=64)
+
+
+class SearchAllQuerySerializer(SearchQuerySerializer):
+    groupId = None  # staff search reads every user's entries: no group context
 
 
 class GuardrailsSerializer(serializers.Serializer):
@@ -192,9 +214,7 @@ class GuardrailsSerializer(serializers.Serializer):
 
 class DreamConfigSerializer(serializers.Serializer):
     enabled = serializers.BooleanField(source="dream_enabled")
-    pruneStaleAfterDays = AsciiIntegerField(
-        source="prune_stale_after_days", min_value=0, max_value=36500
-    )
+    pruneStaleAfterDays = AsciiIntegerField(source="prune_stale_after_days", min_value=0, max_value=36500)
     detectContradictions = serializers.BooleanField(source="detect_contradictions")
     summarizeInteractions = serializers.BooleanField(source="summarize_interactions")
     maxCostPerRun = serializers.DecimalField(
@@ -206,9 +226,7 @@ class DreamConfigSerializer(serializers.Serializer):
 class MemoryPolicySerializer(serializers.Serializer):
     """EDDI's ``userMemoryConfig`` shape, read and (partially) written."""
 
-    maxEntriesPerUser = AsciiIntegerField(
-        source="max_entries_per_user", min_value=1, max_value=1_000_000
-    )
+    maxEntriesPerUser = AsciiIntegerField(source="max_entries_per_user", min_value=1, max_value=1_000_000)
     maxRecallEntries = AsciiIntegerField(source="max_recall_entries", min_value=1, max_value=1000)
     recallOrder = serializers.ChoiceField(source="recall_order", choices=RecallOrder.choices)
     onCapReached = serializers.ChoiceField(

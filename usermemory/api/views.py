@@ -22,22 +22,25 @@ from usermemory import selectors, services
 from usermemory.api.serializers import (
     CountOutputSerializer,
     EraseOutputSerializer,
+    GroupQuerySerializer,
     ListQuerySerializer,
     MemoryEntryOutputSerializer,
     MemoryEventOutputSerializer,
     MemoryPolicySerializer,
     MemoryUpsertInputSerializer,
+    SearchAllQuerySerializer,
     SearchQuerySerializer,
     VisibleQuerySerializer,
     flatten_policy_changes,
 )
 
 ENTRY_PARAM = OpenApiParameter("entry_id", int, OpenApiParameter.PATH)
-GROUP_PARAM = OpenApiParameter("groupId", str, many=True, description="Group context (repeatable)")
-PAGE_PARAMS = [
-    OpenApiParameter("limit", int, description="At most this many (default and maximum 1000)"),
-    OpenApiParameter("offset", int),
-]
+TURN_HEADER = OpenApiParameter(
+    "X-Turn-Id",
+    str,
+    OpenApiParameter.HEADER,
+    description="The turn the write belongs to (its first 128 characters)",
+)
 
 
 def _query(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
@@ -71,7 +74,7 @@ class MemoryUpsertView(MemoryView):
     @extend_schema(
         request=MemoryUpsertInputSerializer,
         responses={200: MemoryEntryOutputSerializer, 201: MemoryEntryOutputSerializer},
-        parameters=[OpenApiParameter("X-Turn-Id", str, OpenApiParameter.HEADER)],
+        parameters=[TURN_HEADER],
         summary="Upsert one memory entry",
     )
     def put(self, request: Request) -> Response:
@@ -90,7 +93,7 @@ class MemoryBatchView(MemoryView):
     @extend_schema(
         request=MemoryUpsertInputSerializer(many=True),
         responses=MemoryEntryOutputSerializer(many=True),
-        parameters=[OpenApiParameter("X-Turn-Id", str, OpenApiParameter.HEADER)],
+        parameters=[TURN_HEADER],
         summary="Upsert up to 100 entries, all or nothing",
     )
     def put(self, request: Request) -> Response:
@@ -119,7 +122,7 @@ class MemoryUserView(MemoryView):
         return [IsAdminCaller()] if self.request.method == "DELETE" else super().get_permissions()
 
     @extend_schema(
-        parameters=[GROUP_PARAM, *PAGE_PARAMS],
+        parameters=[ListQuerySerializer],
         responses=MemoryEntryOutputSerializer(many=True),
         summary="All memories of a user that the caller may read, newest first",
     )
@@ -135,12 +138,7 @@ class MemoryUserView(MemoryView):
 
 class MemoryVisibleView(MemoryView):
     @extend_schema(
-        parameters=[
-            OpenApiParameter("agentId", str, description="Required with viewer and admin keys"),
-            GROUP_PARAM,
-            OpenApiParameter("order", str, enum=["most_recent", "most_accessed"]),
-            OpenApiParameter("limit", int),
-        ],
+        parameters=[VisibleQuerySerializer],
         responses=MemoryEntryOutputSerializer(many=True),
         summary="Recall: the memories visible to an agent, in its recall order",
     )
@@ -159,12 +157,7 @@ class MemoryVisibleView(MemoryView):
 
 class MemorySearchView(MemoryView):
     @extend_schema(
-        parameters=[
-            OpenApiParameter("q", str, required=True),
-            OpenApiParameter("category", str),
-            GROUP_PARAM,
-            *PAGE_PARAMS,
-        ],
+        parameters=[SearchQuerySerializer],
         responses=MemoryEntryOutputSerializer(many=True),
         summary="Literal, case-insensitive search in keys and values",
     )
@@ -183,7 +176,7 @@ class MemorySearchView(MemoryView):
 
 
 class MemoryCategoryView(MemoryView):
-    @extend_schema(parameters=[GROUP_PARAM, *PAGE_PARAMS], responses=MemoryEntryOutputSerializer(many=True))
+    @extend_schema(parameters=[ListQuerySerializer], responses=MemoryEntryOutputSerializer(many=True))
     def get(self, request: Request, user_id: str, category: str) -> Response:
         query = _query(ListQuerySerializer, request)
         qs = selectors.memory_by_category(
@@ -193,17 +186,17 @@ class MemoryCategoryView(MemoryView):
 
 
 class MemoryKeyView(MemoryView):
-    @extend_schema(parameters=[GROUP_PARAM], responses=MemoryEntryOutputSerializer)
+    @extend_schema(parameters=[GroupQuerySerializer], responses=MemoryEntryOutputSerializer)
     def get(self, request: Request, user_id: str, key: str) -> Response:
-        group_ids = request.query_params.getlist("groupId") or None
+        group_ids = _query(GroupQuerySerializer, request).get("groupId")
         entry = selectors.memory_by_key(caller=request.user, user_id=user_id, key=key, group_ids=group_ids)
         return Response(MemoryEntryOutputSerializer(entry).data)
 
 
 class MemoryCountView(MemoryView):
-    @extend_schema(parameters=[GROUP_PARAM], responses=CountOutputSerializer)
+    @extend_schema(parameters=[GroupQuerySerializer], responses=CountOutputSerializer)
     def get(self, request: Request, user_id: str) -> Response:
-        group_ids = request.query_params.getlist("groupId") or None
+        group_ids = _query(GroupQuerySerializer, request).get("groupId")
         count = selectors.memory_count(caller=request.user, user_id=user_id, group_ids=group_ids)
         return Response({"userId": user_id, "count": count})
 
@@ -243,15 +236,11 @@ class MemorySearchAllView(APIView):
         return [ReadAnyWriteAgentOrAdmin()]
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter("q", str, required=True),
-            OpenApiParameter("category", str),
-            *PAGE_PARAMS,
-        ],
+        parameters=[SearchAllQuerySerializer],
         responses=MemoryEntryOutputSerializer(many=True),
     )
     def get(self, request: Request) -> Response:
-        query = _query(SearchQuerySerializer, request)
+        query = _query(SearchAllQuerySerializer, request)
         qs = selectors.memory_search_all_users(
             caller=request.user, query=query["q"], category=query.get("category")
         )
