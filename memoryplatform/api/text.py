@@ -1,10 +1,12 @@
 """Checks on text and JSON that every door applies before a value can reach the database.
 
 PostgreSQL refuses NUL (``\\u0000``) in text and jsonb, and no database can store a lone surrogate
-(``"\\ud800"``: not encodable as UTF-8). A value nested deeper than :data:`MAX_JSON_DEPTH` is refused too,
+(``"\\ud800"``: not encodable as UTF-8). A number such as ``1e400`` parses as infinity, which no JSON
+column stores and no JSON answer can carry. A value nested deeper than :data:`MAX_JSON_DEPTH` is refused too,
 so no later step (rendering, search text, Dream) recurses without bound.
 """
 
+import math
 from typing import Any
 
 MAX_JSON_DEPTH = 64
@@ -33,6 +35,8 @@ def json_problem(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> str | None:
             problem = text_problem(item)
             if problem:
                 return f"a string {problem}"
+        elif isinstance(item, float) and not math.isfinite(item):
+            return "a number is out of range (JSON numbers are finite)"
         elif isinstance(item, dict | list):
             if depth > max_depth:
                 return f"nested more than {max_depth} levels deep"

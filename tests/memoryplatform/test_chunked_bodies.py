@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from wsgiref.util import setup_testing_defaults
 
 import pytest
-from django.core.signals import request_finished
+from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 
 from apikeys.models import ApiKey
@@ -44,9 +44,11 @@ def admin_key(db) -> str:
 @pytest.fixture
 def in_request_transaction() -> Iterator[None]:
     """Keep the test's transaction open across the request, as Django's test client does."""
-    request_finished.disconnect(close_old_connections)
+    for signal in (request_started, request_finished):
+        signal.disconnect(close_old_connections)
     yield
-    request_finished.connect(close_old_connections)
+    for signal in (request_started, request_finished):
+        signal.connect(close_old_connections)
 
 
 def _wsgi_put(key: str, stream: CountingStream) -> tuple[str, dict]:

@@ -51,6 +51,17 @@ def test_nul_and_lone_surrogates_in_json_are_refused(agent_a_api, admin_api, not
     assert_envelope(_put_raw(agent_a_api, f"{MEMORIES}/batch", batch), 400, "bad_request")
 
 
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "[1, 2e999]"])
+def test_numbers_that_parse_as_infinity_are_refused(agent_a_api, admin_api, nothing_written, number):
+    body = '{"userId": "u", "key": "k", "value": ' + number + "}"
+    refused = assert_envelope(_put_raw(agent_a_api, MEMORIES, body), 400, "bad_request")
+    assert "out of range" in refused["error"]
+    properties = admin_api.post(
+        "/propertiesstore/properties/u", data='{"k": ' + number + "}", content_type="application/json"
+    )
+    assert_envelope(properties, 400, "bad_request")
+
+
 @pytest.mark.parametrize("depth", [65, 1000, 100_000])
 def test_deeply_nested_json_is_refused(agent_a_api, nothing_written, depth):
     body = '{"userId": "u", "key": "k", "value": ' + _nested(depth) + "}"
