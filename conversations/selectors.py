@@ -21,11 +21,23 @@ VIEW_AGENT = "agent"
 RowT = TypeVar("RowT", Message, Conversation)
 
 
-def parse_uuid(value: str, *, what: str) -> uuid.UUID:
+def uuid_or_none(value: str) -> uuid.UUID | None:
+    """The UUID written in ``value``, in ASCII only: Python's ``uuid.UUID`` also reads other scripts'
+    digits (``"١"`` as 1), so one conversation would answer to many ids."""
+    text = str(value)
+    if not text.isascii():
+        return None
     try:
-        return uuid.UUID(str(value))
+        return uuid.UUID(text)
     except ValueError:
-        raise BadRequest(f"Malformed {what}: '{value}'.") from None
+        return None
+
+
+def parse_uuid(value: str, *, what: str) -> uuid.UUID:
+    pk = uuid_or_none(value)
+    if pk is None:
+        raise BadRequest(f"Malformed {what}: '{value}'.")
+    return pk
 
 
 def _membership(agent_id: str) -> Exists:
@@ -74,10 +86,9 @@ def conversation_list_for(
 
 def conversation_get_for(*, caller: Caller, conversation_id: str) -> Conversation:
     """The conversation, if the caller may take part in it (one query); 404 if unknown, 403 if gated."""
-    try:
-        pk = uuid.UUID(str(conversation_id))
-    except ValueError:
-        raise NotFound(f"No conversation '{conversation_id}'.") from None
+    pk = uuid_or_none(conversation_id)
+    if pk is None:
+        raise NotFound(f"No conversation '{conversation_id}'.")
     conversation = conversation_queryset_for(caller=caller).filter(pk=pk).first()
     if conversation is None:
         raise NotFound(f"No conversation '{conversation_id}'.")

@@ -6,7 +6,6 @@ single write lock of an IMMEDIATE transaction on SQLite) and the lock is held un
 commit order: a reader that has seen N never misses a message that commits later with a smaller number.
 """
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,10 +138,9 @@ def _attribution(caller: Caller, write: MessageWrite) -> str | None:
 
 def _lock_conversation(*, caller: Caller, conversation_id: str) -> Conversation:
     """The conversation, row-locked until commit, if the caller may take part in it."""
-    try:
-        pk = uuid.UUID(str(conversation_id))
-    except ValueError:
-        raise NotFound(f"No conversation '{conversation_id}'.") from None
+    pk = selectors.uuid_or_none(conversation_id)
+    if pk is None:
+        raise NotFound(f"No conversation '{conversation_id}'.")
     conversation = (
         selectors.conversation_queryset_for(caller=caller).select_for_update().filter(pk=pk).first()
     )

@@ -162,6 +162,24 @@ def test_unicode_digits_are_not_numbers(admin_api, agent_a, path, status, code):
     assert_envelope(admin_api.get(path), status, code)
 
 
+ARABIC_INDIC = str.maketrans("0123456789", "\u0660\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669")
+
+
+def test_unicode_digits_do_not_name_a_conversation_or_a_cursor(agent_a_api):
+    conversation = agent_a_api.post("/v1/conversations", {"userId": "u"}, format="json").json()["id"]
+    messages = f"/v1/conversations/{conversation}/messages"
+    message = {"role": "user", "sessionId": "s", "content": [{"type": "text", "text": "hi"}]}
+    first = agent_a_api.post(messages, message, format="json").json()["id"]
+    lookalike = conversation.translate(ARABIC_INDIC)
+    assert lookalike != conversation
+    assert_envelope(agent_a_api.get(f"/v1/conversations/{lookalike}"), 404, "not_found")
+    assert_envelope(
+        agent_a_api.post(f"/v1/conversations/{lookalike}/messages", message, format="json"), 404, "not_found"
+    )
+    assert_envelope(agent_a_api.get(f"{messages}?after={first.translate(ARABIC_INDIC)}"), 400, "bad_request")
+    assert Message.objects.count() == 1
+
+
 def test_unicode_digits_in_a_policy_are_refused(admin_api, agent_a):
     body = {"memoryPolicy": {"maxRecallEntries": "\u0665"}}
     assert_envelope(admin_api.patch("/v1/agents/agent-a", body, format="json"), 400, "bad_request")
