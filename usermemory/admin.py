@@ -99,7 +99,7 @@ class StaleFilter(admin.SimpleListFilter):
         return [("30", "30 days"), ("90", "90 days"), ("180", "180 days"), ("365", "a year")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        if not self.value():
+        if self.value() not in dict(self.lookups(request, None)):  # a hand-typed value: no filter, no 500
             return queryset
         cutoff = timezone.now() - timedelta(days=int(self.value()))
         return queryset.alias(last_touch=Coalesce("last_accessed_at", "updated_at")).filter(
@@ -258,7 +258,9 @@ class MemoryConflictAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         sets = MemoryEntry.objects.filter(conflicted=True)
         if query:
             sets = sets.filter(Q(user_id=query) | Q(key__icontains=query))
-        page = max(int(request.GET.get("p", "1") or 1), 1) if request.GET.get("p", "1").isdigit() else 1
+        raw_page = request.GET.get("p", "1")
+        page = int(raw_page) if raw_page.isascii() and raw_page.isdigit() and 0 < len(raw_page) < 7 else 1
+        page = max(page, 1)
         groups = list(
             sets.values("user_id", "key")
             .annotate(n=Count("id"))

@@ -98,3 +98,16 @@ def test_resolve_conflict_refuses_a_non_admin_and_a_stranger_entry(agent_a):
         memory_resolve_conflict(caller=Caller(role="viewer"), user_id="u", key="k", keep_entry_id=1)
     with pytest.raises(NotFound):
         memory_resolve_conflict(caller=Caller(role="admin"), user_id="u", key="k", keep_entry_id=1)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/admin/usermemory/memoryentry/?stale_days=abc",
+        "/admin/usermemory/memoryentry/?stale_days=99999999999",
+        "/admin/usermemory/memoryconflict/?p=%C2%B2",
+        f"/admin/usermemory/memoryconflict/?p={2**63}",
+    ],
+)
+def test_hand_typed_admin_parameters_are_not_a_500(admin_client, path):
+    assert admin_client.get(path).status_code == 200
