@@ -35,7 +35,7 @@ class ConversationOutputSerializer(serializers.ModelSerializer):
 class ConversationListQuerySerializer(serializers.Serializer):
     userId = StrictCharField(max_length=255, required=False, help_text="Only this user's conversations.")
     after = serializers.CharField(required=False, max_length=64, help_text="A conversation id (cursor).")
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE, default=DEFAULT_PAGE)
+    limit = AsciiIntegerField(required=False, min_value=1, max_value=MAX_PAGE, default=DEFAULT_PAGE)
 
 
 class ConversationPageSerializer(serializers.Serializer):

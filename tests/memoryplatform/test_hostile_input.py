@@ -155,6 +155,7 @@ def test_a_huge_epoch_is_refused(agent_a_api):
         (f"{MEMORIES}/u/visible?agentId=agent-a&limit=\u0665", 400, "bad_request"),
         ("/v1/agents?limit=\u0661", 400, "bad_request"),
         ("/v1/agents?offset=\u0661", 400, "bad_request"),
+        ("/v1/conversations?limit=\u0665", 400, "bad_request"),
         (f"{MEMORIES}/entry/\u0661/history", 404, "not_found"),
     ],
 )
@@ -177,6 +178,7 @@ def test_unicode_digits_do_not_name_a_conversation_or_a_cursor(agent_a_api):
         agent_a_api.post(f"/v1/conversations/{lookalike}/messages", message, format="json"), 404, "not_found"
     )
     assert_envelope(agent_a_api.get(f"{messages}?after={first.translate(ARABIC_INDIC)}"), 400, "bad_request")
+    assert_envelope(agent_a_api.get(f"/v1/conversations?after={lookalike}"), 400, "bad_request")
     assert Message.objects.count() == 1
 
 
