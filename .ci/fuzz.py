@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -26,6 +25,10 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.helpers import stop_process_group  # noqa: E402 (the project's root on the path first)
+
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
 MANAGE = [PYTHON, str(ROOT / "manage.py")]
 AGENT, GROUP, USER = "fuzz-agent", "fuzz-team", "fuzz-user"
@@ -136,16 +139,6 @@ def _start_server(env: dict[str, str], port: int, log_path: Path) -> subprocess.
         time.sleep(0.3)
 
 
-def _stop(server: subprocess.Popen[bytes]) -> None:
-    if server.poll() is None:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url", default=None, help="a throwaway database: it is dropped first")
@@ -205,7 +198,7 @@ def main() -> int:
             if done.returncode != 0:
                 failed.append(role)
     finally:
-        _stop(server)
+        stop_process_group(server, timeout=15)
     errors = [line for line in (work / "server.log").read_text().splitlines() if "Traceback" in line]
     if errors:
         print(f"== fuzz: the server logged {len(errors)} tracebacks (see {work / 'server.log'})")

@@ -1,6 +1,9 @@
 """Shared test helpers: markers for real services, and the error-envelope assertion."""
 
+import contextlib
 import os
+import signal
+import subprocess
 from typing import Any
 
 import pytest
@@ -22,3 +25,16 @@ def assert_envelope(response: Any, status: int, code: str) -> dict[str, Any]:
     assert body["code"] == code, body
     assert isinstance(body["error"], str) and body["error"]
     return body
+
+
+def stop_process_group(process: subprocess.Popen[Any], *, timeout: float = 20) -> None:
+    """End a server started with ``start_new_session=True``, its workers too: SIGTERM, then SIGKILL."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    with contextlib.suppress(ProcessLookupError):  # a worker that outlived its master is ended too
+        os.killpg(process.pid, signal.SIGKILL)

@@ -5,11 +5,9 @@ The server runs against the test database on PostgreSQL (the test's data is comm
 and against a migrated file database on SQLite, whose in-memory test database another process cannot see.
 """
 
-import contextlib
 import http.client
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +22,8 @@ from urllib.parse import quote
 import pytest
 from django.conf import settings
 from django.db import connection
+
+from tests.helpers import stop_process_group
 
 BASE_DIR = Path(settings.BASE_DIR)
 PYTHON = sys.executable
@@ -138,14 +138,7 @@ def live(transactional_db, tmp_path) -> Iterator[Live]:
             time.sleep(0.2)
         yield Live(base=base, port=port, keys=keys)
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-        with contextlib.suppress(ProcessLookupError):  # a worker that outlived its master is ended too
-            os.killpg(server.pid, signal.SIGKILL)
+        stop_process_group(server)
 
 
 def _open(live: Live, head: str, body: bytes = b"") -> socket.socket:
