@@ -6,12 +6,12 @@ class ConversationsConfig(AppConfig):
     verbose_name = "Conversations"
 
     def ready(self) -> None:
-        from conversations import services
+        from conversations import export, services
         from usermemory.services import register_user_data
 
         # GDPR erasure and export of a user also remove and export their conversations.
         register_user_data(
             "conversations",
             eraser=services.conversation_erase_user,
-            exporter=services.conversation_export_user,
+            exporter=export.conversation_export_user,
         )

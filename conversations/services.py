@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Prefetch
 from django.utils import timezone
 
 from apikeys.caller import Caller
@@ -393,15 +392,3 @@ def conversation_erase_user(user_id: str) -> dict[str, int]:
         "messagesDeleted": messages_deleted,
         "checkpointsDeleted": checkpoints_deleted,
     }
-
-
-def conversation_export_user(user_id: str) -> dict[str, Any]:
-    """Every conversation of the user with all its messages and checkpoints, as JSON (right of access)."""
-    from conversations.api.serializers import ConversationExportSerializer
-
-    conversations = selectors.conversations_of_user(user_id=user_id).prefetch_related(
-        Prefetch("messages", queryset=Message.objects.order_by("seq")),
-        Prefetch("checkpoints", queryset=Checkpoint.objects.order_by("agent_id")),
-    )
-    items = ConversationExportSerializer(conversations, many=True).data
-    return {"count": len(items), "items": items}

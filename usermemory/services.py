@@ -22,6 +22,7 @@ from memoryplatform.api.text import json_problem, text_problem
 from memoryplatform.locks import LockId, advisory_xact_lock
 from memoryplatform.rows import prepared_cursor
 from usermemory import selectors, statements
+from usermemory.export import user_export
 from usermemory.models import (
     MAX_KEY_CHARS,
     AgentMemoryPolicy,
@@ -879,19 +880,11 @@ def memory_erase_user(*, caller: Caller, user_id: str) -> dict[str, Any]:
 
 
 def memory_export_user(*, caller: Caller, user_id: str) -> dict[str, Any]:
-    """GDPR export (admin only): all of the user's data as JSON."""
+    """GDPR export (admin only): all of the user's data as JSON, in the versioned format of
+    :mod:`usermemory.export`, with the part of every registered app."""
     if not caller.is_admin:
         raise Forbidden("GDPR export needs an admin key.")
-    from usermemory.api.serializers import MemoryEntryOutputSerializer, MemoryEventOutputSerializer
-
-    entries = MemoryEntry.objects.filter(user_id=user_id).order_by("created_at", "id")
-    events = MemoryEvent.objects.filter(user_id=user_id).order_by("created_at", "id")
-    export: dict[str, Any] = {
-        "userId": user_id,
-        "exportedAt": timezone.now().isoformat(),
-        "memories": MemoryEntryOutputSerializer(entries, many=True).data,
-        "history": MemoryEventOutputSerializer(events, many=True).data,
-    }
+    export = user_export(user_id=user_id)
     for name, exporter in _exporters.items():
         export[name] = exporter(user_id)
     return export

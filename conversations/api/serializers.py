@@ -221,24 +221,3 @@ class ContextOutputSerializer(serializers.Serializer):
             "data": MessageOutputSerializer(context.case_log.items, many=True).data,
             "nextCursor": context.case_log.next_cursor,
         }
-
-
-# --- GDPR export -------------------------------------------------------------------------------------------
-
-
-class CheckpointExportSerializer(serializers.ModelSerializer):
-    agentId = serializers.CharField(source="agent_id")
-    lastEntryId = serializers.CharField(source="last_message_id")
-    updatedAt = serializers.DateTimeField(source="updated_at")
-
-    class Meta:
-        model = Checkpoint
-        fields = ["agentId", "lastEntryId", "updatedAt"]
-
-
-class ConversationExportSerializer(ConversationOutputSerializer):
-    messages = MessageOutputSerializer(many=True)
-    checkpoints = CheckpointExportSerializer(many=True)
-
-    class Meta(ConversationOutputSerializer.Meta):
-        fields = [*ConversationOutputSerializer.Meta.fields, "messages", "checkpoints"]

@@ -44,6 +44,11 @@ def test_gdpr_export_includes_conversations(agent_a_api, admin_api):
     item = data["items"][0]
     assert item["id"] == conversation
     assert [m["content"][0]["text"] for m in item["messages"]] == ["first", "second"]
+    assert set(item) == {"id", "groupId", "title", "createdAt", "messages", "checkpoints"}
+    assert set(item["messages"][0]) == {
+        "id", "seq", "channel", "role", "agentId", "memoryEpoch", "content", "sessionId", "createdAt",
+    }  # fmt: skip
+    assert [m["agentId"] for m in item["messages"]] == ["agent-a", "agent-a"]
 
 
 @pytest.fixture

@@ -48,6 +48,25 @@ def test_export_and_erasure_cover_history(admin_api, agent_a_api, put):
     assert admin_api.get(f"{BASE}/{U}").json() == []
 
 
+def test_export_has_a_versioned_format_of_its_own(admin_api, agent_a_api, put):
+    """The legal export names its format and its own fields, whatever the API's serializers call them."""
+    put(agent_a_api, userId=U, key="a", value="one", visibility="group", groupIds=["team"])
+    export = admin_api.get(f"{BASE}/{U}/export").json()
+    assert export["format"] == 1
+    (memory,) = export["memories"]
+    assert set(memory) == {
+        "id", "key", "value", "category", "visibility", "ownerAgentId", "groupIds", "sourceConversationId",
+        "conflicted", "accessCount", "createdAt", "updatedAt", "lastAccessedAt",
+    }  # fmt: skip
+    assert (memory["ownerAgentId"], memory["groupIds"], memory["value"]) == ("agent-a", ["team"], "one")
+    (event,) = export["history"]
+    assert set(event) == {
+        "id", "entryId", "key", "action", "actorType", "actorId", "oldValue", "newValue", "ownerAgentId",
+        "oldVisibility", "oldGroupIds", "visibility", "groupIds", "at",
+    }  # fmt: skip
+    assert (event["action"], event["entryId"], event["visibility"]) == ("created", memory["id"], "group")
+
+
 def test_legacy_properties(agent_a_api, agent_b_api, admin_api, put):
     assert agent_a_api.get(f"/propertiesstore/properties/{U}").status_code == 204
     put(agent_a_api, userId=U, key="private", value="hidden")  # a self entry is not a property
