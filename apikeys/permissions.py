@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from rest_framework.exceptions import NotAuthenticated
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
@@ -10,6 +11,14 @@ from apikeys.caller import Caller
 
 def _caller(request: Request) -> Caller | None:
     return request.user if isinstance(request.user, Caller) else None
+
+
+def request_caller(request: Request) -> Caller:
+    """The caller a view acts for. Its permission classes have already refused a request without one."""
+    caller = _caller(request)
+    if caller is None:
+        raise NotAuthenticated()
+    return caller
 
 
 class IsAuthenticatedCaller(BasePermission):

@@ -21,7 +21,7 @@ from apikeys.api.serializers import (
 )
 from apikeys.filters import AgentFilter
 from apikeys.models import ApiKey
-from apikeys.permissions import IsAdminCaller, IsAgentCaller
+from apikeys.permissions import IsAdminCaller, IsAgentCaller, request_caller
 from memoryplatform.api.errors import NotFound
 
 
@@ -30,7 +30,7 @@ class AgentMeView(APIView):
 
     @extend_schema(responses=AgentOutputSerializer, summary="The calling agent's directory entry")
     def get(self, request: Request) -> Response:
-        agent = selectors.agent_list().get(id=request.user.agent_id)
+        agent = selectors.agent_list().get(id=request_caller(request).agent_id)
         return Response(AgentOutputSerializer(agent).data)
 
 
@@ -138,7 +138,7 @@ class AgentKeysView(generics.ListAPIView):
             agent_id=agent_id,
             label=data.validated_data["label"],
             expires_at=data.validated_data["expiresAt"],
-            created_by=request.user.user,
+            created_by=request_caller(request).user,
         )
         return Response({**ApiKeyOutputSerializer(key).data, "key": raw_key}, status=status.HTTP_201_CREATED)
 

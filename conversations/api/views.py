@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apikeys.permissions import ReadAnyWriteAgentOrAdmin
+from apikeys.permissions import ReadAnyWriteAgentOrAdmin, request_caller
 from conversations import selectors, services
 from conversations.api.serializers import (
     CheckpointInputSerializer,
@@ -62,7 +62,7 @@ class ConversationListCreateView(ConversationView):
     def get(self, request: Request) -> Response:
         query = _valid(ConversationListQuerySerializer, request.query_params)
         qs = selectors.conversation_list_for(
-            caller=request.user, user_id=query.get("userId"), after=query.get("after")
+            caller=request_caller(request), user_id=query.get("userId"), after=query.get("after")
         )
         page = selectors.page_of(qs, limit=query["limit"])
         return Response(
@@ -78,7 +78,10 @@ class ConversationListCreateView(ConversationView):
     def post(self, request: Request) -> Response:
         data = _valid(ConversationCreateInputSerializer, request.data)
         conversation = services.conversation_create(
-            caller=request.user, user_id=data["userId"], title=data["title"], group_id=data["groupId"]
+            caller=request_caller(request),
+            user_id=data["userId"],
+            title=data["title"],
+            group_id=data["groupId"],
         )
         return Response(ConversationOutputSerializer(conversation).data, status=status.HTTP_201_CREATED)
 
@@ -86,7 +89,9 @@ class ConversationListCreateView(ConversationView):
 class ConversationDetailView(ConversationView):
     @extend_schema(tags=TAGS, responses=ConversationOutputSerializer, summary="Get a conversation")
     def get(self, request: Request, conversation_id: str) -> Response:
-        conversation = selectors.conversation_get_for(caller=request.user, conversation_id=conversation_id)
+        conversation = selectors.conversation_get_for(
+            caller=request_caller(request), conversation_id=conversation_id
+        )
         return Response(ConversationOutputSerializer(conversation).data)
 
 
@@ -103,9 +108,11 @@ class MessagesView(ConversationView):
     )
     def get(self, request: Request, conversation_id: str) -> Response:
         query = _valid(MessageListQuerySerializer, request.query_params)
-        conversation = selectors.conversation_get_for(caller=request.user, conversation_id=conversation_id)
+        conversation = selectors.conversation_get_for(
+            caller=request_caller(request), conversation_id=conversation_id
+        )
         qs = selectors.message_list(
-            caller=request.user,
+            caller=request_caller(request),
             conversation=conversation,
             channel=query["channel"],
             after=query.get("after"),
@@ -140,12 +147,13 @@ class MessagesView(ConversationView):
     )
     def post(self, request: Request, conversation_id: str) -> Response:
         body = request.data
-        batch = isinstance(body, dict) and "messages" in body
-        items = body["messages"] if batch else [body]
+        batch_body = body if isinstance(body, dict) and "messages" in body else None
+        batch = batch_body is not None
+        items = batch_body["messages"] if batch_body is not None else [body]
         if not isinstance(items, list):
             raise BadRequest('A batch is {"messages": [...]}.')
         services.message_batch_check(count=len(items))
-        default_session = body.get("sessionId") if batch else None
+        default_session = batch_body.get("sessionId") if batch_body is not None else None
         writes = []
         for index, item in enumerate(items):
             if not isinstance(item, dict):
@@ -162,7 +170,7 @@ class MessagesView(ConversationView):
                 )
             writes.append(data.to_write())
         messages = services.message_append(
-            caller=request.user, conversation_id=conversation_id, writes=writes
+            caller=request_caller(request), conversation_id=conversation_id, writes=writes
         )
         if batch:
             payload: Any = {"data": MessageOutputSerializer(messages, many=True).data}
@@ -186,7 +194,7 @@ class MemorySyncView(ConversationView):
         data = SyncInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         result = services.memory_sync(
-            caller=request.user,
+            caller=request_caller(request),
             conversation_id=conversation_id,
             messages=data.to_messages(),
             session_id=data.validated_data["sessionId"],
@@ -202,9 +210,11 @@ class CheckpointView(ConversationView):
         summary="The caller's last read case-log entry (lastEntryId null when none)",
     )
     def get(self, request: Request, conversation_id: str) -> Response:
-        conversation = selectors.conversation_get_for(caller=request.user, conversation_id=conversation_id)
+        conversation = selectors.conversation_get_for(
+            caller=request_caller(request), conversation_id=conversation_id
+        )
         agent_id = selectors.reading_agent_id(
-            caller=request.user, agent_id=request.query_params.get("agentId"), required=True
+            caller=request_caller(request), agent_id=request.query_params.get("agentId"), required=True
         )
         checkpoint = selectors.checkpoint_get(conversation=conversation, agent_id=agent_id)  # type: ignore[arg-type]
         return Response(
@@ -224,7 +234,7 @@ class CheckpointView(ConversationView):
     def put(self, request: Request, conversation_id: str) -> Response:
         data = _valid(CheckpointInputSerializer, request.data)
         checkpoint = services.checkpoint_set(
-            caller=request.user, conversation_id=conversation_id, last_entry_id=data["lastEntryId"]
+            caller=request_caller(request), conversation_id=conversation_id, last_entry_id=data["lastEntryId"]
         )
         return Response(
             CheckpointOutputSerializer.shape(
@@ -249,6 +259,8 @@ class ContextView(ConversationView):
     )
     def get(self, request: Request, conversation_id: str) -> Response:
         context = services.conversation_context(
-            caller=request.user, conversation_id=conversation_id, agent_id=request.query_params.get("agentId")
+            caller=request_caller(request),
+            conversation_id=conversation_id,
+            agent_id=request.query_params.get("agentId"),
         )
         return Response(ContextOutputSerializer(context).data)

@@ -6,7 +6,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apikeys.permissions import IsAgentCaller
+from apikeys.permissions import IsAgentCaller, request_caller
 from usermemory import tools
 from usermemory.api.serializers import StrictCharField
 
@@ -45,7 +45,7 @@ class ToolListView(APIView):
         tags=["tools"],
     )
     def get(self, request: Request) -> Response:
-        return Response(tools.tool_definitions(caller=request.user))
+        return Response(tools.tool_definitions(caller=request_caller(request)))
 
 
 class ToolInvokeView(APIView):
@@ -82,7 +82,7 @@ class ToolInvokeView(APIView):
         data.is_valid(raise_exception=True)
         body = data.validated_data
         result = tools.tool_invoke(
-            caller=request.user,
+            caller=request_caller(request),
             name=name,
             user_id=body["userId"],
             arguments=body["arguments"],

@@ -1,5 +1,6 @@
 """EDDI's REST paths, served as written. A view parses input, calls one service or selector, renders."""
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
@@ -14,7 +15,7 @@ from rest_framework.views import APIView
 from apikeys import services as agent_services
 from apikeys.api.serializers import AgentOutputSerializer, AgentUpdateInputSerializer
 from apikeys.models import Agent
-from apikeys.permissions import IsAdminCaller, ReadAnyWriteAgentOrAdmin
+from apikeys.permissions import IsAdminCaller, ReadAnyWriteAgentOrAdmin, request_caller
 from apikeys.selectors import agent_list
 from memoryplatform.api.errors import BadRequest, NotFound, first_message
 from memoryplatform.api.text import text_problem
@@ -81,7 +82,7 @@ class MemoryUpsertView(MemoryView):
         data = MemoryUpsertInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         result = services.memory_upsert(
-            caller=request.user, write=data.to_write(), turn_id=_turn_id(request, request.data)
+            caller=request_caller(request), write=data.to_write(), turn_id=_turn_id(request, request.data)
         )
         return Response(
             MemoryEntryOutputSerializer(result.entry).data,
@@ -112,13 +113,13 @@ class MemoryBatchView(MemoryView):
                 )
             writes.append(data.to_write())
         results = services.memory_upsert_batch(
-            caller=request.user, writes=writes, turn_id=_turn_id(request, body)
+            caller=request_caller(request), writes=writes, turn_id=_turn_id(request, body)
         )
         return Response(MemoryEntryOutputSerializer([r.entry for r in results], many=True).data)
 
 
 class MemoryUserView(MemoryView):
-    def get_permissions(self) -> list[Any]:
+    def get_permissions(self) -> Sequence[Any]:
         return [IsAdminCaller()] if self.request.method == "DELETE" else super().get_permissions()
 
     @extend_schema(
@@ -128,12 +129,14 @@ class MemoryUserView(MemoryView):
     )
     def get(self, request: Request, user_id: str) -> Response:
         query = _query(ListQuerySerializer, request)
-        qs = selectors.memory_list(caller=request.user, user_id=user_id, group_ids=query.get("groupId"))
+        qs = selectors.memory_list(
+            caller=request_caller(request), user_id=user_id, group_ids=query.get("groupId")
+        )
         return _page(qs, query)
 
     @extend_schema(responses=EraseOutputSerializer, summary="GDPR erasure of every trace of the user (admin)")
     def delete(self, request: Request, user_id: str) -> Response:
-        return Response(services.memory_erase_user(caller=request.user, user_id=user_id))
+        return Response(services.memory_erase_user(caller=request_caller(request), user_id=user_id))
 
 
 class MemoryVisibleView(MemoryView):
@@ -145,7 +148,7 @@ class MemoryVisibleView(MemoryView):
     def get(self, request: Request, user_id: str) -> Response:
         query = _query(VisibleQuerySerializer, request)
         entries = services.memory_recall(
-            caller=request.user,
+            caller=request_caller(request),
             user_id=user_id,
             agent_id=query.get("agentId"),
             group_ids=query.get("groupId"),
@@ -164,7 +167,7 @@ class MemorySearchView(MemoryView):
     def get(self, request: Request, user_id: str) -> Response:
         query = _query(SearchQuerySerializer, request)
         entries = selectors.memory_search(
-            caller=request.user,
+            caller=request_caller(request),
             user_id=user_id,
             query=query["q"],
             category=query.get("category"),
@@ -180,7 +183,7 @@ class MemoryCategoryView(MemoryView):
     def get(self, request: Request, user_id: str, category: str) -> Response:
         query = _query(ListQuerySerializer, request)
         qs = selectors.memory_by_category(
-            caller=request.user, user_id=user_id, category=category, group_ids=query.get("groupId")
+            caller=request_caller(request), user_id=user_id, category=category, group_ids=query.get("groupId")
         )
         return _page(qs, query)
 
@@ -189,7 +192,9 @@ class MemoryKeyView(MemoryView):
     @extend_schema(parameters=[GroupQuerySerializer], responses=MemoryEntryOutputSerializer)
     def get(self, request: Request, user_id: str, key: str) -> Response:
         group_ids = _query(GroupQuerySerializer, request).get("groupId")
-        entry = selectors.memory_by_key(caller=request.user, user_id=user_id, key=key, group_ids=group_ids)
+        entry = selectors.memory_by_key(
+            caller=request_caller(request), user_id=user_id, key=key, group_ids=group_ids
+        )
         return Response(MemoryEntryOutputSerializer(entry).data)
 
 
@@ -197,7 +202,7 @@ class MemoryCountView(MemoryView):
     @extend_schema(parameters=[GroupQuerySerializer], responses=CountOutputSerializer)
     def get(self, request: Request, user_id: str) -> Response:
         group_ids = _query(GroupQuerySerializer, request).get("groupId")
-        count = selectors.memory_count(caller=request.user, user_id=user_id, group_ids=group_ids)
+        count = selectors.memory_count(caller=request_caller(request), user_id=user_id, group_ids=group_ids)
         return Response({"userId": user_id, "count": count})
 
 
@@ -206,7 +211,7 @@ class MemoryExportView(APIView):
 
     @extend_schema(responses=OpenApiTypes.OBJECT, summary="GDPR export of all of a user's data (admin)")
     def get(self, request: Request, user_id: str) -> Response:
-        return Response(services.memory_export_user(caller=request.user, user_id=user_id))
+        return Response(services.memory_export_user(caller=request_caller(request), user_id=user_id))
 
 
 class MemoryEntryView(MemoryView):
@@ -214,7 +219,7 @@ class MemoryEntryView(MemoryView):
         parameters=[ENTRY_PARAM], responses={204: None}, summary="Delete one entry (an agent: only its own)"
     )
     def delete(self, request: Request, entry_id: int) -> Response:
-        services.memory_delete(caller=request.user, entry_id=entry_id)
+        services.memory_delete(caller=request_caller(request), entry_id=entry_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -225,14 +230,14 @@ class MemoryHistoryView(MemoryView):
         summary="The entry's change history",
     )
     def get(self, request: Request, entry_id: int) -> Response:
-        events = selectors.memory_history(caller=request.user, entry_id=entry_id, limit=1000)
+        events = selectors.memory_history(caller=request_caller(request), entry_id=entry_id, limit=1000)
         return Response(MemoryEventOutputSerializer(events, many=True).data)
 
 
 class MemorySearchAllView(APIView):
     """Staff search across every user (viewer and admin)."""
 
-    def get_permissions(self) -> list[Any]:
+    def get_permissions(self) -> Sequence[Any]:
         return [ReadAnyWriteAgentOrAdmin()]
 
     @extend_schema(
@@ -242,7 +247,7 @@ class MemorySearchAllView(APIView):
     def get(self, request: Request) -> Response:
         query = _query(SearchAllQuerySerializer, request)
         qs = selectors.memory_search_all_users(
-            caller=request.user, query=query["q"], category=query.get("category")
+            caller=request_caller(request), query=query["q"], category=query.get("category")
         )
         return _page(qs, query)
 
@@ -262,13 +267,16 @@ class PropertiesView(MemoryView):
         if not isinstance(request.data, dict):
             raise BadRequest("The body is a JSON object of property names to values.")
         services.properties_merge(
-            caller=request.user, user_id=user_id, properties=request.data, turn_id=_turn_id(request, None)
+            caller=request_caller(request),
+            user_id=user_id,
+            properties=request.data,
+            turn_id=_turn_id(request, None),
         )
         return Response(selectors.properties_for_user(user_id=user_id))
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, user_id: str) -> Response:
-        services.properties_delete(caller=request.user, user_id=user_id)
+        services.properties_delete(caller=request_caller(request), user_id=user_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
