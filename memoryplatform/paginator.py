@@ -4,6 +4,7 @@ from functools import cached_property
 
 from django.core.paginator import Paginator
 from django.db import connections
+from django.db.models import QuerySet
 
 
 class LargeTablePaginator(Paginator):
@@ -19,11 +20,10 @@ class LargeTablePaginator(Paginator):
     @cached_property
     def count(self) -> int:
         qs = self.object_list
-        query = getattr(qs, "query", None)
-        if query is None:
+        if not isinstance(qs, QuerySet):
             return len(qs)
         connection = connections[qs.db]
-        if connection.vendor == "postgresql" and not query.where:
+        if connection.vendor == "postgresql" and not qs.query.where:
             with connection.cursor() as cursor:
                 cursor.execute(
                     "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",

@@ -122,7 +122,10 @@ def _psycopg_timestamptz_loader() -> tuple[int, type]:
     from psycopg.pq import Format
 
     oid = postgres.types["timestamptz"].oid
-    return oid, postgres.adapters.get_loader(oid, Format.TEXT)
+    loader = postgres.adapters.get_loader(oid, Format.TEXT)
+    if loader is None:
+        raise RuntimeError("psycopg has no text loader for timestamptz")
+    return oid, loader
 
 
 @contextmanager
@@ -155,7 +158,7 @@ def prepared_cursor() -> Iterator[Any]:
         with db.wrap_database_errors:
             raw = preparing(db.connection)
         raw.adapters.register_loader(*_psycopg_timestamptz_loader())
-        db._prepared_statement_cursor = raw
+        db._prepared_statement_cursor = raw  # type: ignore[attr-defined]  # our cache on the connection, read above
     yield debug_wrapper(raw, db) if db.queries_logged else db.make_cursor(raw)
 
 
@@ -167,12 +170,12 @@ def _preparing_classes() -> tuple[type, type]:
     from django.db.backends.postgresql.base import ServerBindingCursor  # only on PostgreSQL
     from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
-    class PreparingCursor(ServerBindingCursor):  # type: ignore[misc, valid-type]
+    class PreparingCursor(ServerBindingCursor):
         def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, **kw: Any) -> Any:
-            return super().execute(query, params, prepare=True, **kw)
+            return super().execute(query, params, prepare=True, **kw)  # type: ignore[misc]  # psycopg's Cursor: the stubs leave it out of the bases
 
     class PreparedDebugWrapper(CursorDebugWrapper):
-        def execute(self, sql: str, params: Any = None) -> Any:
+        def execute(self, sql: Any, params: Any = None) -> Any:
             with self.debug_sql(self.db.ops.compose_sql(sql, params), params):
                 return CursorWrapper.execute(self, sql, params)
 

@@ -17,12 +17,12 @@ class LiteralIContains(Lookup):
     def get_db_prep_lookup(self, value: Any, connection: Any) -> Any:
         return ("%s", [f"%{like_escape(str(value))}%"])
 
-    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, tuple[Any, ...]]:
         lhs, lhs_params = self.process_lhs(compiler, connection)
         rhs, rhs_params = self.process_rhs(compiler, connection)
         if connection.vendor == "postgresql":
-            return f"{lhs} ILIKE {rhs}", [*lhs_params, *rhs_params]
-        return f"{lhs} LIKE {rhs} ESCAPE '\\'", [*lhs_params, *rhs_params]
+            return f"{lhs} ILIKE {rhs}", (*lhs_params, *rhs_params)
+        return f"{lhs} LIKE {rhs} ESCAPE '\\'", (*lhs_params, *rhs_params)
 
 
 CharField.register_lookup(LiteralIContains)

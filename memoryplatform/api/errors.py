@@ -21,7 +21,7 @@ logger = logging.getLogger("memoryplatform.api")
 class ServiceError(Exception):
     """A refusal from a service, carrying its HTTP status and machine code."""
 
-    status_code = status.HTTP_400_BAD_REQUEST
+    status_code: int = status.HTTP_400_BAD_REQUEST
     code = "bad_request"
 
     def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:

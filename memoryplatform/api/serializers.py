@@ -21,7 +21,7 @@ class FieldsBuiltOnce(serializers.Serializer):
     _built = threading.local()
 
     @property
-    def fields(self) -> BindingDict:  # type: ignore[override]
+    def fields(self) -> BindingDict:
         cache: dict[type, BindingDict] = self._built.__dict__.setdefault("by_class", {})
         fields = cache.get(type(self))
         if fields is None:
