@@ -4,6 +4,8 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.admin.widgets import FilteredSelectMultiple
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -13,7 +15,7 @@ from apikeys.models import Agent, AgentGroup, ApiKey
 from memoryplatform.api.errors import ServiceError
 
 
-def _service_error_to_form(form: forms.Form, exc: ServiceError) -> None:
+def _service_error_to_form(form: forms.BaseForm, exc: ServiceError) -> None:
     field = next((f for f in form.fields if exc.message.startswith(f"{f}:")), None)
     form.add_error(field, exc.message)
 
@@ -22,8 +24,8 @@ class ApiKeyInline(admin.TabularInline):
     model = ApiKey
     extra = 0
     can_delete = False
-    fields = ["prefix", "role", "label", "created_at", "last_used_at", "expires_at", "revoked_at"]
-    readonly_fields = fields
+    readonly_fields = ("prefix", "role", "label", "created_at", "last_used_at", "expires_at", "revoked_at")
+    fields = readonly_fields
     show_change_link = True
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -34,7 +36,7 @@ class AgentForm(forms.ModelForm):
     groups = forms.ModelMultipleChoiceField(
         queryset=AgentGroup.objects.all(),
         required=False,
-        widget=admin.widgets.FilteredSelectMultiple("groups", False),
+        widget=FilteredSelectMultiple("groups", False),
     )
 
     class Meta:
@@ -96,7 +98,8 @@ class ApiKeyCreateForm(forms.ModelForm):
         fields = ["role", "agent", "label", "expires_at"]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         agent = data.get("agent")
         try:
             services.apikey_check_options(
@@ -139,15 +142,17 @@ class ApiKeyAdmin(admin.ModelAdmin):
     ]
     actions = ["revoke_keys"]
 
-    def get_form(self, request: HttpRequest, obj: ApiKey | None = None, **kwargs: Any) -> Any:
+    def get_form(
+        self, request: HttpRequest, obj: ApiKey | None = None, change: bool = False, **kwargs: Any
+    ) -> type[forms.ModelForm]:
         if obj is None:
             kwargs["form"] = ApiKeyCreateForm
-        return super().get_form(request, obj, **kwargs)
+        return super().get_form(request, obj, change=change, **kwargs)
 
-    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple[str, ...]:
         if obj is None:
-            return ["role", "agent", "label", "expires_at"]
-        return [
+            return ("role", "agent", "label", "expires_at")
+        return (
             "prefix",
             "role",
             "agent",
@@ -157,7 +162,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
             "last_used_at",
             "expires_at",
             "revoked_at",
-        ]
+        )
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
         return list(self.readonly_fields) if obj else []
@@ -184,7 +189,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         for field in ApiKey._meta.concrete_fields:
             setattr(obj, field.attname, getattr(key, field.attname))
         obj._state.adding = False
-        request._new_raw_key = raw_key  # type: ignore[attr-defined]  (lives for this response only)
+        request._new_raw_key = raw_key  # type: ignore[attr-defined]  # for response_add, this response only
 
     def response_add(
         self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None
@@ -220,7 +225,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
             "keys": live,
-            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
             "title": "Revoke API keys?",
             "now": timezone.now(),
         }

@@ -13,7 +13,7 @@ def agent_list(*, status: str | None = None) -> QuerySet[Agent]:
     return qs.order_by("id")
 
 
-def agent_group_ids(*, agent_id: str) -> QuerySet[AgentGroup]:
+def agent_group_ids(*, agent_id: str) -> QuerySet[AgentGroup, str]:
     """The ids of the agent's groups, lazily: usable as a subquery, or ``list()`` it."""
     return AgentGroup.objects.filter(members=agent_id).order_by("id").values_list("id", flat=True)
 

@@ -141,9 +141,10 @@ def group_remove_member(*, group_id: str, agent_id: str) -> None:
     group = AgentGroup.objects.filter(id=group_id).first()
     if group is None:
         raise NotFound(f"No group '{group_id}'.")
-    if not group.members.filter(id=agent_id).exists():
+    member = group.members.filter(id=agent_id).first()
+    if member is None:
         raise NotFound(f"Agent '{agent_id}' is not a member of group '{group_id}'.")
-    group.members.remove(agent_id)
+    group.members.remove(member)
 
 
 def apikey_check_options(*, role: str, agent_id: str | None, expires_at: datetime | None) -> Agent | None:

@@ -12,8 +12,17 @@ from memoryplatform.admin_mixins import ReadOnlyAdminMixin
 class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = Message
     extra = 0
-    fields = ["seq", "channel", "role", "agent", "memory_epoch", "content", "session_id", "created_at"]
-    readonly_fields = fields
+    readonly_fields = (
+        "seq",
+        "channel",
+        "role",
+        "agent",
+        "memory_epoch",
+        "content",
+        "session_id",
+        "created_at",
+    )
+    fields = readonly_fields
     ordering = ["seq"]
     show_change_link = True
 
@@ -21,8 +30,8 @@ class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
 class CheckpointInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = Checkpoint
     extra = 0
-    fields = ["agent", "last_message_id", "last_seq", "updated_at"]
-    readonly_fields = fields
+    readonly_fields = ("agent", "last_message_id", "last_seq", "updated_at")
+    fields = readonly_fields
 
 
 @admin.register(Conversation)

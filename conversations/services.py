@@ -263,7 +263,7 @@ def memory_sync(
     stored: list[tuple[str, Any]] = []
     if latest is not None:
         stored = [
-            tuple(row)  # type: ignore[misc]
+            tuple(row)
             for row in Message.objects.filter(
                 conversation=conversation, channel=Channel.MEMORY, agent_id=agent_id, memory_epoch=latest
             )

@@ -99,9 +99,10 @@ class StaleFilter(admin.SimpleListFilter):
         return [("30", "30 days"), ("90", "90 days"), ("180", "180 days"), ("365", "a year")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        if self.value() not in dict(self.lookups(request, None)):  # a hand-typed value: no filter, no 500
+        days = self.value()
+        if days is None or days not in dict(self.lookups(request, None)):  # a hand-typed value: no filter
             return queryset
-        cutoff = timezone.now() - timedelta(days=int(self.value()))
+        cutoff = timezone.now() - timedelta(days=int(days))
         return queryset.alias(last_touch=Coalesce("last_accessed_at", "updated_at")).filter(
             last_touch__lt=cutoff
         )
@@ -130,8 +131,16 @@ class MemoryEventInline(ReadOnlyAdminMixin, admin.TabularInline):
     extra = 0
     can_delete = False
     ordering = ["created_at", "id"]
-    fields = ["created_at", "action", "actor_type", "actor_id", "key_prefix", "old_value", "new_value"]
-    readonly_fields = fields
+    readonly_fields = (
+        "created_at",
+        "action",
+        "actor_type",
+        "actor_id",
+        "key_prefix",
+        "old_value",
+        "new_value",
+    )
+    fields = readonly_fields
 
 
 @admin.register(MemoryEntry)
@@ -157,7 +166,7 @@ class MemoryEntryAdmin(admin.ModelAdmin):
     search_fields = ["=user_id", "key"]
     list_select_related = ["source_agent"]
     raw_id_fields = ["source_agent"]
-    readonly_fields = [
+    readonly_fields = (
         "user_id",
         "key",
         "value",
@@ -172,7 +181,7 @@ class MemoryEntryAdmin(admin.ModelAdmin):
         "created_at",
         "updated_at",
         "last_accessed_at",
-    ]
+    )
     fields = readonly_fields
     inlines = [MemoryEventInline]
     paginator = LargeTablePaginator

@@ -122,7 +122,7 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 
 def _entries(entries: Any) -> list[dict[str, Any]]:
-    return MemoryEntryOutputSerializer(entries, many=True).data
+    return list(MemoryEntryOutputSerializer(entries, many=True).data)
 
 
 def _group_ids(args: dict[str, Any]) -> list[str] | None:

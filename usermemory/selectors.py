@@ -21,11 +21,10 @@ CONFLICT_ACTIONS = (MemoryEvent.Action.FLAGGED, MemoryEvent.Action.UNFLAGGED)
 
 def policy_for_agent(*, agent_id: str | None) -> AgentMemoryPolicy:
     """The agent's stored policy, or the defaults (unsaved) when it has none or there is no agent."""
-    if agent_id is not None:
-        policy = AgentMemoryPolicy.objects.filter(agent_id=agent_id).first()
-        if policy is not None:
-            return policy
-    return AgentMemoryPolicy(agent_id=agent_id)
+    if agent_id is None:
+        return AgentMemoryPolicy()
+    policy = AgentMemoryPolicy.objects.filter(agent_id=agent_id).first()
+    return policy if policy is not None else AgentMemoryPolicy(agent_id=agent_id)
 
 
 def agent_group_ids(*, agent_id: str) -> list[str]:

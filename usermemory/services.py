@@ -451,7 +451,7 @@ def _upsert_one(
         access_count=written.access_count,
         created_at=_as_datetime(written.created_at),
         updated_at=now,
-        last_accessed_at=_as_datetime(written.last_accessed_at),
+        last_accessed_at=_as_datetime_or_none(written.last_accessed_at),
     )
     return UpsertResult(entry=entry, created=written.created)
 
@@ -580,14 +580,16 @@ def _write_in_steps(entry: _Resolved, *, caller: Caller, log: _EventLog, now: da
     return _Written(None if existing is None else existing.group_ids, *stored)
 
 
-def _as_datetime(value: Any) -> datetime | None:
+def _as_datetime(value: Any) -> datetime:
     """A datetime as the raw cursor returned it (SQLite gives naive UTC, as text or datetime), made aware."""
-    if value is None:
-        return None
     parsed = value if isinstance(value, datetime) else parse_datetime(value)
-    if parsed is not None and timezone.is_naive(parsed):
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed
+    if parsed is None:
+        raise ValueError(f"The database returned {value!r} for a timestamp.")
+    return parsed.replace(tzinfo=UTC) if timezone.is_naive(parsed) else parsed
+
+
+def _as_datetime_or_none(value: Any) -> datetime | None:
+    return None if value is None else _as_datetime(value)
 
 
 # --- Writes ------------------------------------------------------------------------------------------

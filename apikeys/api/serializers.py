@@ -96,7 +96,9 @@ class ApiKeyCreatedOutputSerializer(ApiKeyOutputSerializer):
 
 
 class ApiKeyCreateInputSerializer(serializers.Serializer):
-    label = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    label = serializers.CharField(  # type: ignore[assignment]  # a declared field: DRF takes it off the class
+        max_length=200, required=False, allow_blank=True, default=""
+    )
     expiresAt = serializers.DateTimeField(
         required=False, allow_null=True, default=None, help_text="When the key stops working; never if null."
     )

@@ -39,7 +39,7 @@ class ConversationListQuerySerializer(serializers.Serializer):
 
 
 class ConversationPageSerializer(serializers.Serializer):
-    data = ConversationOutputSerializer(many=True)
+    data = ConversationOutputSerializer(many=True)  # type: ignore[assignment]  # a declared field: DRF takes it off the class
     nextCursor = serializers.CharField(
         allow_null=True,
         help_text="The id to pass as `after` for the next page; null when nothing more follows.",
@@ -119,11 +119,11 @@ class MessageOutputSerializer(serializers.ModelSerializer):
 
 
 class MessageBatchOutputSerializer(serializers.Serializer):
-    data = MessageOutputSerializer(many=True)
+    data = MessageOutputSerializer(many=True)  # type: ignore[assignment]  # a declared field: DRF takes it off the class
 
 
 class MessagePageSerializer(serializers.Serializer):
-    data = MessageOutputSerializer(many=True)
+    data = MessageOutputSerializer(many=True)  # type: ignore[assignment]  # a declared field: DRF takes it off the class
     nextCursor = serializers.CharField(
         allow_null=True,
         help_text="The id to pass as `after` for the next page; null when nothing more follows.",
@@ -202,7 +202,7 @@ class ContextMemorySerializer(serializers.Serializer):
 
 class ContextCaseLogSerializer(serializers.Serializer):
     checkpoint = serializers.CharField(allow_null=True, help_text="The last entry id read, null for none.")
-    data = MessageOutputSerializer(many=True)
+    data = MessageOutputSerializer(many=True)  # type: ignore[assignment]  # a declared field: DRF takes it off the class
     nextCursor = serializers.CharField(allow_null=True)
 
 

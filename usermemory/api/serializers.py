@@ -10,9 +10,9 @@ from memoryplatform.api.pagination import MAX_OFFSET
 from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce
 from usermemory.models import (
     MAX_KEY_CHARS,
-    AgentMemoryPolicy,
     MemoryEntry,
     MemoryEvent,
+    OnCapReached,
     RecallOrder,
     Visibility,
 )
@@ -200,7 +200,7 @@ class SearchQuerySerializer(ListQuerySerializer):
 
 
 class SearchAllQuerySerializer(SearchQuerySerializer):
-    groupId = None  # staff search reads every user's entries: no group context
+    groupId = None  # type: ignore[assignment]  # DRF drops an inherited field set to None: staff search has no group
 
 
 class GuardrailsSerializer(serializers.Serializer):
@@ -229,9 +229,7 @@ class MemoryPolicySerializer(serializers.Serializer):
     maxEntriesPerUser = AsciiIntegerField(source="max_entries_per_user", min_value=1, max_value=1_000_000)
     maxRecallEntries = AsciiIntegerField(source="max_recall_entries", min_value=1, max_value=1000)
     recallOrder = serializers.ChoiceField(source="recall_order", choices=RecallOrder.choices)
-    onCapReached = serializers.ChoiceField(
-        source="on_cap_reached", choices=AgentMemoryPolicy._meta.get_field("on_cap_reached").choices
-    )
+    onCapReached = serializers.ChoiceField(source="on_cap_reached", choices=OnCapReached.choices)
     guardrails = GuardrailsSerializer(source="*")
     dreamConfig = DreamConfigSerializer(source="*")
 

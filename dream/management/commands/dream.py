@@ -31,7 +31,7 @@ class Command(BaseCommand):
         if batch_size is not None and not 1 <= batch_size <= MAX_BATCH_SIZE:
             raise CommandError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE}.")
 
-        bar = tqdm(
+        bar = tqdm(  # type: ignore[call-overload]  # the stubs type OutputWrapper's stream as a method
             total=1,
             desc="dream",
             unit="step",
