@@ -110,7 +110,8 @@ def load_postgres(url: str, args: argparse.Namespace) -> dict[str, float]:
 
     timings: dict[str, float] = {}
     with psycopg.connect(url, autocommit=True) as conn:
-        if conn.execute("SELECT count(*) FROM usermemory_memoryentry").fetchone()[0]:
+        (count,) = conn.execute("SELECT count(*) FROM usermemory_memoryentry").fetchone() or (0,)
+        if count:
             raise SystemExit("usermemory_memoryentry is not empty: pass --reset")
         indexes = conn.execute(
             "SELECT i.indexname, i.indexdef FROM pg_indexes i WHERE i.tablename = ANY(%s) "

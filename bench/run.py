@@ -94,7 +94,7 @@ class Phase:
 class Door:
     """How one door calls an operation: per-thread setup (a connection), the call, and teardown."""
 
-    call: Callable[[Any], None]
+    call: Callable[[Any], object]
     setup: Callable[[], Any] = lambda: None
     teardown: Callable[[Any], None] = lambda ctx: None
 
@@ -300,8 +300,8 @@ class Raw:
                 with conn.cursor() as cur:
                     cur.executemany(self.sql(self.EVENT_SQL), events)
             else:
-                for event in events:
-                    self.write(conn, self.EVENT_SQL, event)
+                for row in events:
+                    self.write(conn, self.EVENT_SQL, row)
 
     def search(self, conn: Any, *, query: str, user: str | None, agent: str) -> list[tuple]:
         pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
@@ -596,21 +596,21 @@ class Bench:
         return self.erase_pool[next(self.erase_counter)]
 
     # Doors for each operation.
-    def raw_door(self, call: Callable[[Any], None]) -> Door:
+    def raw_door(self, call: Callable[[Any], object]) -> Door:
         return Door(call=call, setup=self.raw.connect, teardown=lambda conn: conn.close())
 
-    def service_door(self, call: Callable[[], None]) -> Door:
+    def service_door(self, call: Callable[[], object]) -> Door:
         from django.db import connection
 
         return Door(call=lambda _ctx: call(), teardown=lambda _ctx: connection.close())
 
-    def operations(self, server: Server | None) -> dict[str, dict[str, Door]]:
+    def operations(self, server: Server | None) -> dict[str, dict[str, Door | None]]:
         from conversations import services as conversation_services
         from usermemory import selectors, services
         from usermemory.services import MemoryWrite
 
         raw, agent = self.raw, self.agent
-        ops: dict[str, dict[str, Door]] = {}
+        ops: dict[str, dict[str, Door | None]] = {}
 
         def write_of(user: str, key: str, text: str) -> MemoryWrite:
             return MemoryWrite(user_id=user, key=key, value=text, category="fact", visibility="self")
@@ -618,37 +618,43 @@ class Bench:
         def body_of(user: str, key: str, text: str) -> dict[str, Any]:
             return {"userId": user, "key": key, "value": text, "category": "fact", "visibility": "self"}
 
-        for label, user in (("typical", self.typical), ("heaviest", self.heavy)):
-            for order in ("most_recent", "most_accessed"):
-                path = f"/usermemorystore/memories/{user}/visible?order={order}&limit={RECALL_LIMIT}"
-                ops[f"recall {order} {label}"] = {
-                    "raw": self.raw_door(
-                        lambda c, u=user, o=order: raw.recall(c, user=u, agent=agent, order=o)
-                    ),
-                    "service": self.service_door(
-                        lambda u=user, o=order: services.memory_recall(
-                            caller=self.agent_caller, user_id=u, order=o, limit=RECALL_LIMIT
-                        )
-                    ),
-                    "http": server.door(self.agent_raw_key, lambda p=path: ("GET", p, None, {200}))
-                    if server
-                    else None,
-                }
-        for label, make in (("new key", self.new_write), ("existing key", self.existing_write)):
-            ops[f"upsert {label}"] = {
-                "raw": self.raw_door(lambda c, m=make: raw.upsert_many(c, agent=agent, writes=[m()])),
+        def recall_doors(user: str, order: str) -> dict[str, Door | None]:
+            path = f"/usermemorystore/memories/{user}/visible?order={order}&limit={RECALL_LIMIT}"
+            return {
+                "raw": self.raw_door(lambda c: raw.recall(c, user=user, agent=agent, order=order)),
                 "service": self.service_door(
-                    lambda m=make: services.memory_upsert(
-                        caller=self.agent_caller, write=write_of(*m()), turn_id=f"turn-{RUN_TAG}-{next(SEQ)}"
+                    lambda: services.memory_recall(
+                        caller=self.agent_caller, user_id=user, order=order, limit=RECALL_LIMIT
+                    )
+                ),
+                "http": server.door(self.agent_raw_key, lambda: ("GET", path, None, {200}))
+                if server
+                else None,
+            }
+
+        def upsert_doors(make: Callable[[], tuple[str, str, str]]) -> dict[str, Door | None]:
+            return {
+                "raw": self.raw_door(lambda c: raw.upsert_many(c, agent=agent, writes=[make()])),
+                "service": self.service_door(
+                    lambda: services.memory_upsert(
+                        caller=self.agent_caller,
+                        write=write_of(*make()),
+                        turn_id=f"turn-{RUN_TAG}-{next(SEQ)}",
                     )
                 ),
                 "http": server.door(
                     self.agent_raw_key,
-                    lambda m=make: ("PUT", "/usermemorystore/memories", body_of(*m()), {200, 201}),
+                    lambda: ("PUT", "/usermemorystore/memories", body_of(*make()), {200, 201}),
                 )
                 if server
                 else None,
             }
+
+        for label, user in (("typical", self.typical), ("heaviest", self.heavy)):
+            for order in ("most_recent", "most_accessed"):
+                ops[f"recall {order} {label}"] = recall_doors(user, order)
+        for label, make in (("new key", self.new_write), ("existing key", self.existing_write)):
+            ops[f"upsert {label}"] = upsert_doors(make)
         ops["batch upsert of 20"] = {
             "raw": self.raw_door(lambda c: raw.upsert_many(c, agent=agent, writes=self.batch_writes())),
             "service": self.service_door(
@@ -928,11 +934,17 @@ class Bench:
         from django.test.utils import CaptureQueriesContext
 
         client = Client()
-        agent = {"HTTP_AUTHORIZATION": f"Bearer {self.agent_raw_key}", "HTTP_HOST": "127.0.0.1"}
-        admin = {"HTTP_AUTHORIZATION": f"Bearer {self.admin_raw_key}", "HTTP_HOST": "127.0.0.1"}
+        agent: dict[str, Any] = {
+            "HTTP_AUTHORIZATION": f"Bearer {self.agent_raw_key}",
+            "HTTP_HOST": "127.0.0.1",
+        }
+        admin: dict[str, Any] = {
+            "HTTP_AUTHORIZATION": f"Bearer {self.admin_raw_key}",
+            "HTTP_HOST": "127.0.0.1",
+        }
         u, h, qkey = self.typical, self.heavy, f"bench.q.{RUN_TAG}"
         batch = "/usermemorystore/memories/batch"
-        checks = {
+        checks: dict[str, list[tuple[Any, ...]]] = {
             "recall limit 5 / 50 (heaviest)": [
                 ("get", f"/usermemorystore/memories/{h}/visible?order=most_accessed&limit=5", agent),
                 ("get", f"/usermemorystore/memories/{h}/visible?order=most_accessed&limit=50", agent),
@@ -1061,9 +1073,9 @@ class Bench:
                 phase = Phase()
                 started_all = time.perf_counter()
                 for i in range(self.cfg.n + self.cfg.warmup):
-                    item = {"role": "user" if i % 2 else "assistant", "content": self.text()}
+                    item: Any = {"role": "user" if i % 2 else "assistant", "content": self.text()}
                     started = time.perf_counter()
-                    await session.add_items([item])  # type: ignore[list-item]
+                    await session.add_items([item])
                     if i >= self.cfg.warmup:
                         phase.latencies.append(time.perf_counter() - started)
                 phase.wall = time.perf_counter() - started_all
