@@ -8,20 +8,13 @@ from django.utils.html import format_html
 from conversations.models import Checkpoint, Conversation, Message
 from memoryplatform.admin_mixins import ReadOnlyAdminMixin
 
+MESSAGE_FIELDS = ("seq", "channel", "role", "agent", "memory_epoch", "content", "session_id", "created_at")
+
 
 class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = Message
     extra = 0
-    readonly_fields = (
-        "seq",
-        "channel",
-        "role",
-        "agent",
-        "memory_epoch",
-        "content",
-        "session_id",
-        "created_at",
-    )
+    readonly_fields = MESSAGE_FIELDS
     fields = readonly_fields
     ordering = ["seq"]
     show_change_link = True
@@ -67,17 +60,6 @@ class MessageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ["=conversation__id", "=session_id", "conversation__user_id"]
     list_select_related = ["conversation", "agent"]
     raw_id_fields = ["conversation", "agent"]
-    readonly_fields = [
-        "id",
-        "conversation",
-        "seq",
-        "channel",
-        "role",
-        "agent",
-        "memory_epoch",
-        "content",
-        "session_id",
-        "created_at",
-    ]
+    readonly_fields = ("id", "conversation", *MESSAGE_FIELDS)
     ordering = ["-created_at"]
     show_full_result_count = False

@@ -125,21 +125,16 @@ class CategoryFilter(admin.SimpleListFilter):
         return queryset.filter(category=self.value()) if self.value() else queryset
 
 
+EVENT_CHANGE_FIELDS = ("action", "actor_type", "actor_id", "key_prefix", "old_value", "new_value")
+
+
 class MemoryEventInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = MemoryEvent
     fk_name = "entry"
     extra = 0
     can_delete = False
     ordering = ["created_at", "id"]
-    readonly_fields = (
-        "created_at",
-        "action",
-        "actor_type",
-        "actor_id",
-        "key_prefix",
-        "old_value",
-        "new_value",
-    )
+    readonly_fields = ("created_at", *EVENT_CHANGE_FIELDS)
     fields = readonly_fields
 
 
@@ -226,12 +221,7 @@ class MemoryEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "entry",
         "user_id",
         "key",
-        "action",
-        "actor_type",
-        "actor_id",
-        "key_prefix",
-        "old_value",
-        "new_value",
+        *EVENT_CHANGE_FIELDS,
         "owner",
         "old_visibility",
         "old_group_ids",
