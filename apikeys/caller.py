@@ -34,6 +34,13 @@ class Caller:
         return self.agent.id if self.agent else None
 
     @property
+    def acting_agent_id(self) -> str:
+        """The agent an ``agent`` key acts as: asked only of an agent caller, whose key always names one."""
+        if self.agent is None:
+            raise TypeError(f"A {self.role} caller acts as no agent.")
+        return self.agent.id
+
+    @property
     def pk(self) -> str:
         """A stable identity for throttling caches."""
         if self.key is not None:

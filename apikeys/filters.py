@@ -1,4 +1,5 @@
 import django_filters
+from django.db.models import QuerySet
 
 from apikeys.models import Agent
 
@@ -11,6 +12,6 @@ class AgentFilter(django_filters.FilterSet):
         model = Agent
         fields = ["status"]
 
-    def filter_capability(self, queryset, name, value):  # type: ignore[no-untyped-def]
+    def filter_capability(self, queryset: QuerySet[Agent], name: str, value: str) -> QuerySet[Agent]:
         # JSON containment is PostgreSQL-only; a portable text match on the JSON list works on both databases.
         return queryset.filter(capabilities__icontains=f'"{value}"')

@@ -142,13 +142,14 @@ def memories(*, n_memories: int, n_users: int, n_agents: int, seed: int = 202601
         uid = user_id(u)
         for i in range(size):
             roll = rng.random()
-            owner: str | None = rng.choice(agents)
+            agent: str = rng.choice(agents)
+            owner: str | None = agent
             groups: list[str] = []
             if roll < 0.6:
                 visibility = "self"
             elif roll < 0.8:
                 visibility = "group"
-                mine = memberships[owner]  # type: ignore[index]
+                mine = memberships[agent]
                 groups = sorted(rng.sample(mine, rng.choice((1, 1, 2))))
             else:
                 visibility = "global"

@@ -19,6 +19,7 @@ import sqlite3
 import sys
 import threading
 import time
+from datetime import datetime
 from urllib.parse import urlparse
 
 from bench import data
@@ -215,8 +216,8 @@ def load_sqlite(url: str, args: argparse.Namespace) -> dict[str, float]:
         conn.execute("PRAGMA synchronous = OFF")
         conn.execute("BEGIN IMMEDIATE")
 
-        def ts(value: object) -> str | None:
-            return None if value is None else value.replace(tzinfo=None).isoformat(" ")  # type: ignore[attr-defined]
+        def ts(value: datetime | None) -> str | None:
+            return None if value is None else value.replace(tzinfo=None).isoformat(" ")
 
         entries: list[tuple] = []
         group_rows: list[tuple] = []

@@ -1042,7 +1042,7 @@ class Bench:
         }
 
     def run_peers(self) -> None:
-        if self.lg_store is not None:
+        if self.lg_store is not None and self.lg_pool is not None:
             store = self.lg_store
 
             def get_existing(_c: Any) -> None:
@@ -1052,7 +1052,7 @@ class Bench:
             self.results["peers"]["LangGraph get (one key)"] = self.measure(
                 {"langgraph": Door(call=get_existing)}
             )["langgraph"]
-            self.lg_pool.close()  # type: ignore[union-attr]
+            self.lg_pool.close()
         if self.cfg.peers:
             self.sqlite_session()
 

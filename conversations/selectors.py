@@ -3,7 +3,7 @@ list, checkpoint and context alike, and the memory channel is always scoped to o
 
 import uuid
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Literal, TypeVar, overload
 
 from django.db.models import Exists, Max, OuterRef, Q, QuerySet
 
@@ -50,13 +50,13 @@ def conversation_queryset_for(*, caller: Caller) -> QuerySet[Conversation]:
     """Conversations with ``caller_is_member`` annotated for an agent key (always true for other roles)."""
     qs = Conversation.objects.all()
     if caller.is_agent:
-        return qs.annotate(caller_is_member=_membership(caller.agent_id))  # type: ignore[arg-type]
+        return qs.annotate(caller_is_member=_membership(caller.acting_agent_id))
     return qs
 
 
 def check_participation(*, caller: Caller, conversation: Conversation) -> None:
     """A conversation with a group admits only its member agents; one without a group, any agent key."""
-    if caller.is_agent and conversation.group_id and not conversation.caller_is_member:  # type: ignore[attr-defined]
+    if caller.is_agent and conversation.group_id and not conversation.caller_is_member:  # type: ignore[attr-defined]  # annotated by conversation_queryset_for
         raise Forbidden(
             f"Agent '{caller.agent_id}' is not a member of group '{conversation.group_id}' "
             "of this conversation."
@@ -96,13 +96,17 @@ def conversation_get_for(*, caller: Caller, conversation_id: str) -> Conversatio
     return conversation
 
 
+@overload
+def reading_agent_id(*, caller: Caller, agent_id: str | None, required: Literal[True]) -> str: ...
+@overload
+def reading_agent_id(*, caller: Caller, agent_id: str | None, required: bool) -> str | None: ...
 def reading_agent_id(*, caller: Caller, agent_id: str | None, required: bool) -> str | None:
     """The agent a read is made for: an agent key reads as itself (naming another is 403); a viewer or admin
     names it with ``agentId`` (400 without it where one is needed)."""
     if caller.is_agent:
         if agent_id and agent_id != caller.agent_id:
             raise Forbidden(f"An agent key for '{caller.agent_id}' cannot read as agent '{agent_id}'.")
-        return caller.agent_id
+        return caller.acting_agent_id
     if not agent_id:
         if required:
             raise BadRequest("agentId is required with a viewer or admin key.")
@@ -175,14 +179,14 @@ def message_list(
         qs = qs.filter(agent_id=reader)
         wanted = parse_epoch(epoch)
         if wanted == EPOCH_LATEST:
-            latest = memory_latest_epoch(conversation=conversation, agent_id=reader)  # type: ignore[arg-type]
+            latest = memory_latest_epoch(conversation=conversation, agent_id=reader)
             return qs.filter(memory_epoch=latest) if latest is not None else qs.none()
         if wanted != EPOCH_ALL:
             qs = qs.filter(memory_epoch=wanted)
         return qs
     if view == VIEW_AGENT:
         reader = reading_agent_id(caller=caller, agent_id=agent_id, required=True)
-        qs = qs.filter(_seen_by(reader))  # type: ignore[arg-type]
+        qs = qs.filter(_seen_by(reader))
     return qs
 
 

@@ -74,7 +74,7 @@ class AgentContext:
 def _require_agent(caller: Caller, what: str) -> str:
     if not caller.is_agent:
         raise Forbidden(f"{what} is an agent's own: it needs an agent key.")
-    return caller.agent_id  # type: ignore[return-value]
+    return caller.acting_agent_id
 
 
 def _where(index: int, count: int) -> str:
@@ -210,7 +210,9 @@ def message_append(*, caller: Caller, conversation_id: str, writes: Sequence[Mes
         epoch = None
         if write.channel == Channel.MEMORY:
             if not latest_known:
-                latest = selectors.memory_latest_epoch(conversation=conversation, agent_id=agent_id)  # type: ignore[arg-type]
+                latest = selectors.memory_latest_epoch(
+                    conversation=conversation, agent_id=_require_agent(caller, "The memory channel")
+                )
                 latest_known = True
             low, high = (latest or 1), (latest or 0) + 1
             epoch = write.memory_epoch or low

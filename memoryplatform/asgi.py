@@ -86,4 +86,4 @@ class Application:
 THREADS = int(os.environ.get("SERVE_THREADS") or 4)
 """Threads per process running Django's views (``manage.py serve --threads``)."""
 
-application = Application(WSGIMiddleware(django_application, workers=THREADS), McpHttpApp())  # type: ignore[arg-type]
+application = Application(WSGIMiddleware(django_application, workers=THREADS), McpHttpApp())  # type: ignore[arg-type]  # a WSGI app: its response iterates bytes

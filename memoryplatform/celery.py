@@ -35,11 +35,11 @@ DREAM_TASK = "dream.run_cycle"
 def crontab_next_after(schedule: crontab, moment: datetime) -> datetime:
     """The first time after ``moment`` that ``schedule`` fires (minute resolution)."""
     probe = crontab(
-        minute=schedule.minute,  # type: ignore[attr-defined]  # public, but missing from celery-types
-        hour=schedule.hour,  # type: ignore[attr-defined]  # public, but missing from celery-types
-        day_of_week=schedule.day_of_week,  # type: ignore[attr-defined]  # public, but missing from celery-types
-        day_of_month=schedule.day_of_month,  # type: ignore[attr-defined]  # public, but missing from celery-types
-        month_of_year=schedule.month_of_year,  # type: ignore[attr-defined]  # public, but missing from celery-types
+        minute=schedule.minute,  # type: ignore[attr-defined]  # not in celery-types
+        hour=schedule.hour,  # type: ignore[attr-defined]  # not in celery-types
+        day_of_week=schedule.day_of_week,  # type: ignore[attr-defined]  # not in celery-types
+        day_of_month=schedule.day_of_month,  # type: ignore[attr-defined]  # not in celery-types
+        month_of_year=schedule.month_of_year,  # type: ignore[attr-defined]  # not in celery-types
         nowfun=lambda: moment,
         app=schedule.app,
     )

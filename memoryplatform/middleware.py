@@ -88,10 +88,12 @@ def presents_api_key(request: HttpRequest) -> bool:
 class BrowserOnlyMixin:
     """Before a Django middleware class: requests that present an API key go straight past it."""
 
+    get_response: Callable[[HttpRequest], Any]
+
     def __call__(self, request: HttpRequest) -> Any:
         if presents_api_key(request):
-            return self.get_response(request)  # type: ignore[attr-defined]
-        return super().__call__(request)  # type: ignore[misc]
+            return self.get_response(request)
+        return super().__call__(request)  # type: ignore[misc]  # the Django middleware class it is mixed into
 
 
 class SessionMiddleware(BrowserOnlyMixin, DjangoSessionMiddleware):

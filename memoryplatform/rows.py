@@ -76,7 +76,7 @@ class ModelRows(Generic[M]):
         """Whether building must go through ``from_db`` and ``__init__``: a model with its own ``from_db`` or
         ``__init__``, or an init signal connected."""
         model = self.model
-        own_from_db = model.from_db.__func__ is not Model.from_db.__func__  # type: ignore[attr-defined]
+        own_from_db = model.from_db.__func__ is not Model.from_db.__func__  # type: ignore[attr-defined]  # a bound classmethod
         own = own_from_db or model.__init__ is not Model.__init__
         return own or pre_init.has_listeners(model) or post_init.has_listeners(model)
 
@@ -158,7 +158,7 @@ def prepared_cursor() -> Iterator[Any]:
         with db.wrap_database_errors:
             raw = preparing(db.connection)
         raw.adapters.register_loader(*_psycopg_timestamptz_loader())
-        db._prepared_statement_cursor = raw  # type: ignore[attr-defined]  # our cache on the connection, read above
+        db._prepared_statement_cursor = raw  # type: ignore[attr-defined]  # our per-connection cache
     yield debug_wrapper(raw, db) if db.queries_logged else db.make_cursor(raw)
 
 
@@ -172,7 +172,7 @@ def _preparing_classes() -> tuple[type, type]:
 
     class PreparingCursor(ServerBindingCursor):
         def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, **kw: Any) -> Any:
-            return super().execute(query, params, prepare=True, **kw)  # type: ignore[misc]  # psycopg's Cursor: the stubs leave it out of the bases
+            return super().execute(query, params, prepare=True, **kw)  # type: ignore[misc]  # stubs omit psycopg's Cursor base
 
     class PreparedDebugWrapper(CursorDebugWrapper):
         def execute(self, sql: Any, params: Any = None) -> Any:

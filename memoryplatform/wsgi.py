@@ -50,7 +50,7 @@ class McpDispatcher:
 
                     from usermemory.mcp_server import McpHttpApp
 
-                    self._mcp_app = ASGIMiddleware(McpHttpApp())  # type: ignore[arg-type]
+                    self._mcp_app = ASGIMiddleware(McpHttpApp())  # type: ignore[arg-type]  # an ASGI app on plain-dict scopes
         return self._mcp_app
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:

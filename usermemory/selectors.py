@@ -2,6 +2,8 @@
 search and recall (the hottest reads) the same condition written as SQL (:mod:`usermemory.statements`), so
 list, search, recall, category, key, count and history all show only what that agent may see."""
 
+from typing import Literal, overload
+
 from django.db import connection
 from django.db.models import BooleanField, Case, Exists, IntegerField, OuterRef, Q, QuerySet, Value, When
 from django.db.models.expressions import RawSQL
@@ -61,6 +63,14 @@ def visible_q(*, user_id: str, agent_id: str, group_ids: Groups) -> Q:
     return Q(user_id=user_id) & condition
 
 
+@overload
+def resolve_read_scope(
+    *, caller: Caller, agent_id: str | None, group_ids: list[str] | None, require_agent: Literal[True]
+) -> tuple[str, Groups]: ...
+@overload
+def resolve_read_scope(
+    *, caller: Caller, agent_id: str | None, group_ids: list[str] | None, require_agent: bool
+) -> tuple[str | None, Groups]: ...
 def resolve_read_scope(
     *, caller: Caller, agent_id: str | None, group_ids: list[str] | None, require_agent: bool
 ) -> tuple[str | None, Groups]:
@@ -73,17 +83,17 @@ def resolve_read_scope(
     if caller.is_agent:
         if agent_id and agent_id != caller.agent_id:
             raise Forbidden(f"An agent key for '{caller.agent_id}' cannot read as agent '{agent_id}'.")
-        agent_id = caller.agent_id
+        own = caller.acting_agent_id
         if group_ids:
-            member_of = agent_group_ids(agent_id=agent_id)  # type: ignore[arg-type]
+            member_of = agent_group_ids(agent_id=own)
             outside = sorted(set(group_ids) - set(member_of))
             if outside:
                 raise Forbidden(
-                    f"Agent '{agent_id}' is not a member of group(s): {', '.join(outside)}.",
+                    f"Agent '{own}' is not a member of group(s): {', '.join(outside)}.",
                     details={"groups": outside},
                 )
-            return agent_id, list(dict.fromkeys(group_ids))
-        return agent_id, ALL_OF_AGENT
+            return own, list(dict.fromkeys(group_ids))
+        return own, ALL_OF_AGENT
     if not agent_id:
         if require_agent:
             raise BadRequest("agentId is required with a viewer or admin key.")
@@ -105,7 +115,7 @@ def memory_readable_for(
     agent_id, groups = resolve_read_scope(
         caller=caller, agent_id=None, group_ids=group_ids, require_agent=True
     )
-    visible = visible_q(user_id=user_id, agent_id=agent_id, group_ids=groups)  # type: ignore[arg-type]
+    visible = visible_q(user_id=user_id, agent_id=agent_id, group_ids=groups)
     return qs.filter(visible).annotate(visible_conflict=visible_conflict(visible))
 
 
@@ -155,7 +165,7 @@ def memory_search(
         agent_id, groups = resolve_read_scope(
             caller=caller, agent_id=None, group_ids=group_ids, require_agent=True
         )
-        n_groups, scope = statements.visible_params(user_id=user_id, agent_id=agent_id, group_ids=groups)  # type: ignore[arg-type]
+        n_groups, scope = statements.visible_params(user_id=user_id, agent_id=agent_id, group_ids=groups)
         scope = [*scope, *scope]  # the conflicted flag the agent may see, then the rows
     else:
         n_groups, scope = 0, [user_id]
@@ -251,9 +261,9 @@ def memory_history(*, caller: Caller, entry_id: int, limit: int = 1000) -> list[
     events = events.filter(Q(old_value_hidden=False) | Q(new_value_hidden=False))
     shown = list(events[:limit])
     for event in shown:
-        if event.old_value_hidden:  # type: ignore[attr-defined]
+        if event.old_value_hidden:  # type: ignore[attr-defined]  # annotated above
             event.old_value = None
-        if event.new_value_hidden:  # type: ignore[attr-defined]
+        if event.new_value_hidden:  # type: ignore[attr-defined]  # annotated above
             event.new_value = None
     return shown
 

@@ -190,7 +190,7 @@ def _resolve_owner(caller: Caller, write: MemoryWrite) -> str | None:
 def _resolve_groups(caller: Caller, write: MemoryWrite, owner: str | None, memo: "_BatchMemo") -> list[str]:
     groups = list(dict.fromkeys(write.group_ids or []))
     if caller.is_agent and (groups or write.visibility == Visibility.GROUP):
-        member_of = memo.groups_of(owner)  # type: ignore[arg-type]
+        member_of = memo.groups_of(caller.acting_agent_id)
         outside = sorted(set(groups) - set(member_of))
         if outside:
             raise Forbidden(
@@ -419,7 +419,7 @@ def _upsert_one(
     if caller.is_agent:
         _check_guardrails(policy, write, text)
         _count_turn_write(
-            agent_id=owner,  # type: ignore[arg-type]
+            agent_id=caller.acting_agent_id,
             user_id=write.user_id,
             turn_id=turn_id,
             limit=policy.max_writes_per_turn,
@@ -729,7 +729,7 @@ def memory_recall(
         raise BadRequest(f"limit must be between 1 and {MAX_RECALL_LIMIT}.")
     limit = min(limit or policy.max_recall_entries, policy.max_recall_entries)
     head = limit if order == RecallOrder.MOST_RECENT else recall_split(limit)
-    n_groups, visible = statements.visible_params(user_id=user_id, agent_id=agent_id, group_ids=groups)  # type: ignore[arg-type]
+    n_groups, visible = statements.visible_params(user_id=user_id, agent_id=agent_id, group_ids=groups)
     lock_user = connection.vendor == "postgresql"
     params: list[Any] = [LockId.USER_RECALL, user_id] if lock_user else []
     params += [*visible, head]

@@ -1,6 +1,7 @@
 """The agent directory (admin) and ``/v1/agents/me`` (agent keys). Views translate; services decide."""
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status
@@ -20,7 +21,7 @@ from apikeys.api.serializers import (
     GroupOutputSerializer,
 )
 from apikeys.filters import AgentFilter
-from apikeys.models import ApiKey
+from apikeys.models import Agent, AgentGroup, ApiKey
 from apikeys.permissions import IsAdminCaller, IsAgentCaller, request_caller
 from memoryplatform.api.errors import NotFound
 
@@ -40,7 +41,7 @@ class AgentListCreateView(generics.ListAPIView):
     filter_backends = [DjangoFilterBackend]
     filterset_class = AgentFilter
 
-    def get_queryset(self):  # type: ignore[no-untyped-def]
+    def get_queryset(self) -> QuerySet[Agent]:
         return selectors.agent_list()
 
     @extend_schema(request=AgentCreateInputSerializer, responses={201: AgentOutputSerializer})
@@ -63,7 +64,7 @@ class GroupListCreateView(generics.ListAPIView):
     permission_classes = [IsAdminCaller]
     serializer_class = GroupOutputSerializer
 
-    def get_queryset(self):  # type: ignore[no-untyped-def]
+    def get_queryset(self) -> QuerySet[AgentGroup]:
         return selectors.group_list()
 
     @extend_schema(request=GroupCreateInputSerializer, responses={201: GroupOutputSerializer})
@@ -82,7 +83,7 @@ class GroupMembersView(APIView):
     permission_classes = [IsAdminCaller]
 
     @staticmethod
-    def _get(group_id: str):  # type: ignore[no-untyped-def]
+    def _get(group_id: str) -> AgentGroup:
         group = selectors.group_list().filter(id=group_id).first()
         if group is None:
             raise NotFound(f"No group '{group_id}'.")
@@ -116,7 +117,7 @@ class AgentKeysView(generics.ListAPIView):
     permission_classes = [IsAdminCaller]
     serializer_class = ApiKeyOutputSerializer
 
-    def get_queryset(self):  # type: ignore[no-untyped-def]
+    def get_queryset(self) -> QuerySet[ApiKey]:
         if getattr(self, "swagger_fake_view", False):  # the schema generator calls without a path value
             return ApiKey.objects.none()
         return selectors.apikey_list(agent_id=self.kwargs["agent_id"])

@@ -216,11 +216,11 @@ class CheckpointView(ConversationView):
         agent_id = selectors.reading_agent_id(
             caller=request_caller(request), agent_id=request.query_params.get("agentId"), required=True
         )
-        checkpoint = selectors.checkpoint_get(conversation=conversation, agent_id=agent_id)  # type: ignore[arg-type]
+        checkpoint = selectors.checkpoint_get(conversation=conversation, agent_id=agent_id)
         return Response(
             CheckpointOutputSerializer.shape(
                 conversation_id=conversation.id,
-                agent_id=agent_id,  # type: ignore[arg-type]
+                agent_id=agent_id,
                 checkpoint=checkpoint,
             )
         )

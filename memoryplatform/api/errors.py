@@ -111,10 +111,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         logger.exception("Unhandled error in %s", context.get("view").__class__.__name__)
         return Response(envelope("Internal server error.", "server_error"), status=500)
 
-    if getattr(exc, "auth_header", None):
-        headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
-    if getattr(exc, "wait", None):
-        headers["Retry-After"] = str(int(exc.wait))  # type: ignore[attr-defined]
+    auth_header = getattr(exc, "auth_header", None)
+    if auth_header:
+        headers["WWW-Authenticate"] = auth_header
+    wait = getattr(exc, "wait", None)
+    if wait:
+        headers["Retry-After"] = str(int(wait))
 
     code = _CODES_BY_STATUS.get(exc.status_code, "bad_request")
     if isinstance(exc, exceptions.ValidationError):
