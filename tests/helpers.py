@@ -7,12 +7,14 @@ import subprocess
 from typing import Any
 
 import pytest
+from django.conf import settings
 
-ON_POSTGRES = os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
+# PostgreSQL: the embedded default (no DATABASE_URL) or a postgres:// DATABASE_URL.
+ON_POSTGRES = settings.DB_VENDOR == "postgresql"
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
 needs_postgres = pytest.mark.skipif(
-    not ON_POSTGRES, reason="needs PostgreSQL: set DATABASE_URL=postgres://..."
+    not ON_POSTGRES, reason="needs PostgreSQL: unset DATABASE_URL or set DATABASE_URL=postgres://..."
 )
 needs_redis = pytest.mark.skipif(not REDIS_URL, reason="needs Redis: set REDIS_URL=redis://...")
 
