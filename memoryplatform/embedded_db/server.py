@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 DB_NAME = "memoryplatform"
 SUPERUSER = "postgres"
@@ -139,14 +140,14 @@ def _spawn_watchdog(data_dir: Path) -> None:
 
 def _accepts(data_dir: Path, *, dbname: str = DB_NAME) -> bool:
     try:
-        with psycopg.connect(**_conninfo(data_dir, dbname=dbname), connect_timeout=5):
+        with psycopg.connect(_conninfo(data_dir, dbname=dbname), connect_timeout=5):
             return True
     except psycopg.Error:
         return False
 
 
-def _conninfo(data_dir: Path, *, dbname: str) -> dict[str, str | int]:
-    return {"host": str(socket_dir(data_dir)), "port": PORT, "user": SUPERUSER, "dbname": dbname}
+def _conninfo(data_dir: Path, *, dbname: str) -> str:
+    return make_conninfo(host=str(socket_dir(data_dir)), port=PORT, user=SUPERUSER, dbname=dbname)
 
 
 def _watchdog_alive(data_dir: Path) -> bool:
@@ -258,7 +259,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _create_database(data_dir: Path) -> None:
-    with psycopg.connect(**_conninfo(data_dir, dbname="postgres"), autocommit=True) as conn:
+    with psycopg.connect(_conninfo(data_dir, dbname="postgres"), autocommit=True) as conn:
         if (
             conn.execute("SELECT 1 FROM pg_database WHERE datname = %(name)s", {"name": DB_NAME}).fetchone()
             is None
@@ -270,7 +271,7 @@ def _wait_accepting(data_dir: Path, postmaster: subprocess.Popen[bytes]) -> None
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline and postmaster.poll() is None:
         try:
-            with psycopg.connect(**_conninfo(data_dir, dbname="postgres"), connect_timeout=5):
+            with psycopg.connect(_conninfo(data_dir, dbname="postgres"), connect_timeout=5):
                 return
         except psycopg.OperationalError:
             time.sleep(0.05)

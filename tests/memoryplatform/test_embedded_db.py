@@ -1,5 +1,6 @@
-"""Restarts of the embedded PostgreSQL (issue 17): shared by every process, stopped after the last one exits,
-recovered after ``kill -9`` of the server, with the data intact and no stale lock or process left.
+"""Restarts of the embedded PostgreSQL (issue 17): shared by every process, stopped after the last one
+exits, recovered after ``kill -9`` of the server or of its watchdog, with the data intact and no stale lock or
+process left.
 
 Every "user" is a separate Python process, as the management commands, the web workers and Celery are. It uses
 a DATA_DIR of its own, so it never touches the server the suite itself runs on.
@@ -83,8 +84,8 @@ def running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def processes_using(data_dir: Path) -> list[int]:
-    """Every process whose command line names DATA_DIR (the watchdog and postgres do)."""
+def processes_using(data_dir: Path, *, running_module: str = "") -> list[int]:
+    """Every process whose command line names DATA_DIR (users, the watchdog and postgres do)."""
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -92,7 +93,8 @@ def processes_using(data_dir: Path) -> list[int]:
                 cmdline = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if str(data_dir).encode() in cmdline and running(int(entry.name)):
+            named = str(data_dir).encode() in cmdline and running_module.encode() in cmdline
+            if named and running(int(entry.name)):
                 pids.append(int(entry.name))
     return pids
 
@@ -169,3 +171,16 @@ def test_shared_by_every_process_stopped_after_the_last_and_recovered_after_kill
     assert restarted != killed
     fifth.stop()
     assert_all_stopped(data_dir, restarted)
+
+    # kill -9 of the watchdog: the next process adopts the running server, still stopped after the last user.
+    sixth = User(data_dir)
+    adopted = postmaster_pid(data_dir)
+    (watchdog,) = processes_using(data_dir, running_module="memoryplatform.embedded_db.server")
+    os.kill(watchdog, signal.SIGKILL)
+    wait_until(lambda: not running(watchdog), "the killed watchdog to be gone")
+    seventh = User(data_dir, "SELECT v FROM kept")
+    assert seventh.output == ["intact"]
+    assert postmaster_pid(data_dir) == adopted
+    sixth.stop()
+    seventh.stop()
+    assert_all_stopped(data_dir, adopted)
