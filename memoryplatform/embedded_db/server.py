@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,23 +87,37 @@ def connection_settings(data_dir: Path) -> dict[str, str]:
 
 _users_fd: int | None = None
 _users_data_dir: Path | None = None
+_users_lock = threading.Lock()  # a web worker's threads make their first connections at once
 
 
 def ensure_running(data_dir: Path) -> None:
-    """Make this process a user of the server in DATA_DIR (for its whole life); start the server if needed."""
+    """Make this process a user of the server in DATA_DIR (for its whole life); start the server if needed.
+
+    Called before every new database connection: once this process has seen the server up, a live watchdog
+    is enough (one flock, no extra connection); after a ``kill -9`` of postgres its watchdog exits within a
+    second, and the next connection starts a new server.
+    """
     global _users_fd, _users_data_dir
     data_dir = data_dir.resolve()
-    if _users_fd is None:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(data_dir / "pg.users", os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_SH)  # waits while a watchdog that found no user is stopping the server
-        _users_fd, _users_data_dir = fd, data_dir
-    elif _users_data_dir != data_dir:
-        raise EmbeddedServerError(f"This process already uses the embedded server in {_users_data_dir}.")
-    if _watchdog_alive(data_dir) and _accepts(data_dir):
-        return
-    with _flock(data_dir / "pg.start", fcntl.LOCK_EX):
-        _start(data_dir)
+    with _users_lock:
+        if _users_fd is None:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(data_dir / "pg.users", os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_SH)  # waits while a watchdog that found no user is stopping the server
+            try:
+                if not _watchdog_alive(data_dir) or not _accepts(data_dir):
+                    with _flock(data_dir / "pg.start", fcntl.LOCK_EX):
+                        _start(data_dir)
+            except BaseException:
+                os.close(fd)
+                raise
+            _users_fd, _users_data_dir = fd, data_dir
+            return
+        if _users_data_dir != data_dir:
+            raise EmbeddedServerError(f"This process already uses the embedded server in {_users_data_dir}.")
+        if not _watchdog_alive(data_dir):
+            with _flock(data_dir / "pg.start", fcntl.LOCK_EX):
+                _start(data_dir)
 
 
 def _start(data_dir: Path) -> None:
