@@ -7,10 +7,11 @@ import subprocess
 from typing import Any
 
 import pytest
-from django.conf import settings
 
-# PostgreSQL: the embedded default (no DATABASE_URL) or a postgres:// DATABASE_URL.
-ON_POSTGRES = settings.DB_VENDOR == "postgresql"
+# PostgreSQL: the embedded default (no DATABASE_URL) or a postgres:// DATABASE_URL. Read from the environment,
+# as settings do, so that .ci/fuzz.py can import these helpers before Django is set up.
+_DATABASE_URL = os.environ.get("DATABASE_URL", "")
+ON_POSTGRES = not _DATABASE_URL or _DATABASE_URL.startswith(("postgres://", "postgresql://"))
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
 needs_postgres = pytest.mark.skipif(
