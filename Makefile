@@ -1,7 +1,10 @@
 # Two commands do all the set-up on a fresh machine with Python 3.11:
-#   make run    install, migrate the embedded SQLite database, ensure an admin, serve on 127.0.0.1:8000
+#   make run    install, migrate the embedded PostgreSQL (started on demand from a wheel, data in DATA_DIR,
+#               default var/; it stops by itself after the last process using it exits), ensure an admin,
+#               serve on 127.0.0.1:8000
 #               (uvicorn, WORKERS processes of THREADS threads; a port in use stops it before it says it serves)
-#   make test   install (with dev tools) and run the whole suite (PostgreSQL/Redis when DATABASE_URL/REDIS_URL say so)
+#   make test   install (with dev tools) and run the whole suite on the embedded PostgreSQL (or on the PostgreSQL
+#               and Redis that DATABASE_URL/REDIS_URL name)
 
 PYTHON ?= python3
 VENV   := .venv

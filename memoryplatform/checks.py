@@ -24,11 +24,11 @@ def check_metrics_exposure(app_configs: Any, **kwargs: Any) -> list[Warning]:
 @register(Tags.database)
 def check_database_vendor(app_configs: Any, **kwargs: Any) -> list[Error]:
     engine = settings.DATABASES["default"]["ENGINE"]
-    if not engine.endswith(("sqlite3", "postgresql")):
+    if not engine.endswith(("sqlite3", "postgresql", "embedded_db")):
         return [
             Error(
                 f"Unsupported database engine {engine!r}.",
-                hint="DATABASE_URL must be a postgres:// or sqlite:// URL.",
+                hint="DATABASE_URL: a postgres:// or sqlite:// URL, or unset for the embedded PostgreSQL.",
                 id="memoryplatform.E001",
             )
         ]

@@ -1,6 +1,7 @@
 """Settings for memoryplatform, all read from the environment (see .env.example).
 
-The embedded default needs nothing but a SECRET_KEY: the database is SQLite under ``var/``, and without
+The embedded default needs nothing but a SECRET_KEY: the database is an embedded PostgreSQL whose data lives
+in ``DATA_DIR`` (``var/``), started on demand from a wheel and shared by every process, and without
 ``REDIS_URL`` Celery runs tasks in process. Production points ``DATABASE_URL`` at PostgreSQL and
 ``REDIS_URL`` at Redis.
 """
@@ -103,8 +104,18 @@ TEMPLATES = [
 ]
 
 # --- Database -------------------------------------------------------------------------------------
-(BASE_DIR / "var").mkdir(exist_ok=True)
-DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'var' / 'db.sqlite3'}")}
+# DATABASE_URL unset: the embedded PostgreSQL, one server for every process, its data in DATA_DIR (started on
+# the first connection a process makes; memoryplatform/embedded_db).
+DATA_DIR = Path(env.str("DATA_DIR", default=str(BASE_DIR / "var")))
+if not DATA_DIR.is_absolute():
+    DATA_DIR = BASE_DIR / DATA_DIR
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+if env.str("DATABASE_URL", default=""):
+    DATABASES = {"default": env.db("DATABASE_URL")}
+else:
+    from memoryplatform.embedded_db.server import connection_settings
+
+    DATABASES = {"default": {"ENGINE": "memoryplatform.embedded_db", **connection_settings(DATA_DIR)}}
 DB_VENDOR = "sqlite" if "sqlite" in DATABASES["default"]["ENGINE"] else "postgresql"
 if DB_VENDOR == "sqlite":
     # Several workers write at once: WAL lets readers run beside the writer, IMMEDIATE transactions take

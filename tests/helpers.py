@@ -8,11 +8,14 @@ from typing import Any
 
 import pytest
 
-ON_POSTGRES = os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
+# PostgreSQL: the embedded default (no DATABASE_URL) or a postgres:// DATABASE_URL. Read from the environment,
+# as settings do, so that .ci/fuzz.py can import these helpers before Django is set up.
+_DATABASE_URL = os.environ.get("DATABASE_URL", "")
+ON_POSTGRES = not _DATABASE_URL or _DATABASE_URL.startswith(("postgres://", "postgresql://"))
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
 needs_postgres = pytest.mark.skipif(
-    not ON_POSTGRES, reason="needs PostgreSQL: set DATABASE_URL=postgres://..."
+    not ON_POSTGRES, reason="needs PostgreSQL: unset DATABASE_URL or set DATABASE_URL=postgres://..."
 )
 needs_redis = pytest.mark.skipif(not REDIS_URL, reason="needs Redis: set REDIS_URL=redis://...")
 

@@ -99,7 +99,11 @@ def _database_url(tmp_path: Path, env: dict[str, str]) -> str:
         db = connection.settings_dict
         password = f":{quote(db['PASSWORD'], safe='')}" if db["PASSWORD"] else ""
         user = quote(db["USER"], safe="")
-        return f"postgres://{user}{password}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+        if db["HOST"].startswith("/"):  # the embedded server's socket directory
+            host, query = "", f"?host={quote(db['HOST'])}"
+        else:
+            host, query = db["HOST"], ""
+        return f"postgres://{user}{password}@{host}:{db['PORT'] or 5432}/{db['NAME']}{query}"
     url = f"sqlite:///{tmp_path / 'db.sqlite3'}"
     _manage({**env, "DATABASE_URL": url}, "migrate", "--verbosity", "0")
     return url
