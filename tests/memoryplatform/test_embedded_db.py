@@ -184,3 +184,19 @@ def test_shared_by_every_process_stopped_after_the_last_and_recovered_after_kill
     sixth.stop()
     seventh.stop()
     assert_all_stopped(data_dir, adopted)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root runs the server as a system user")
+def test_as_root_a_data_dir_under_a_private_directory_works(data_dir: Path) -> None:
+    """A checkout under /root (mode 0700): the server's system user is given search permission (o+x) on the
+    way to its data, not read permission, and the server starts."""
+    private = data_dir.parent / "private"
+    private.mkdir(mode=0o700)
+    private.chmod(0o700)
+    inside = private / "data"
+    user = User(inside, "SELECT 'started'")
+    assert user.output == ["started"]
+    assert private.stat().st_mode & 0o777 == 0o701
+    pid = postmaster_pid(inside)
+    user.stop()
+    assert_all_stopped(inside, pid)
