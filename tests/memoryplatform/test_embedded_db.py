@@ -121,8 +121,9 @@ def lock_is_free(path: Path) -> bool:
 def assert_all_stopped(data_dir: Path, pid: int) -> None:
     wait_until(lambda: not running(pid), f"postgres (pid {pid}) to stop after its last user")
     wait_until(lambda: not processes_using(data_dir), "the watchdog to exit")
-    assert lock_is_free(data_dir / "pg.users")
-    assert lock_is_free(data_dir / "pg.watchdog")
+    # Not stale: free once every process that held them is gone (bounded, like the waits above).
+    wait_until(lambda: lock_is_free(data_dir / "pg.users"), "the users' lock to be free")
+    wait_until(lambda: lock_is_free(data_dir / "pg.watchdog"), "the watchdog's lock to be free")
 
 
 @pytest.fixture
