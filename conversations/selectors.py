@@ -11,6 +11,7 @@ from apikeys.caller import Caller
 from apikeys.models import Agent, AgentGroup
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
 from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
+from memoryplatform.api.text import ascii_int
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
@@ -126,8 +127,9 @@ def parse_epoch(value: str | None) -> str | int:
         return EPOCH_LATEST
     if value == EPOCH_ALL:
         return EPOCH_ALL
-    if value.isascii() and value.isdigit() and 1 <= int(value) <= MAX_EPOCH:
-        return int(value)
+    epoch = ascii_int(value, low=1, high=MAX_EPOCH)
+    if epoch is not None:
+        return epoch
     raise BadRequest(f"epoch must be 'latest', 'all' or an integer from 1 to {MAX_EPOCH}; got '{value}'.")
 
 

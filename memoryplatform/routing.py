@@ -24,11 +24,12 @@ from urllib.parse import quote, unquote, urlsplit
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import URLPattern, re_path
 
+from memoryplatform.api.text import ascii_int
+
 # What each kind of placeholder matches. "str": one path segment (with the raw path, an encoded "/" stays
 # inside it). "int": one segment that must be an id, else the 404 of an unknown id. "text": any text, "/"
 # included, as few characters as will do, so the fixed parts after it decide where it ends.
 KINDS = {"str": r"[^/]+", "int": r"[^/]+", "text": r"[\s\S]+?"}
-MAX_ID = 2**63 - 1  # the largest id a 64-bit primary key holds
 _PLACEHOLDER = re.compile(r"<(?:(?P<kind>str|text|int):)?(?P<name>\w+)>")
 
 # Paths the resolver sees as sent (percent-encoded); the admin and static files keep Django's decoded path.
@@ -48,9 +49,10 @@ def _pattern(route: str) -> str:
 
 def _id(value: str) -> int:
     """An ``<int:...>`` path value as an id; 404 (no such id) unless it is ASCII digits of a 64-bit id."""
-    if not (value.isascii() and value.isdigit() and len(value) <= len(str(MAX_ID))) or int(value) > MAX_ID:
+    entry_id = ascii_int(value)
+    if entry_id is None:
         raise Http404(f"No id '{value}'.")
-    return int(value)
+    return entry_id
 
 
 def _decoded(view: Callable[..., HttpResponse], integers: frozenset[str]) -> Callable[..., HttpResponse]:

@@ -19,6 +19,7 @@ from apikeys.caller import Caller
 from apikeys.models import Agent
 from memoryplatform.admin_mixins import ReadOnlyAdminMixin
 from memoryplatform.api.errors import ServiceError
+from memoryplatform.api.text import ascii_int
 from memoryplatform.paginator import LargeTablePaginator
 from usermemory import services
 from usermemory.models import (
@@ -258,8 +259,7 @@ class MemoryConflictAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         if query:
             sets = sets.filter(Q(user_id=query) | Q(key__icontains=query))
         raw_page = request.GET.get("p", "1")
-        page = int(raw_page) if raw_page.isascii() and raw_page.isdigit() and 0 < len(raw_page) < 7 else 1
-        page = max(page, 1)
+        page = ascii_int(raw_page, low=1, high=999_999) or 1
         groups = list(
             sets.values("user_id", "key")
             .annotate(n=Count("id"))

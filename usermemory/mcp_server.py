@@ -61,6 +61,7 @@ from apikeys.models import ApiKey
 from apikeys.services import KeyRefused, apikey_authenticate
 from memoryplatform import asgi_http
 from memoryplatform.api.errors import BadRequest, ServiceError
+from memoryplatform.api.text import ascii_int
 from usermemory import selectors, services
 from usermemory.api.serializers import MemoryEntryOutputSerializer
 from usermemory.models import RecallOrder, Visibility
@@ -71,7 +72,6 @@ SERVER_NAME = "memoryplatform"
 CONFIRMATION = "CONFIRM"
 MAX_LIST = 1000
 DEFAULT_LIST = 100
-MAX_ENTRY_ID = 2**63 - 1  # a bigint
 MAX_OFFSET = 2**31 - 1
 
 current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
@@ -148,10 +148,10 @@ def _agent_id(args: dict[str, Any]) -> str | None:
 
 def _entry_id(args: dict[str, Any]) -> int:
     """An entry id: ASCII digits only (``str.isdigit`` also takes other scripts' digits), within a bigint."""
-    raw_id = str(args["entryId"])
-    if not (raw_id.isascii() and raw_id.isdigit()) or int(raw_id) > MAX_ENTRY_ID:
+    entry_id = ascii_int(str(args["entryId"]))
+    if entry_id is None:
         raise BadRequest("entryId must be a memory entry id: a positive whole number written in digits 0-9.")
-    return int(raw_id)
+    return entry_id
 
 
 def _page(qs: Any, args: dict[str, Any]) -> list[dict[str, Any]]:

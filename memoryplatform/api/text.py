@@ -10,6 +10,20 @@ import math
 from typing import Any
 
 MAX_JSON_DEPTH = 64
+MAX_ID = 2**63 - 1
+"""The largest id a 64-bit primary key holds."""
+
+
+def ascii_int(text: str, *, low: int = 0, high: int = MAX_ID) -> int | None:
+    """The whole number ``text`` writes in ASCII digits, if it lies in ``low..high``; else ``None``.
+
+    ``str.isdigit`` and ``int()`` also read other scripts' digits (``"١"`` is 1), so one id would answer to
+    many spellings; and an unbounded number reaches the database as an out-of-range error.
+    """
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(high)):
+        return None
+    value = int(text)
+    return value if low <= value <= high else None
 
 
 def text_problem(text: str) -> str | None:
