@@ -74,6 +74,10 @@ class Bench:
             rest = [u for u in users[len(users) // 5 : -max(1, len(users) // 20)] if u != self.typical]
             needed = 3 * (self.cfg.warmup + 3 * self.cfg.erase_n) + 3  # three doors, three phases each
             self.erase_pool = rest[:: max(2, len(rest) // needed)][:needed]
+            # A small data set has fewer users to erase than asked for: fewer erasures, not an empty pool.
+            self.erase_n = max(1, min(self.cfg.erase_n, (len(self.erase_pool) // 3 - self.cfg.warmup) // 3))
+            if self.erase_n < self.cfg.erase_n:
+                log(f"erasures per door and phase: {self.erase_n} (not {self.cfg.erase_n}): too few users")
             erased = set(self.erase_pool)
             self.write_users = [u for u in rest if u not in erased][:2000] or [self.typical]
             pairs = [
@@ -360,7 +364,7 @@ class Bench:
                 continue
             present = {d: door for d, door in doors.items() if door is not None}
             if "erasure" in name:  # each call erases a user: a bounded number
-                entry = self.measure(present, n=self.cfg.erase_n, loaded_n=2 * self.cfg.erase_n, rounds=1)
+                entry = self.measure(present, n=self.erase_n, loaded_n=2 * self.erase_n, rounds=1)
             else:
                 entry = self.measure(present)
             self.results["ops"][name] = entry
