@@ -178,6 +178,9 @@ class Bench:
         def body_of(user: str, key: str, text: str) -> dict[str, Any]:
             return {"userId": user, "key": key, "value": text, "category": "fact", "visibility": "self"}
 
+        def http(key: str, request: Callable[[], tuple[str, str, Any, set[int]]]) -> Door | None:
+            return server.door(key, request) if server else None
+
         def recall_doors(user: str, order: str) -> dict[str, Door | None]:
             path = f"/usermemorystore/memories/{user}/visible?order={order}&limit={RECALL_LIMIT}"
             return {
@@ -187,9 +190,7 @@ class Bench:
                         caller=self.agent_caller, user_id=user, order=order, limit=RECALL_LIMIT
                     )
                 ),
-                "http": server.door(self.agent_raw_key, lambda: ("GET", path, None, {200}))
-                if server
-                else None,
+                "http": http(self.agent_raw_key, lambda: ("GET", path, None, {200})),
             }
 
         def upsert_doors(make: Callable[[], tuple[str, str, str]]) -> dict[str, Door | None]:
@@ -202,12 +203,10 @@ class Bench:
                         turn_id=f"turn-{RUN_TAG}-{next(SEQ)}",
                     )
                 ),
-                "http": server.door(
+                "http": http(
                     self.agent_raw_key,
                     lambda: ("PUT", "/usermemorystore/memories", body_of(*make()), {200, 201}),
-                )
-                if server
-                else None,
+                ),
             }
 
         for label, user in (("typical", self.typical), ("heaviest", self.heavy)):
@@ -224,7 +223,7 @@ class Bench:
                     turn_id=f"turn-{RUN_TAG}-{next(SEQ)}",
                 )
             ),
-            "http": server.door(
+            "http": http(
                 self.agent_raw_key,
                 lambda: (
                     "PUT",
@@ -232,9 +231,7 @@ class Bench:
                     [body_of(*w) for w in self.batch_writes()],
                     {200},
                 ),
-            )
-            if server
-            else None,
+            ),
         }
         user, q = self.typical, self.common
         ops["search per user (typical)"] = {
@@ -244,12 +241,10 @@ class Bench:
                     caller=self.agent_caller, user_id=user, query=q, limit=PAGE_LIMIT
                 )
             ),
-            "http": server.door(
+            "http": http(
                 self.agent_raw_key,
                 lambda: ("GET", f"/usermemorystore/memories/{user}/search?q={quote(q)}", None, {200}),
-            )
-            if server
-            else None,
+            ),
         }
         rare = self.rare
         ops["admin search, all users"] = {
@@ -259,11 +254,9 @@ class Bench:
                     selectors.memory_search_all_users(caller=self.admin_caller, query=rare)[:PAGE_LIMIT]
                 )
             ),
-            "http": server.door(
+            "http": http(
                 self.admin_raw_key, lambda: ("GET", f"/v1/memories/search?q={quote(rare)}", None, {200})
-            )
-            if server
-            else None,
+            ),
         }
         self.erase_counter = itertools.count()
         ops["GDPR erasure of one user"] = {
@@ -271,12 +264,10 @@ class Bench:
             "service": self.service_door(
                 lambda: services.memory_erase_user(caller=self.admin_caller, user_id=self.next_erase_user())
             ),
-            "http": server.door(
+            "http": http(
                 self.admin_raw_key,
                 lambda: ("DELETE", f"/usermemorystore/memories/{self.next_erase_user()}", None, {200}),
-            )
-            if server
-            else None,
+            ),
         }
         from conversations.services import MessageWrite
 
@@ -296,7 +287,7 @@ class Bench:
                     writes=[message_of(self.text())],
                 )
             ),
-            "http": server.door(
+            "http": http(
                 self.agent_raw_key,
                 lambda: (
                     "POST",
@@ -308,9 +299,7 @@ class Bench:
                     },
                     {201},
                 ),
-            )
-            if server
-            else None,
+            ),
         }
         if server:  # what any request costs through the server and Django, before the platform does a thing
             ops["http floor: GET /healthz (no key, no query)"] = {
