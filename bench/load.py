@@ -1,28 +1,28 @@
 """Load the benchmark data set: migrate, make agents and groups through the platform's services, then COPY.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench .venv/bin/python -m bench.load --reset \
-        --memories 1000000 --users 10000 --agents 50 [--peers]
-    DATABASE_URL=sqlite:////tmp/bench.sqlite3 .venv/bin/python -m bench.load --reset \
-        --memories 100000 --users 1000
+    env -u DATABASE_URL .venv/bin/python -m bench.load --reset --memories 1000000 --users 10000 --agents 50
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench .venv/bin/python -m bench.load --reset [--peers] ...
 
-PostgreSQL: the secondary indexes of the two memory tables are dropped, the rows COPYed with
+Without DATABASE_URL the database is ``bench`` in the embedded server of DATA_DIR (``bench/target.py``);
+it is created when missing, and ``--reset`` drops and re-creates it.
+
+The secondary indexes of the two memory tables are dropped, the rows COPYed with
 ``session_replication_role = replica`` (no per-row FK triggers; the data is consistent by construction), the
-indexes rebuilt from their own definitions (two connections in parallel), then VACUUM ANALYZE.
-SQLite: one transaction of ``executemany``. ``--peers`` also fills LangGraph's ``PostgresStore`` table
-(``store``, namespace ``("memories", userId)``) in the same database with the same memories.
+indexes rebuilt from their own definitions (the GIN ones on a second connection, in parallel), then VACUUM
+ANALYZE. ``--peers`` also fills LangGraph's ``PostgresStore`` table (``store``, namespace
+``("memories", userId)``) in the same database with the same memories.
 """
 
 import argparse
 import json
 import os
-import sqlite3
 import sys
 import threading
 import time
-from datetime import datetime
-from urllib.parse import urlparse
 
-from bench import data
+import psycopg
+
+from bench import data, target
 
 ENTRY_COLUMNS = (
     "id, user_id, key, value, value_text, category, visibility, source_agent_id, group_ids, "
@@ -33,43 +33,6 @@ MEMORY_TABLES = ("usermemory_memoryentry", "usermemory_memoryentrygroup")
 
 def log(message: str) -> None:
     print(f"[load {time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def is_postgres(url: str) -> bool:
-    return url.startswith(("postgres://", "postgresql://"))
-
-
-def sqlite_path(url: str) -> str:
-    return urlparse(url).path if url.startswith("sqlite:////") else url.removeprefix("sqlite:///")
-
-
-def reset_database(url: str) -> None:
-    """Drop and re-create the database the URL names (PostgreSQL), or delete the file (SQLite)."""
-    if is_postgres(url):
-        import psycopg
-
-        parsed = urlparse(url)
-        name = parsed.path.lstrip("/")
-        if name in {"postgres", "template0", "template1"}:
-            raise SystemExit(f"refusing to reset the {name!r} database")
-        admin_url = parsed._replace(path="/postgres").geturl()
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{name}"')
-    else:
-        path = sqlite_path(url)
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(path + suffix):
-                os.remove(path + suffix)
-
-
-def django_setup(url: str) -> None:
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryplatform.settings")
-    os.environ.setdefault("DEBUG", "false")
-    import django
-
-    django.setup()
 
 
 def migrate_and_make_agents(n_agents: int) -> None:
@@ -106,9 +69,7 @@ def _entry_row(m: data.Memory) -> tuple:
     )
 
 
-def load_postgres(url: str, args: argparse.Namespace) -> dict[str, float]:
-    import psycopg
-
+def load_memories(url: str, args: argparse.Namespace) -> dict[str, float]:
     timings: dict[str, float] = {}
     with psycopg.connect(url, autocommit=True) as conn:
         (count,) = conn.execute("SELECT count(*) FROM usermemory_memoryentry").fetchone() or (0,)
@@ -150,9 +111,9 @@ def load_postgres(url: str, args: argparse.Namespace) -> dict[str, float]:
         log(f"COPY: {entries} entries, {groups} group rows in {timings['copy_s']:.1f}s")
 
         started = time.perf_counter()
-        # The big trigram index on its own connection, every other index on this one, side by side.
-        heavy = [d for n, d in indexes if n == "memory_value_trgm"]
-        light = [d for n, d in indexes if n != "memory_value_trgm"]
+        # The GIN indexes (slow to build) on their own connection, every other one on this one, side by side.
+        heavy = [d for _, d in indexes if " USING gin " in d]
+        light = [d for _, d in indexes if " USING gin " not in d]
 
         def build(defs: list[str]) -> None:
             with psycopg.connect(url, autocommit=True) as c:
@@ -175,9 +136,8 @@ def load_postgres(url: str, args: argparse.Namespace) -> dict[str, float]:
     return timings
 
 
-def load_peers_postgres(url: str, args: argparse.Namespace) -> dict[str, float]:
+def load_peers(url: str, args: argparse.Namespace) -> dict[str, float]:
     """LangGraph's PostgresStore (no vector index): its own ``store`` table, the same memories."""
-    import psycopg
     from langgraph.store.postgres import PostgresStore
 
     started = time.perf_counter()
@@ -206,72 +166,31 @@ def load_peers_postgres(url: str, args: argparse.Namespace) -> dict[str, float]:
     return {"peers_s": elapsed}
 
 
-def load_sqlite(url: str, args: argparse.Namespace) -> dict[str, float]:
-    path = sqlite_path(url)
-    started = time.perf_counter()
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        if conn.execute("SELECT count(*) FROM usermemory_memoryentry").fetchone()[0]:
-            raise SystemExit("usermemory_memoryentry is not empty: pass --reset")
-        conn.execute("PRAGMA synchronous = OFF")
-        conn.execute("BEGIN IMMEDIATE")
-
-        def ts(value: datetime | None) -> str | None:
-            return None if value is None else value.replace(tzinfo=None).isoformat(" ")
-
-        entries: list[tuple] = []
-        group_rows: list[tuple] = []
-        for m in data.memories(n_memories=args.memories, n_users=args.users, n_agents=args.agents):
-            row = list(_entry_row(m))
-            row[12], row[13], row[14] = ts(row[12]), ts(row[13]), ts(row[14])
-            entries.append(tuple(row))
-            group_rows.extend((m.id, m.user_id, g) for g in m.group_ids)
-        placeholders = ", ".join("?" * 15)
-        conn.executemany(
-            f"INSERT INTO usermemory_memoryentry ({ENTRY_COLUMNS}) VALUES ({placeholders})", entries
-        )
-        conn.executemany(
-            "INSERT INTO usermemory_memoryentrygroup (entry_id, user_id, group_id) VALUES (?, ?, ?)",
-            group_rows,
-        )
-        conn.execute("COMMIT")
-        conn.execute("ANALYZE")
-    finally:
-        conn.close()
-    elapsed = time.perf_counter() - started
-    log(f"SQLite: {args.memories} entries in {elapsed:.1f}s")
-    return {"insert_s": elapsed}
-
-
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--db-url", default=os.environ.get("DATABASE_URL", ""))
+    parser.add_argument(
+        "--db-url", default=os.environ.get("DATABASE_URL", ""), help="default: the embedded server's bench"
+    )
     parser.add_argument("--memories", type=int, default=1_000_000)
     parser.add_argument("--users", type=int, default=10_000)
     parser.add_argument("--agents", type=int, default=50)
     parser.add_argument("--reset", action="store_true", help="drop and re-create the database first")
     parser.add_argument("--peers", action="store_true", help="also load LangGraph's PostgresStore table")
     args = parser.parse_args(argv)
-    if not args.db_url:
-        raise SystemExit(
-            "Set DATABASE_URL or --db-url (a dedicated database: it is filled, and --reset drops it)."
-        )
     total = time.perf_counter()
-    if args.reset:
-        reset_database(args.db_url)
-    django_setup(args.db_url)
+    db = target.resolve(args.db_url)
+    log(f"database {db.name} ({'embedded server of ' + str(target.data_dir()) if db.embedded else db.url})")
+    target.create(db, reset=args.reset)
+    target.django_setup(db)
     started = time.perf_counter()
     migrate_and_make_agents(args.agents)
     timings = {"migrate_agents_s": time.perf_counter() - started}
     log(f"migrated, {args.agents} agents in {timings['migrate_agents_s']:.1f}s")
-    if is_postgres(args.db_url):
-        timings |= load_postgres(args.db_url, args)
-        if args.peers:
-            timings |= load_peers_postgres(args.db_url, args)
-    else:
-        timings |= load_sqlite(args.db_url, args)
+    timings |= load_memories(db.conninfo, args)
+    if args.peers:
+        timings |= load_peers(db.conninfo, args)
     timings["total_s"] = time.perf_counter() - total
     log(f"done in {timings['total_s']:.1f}s: {json.dumps({k: round(v, 1) for k, v in timings.items()})}")
     return timings

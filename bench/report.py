@@ -13,7 +13,7 @@ import statistics
 import sys
 from typing import Any
 
-from bench.run import report, targets
+from bench.results import report, targets
 
 
 def _median(values: list[Any]) -> Any:

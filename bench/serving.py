@@ -3,12 +3,13 @@
 ``memoryplatform.asgi``, 2 workers x 4 threads), all started by ``manage.py serve`` on the same database and
 driven in alternating rounds.
 
+    env -u DATABASE_URL .venv/bin/python -m bench.serving       # the embedded server's bench database
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench .venv/bin/python -m bench.serving
 
-The database must have been filled by ``python -m bench.load`` first. Measured: an agent's recall
-(``GET /usermemorystore/memories/{typical user}/visible``) and ``GET /healthz``, each with ``--concurrency``
-clients on kept-alive connections for ``--seconds`` per round; then the same recall from one client while 16
-``GET /mcp/`` streams and 16 slow POSTs are held open.
+The database must have been filled by ``python -m bench.load`` first (``bench/target.py`` says which).
+Measured: an agent's recall (``GET /usermemorystore/memories/{typical user}/visible``) and ``GET /healthz``,
+each with ``--concurrency`` clients on kept-alive connections for ``--seconds`` per round; then the same
+recall from one client while 16 ``GET /mcp/`` streams and 16 slow POSTs are held open.
 """
 
 import argparse
@@ -25,7 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench import target
+
+ROOT = target.ROOT
 SERVERS = {
     "gunicorn (WSGI, 2 workers x 2 threads)": ["--server", "gunicorn", "--workers", "2", "--threads", "2"],
     "gunicorn (WSGI, 2 workers x 4 threads)": ["--server", "gunicorn", "--workers", "2", "--threads", "4"],
@@ -153,13 +156,9 @@ def hold_clients(port: int, key: str) -> list[socket.socket]:
     return held
 
 
-def prepare(url: str) -> tuple[str, str]:
+def prepare(db: target.Target) -> tuple[str, str]:
     """An agent key of the bench agent, and the typical user (median number of entries)."""
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryplatform.settings")
-    import django
-
-    django.setup()
+    target.django_setup(db)
     from django.db.models import Count
 
     from apikeys.services import apikey_create
@@ -186,8 +185,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args()
-    key, user = prepare(args.db_url)
-    env = os.environ | {"DATABASE_URL": args.db_url, "DEBUG": "false"}
+    db = target.resolve(args.db_url)
+    key, user = prepare(db)
+    env = os.environ | {"DATABASE_URL": db.url, "DEBUG": "false"}
     env.pop("REDIS_URL", None)
     logfile = Path("/tmp/bench-serving.log")  # noqa: S108
     recall = f"/usermemorystore/memories/{user}/visible"

@@ -1,22 +1,18 @@
-"""Shared test helpers: markers for real services, and the error-envelope assertion."""
+"""Shared test helpers: the Redis marker, the error-envelope assertion, a server process group's end, and the
+test database's URL for subprocesses."""
 
 import contextlib
 import os
 import signal
 import subprocess
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
-# PostgreSQL: the embedded default (no DATABASE_URL) or a postgres:// DATABASE_URL. Read from the environment,
-# as settings do, so that .ci/fuzz.py can import these helpers before Django is set up.
-_DATABASE_URL = os.environ.get("DATABASE_URL", "")
-ON_POSTGRES = not _DATABASE_URL or _DATABASE_URL.startswith(("postgres://", "postgresql://"))
+# Read from the environment, as settings do: .ci/fuzz.py imports these helpers before Django is set up.
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
-needs_postgres = pytest.mark.skipif(
-    not ON_POSTGRES, reason="needs PostgreSQL: unset DATABASE_URL or set DATABASE_URL=postgres://..."
-)
 needs_redis = pytest.mark.skipif(not REDIS_URL, reason="needs Redis: set REDIS_URL=redis://...")
 
 
@@ -41,3 +37,19 @@ def stop_process_group(process: subprocess.Popen[Any], *, timeout: float = 20) -
         process.wait()
     with contextlib.suppress(ProcessLookupError):  # a worker that outlived its master is ended too
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def url_of_the_test_database() -> str:
+    """A DATABASE_URL naming the test database as pytest-django set it up (its name is not the settings' one),
+    for a subprocess that must see what a ``transactional_db`` test committed. On the embedded server the host
+    is its socket directory, given as the ``host`` query parameter."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    password = f":{quote(db['PASSWORD'], safe='')}" if db["PASSWORD"] else ""
+    user = quote(db["USER"], safe="")
+    if db["HOST"].startswith("/"):
+        host, query = "", f"?host={quote(db['HOST'])}"
+    else:
+        host, query = db["HOST"], ""
+    return f"postgres://{user}{password}@{host}:{db['PORT'] or 5432}/{db['NAME']}{query}"

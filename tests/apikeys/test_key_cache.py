@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext, override_settings
 from apikeys import keycache
 from apikeys.models import ApiKey
 from apikeys.services import apikey_revoke
-from tests.helpers import assert_envelope, needs_postgres
+from tests.helpers import assert_envelope
 from usermemory.models import AgentMemoryPolicy
 
 ME = "/v1/agents/me"
@@ -72,7 +72,7 @@ class TestKeyRows:
         assert len(rows) == 1 and rows.get("c") == ("c",)
 
 
-pg = [needs_postgres, pytest.mark.django_db(transaction=True)]
+pg = [pytest.mark.django_db(transaction=True)]
 
 
 class TestOnPostgres:

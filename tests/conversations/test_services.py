@@ -10,7 +10,6 @@ from conversations import selectors, services
 from conversations.models import Conversation, Message
 from memoryplatform.api.errors import BadRequest, Forbidden
 from tests.factories import AgentFactory, AgentGroupFactory
-from tests.helpers import needs_postgres
 
 
 def write(channel: str = "summary", role: str = "assistant", text: str = "x") -> services.MessageWrite:
@@ -62,7 +61,6 @@ WRITERS = 6
 PER_WRITER = 25
 
 
-@needs_postgres
 @pytest.mark.django_db(transaction=True)
 def test_reader_polling_the_case_log_misses_no_entry_under_concurrent_writers():
     """Writers append to one case log while a reader polls ``after=<checkpoint>`` and advances it."""

@@ -19,7 +19,7 @@ from django.db import OperationalError, connection
 from dream.models import DreamRun
 from dream.tasks import dream_run_cycle_task
 from memoryplatform.celery import app, crontab_min_period, crontab_next_after, dream_expires_seconds
-from tests.helpers import REDIS_URL, needs_postgres, needs_redis
+from tests.helpers import REDIS_URL, needs_redis
 from usermemory.models import MemoryEntry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -200,7 +200,6 @@ def make_stale(agent, memory, count: int) -> None:  # type: ignore[no-untyped-de
         memory(agent, f"old-{i}", updated_days=60, user=f"user-{i}")
 
 
-@needs_postgres
 @needs_redis
 @pytest.mark.django_db(transaction=True)
 def test_a_cycle_sent_through_the_broker_runs_and_its_counters_are_scraped_from_the_worker(
@@ -230,7 +229,6 @@ def test_a_cycle_sent_through_the_broker_runs_and_its_counters_are_scraped_from_
     }
 
 
-@needs_postgres
 @needs_redis
 @pytest.mark.django_db(transaction=True)
 def test_two_cycles_sent_at_once_give_one_succeeded_and_one_skipped(worker, agent_a, dream_policy, memory):

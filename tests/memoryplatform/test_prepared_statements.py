@@ -6,10 +6,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 
-from tests.helpers import assert_envelope, needs_postgres
+from tests.helpers import assert_envelope
 from usermemory.models import AgentMemoryPolicy
 
-pytestmark = [needs_postgres, pytest.mark.django_db]
+pytestmark = [pytest.mark.django_db]
 
 MEMORIES = "/usermemorystore/memories"
 TURN_COUNT = "usermemory_turnwritecount"

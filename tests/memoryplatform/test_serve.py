@@ -1,8 +1,9 @@
 """``manage.py serve``, the real server in a subprocess: a port in use is refused before anything starts, and
 no open stream or slow client stalls it (issue 16).
 
-The server runs against the test database on PostgreSQL (the test's data is committed: ``transactional_db``),
-and against a migrated file database on SQLite, whose in-memory test database another process cannot see.
+The server runs against the test database (pytest-django's, whose name is not the settings' one), named by a
+DATABASE_URL made of the test connection's settings; the test's data is committed (``transactional_db``), so
+the server's processes see it.
 """
 
 import http.client
@@ -17,13 +18,11 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
-from tests.helpers import stop_process_group
+from tests.helpers import stop_process_group, url_of_the_test_database
 
 BASE_DIR = Path(settings.BASE_DIR)
 PYTHON = sys.executable
@@ -68,8 +67,8 @@ def _manage(env: dict[str, str], *args: str) -> str:
     return result.stdout
 
 
-def test_serve_refuses_a_port_in_use(tmp_path):
-    env = {**_server_env(tmp_path), "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}
+def test_serve_refuses_a_port_in_use(db, tmp_path):
+    env = {**_server_env(tmp_path), "DATABASE_URL": url_of_the_test_database()}  # the port comes first
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -94,26 +93,11 @@ class Live:
     keys: dict[str, str]
 
 
-def _database_url(tmp_path: Path, env: dict[str, str]) -> str:
-    if connection.vendor == "postgresql":  # the test database, as pytest-django set it up
-        db = connection.settings_dict
-        password = f":{quote(db['PASSWORD'], safe='')}" if db["PASSWORD"] else ""
-        user = quote(db["USER"], safe="")
-        if db["HOST"].startswith("/"):  # the embedded server's socket directory
-            host, query = "", f"?host={quote(db['HOST'])}"
-        else:
-            host, query = db["HOST"], ""
-        return f"postgres://{user}{password}@{host}:{db['PORT'] or 5432}/{db['NAME']}{query}"
-    url = f"sqlite:///{tmp_path / 'db.sqlite3'}"
-    _manage({**env, "DATABASE_URL": url}, "migrate", "--verbosity", "0")
-    return url
-
-
 @pytest.fixture
 def live(transactional_db, tmp_path) -> Iterator[Live]:
     """``manage.py serve`` with 2 workers (as ``make run``) on a free port; an agent key and a viewer key."""
     env = _server_env(tmp_path)
-    env["DATABASE_URL"] = _database_url(tmp_path, env)
+    env["DATABASE_URL"] = url_of_the_test_database()
     output = _manage(env, "shell", "--no-imports", "-c", PROVISION)
     keys = json.loads(next(line for line in output.splitlines() if line.startswith("KEYS="))[5:])
     port = _free_port()

@@ -6,7 +6,6 @@ from django.utils import timezone
 
 from apikeys.caller import Caller
 from tests.factories import AgentFactory
-from tests.helpers import ON_POSTGRES
 from usermemory.models import MemoryEntry, MemoryEvent
 from usermemory.services import memory_resolve_conflict
 
@@ -17,7 +16,7 @@ def _bulk_rows(count: int) -> None:
     """``count`` global entries across 2,000 users, made in one INSERT .. SELECT on either database."""
     AgentFactory(id="bulk-agent")
     now = connection.ops.adapt_datetimefield_value(timezone.now())
-    json_value = "to_jsonb('v' || n)" if ON_POSTGRES else "json_quote('v' || n)"
+    json_value = "to_jsonb('v' || n)"
     with connection.cursor() as cursor:
         cursor.execute(
             f"""

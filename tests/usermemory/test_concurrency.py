@@ -10,10 +10,9 @@ from rest_framework.test import APIClient
 from apikeys.models import Agent
 from memoryplatform.locks import LockId
 from tests.factories import MemoryEntryFactory
-from tests.helpers import needs_postgres
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent
 
-pytestmark = [needs_postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 BASE = "/usermemorystore/memories"
 

@@ -2,8 +2,10 @@
 (``manage.py serve``: uvicorn serving ``memoryplatform.asgi``, ``/mcp/``; and gunicorn serving
 ``memoryplatform.wsgi`` for WSGI users).
 
-Both servers are subprocesses, so they run against a file SQLite database made for this module (migrated and
-provisioned by ``manage.py`` subprocesses), on either CI suite. Each test uses user ids of its own.
+Both servers are subprocesses, so they run against a database made for this module: an embedded PostgreSQL of
+its own (a fresh DATA_DIR, no DATABASE_URL), migrated and provisioned by ``manage.py`` subprocesses. A holder
+process keeps that server up for the module (every process that uses it is a user; the last one to exit stops
+it), so the subprocesses do not each start it. Each test uses user ids of its own.
 """
 
 import json
@@ -70,23 +72,46 @@ def _manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return result
 
 
+HOLD_SERVER = """
+import sys
+from pathlib import Path
+from memoryplatform.embedded_db.server import ensure_running
+ensure_running(Path(sys.argv[1]))
+print("ready", flush=True)
+sys.stdin.read()  # a user of the server until the module closes this pipe (or the test run dies)
+"""
+
+
 @pytest.fixture(scope="module")
-def mcp_env(tmp_path_factory) -> McpEnv:
-    """A migrated file SQLite database with agents A (in group team) and B, and one key per role."""
+def mcp_env(tmp_path_factory) -> Iterator[McpEnv]:
+    """A migrated database on an embedded server of its own, with agents A (in group team) and B, and one key
+    per role. The server stops by itself once the holder and every subprocess are gone."""
     tmp = tmp_path_factory.mktemp("mcp")
     env = {
         **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
+        "DATA_DIR": str(tmp / "data"),
         "SECRET_KEY": settings.SECRET_KEY,
         "DEBUG": "false",
         "PROMETHEUS_MULTIPROC_DIR": str(tmp / "prometheus"),  # serve's, not the checkout's var/prometheus
     }
     (tmp / "prometheus").mkdir()
+    env.pop("DATABASE_URL", None)
     env.pop("MEMORYPLATFORM_API_KEY", None)
-    _manage(env, "migrate", "--verbosity", "0")
-    output = _manage(env, "shell", "--no-imports", "-c", PROVISION).stdout
-    keys = json.loads(next(line for line in output.splitlines() if line.startswith("KEYS="))[5:])
-    return McpEnv(env=env, keys=keys, tmp=tmp)
+    holder = subprocess.Popen(  # noqa: S603
+        [PYTHON, "-c", HOLD_SERVER, env["DATA_DIR"]],
+        cwd=BASE_DIR,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"ready\n"
+        _manage(env, "migrate", "--verbosity", "0")
+        output = _manage(env, "shell", "--no-imports", "-c", PROVISION).stdout
+        keys = json.loads(next(line for line in output.splitlines() if line.startswith("KEYS="))[5:])
+        yield McpEnv(env=env, keys=keys, tmp=tmp)
+    finally:
+        holder.communicate(timeout=30)  # closes its stdin: it exits, and the server follows once unused
 
 
 def _free_port() -> int:
@@ -598,7 +623,7 @@ def test_an_entry_id_is_ascii_digits_only(connect, transport):
     run(main)
 
 
-_INTERNALS = ("Traceback", "Error(", "DataError", "psycopg", "sqlite", "0x00", "ErrorDetail", "django.")
+_INTERNALS = ("Traceback", "Error(", "DataError", "psycopg", "0x00", "ErrorDetail", "django.")
 
 
 def test_tool_errors_are_clean_messages(connect, transport):
