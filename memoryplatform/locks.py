@@ -1,11 +1,10 @@
 """Advisory locks, with every lock id in one registry.
 
-On PostgreSQL these are transaction-scoped advisory locks (``pg_advisory_xact_lock``), released at commit or
-rollback. On SQLite every write transaction is ``BEGIN IMMEDIATE`` and so already holds the database's
-single write lock, which serialises writers; the functions do nothing there.
+Transaction-scoped PostgreSQL advisory locks (``pg_advisory_xact_lock``), released at commit or rollback.
+The statements are in :mod:`memoryplatform.store`.
 """
 
-from django.db import connection
+from memoryplatform import store
 
 
 class LockId:
@@ -21,18 +20,17 @@ class LockId:
 ADVISORY_XACT_LOCK = "pg_advisory_xact_lock(%s, hashtext(%s))"
 
 
+def advisory_xact_lock_sql(*, namespace: str, key: str) -> str:
+    """The lock as an SQL expression for a statement with named placeholders: ``namespace`` and ``key`` are
+    the names of its parameters (``%(namespace)s``, ``%(key)s``)."""
+    return f"pg_advisory_xact_lock(%({namespace})s, hashtext(%({key})s))"
+
+
 def advisory_xact_lock(namespace: int, key: str) -> None:
     """Block until this transaction holds the lock for (namespace, key)."""
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {ADVISORY_XACT_LOCK}", [namespace, key])
+    store.advisory_xact_lock(namespace=namespace, key=key)
 
 
 def advisory_xact_try_lock(namespace: int, key: str) -> bool:
     """Take the lock for (namespace, key) if it is free; ``False`` if another transaction holds it."""
-    if connection.vendor != "postgresql":
-        return True
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", [namespace, key])
-        return bool(cursor.fetchone()[0])
+    return store.advisory_xact_try_lock(namespace=namespace, key=key)
