@@ -1,7 +1,9 @@
 """Advisory locks, with every lock id in one registry.
 
-Transaction-scoped PostgreSQL advisory locks (``pg_advisory_xact_lock``), released at commit or rollback.
-The statements are in :mod:`memoryplatform.store`.
+PostgreSQL advisory locks: transaction-scoped ones (``pg_advisory_xact_lock``), released at commit or
+rollback, and, for work that spans many transactions (a Dream cycle), session ones, released explicitly or
+when the session ends, so a process that dies cannot leave one behind. The statements are in
+:mod:`memoryplatform.store`.
 """
 
 from memoryplatform import store
@@ -14,6 +16,7 @@ class LockId:
     DREAM_CYCLE = 7302  # one Dream cycle at a time
     CONVERSATION = 7303  # reserved: conversation sequence numbers use a row lock instead
     USER_RECALL = 7304  # one user's recalls: they queue here, not on the rows whose access they count
+    DREAM_RUN = 7305  # held by a Dream run (dry or not) while its process lives, keyed by the run's id
 
 
 # The lock as an SQL expression with parameters (namespace, key), for statements that take it inline.
@@ -34,3 +37,14 @@ def advisory_xact_lock(namespace: int, key: str) -> None:
 def advisory_xact_try_lock(namespace: int, key: str) -> bool:
     """Take the lock for (namespace, key) if it is free; ``False`` if another transaction holds it."""
     return store.advisory_xact_try_lock(namespace=namespace, key=key)
+
+
+def advisory_session_try_lock(namespace: int, key: str) -> bool:
+    """Take the session lock for (namespace, key) if it is free; ``False`` if another session holds it.
+    Held across transactions until :func:`advisory_session_unlock` or the connection's end."""
+    return store.advisory_try_lock(namespace=namespace, key=key)
+
+
+def advisory_session_unlock(namespace: int, key: str) -> bool:
+    """Release a session lock this connection holds."""
+    return store.advisory_unlock(namespace=namespace, key=key)

@@ -254,10 +254,9 @@ def _parse_crontab(spec: str) -> crontab:
 
 
 DREAM_CRONTAB = _parse_crontab(DREAM_SCHEDULE)
-# Dream: rows per batch transaction, pause between batches (s), and the SQLite cycle-lock lease (s).
+# Dream: rows per batch transaction and pause between batches (s).
 DREAM_BATCH_SIZE = env.int("DREAM_BATCH_SIZE", default=2000)
 DREAM_BATCH_PAUSE = env.float("DREAM_BATCH_PAUSE", default=0.0)
-DREAM_LOCK_LEASE = env.int("DREAM_LOCK_LEASE", default=900)
 # A Dream cycle can outlast Redis's default 1 h visibility timeout; keep redelivery later than the hard limit.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 300}
 

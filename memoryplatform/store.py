@@ -31,6 +31,29 @@ def advisory_xact_try_lock(*, namespace: int, key: str, using: str = DEFAULT_DB_
     return bool(row and row[0])
 
 
+def advisory_try_lock(*, namespace: int, key: str, using: str = DEFAULT_DB_ALIAS) -> bool:
+    """Take the session advisory lock (namespace, hashtext(key)) if it is free: held until
+    :func:`advisory_unlock` or the end of the session (a dead process's locks go with its connection)."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_try_advisory_lock(%(namespace)s, hashtext(%(key)s))",
+            {"namespace": namespace, "key": key},
+        )
+        row = cursor.fetchone()
+    return bool(row and row[0])
+
+
+def advisory_unlock(*, namespace: int, key: str, using: str = DEFAULT_DB_ALIAS) -> bool:
+    """Release a session advisory lock this session holds; ``False`` if it did not hold it."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_unlock(%(namespace)s, hashtext(%(key)s))",
+            {"namespace": namespace, "key": key},
+        )
+        row = cursor.fetchone()
+    return bool(row and row[0])
+
+
 def ping(*, using: str = DEFAULT_DB_ALIAS) -> None:
     """One round trip to the server (readiness); raises whatever the connection raises."""
     with connections[using].cursor() as cursor:
