@@ -257,7 +257,7 @@ def _key_from_row(row: store.KeyLookupRow) -> ApiKey:
     if row.policy is not None:
         agent.memory_policy = _instance(policy_columns, row.policy)
     else:  # known absent, as select_related records a missing reverse one-to-one: no query to find out
-        Agent._meta.get_field("memory_policy").set_cached_value(agent, None)  # type: ignore[union-attr]
+        Agent._meta.get_field("memory_policy").set_cached_value(agent, None)
     key.agent = agent
     return key
 

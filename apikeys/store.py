@@ -37,7 +37,7 @@ def _columns(model: type[Model], alias: str) -> ModelColumns:
         model=model,
         alias=alias,
         attnames=tuple(f.attname for f in fields),
-        columns=tuple(f.column for f in fields),
+        columns=tuple(str(f.column) for f in fields),
     )
 
 
@@ -53,7 +53,7 @@ def lookup_columns() -> tuple[ModelColumns, ModelColumns, ModelColumns]:
 def _lookup_sql() -> str:
     qn = connection.ops.quote_name
     key, agent, policy = lookup_columns()
-    policy_fk = Agent._meta.get_field("memory_policy").field.column  # type: ignore[union-attr]  # a relation
+    policy_fk = Agent._meta.get_field("memory_policy").field.column
     select = ", ".join(
         f"{part.alias}.{qn(column)}" for part in (key, agent, policy) for column in part.columns
     )

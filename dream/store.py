@@ -5,7 +5,7 @@ models. A batch's ids travel as one array parameter (``= ANY(%(ids)s)``).
 """
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from django.db import connection
 
@@ -36,7 +36,7 @@ def write_events(
         f"{visibility}, {groups}, %(at)s "
         f"FROM {qn(MemoryEntry._meta.db_table)} WHERE {qn('id')} = ANY(%(ids)s)"
     )
-    params = {
+    params: dict[str, Any] = {
         "action": action,
         "actor_type": actor_type,
         "actor_id": actor_id,
