@@ -145,9 +145,14 @@ class Worker:
 
 
 def database_url() -> str:
-    s = connection.settings_dict  # NAME is the test database here (test_<name>)
+    """The test database as a URL (NAME is test_<name> here); the embedded server's socket directory goes in
+    the query (``?host=``), which django-environ hands to psycopg."""
+    s = connection.settings_dict
     auth = quote(s["USER"] or "") + (f":{quote(s['PASSWORD'])}" if s["PASSWORD"] else "")
-    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+    host, query = s["HOST"] or "127.0.0.1", ""
+    if host.startswith("/"):
+        host, query = "", f"?host={quote(host)}"
+    return f"postgres://{auth}@{host}:{s['PORT'] or 5432}/{s['NAME']}{query}"
 
 
 @pytest.fixture
