@@ -10,6 +10,7 @@ from django.db import DEFAULT_DB_ALIAS
 from django.db import Error as DatabaseError
 
 from memoryplatform import store
+from memoryplatform.embedded_db.server import EmbeddedServerError
 
 MIN_SERVER_VERSION_NUM = 150000  # PostgreSQL 15
 DATABASE_URL_SCHEMES = ("postgres", "postgresql")
@@ -86,7 +87,7 @@ def check_database(
         return []  # the URL's own check says what is wrong; there is no server to ask
     try:
         facts = store.server_facts()
-    except DatabaseError as exc:
+    except (DatabaseError, EmbeddedServerError) as exc:  # no server, or the embedded one could not start
         where = "the embedded PostgreSQL" if not settings.DATABASE_URL else "the server DATABASE_URL names"
         return [
             Error(

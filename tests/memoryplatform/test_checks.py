@@ -81,3 +81,17 @@ def test_migrate_against_a_wrong_database_says_so_without_a_traceback(tmp_path, 
     assert result.returncode != 0
     assert error_id in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_embedded_server_that_cannot_start_is_a_check_error(monkeypatch):
+    from memoryplatform import store
+    from memoryplatform.embedded_db.server import EmbeddedServerError
+
+    def cannot_start(**kwargs: object) -> None:
+        raise EmbeddedServerError("initdb failed: no space left on device")
+
+    monkeypatch.setattr(store, "server_facts", cannot_start)
+    with override_settings(DATABASE_URL=""):
+        errors = [m for m in run_checks(databases=["default"]) if m.id == "memoryplatform.E004"]
+    assert len(errors) == 1
+    assert "the embedded PostgreSQL" in errors[0].msg and "no space left" in errors[0].msg
