@@ -1,9 +1,10 @@
 """Fuzz the REST API with schemathesis, once per role (admin, agent, viewer); fail on any 5xx.
 
-    .venv/bin/python .ci/fuzz.py [--database-url postgres://postgres@127.0.0.1:5432/fuzz] [--max-examples N]
+    .venv/bin/python .ci/fuzz.py [--database-url postgres://user@host:5432/fuzz] [--max-examples N]
 
-Steps: make a fresh database (``--database-url``, PostgreSQL: DROPPED and created anew, so name a throwaway
-database; without it, a new SQLite file) and migrate it; create an agent in a group and one key per role;
+Steps: make a fresh database and migrate it: by default the embedded PostgreSQL in a new, throwaway DATA_DIR
+(started on demand, stopped after the last process using it exits); with ``--database-url``, that PostgreSQL
+database, DROPPED and created anew, so name a throwaway one; create an agent in a group and one key per role;
 start the real server (``manage.py serve``) on a free port; open the fuzz agent's guardrails and seed a few
 memories and a conversation through the API, so that ids exist; then run ``schemathesis run`` against
 ``/api/schema/`` once per role with that role's key. The checks are ``not_a_server_error`` and
@@ -46,8 +47,8 @@ def _manage(env: dict[str, str], *args: str) -> str:
 
 
 def _fresh_database(env: dict[str, str]) -> None:
-    url = env["DATABASE_URL"]
-    if url.startswith("postgres"):
+    url = env.get("DATABASE_URL", "")
+    if url:  # the embedded server's DATA_DIR is new: its database is empty
         import psycopg
 
         parsed = urllib.parse.urlsplit(url)
@@ -141,7 +142,12 @@ def _start_server(env: dict[str, str], port: int, log_path: Path) -> subprocess.
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", default=None, help="a throwaway database: it is dropped first")
+    parser.add_argument(
+        "--database-url",
+        default=None,
+        help="a throwaway PostgreSQL database: it is dropped first (default: "
+        "the embedded PostgreSQL in a new DATA_DIR)",
+    )
     parser.add_argument("--max-examples", type=int, default=25, help="test cases per operation and phase")
     parser.add_argument("--roles", default="admin,agent,viewer")
     parser.add_argument("--report-dir", default=None, help="keep schemathesis's JUnit reports here")
@@ -150,11 +156,16 @@ def main() -> int:
 
     env = {**os.environ}
     # Never the environment's DATABASE_URL: this script drops the database it is given.
-    env["DATABASE_URL"] = options.database_url or f"sqlite:///{tempfile.mkdtemp(prefix='fuzz-')}/fuzz.sqlite3"
+    env.pop("DATABASE_URL", None)
+    if options.database_url:
+        env["DATABASE_URL"] = options.database_url
+    else:
+        env["DATA_DIR"] = tempfile.mkdtemp(prefix="fuzz-data-")
     env.pop("REDIS_URL", None)  # Celery runs tasks in process: the fuzzer needs no worker
     env["LOG_LEVEL"] = "WARNING"
     work = Path(tempfile.mkdtemp(prefix="fuzz-run-"))
-    print(f"== fuzz: database {env['DATABASE_URL']}, work dir {work}", flush=True)
+    where = env.get("DATABASE_URL") or f"the embedded PostgreSQL in {env['DATA_DIR']}"
+    print(f"== fuzz: database {where}, work dir {work}", flush=True)
     _fresh_database(env)
     keys = _keys(env)
     port = _free_port()

@@ -1,4 +1,4 @@
-"""Looked-up keys kept in the process between requests (PostgreSQL), so most requests skip the key lookup.
+"""Looked-up keys kept in the process between requests, so most requests skip the key lookup.
 
 The lookup reads a key, its agent and the agent's memory policy in one statement: on an upsert it was one of
 five round trips to the database, and about an eighth of the worker's CPU (``bench/RESULTS.md``). This keeps
@@ -15,13 +15,15 @@ its rows, and stays true by listening:
 - A change made through this process's models also empties the cache at once, and again when it commits.
 
 Only committed rows are kept: the cache is read and filled only outside a transaction. A key that is not found
-is never kept, and the presented key's digest is checked on every request. The cache is off on SQLite, and
-with ``API_KEY_CACHE=false``, which a transaction-pooling PgBouncer needs (LISTEN does not survive it).
+is never kept, and the presented key's digest is checked on every request. The cache is off with
+``API_KEY_CACHE=false``, which a transaction-pooling PgBouncer needs (LISTEN does not survive it).
+
+Notifications are read with psycopg's public ``Connection.notifies()`` (psycopg 3.3 keeps those that arrive
+while a query runs, for the next call).
 """
 
 import threading
 import weakref
-from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
@@ -32,7 +34,7 @@ from django.dispatch import receiver
 
 CHANNEL = "memoryplatform_auth"
 
-Row = tuple[Any, ...]
+Row = Any  # apikeys.store.KeyLookupRow: immutable, so kept as it is
 
 
 class KeyRows:
@@ -50,14 +52,14 @@ class KeyRows:
     def get(self, prefix: str) -> Row | None:
         return self._rows.get(prefix)
 
-    def put(self, prefix: str, row: Sequence[Any], *, generation: int) -> None:
+    def put(self, prefix: str, row: Row, *, generation: int) -> None:
         """Keep ``row``, read after :attr:`generation` was ``generation``; a cache emptied since drops it."""
         with self._lock:
             if generation != self.generation:
                 return
             if len(self._rows) >= self.max_entries:
                 self._rows.clear()
-            self._rows[prefix] = tuple(row)
+            self._rows[prefix] = row
 
     def forget(self, prefix: str) -> None:
         with self._lock:
@@ -74,7 +76,7 @@ _LISTENING: "weakref.WeakSet[Any]" = weakref.WeakSet()  # psycopg connections th
 
 
 def enabled() -> bool:
-    return settings.API_KEY_CACHE and connection.vendor == "postgresql"
+    return bool(settings.API_KEY_CACHE)
 
 
 def usable() -> bool:
@@ -87,27 +89,21 @@ def usable() -> bool:
 
 
 def _apply_notifications(conn: Any) -> bool:
-    """Take what the server already sent on this (idle) connection, without waiting; psycopg hands each
-    notification to :func:`_on_notify`. ``False`` when the connection is not listening or is broken."""
-    import psycopg  # PostgreSQL only
+    """Take what the server already sent on this (idle) connection, without waiting (psycopg's public
+    ``Connection.notifies(timeout=0)``: first the notifications it kept while running queries, then one
+    poll of the socket). ``False`` when the connection is not listening or is broken."""
+    import psycopg
 
     if conn not in _LISTENING:
         return False
-    pgconn = conn.pgconn
     try:
-        with conn.lock:
-            pgconn.consume_input()
-            while (notify := pgconn.notifies()) is not None:
-                pgconn.notify_handler(notify)
+        for notify in conn.notifies(timeout=0):
+            if notify.channel == CHANNEL:
+                ROWS.clear()
     except psycopg.Error:  # a broken connection: the lookup will meet it, and Django will replace it
         ROWS.clear()
         return False
     return True
-
-
-def _on_notify(notify: Any) -> None:
-    if notify.channel == CHANNEL:
-        ROWS.clear()
 
 
 def forget_all() -> None:
@@ -132,16 +128,11 @@ def _changed(sender: Any, **kwargs: Any) -> None:
 def listen(sender: Any, connection: Any, **kwargs: Any) -> None:
     """A new connection: empty the cache, LISTEN and hear notifications. Django opens connections in
     autocommit, so LISTEN holds at once; a connection opened otherwise never reads the cache."""
-    if (
-        connection.alias != DEFAULT_DB_ALIAS
-        or connection.vendor != "postgresql"
-        or not settings.API_KEY_CACHE
-    ):
+    if connection.alias != DEFAULT_DB_ALIAS or not settings.API_KEY_CACHE:
         return
     ROWS.clear()
     conn = connection.connection
     if not conn.autocommit:
         return
     conn.execute(f"LISTEN {CHANNEL}")
-    conn.add_notify_handler(_on_notify)
     _LISTENING.add(conn)

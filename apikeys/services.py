@@ -1,24 +1,21 @@
 """Writes for agents, groups and API keys. Views, the admin and commands only call these."""
 
 import secrets
-from collections.abc import Sequence
 from datetime import datetime, timedelta
-from functools import cache
 from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from apikeys import keycache
+from apikeys import keycache, store
 from apikeys.caller import Caller
 from apikeys.keys import digest_matches, key_generate, key_parse
 from apikeys.models import Agent, AgentGroup, ApiKey
 from memoryplatform.api.errors import BadRequest, Conflict, Forbidden, NotFound
-from memoryplatform.rows import ModelRows, prepared_cursor
 
 AGENT_EDITABLE_FIELDS = ("display_name", "capabilities", "model", "status")
 RESERVED_AGENT_IDS = frozenset({"me"})
@@ -222,7 +219,7 @@ def apikey_authenticate(*, raw_key: str) -> ApiKey:
     generation = keycache.ROWS.generation
     row = keycache.ROWS.get(parsed.prefix) if cached else None
     if row is None:
-        row = _key_row(parsed.prefix)
+        row = store.key_lookup(prefix=parsed.prefix)
         if row is not None and cached:
             keycache.ROWS.put(parsed.prefix, row, generation=generation)
     key = _key_from_row(row) if row is not None else None
@@ -238,49 +235,30 @@ def apikey_authenticate(*, raw_key: str) -> ApiKey:
     return key
 
 
-class _KeyLookup(NamedTuple):
-    sql: str
-    key: ModelRows[ApiKey]
-    agent: ModelRows[Agent]
-    policy: ModelRows[Any]
-    policy_relation: Any
+def _instance(columns: store.ModelColumns, values: tuple[Any, ...]) -> Any:
+    """A model instance as loaded from the database: each field's documented ``from_db_value`` (JSON text to
+    values), then ``Model.from_db``."""
+    fields = columns.model._meta.concrete_fields
+    converted = [
+        field.from_db_value(value, None, connection) if hasattr(field, "from_db_value") else value
+        for field, value in zip(fields, values, strict=True)
+    ]
+    return columns.model.from_db(connection.alias, list(columns.attnames), converted)
 
 
-@cache
-def _key_lookup() -> _KeyLookup:
-    """The key lookup, written by hand and built once (on first use, when every app's models are loaded):
-    the ORM's compilation of this join cost more than running it. The agent's memory policy (usermemory)
-    rides along, so one request reads key, agent and policy with one query."""
-    key_rows, agent_rows = ModelRows(ApiKey), ModelRows(Agent)
-    relation = Agent._meta.get_field("memory_policy")
-    policy_rows: ModelRows[Any] = ModelRows(relation.related_model)
-    sql = (
-        f"SELECT {key_rows.columns('k')}, {agent_rows.columns('a')}, {policy_rows.columns('p')} "  # noqa: S608
-        f"FROM {ApiKey._meta.db_table} k LEFT JOIN {Agent._meta.db_table} a ON a.id = k.agent_id "
-        f"LEFT JOIN {policy_rows.model._meta.db_table} p ON p.{relation.field.column} = a.id "
-        f"WHERE k.prefix = %s"
-    )
-    return _KeyLookup(sql, key_rows, agent_rows, policy_rows, relation)
-
-
-def _key_row(prefix: str) -> tuple[Any, ...] | None:
-    """The lookup's row for the key with this prefix: key, agent and the agent's memory policy (one query)."""
-    with prepared_cursor() as cursor:
-        cursor.execute(_key_lookup().sql, [prefix])
-        return cursor.fetchone()
-
-
-def _key_from_row(row: Sequence[Any]) -> ApiKey:
+def _key_from_row(row: store.KeyLookupRow) -> ApiKey:
     """The key of a lookup row, with its agent and the agent's memory policy loaded: new instances each time,
     so no request shares them."""
-    lookup = _key_lookup()
-    agent_at, policy_at = len(lookup.key), len(lookup.key) + len(lookup.agent)
-    key = lookup.key.build(row[:agent_at])
-    agent = lookup.agent.build(row[agent_at:policy_at]) if row[agent_at] is not None else None
-    ApiKey._meta.get_field("agent").set_cached_value(key, agent)
-    if agent is not None:
-        policy = lookup.policy.build(row[policy_at:]) if row[policy_at] is not None else None
-        lookup.policy_relation.set_cached_value(agent, policy)
+    key_columns, agent_columns, policy_columns = store.lookup_columns()
+    key: ApiKey = _instance(key_columns, row.key)
+    if row.agent is None:
+        return key
+    agent: Agent = _instance(agent_columns, row.agent)
+    if row.policy is not None:
+        agent.memory_policy = _instance(policy_columns, row.policy)
+    else:  # known absent, as select_related records a missing reverse one-to-one: no query to find out
+        Agent._meta.get_field("memory_policy").set_cached_value(agent, None)
+    key.agent = agent
     return key
 
 

@@ -1,9 +1,9 @@
 """Every write of conversation memory: create, append (one or a batch of at most 20, all or nothing), memory
 sync with epochs, case-log checkpoints, the agent context, and GDPR erasure and export.
 
-Sequence numbers are given while the conversation row is locked (``SELECT ... FOR UPDATE`` on PostgreSQL; the
-single write lock of an IMMEDIATE transaction on SQLite) and the lock is held until commit, so numbers follow
-commit order: a reader that has seen N never misses a message that commits later with a smaller number.
+Sequence numbers are given while the conversation row is locked (``SELECT ... FOR UPDATE``) and the lock is
+held until commit, so numbers follow commit order: a reader that has seen N never misses a message that
+commits later with a smaller number.
 """
 
 from collections.abc import Sequence

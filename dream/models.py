@@ -9,9 +9,8 @@ from django.db.models import Q
 class DreamRun(models.Model):
     """One Dream cycle: when it ran, how it ended, and what it did.
 
-    The partial unique constraint allows at most one ``running`` real (not dry) cycle at a time. It is the
-    cycle lock on SQLite (with ``heartbeat_at`` as a lease, so a crashed cycle cannot block the next one
-    for ever); on PostgreSQL a session advisory lock comes first and the constraint is a second guard.
+    One real (not dry) cycle runs at a time: a session advisory lock decides (``dream.services``), not this
+    table. ``heartbeat_at`` is progress only (the last committed batch), never a lease.
     """
 
     class Status(models.TextChoices):
@@ -33,7 +32,7 @@ class DreamRun(models.Model):
     status = models.CharField(max_length=9, choices=Status.choices, default=Status.RUNNING)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(help_text="Refreshed after every committed batch.")
+    heartbeat_at = models.DateTimeField(help_text="Progress: refreshed after every committed batch.")
     agents_processed = models.PositiveIntegerField(default=0)
     users_processed = models.PositiveIntegerField(default=0)
     entries_pruned = models.PositiveIntegerField(default=0)
@@ -48,11 +47,6 @@ class DreamRun(models.Model):
     class Meta:
         ordering = ["-started_at", "-id"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["status"],
-                condition=Q(status="running", dry_run=False),
-                name="dream_run_one_running",
-            ),
             models.CheckConstraint(
                 condition=Q(status__in=["running", "succeeded", "failed", "skipped"]),
                 name="dream_run_status_valid",

@@ -1,14 +1,14 @@
 """Dream consolidation (seed 002): stale pruning and contradiction detection, run as one locked cycle.
 
 Every pass is set-based SQL committed in bounded batches. A batch picks the next ``batch_size`` matching ids
-(keyset on id, rows locked with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL), writes one history event per row
+(keyset on id, rows locked with ``FOR UPDATE SKIP LOCKED``), writes one history event per row
 with a single ``INSERT ... SELECT``, and applies the change with one statement, all in its own transaction.
 A failure rolls back the batch it happened in and leaves earlier batches committed: nothing is ever half
 applied.
 
 A cycle holds a lock for its whole length (:func:`_cycle_start`): a PostgreSQL session advisory lock
-(``LockId.DREAM_CYCLE``), and on SQLite the one-running-run constraint of :class:`DreamRun` with a heartbeat
-lease. A second cycle that finds the lock taken records itself as ``skipped`` and does nothing.
+(``LockId.DREAM_CYCLE``), which ends with its holder's connection, so a crashed cycle never blocks the next.
+A second cycle that finds the lock taken records itself as ``skipped`` and does nothing.
 
 Call these outside any transaction: each batch commits on its own.
 """
@@ -22,27 +22,23 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from dream import metrics, selectors
+from dream import metrics, selectors, store
 from dream.models import DreamRun
-from memoryplatform.locks import LockId
-from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, TurnWriteCount
+from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
+from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent, TurnWriteCount
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_BATCH_SIZE = 2000
-MAX_BATCH_SIZE = 10_000  # ids travel as bound parameters; SQLite allows 32,766 per statement
+MAX_BATCH_SIZE = 10_000  # a batch's ids travel as one array parameter; bounded to keep transactions short
 CYCLE_LOCK_KEY = "cycle"
 
 ProgressCallback = Callable[[int, int, str], None]
-
-
-class DreamLockLost(RuntimeError):
-    """The cycle's run record was taken over (its lease expired): stop before touching more data."""
 
 
 @dataclass
@@ -98,50 +94,6 @@ def _with_seen_at(qs: QuerySet[MemoryEntry]) -> QuerySet[MemoryEntry]:
 def _entries(exclude: Q | None = None) -> QuerySet[MemoryEntry]:
     qs = _with_seen_at(MemoryEntry.objects.all())
     return qs.exclude(exclude) if exclude is not None else qs
-
-
-def _placeholders(ids: list[int]) -> str:
-    return ", ".join(["%s"] * len(ids))
-
-
-def _write_events(*, ids: list[int], action: str, value_column: str, actor_id: str, at: datetime) -> None:
-    """One history event per entry in ``ids``, in one ``INSERT ... SELECT`` (no per-row query). Each records
-    who could see the value then: the entry's owner, visibility and groups."""
-    qn = connection.ops.quote_name
-    event_table = qn(MemoryEvent._meta.db_table)
-    entry_table = qn(MemoryEntry._meta.db_table)
-    visibility, groups = qn("visibility"), qn("group_ids")
-    sql = (
-        f"INSERT INTO {event_table} "  # noqa: S608 (identifiers from model metadata; values are bound)
-        f"({qn('entry_id')}, {qn('user_id')}, {qn('key')}, {qn('action')}, {qn('actor_type')}, "
-        f"{qn('actor_id')}, {qn('key_prefix')}, {qn(value_column)}, {qn('owner')}, {qn('old_visibility')}, "
-        f"{qn('old_group_ids')}, {visibility}, {groups}, {qn('created_at')}) "
-        f"SELECT {qn('id')}, {qn('user_id')}, {qn('key')}, %s, %s, %s, %s, {qn('value')}, "
-        f"COALESCE({qn('source_agent_id')}, ''), {visibility}, {groups}, {visibility}, {groups}, %s "
-        f"FROM {entry_table} WHERE {qn('id')} IN ({_placeholders(ids)})"
-    )
-    params = [
-        action,
-        MemoryEvent.ActorType.DREAM,
-        actor_id,
-        "",
-        connection.ops.adapt_datetimefield_value(at),
-        *ids,
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-
-
-def _delete_entries(*, ids: list[int]) -> None:
-    """Delete entries and their group rows: two statements, no model instances loaded."""
-    qn = connection.ops.quote_name
-    with connection.cursor() as cursor:
-        for model, column in ((MemoryEntryGroup, "entry_id"), (MemoryEntry, "id")):
-            cursor.execute(
-                f"DELETE FROM {qn(model._meta.db_table)} "  # noqa: S608 (identifiers from model metadata)
-                f"WHERE {qn(column)} IN ({_placeholders(ids)})",
-                ids,
-            )
 
 
 def _in_batches(
@@ -204,10 +156,15 @@ def dream_prune_stale(
         return PruneResult(agent_id=policy.agent_id, pruned=stale.count(), dry_run=True)
 
     def apply(ids: list[int]) -> None:
-        _write_events(
-            ids=ids, action=MemoryEvent.Action.PRUNED, value_column="old_value", actor_id=actor_id, at=now
+        store.write_events(
+            ids=ids,
+            action=MemoryEvent.Action.PRUNED,
+            value_column="old_value",
+            actor_type=MemoryEvent.ActorType.DREAM,
+            actor_id=actor_id,
+            at=now,
         )
-        _delete_entries(ids=ids)
+        store.delete_entries(ids=ids)
 
     pruned = _in_batches(
         select=stale,
@@ -269,7 +226,14 @@ def dream_detect_contradictions(
         action = MemoryEvent.Action.FLAGGED if conflicted else MemoryEvent.Action.UNFLAGGED
 
         def apply(ids: list[int]) -> None:
-            _write_events(ids=ids, action=action, value_column="new_value", actor_id=actor_id, at=now)
+            store.write_events(
+                ids=ids,
+                action=action,
+                value_column="new_value",
+                actor_type=MemoryEvent.ActorType.DREAM,
+                actor_id=actor_id,
+                at=now,
+            )
             MemoryEntry.objects.filter(id__in=ids).update(conflicted=conflicted)
 
         return _in_batches(select=select, apply=apply, batching=batching, action=action)
@@ -321,16 +285,6 @@ def dream_prune_turn_counters(*, now: datetime | None = None, batching: Batching
         total += len(ids)
 
 
-def _lease() -> timedelta:
-    return timedelta(seconds=settings.DREAM_LOCK_LEASE)
-
-
-def _pg_lock(function: str) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {function}(%s, hashtext(%s))", [LockId.DREAM_CYCLE, CYCLE_LOCK_KEY])
-        return bool(cursor.fetchone()[0])
-
-
 def _record_skipped(*, trigger: str, agent_id: str | None, now: datetime) -> DreamRun:
     holder = DreamRun.objects.filter(status=DreamRun.Status.RUNNING, dry_run=False).first()
     reason = "Another Dream cycle is running" + (f" (run #{holder.pk})." if holder else ".")
@@ -345,47 +299,47 @@ def _record_skipped(*, trigger: str, agent_id: str | None, now: datetime) -> Dre
     )
 
 
-def _cycle_start(*, trigger: str, agent_id: str | None, dry_run: bool) -> tuple[DreamRun, bool]:
-    """Take the cycle lock and record the run as ``running``; or record it ``skipped``.
+def _fail_abandoned_runs(now: datetime) -> None:
+    """Mark ``failed`` the running runs whose process is gone: a live run holds its own session lock
+    (``LockId.DREAM_RUN``, keyed by its id) for its whole length, and a dead process's locks went with its
+    connection. Few rows: only runs recorded as running."""
+    for run_id in DreamRun.objects.filter(status=DreamRun.Status.RUNNING).values_list("id", flat=True):
+        if not advisory_session_try_lock(LockId.DREAM_RUN, str(run_id)):
+            continue  # its process is alive
+        advisory_session_unlock(LockId.DREAM_RUN, str(run_id))
+        DreamRun.objects.filter(pk=run_id, status=DreamRun.Status.RUNNING).update(
+            status=DreamRun.Status.FAILED, finished_at=now, error="Abandoned: its process stopped mid-cycle."
+        )
 
-    Returns the run and whether a PostgreSQL advisory lock is held (to release at the end). A dry run
-    takes no lock: it writes nothing but its own record.
-    """
+
+def _cycle_start(*, trigger: str, agent_id: str | None, dry_run: bool) -> DreamRun:
+    """Take the cycle lock and record the run as ``running`` (holding the run's own lock); or record it
+    ``skipped``. The cycle lock (``LockId.DREAM_CYCLE``) is a session advisory lock, so one real cycle runs at
+    a time, and it can never go stale: it ends with its holder's connection. A dry run takes no cycle lock: it
+    writes nothing but its own record."""
     now = timezone.now()
-    on_postgres = connection.vendor == "postgresql"
-    pg_locked = False
-    if not dry_run and on_postgres:
-        if not _pg_lock("pg_try_advisory_lock"):
-            return _record_skipped(trigger=trigger, agent_id=agent_id, now=now), False
-        pg_locked = True
-    # Runs whose process died: on PostgreSQL any real running run (we hold the lock, so its holder is
-    # gone); on SQLite, and for dry runs, those whose lease ran out.
-    abandoned = Q(heartbeat_at__lt=now - _lease())
-    if pg_locked:
-        abandoned |= Q(dry_run=False)
-    DreamRun.objects.filter(abandoned, status=DreamRun.Status.RUNNING).update(
-        status=DreamRun.Status.FAILED, finished_at=now, error="Abandoned: its process stopped mid-cycle."
-    )
+    if not dry_run and not advisory_session_try_lock(LockId.DREAM_CYCLE, CYCLE_LOCK_KEY):
+        return _record_skipped(trigger=trigger, agent_id=agent_id, now=now)
     try:
-        with transaction.atomic():
-            run = DreamRun.objects.create(
-                trigger=trigger,
-                dry_run=dry_run,
-                only_agent=agent_id or "",
-                status=DreamRun.Status.RUNNING,
-                started_at=now,
-                heartbeat_at=now,
-            )
-    except IntegrityError:  # another live cycle holds the one running slot (the SQLite lock)
-        if pg_locked:
-            _pg_lock("pg_advisory_unlock")
-        return _record_skipped(trigger=trigger, agent_id=agent_id, now=now), False
-    return run, pg_locked
+        _fail_abandoned_runs(now)
+        run = DreamRun.objects.create(
+            trigger=trigger,
+            dry_run=dry_run,
+            only_agent=agent_id or "",
+            status=DreamRun.Status.RUNNING,
+            started_at=now,
+            heartbeat_at=now,
+        )
+        advisory_session_try_lock(LockId.DREAM_RUN, str(run.pk))  # a new id: nobody else holds it
+    except BaseException:
+        _release(run_id=None, dry_run=dry_run)
+        raise
+    return run
 
 
 def _heartbeat(run: DreamRun, totals: _CycleTotals) -> None:
-    """Renew the run's lease and save its counts so far; stop if another cycle took the run over."""
-    updated = DreamRun.objects.filter(pk=run.pk, status=DreamRun.Status.RUNNING).update(
+    """Record progress: the time of the last committed batch and the counts so far."""
+    DreamRun.objects.filter(pk=run.pk, status=DreamRun.Status.RUNNING).update(
         heartbeat_at=timezone.now(),
         agents_processed=run.agents_processed,
         users_processed=run.users_processed,
@@ -394,8 +348,6 @@ def _heartbeat(run: DreamRun, totals: _CycleTotals) -> None:
         entries_flagged=totals.flagged,
         entries_unflagged=totals.unflagged,
     )
-    if not updated:
-        raise DreamLockLost(f"Dream run #{run.pk} lost its lease; another cycle took over.")
 
 
 def _finish(run: DreamRun, totals: _CycleTotals, *, status: str, error: str = "") -> None:
@@ -450,7 +402,7 @@ def dream_run_cycle(
     steps.
     """
     batching = Batching.from_settings(size=batch_size, pause=batch_pause)
-    run, pg_locked = _cycle_start(trigger=trigger, agent_id=agent_id, dry_run=dry_run)
+    run = _cycle_start(trigger=trigger, agent_id=agent_id, dry_run=dry_run)
     if run.status == DreamRun.Status.SKIPPED:
         logger.info("Dream cycle skipped: %s", run.error)
         return run
@@ -535,20 +487,22 @@ def dream_run_cycle(
             if not dry_run:
                 metrics.cycles_failed.inc()
                 metrics.duration_seconds.observe(time.monotonic() - started)
-            _release(pg_locked)
+            _release(run_id=run.pk, dry_run=dry_run)
         raise
     _finish(run, totals, status=DreamRun.Status.SUCCEEDED)
     if not dry_run:
         metrics.duration_seconds.observe(time.monotonic() - started)
-    _release(pg_locked)
+    _release(run_id=run.pk, dry_run=dry_run)
     return run
 
 
-def _release(pg_locked: bool) -> None:
-    if not pg_locked:
-        return
+def _release(*, run_id: int | None, dry_run: bool) -> None:
+    """Release the run's lock and, for a real cycle, the cycle lock."""
     try:
-        _pg_lock("pg_advisory_unlock")
-    except Exception:  # a broken connection already dropped the lock with the session
-        logger.warning("Could not release the Dream advisory lock; closing the connection instead.")
+        if run_id is not None:
+            advisory_session_unlock(LockId.DREAM_RUN, str(run_id))
+        if not dry_run:
+            advisory_session_unlock(LockId.DREAM_CYCLE, CYCLE_LOCK_KEY)
+    except Exception:  # a broken connection already dropped the locks with the session
+        logger.warning("Could not release the Dream advisory locks; closing the connection instead.")
         connection.close()

@@ -1,9 +1,20 @@
 """System checks for configuration that is wrong but would otherwise fail late."""
 
+from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.checks import Error, Tags, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.db import DEFAULT_DB_ALIAS
+from django.db import Error as DatabaseError
+
+from memoryplatform import store
+from memoryplatform.embedded_db.server import EmbeddedServerError
+
+MIN_SERVER_VERSION_NUM = 150000  # PostgreSQL 15
+DATABASE_URL_SCHEMES = ("postgres", "postgresql")
+EMBEDDED_HINT = "or unset DATABASE_URL to use the embedded PostgreSQL (with pgvector) in DATA_DIR"
 
 
 @register(Tags.security, deploy=True)
@@ -21,15 +32,70 @@ def check_metrics_exposure(app_configs: Any, **kwargs: Any) -> list[Warning]:
     return []
 
 
+@register()
+def check_database_url(app_configs: Any, **kwargs: Any) -> list[Error]:
+    """DATABASE_URL names PostgreSQL (or is unset: the embedded server). Every command runs it: it connects
+    to nothing."""
+    url: str = settings.DATABASE_URL
+    scheme = urlsplit(url).scheme if url else ""
+    if not url or scheme in DATABASE_URL_SCHEMES:
+        return []
+    return [
+        Error(
+            "DATABASE_URL must be a postgres:// or postgresql:// URL, "
+            + (f"not a {scheme}:// one." if scheme else "and it has no scheme."),
+            hint=f"Point DATABASE_URL at PostgreSQL 15 or later with pgvector, {EMBEDDED_HINT}.",
+            id="memoryplatform.E001",
+        )
+    ]
+
+
+def server_problems(*, version_num: int, version: str, extensions: Sequence[str]) -> list[Error]:
+    """What is wrong with a server of this version with these available extensions (a pure function of the
+    facts, so every branch is testable without such a server)."""
+    problems = []
+    if version_num < MIN_SERVER_VERSION_NUM:
+        problems.append(
+            Error(
+                f"The database server is PostgreSQL {version}; memoryplatform needs PostgreSQL 15 or later.",
+                hint=f"Upgrade the server, {EMBEDDED_HINT}.",
+                id="memoryplatform.E002",
+            )
+        )
+    if "vector" not in extensions:
+        problems.append(
+            Error(
+                f"The PostgreSQL {version} server has no 'vector' extension available "
+                "(pg_available_extensions).",
+                hint="Install pgvector on the server (e.g. the postgresql-NN-pgvector package, or an image "
+                f"with pgvector such as pgvector/pgvector), {EMBEDDED_HINT}.",
+                id="memoryplatform.E003",
+            )
+        )
+    return problems
+
+
 @register(Tags.database)
-def check_database_vendor(app_configs: Any, **kwargs: Any) -> list[Error]:
-    engine = settings.DATABASES["default"]["ENGINE"]
-    if not engine.endswith(("sqlite3", "postgresql", "embedded_db")):
+def check_database(
+    app_configs: Any, databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """The database is PostgreSQL 15 or later with ``vector`` available. Runs on ``migrate``,
+    ``check --database default`` and at ``serve``'s start (it connects, so not on every command)."""
+    if not databases or DEFAULT_DB_ALIAS not in databases:
+        return []
+    if check_database_url(app_configs):
+        return []  # the URL's own check says what is wrong; there is no server to ask
+    try:
+        facts = store.server_facts()
+    except (DatabaseError, EmbeddedServerError) as exc:  # no server, or the embedded one could not start
+        where = "the embedded PostgreSQL" if not settings.DATABASE_URL else "the server DATABASE_URL names"
         return [
             Error(
-                f"Unsupported database engine {engine!r}.",
-                hint="DATABASE_URL: a postgres:// or sqlite:// URL, or unset for the embedded PostgreSQL.",
-                id="memoryplatform.E001",
+                f"Cannot reach the database ({where}): {str(exc).strip() or type(exc).__name__}",
+                hint="Check that the server runs and DATABASE_URL's host, port, user, password and database "
+                f"name, {EMBEDDED_HINT}.",
+                id="memoryplatform.E004",
             )
         ]
-    return []
+    extensions = ["vector"] if facts.vector_available else []
+    return list(server_problems(version_num=facts.version_num, version=facts.version, extensions=extensions))

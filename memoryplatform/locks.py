@@ -1,11 +1,12 @@
 """Advisory locks, with every lock id in one registry.
 
-On PostgreSQL these are transaction-scoped advisory locks (``pg_advisory_xact_lock``), released at commit or
-rollback. On SQLite every write transaction is ``BEGIN IMMEDIATE`` and so already holds the database's
-single write lock, which serialises writers; the functions do nothing there.
+PostgreSQL advisory locks: transaction-scoped ones (``pg_advisory_xact_lock``), released at commit or
+rollback, and, for work that spans many transactions (a Dream cycle), session ones, released explicitly or
+when the session ends, so a process that dies cannot leave one behind. The statements are in
+:mod:`memoryplatform.store`.
 """
 
-from django.db import connection
+from memoryplatform import store
 
 
 class LockId:
@@ -15,24 +16,35 @@ class LockId:
     DREAM_CYCLE = 7302  # one Dream cycle at a time
     CONVERSATION = 7303  # reserved: conversation sequence numbers use a row lock instead
     USER_RECALL = 7304  # one user's recalls: they queue here, not on the rows whose access they count
+    DREAM_RUN = 7305  # held by a Dream run (dry or not) while its process lives, keyed by the run's id
 
 
 # The lock as an SQL expression with parameters (namespace, key), for statements that take it inline.
 ADVISORY_XACT_LOCK = "pg_advisory_xact_lock(%s, hashtext(%s))"
 
 
+def advisory_xact_lock_sql(*, namespace: str, key: str) -> str:
+    """The lock as an SQL expression for a statement with named placeholders: ``namespace`` and ``key`` are
+    the names of its parameters (``%(namespace)s``, ``%(key)s``)."""
+    return f"pg_advisory_xact_lock(%({namespace})s, hashtext(%({key})s))"
+
+
 def advisory_xact_lock(namespace: int, key: str) -> None:
     """Block until this transaction holds the lock for (namespace, key)."""
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {ADVISORY_XACT_LOCK}", [namespace, key])
+    store.advisory_xact_lock(namespace=namespace, key=key)
 
 
 def advisory_xact_try_lock(namespace: int, key: str) -> bool:
     """Take the lock for (namespace, key) if it is free; ``False`` if another transaction holds it."""
-    if connection.vendor != "postgresql":
-        return True
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", [namespace, key])
-        return bool(cursor.fetchone()[0])
+    return store.advisory_xact_try_lock(namespace=namespace, key=key)
+
+
+def advisory_session_try_lock(namespace: int, key: str) -> bool:
+    """Take the session lock for (namespace, key) if it is free; ``False`` if another session holds it.
+    Held across transactions until :func:`advisory_session_unlock` or the connection's end."""
+    return store.advisory_try_lock(namespace=namespace, key=key)
+
+
+def advisory_session_unlock(namespace: int, key: str) -> bool:
+    """Release a session lock this connection holds."""
+    return store.advisory_unlock(namespace=namespace, key=key)

@@ -110,31 +110,26 @@ DATA_DIR = Path(env.str("DATA_DIR", default=str(BASE_DIR / "var")))
 if not DATA_DIR.is_absolute():
     DATA_DIR = BASE_DIR / DATA_DIR
 DATA_DIR.mkdir(parents=True, exist_ok=True)
-if env.str("DATABASE_URL", default=""):
+# Set: a postgres:// or postgresql:// URL of a PostgreSQL 15 or later where the vector extension is available
+# (memoryplatform.checks says so at migrate, `check --database default` and `serve`).
+DATABASE_URL = env.str("DATABASE_URL", default="")
+if DATABASE_URL.startswith(("postgres://", "postgresql://")):
     DATABASES = {"default": env.db("DATABASE_URL")}
+elif DATABASE_URL:
+    # Any other URL: no backend is loaded for it (Django's dummy one refuses every use), and the system check
+    # memoryplatform.E001 says what DATABASE_URL must be.
+    DATABASES = {"default": {"ENGINE": "django.db.backends.dummy"}}
 else:
     from memoryplatform.embedded_db.server import connection_settings
 
     DATABASES = {"default": {"ENGINE": "memoryplatform.embedded_db", **connection_settings(DATA_DIR)}}
-DB_VENDOR = "sqlite" if "sqlite" in DATABASES["default"]["ENGINE"] else "postgresql"
-if DB_VENDOR == "sqlite":
-    # Several workers write at once: WAL lets readers run beside the writer, IMMEDIATE transactions take
-    # the write lock up front (no upgrade deadlock), and the timeout makes writers wait their turn.
-    DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {
-            "timeout": env.int("SQLITE_BUSY_TIMEOUT", default=30),
-            "transaction_mode": "IMMEDIATE",
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
-        }
-    )
-else:
-    DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
-    # Off by default: it costs a round trip on every request (a third of a recall's); see .env.example.
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CONN_HEALTH_CHECKS", default=False)
-# PostgreSQL: run the statements of every write (key lookup, turn count, upsert) as prepared statements
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
+# Off by default: it costs a round trip on every request (a third of a recall's); see .env.example.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CONN_HEALTH_CHECKS", default=False)
+# Run the statements of every write (turn count, upsert) as prepared statements
 # (memoryplatform.rows.prepared_cursor). Behind PgBouncer in transaction mode this needs PgBouncer 1.21 or
 # later with max_prepared_statements set; otherwise turn it off.
-PREPARED_STATEMENTS = DB_VENDOR == "postgresql" and env.bool("PREPARED_STATEMENTS", default=True)
+PREPARED_STATEMENTS = env.bool("PREPARED_STATEMENTS", default=True)
 if PREPARED_STATEMENTS:
     # psycopg prepares only on a connection whose prepare_threshold is a number (Django's default, None, turns
     # preparing off). A threshold no statement reaches: only those run with prepare=True are prepared.
@@ -259,10 +254,9 @@ def _parse_crontab(spec: str) -> crontab:
 
 
 DREAM_CRONTAB = _parse_crontab(DREAM_SCHEDULE)
-# Dream: rows per batch transaction, pause between batches (s), and the SQLite cycle-lock lease (s).
+# Dream: rows per batch transaction and pause between batches (s).
 DREAM_BATCH_SIZE = env.int("DREAM_BATCH_SIZE", default=2000)
 DREAM_BATCH_PAUSE = env.float("DREAM_BATCH_PAUSE", default=0.0)
-DREAM_LOCK_LEASE = env.int("DREAM_LOCK_LEASE", default=900)
 # A Dream cycle can outlast Redis's default 1 h visibility timeout; keep redelivery later than the hard limit.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 300}
 

@@ -4,11 +4,11 @@ import hmac
 import logging
 
 from django.conf import settings
-from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 from django_prometheus.exports import ExportToDjangoView
 
+from memoryplatform import store
 from memoryplatform.api.errors import envelope
 
 logger = logging.getLogger(__name__)
@@ -22,9 +22,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 def _check_database() -> str | None:
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-            cursor.fetchone()
+        store.ping()
     except Exception as exc:  # any failure means "not ready"
         return f"{type(exc).__name__}: {exc}"
     return None

@@ -1,8 +1,7 @@
 """PostgreSQL: notify channel ``memoryplatform_auth`` when a key or an agent changes, so every process empties
 its cache of looked-up keys (``apikeys/keycache.py``). Recording a key's or an agent's last use
 (``last_used_at``, ``last_active_at``) is not a change. A new key is not either: the cache never holds a key it
-did not find. ``usermemory.0007`` adds the same for memory policies. SQLite has no such cache; the operations do
-nothing there.
+did not find. ``usermemory.0007`` adds the same for memory policies.
 """
 
 from django.db import migrations
@@ -31,8 +30,6 @@ def triggers(table: str, use_column: str) -> list[str]:
 
 
 def create(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
     schema_editor.execute(NOTIFY_FUNCTION)
     for table, use_column in TABLES.items():
         for statement in triggers(table, use_column):
@@ -40,8 +37,6 @@ def create(apps, schema_editor):
 
 
 def drop(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
     for table in TABLES:
         schema_editor.execute(f"DROP TRIGGER IF EXISTS {table}_changed ON {table}")
         schema_editor.execute(f"DROP TRIGGER IF EXISTS {table}_removed ON {table}")

@@ -101,7 +101,7 @@ def test_dream_command_fails_loudly(agent_a, dream_policy, memory, monkeypatch):
 
     dream_policy(agent_a)
     memory(agent_a, "old", updated_days=60)
-    monkeypatch.setattr(services, "_delete_entries", lambda **kw: 1 / 0)
+    monkeypatch.setattr(services.store, "delete_entries", lambda **kw: 1 / 0)
 
     with pytest.raises(CommandError, match="Dream cycle failed: ZeroDivisionError"):
         run_dream("--no-progress")
@@ -165,7 +165,9 @@ def test_scheduler_loop_can_run_at_start_and_stops_when_asked():
 
 
 def test_scheduler_process_stops_when_its_parent_is_gone(tmp_path):
-    env = {**os.environ, "SECRET_KEY": "test", "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}
+    # The suite's own embedded server (its DATA_DIR), should the scheduler connect; no Redis: it schedules.
+    env = {**os.environ, "SECRET_KEY": "test", "DATA_DIR": str(settings.DATA_DIR)}
+    env.pop("DATABASE_URL", None)
     env.pop("REDIS_URL", None)
     result = subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "dream_scheduler", "--parent-pid", "1"],
@@ -184,7 +186,7 @@ def test_scheduler_process_stops_when_its_parent_is_gone(tmp_path):
 
 
 @pytest.fixture
-def fake_exec(monkeypatch, tmp_path):  # type: ignore[no-untyped-def]
+def fake_exec(monkeypatch, tmp_path, db):  # type: ignore[no-untyped-def]  # serve checks the database
     calls: dict[str, list] = {"execv": [], "popen": []}
     monkeypatch.setattr(serve.os, "execv", lambda path, argv: calls["execv"].append(argv))
     monkeypatch.setattr(serve.subprocess, "Popen", lambda argv, **kw: calls["popen"].append(argv))

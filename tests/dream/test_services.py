@@ -1,15 +1,14 @@
-"""Dream's services on whichever database DATABASE_URL names (SQLite by default, PostgreSQL in CI)."""
+"""Dream's services: set-based batches, dry runs, and the advisory locks that keep one cycle at a time."""
 
 import pytest
 from django.db import connection
 from prometheus_client import REGISTRY
 
-from dream import services
+from dream import services, store
 from dream.models import DreamRun
 from dream.services import Batching, dream_detect_contradictions, dream_prune_stale, dream_run_cycle
+from memoryplatform.locks import LockId
 from usermemory.models import MemoryEntry, MemoryEntryGroup, MemoryEvent
-
-ON_POSTGRES = True  # H3: the SQLite branches below are H2's to remove
 
 pytestmark = pytest.mark.django_db
 
@@ -247,7 +246,7 @@ def test_failure_mid_cycle_marks_the_run_failed_and_leaves_no_half_applied_batch
 ):
     dream_policy(agent_a, prune_stale_after_days=30)
     stale = [memory(agent_a, f"k{i}", updated_days=60) for i in range(5)]
-    real_delete = services._delete_entries
+    real_delete = store.delete_entries
     calls = []
 
     def delete_then_fail(*, ids: list[int]) -> None:
@@ -256,7 +255,7 @@ def test_failure_mid_cycle_marks_the_run_failed_and_leaves_no_half_applied_batch
             raise RuntimeError("disk on fire")
         real_delete(ids=ids)
 
-    monkeypatch.setattr(services, "_delete_entries", delete_then_fail)
+    monkeypatch.setattr(store, "delete_entries", delete_then_fail)
     failed_before = metric("dream_cycles_failed_total")
 
     with pytest.raises(RuntimeError, match="disk on fire"):
@@ -274,22 +273,21 @@ def test_failure_mid_cycle_marks_the_run_failed_and_leaves_no_half_applied_batch
     assert metric("dream_cycles_failed_total") - failed_before == 1
 
 
+def other_session():  # type: ignore[no-untyped-def]
+    """A second connection to the test database: another process, as the locks see it."""
+    import psycopg
+
+    s = connection.settings_dict
+    return psycopg.connect(
+        host=s["HOST"], port=s["PORT"] or 5432, user=s["USER"], password=s["PASSWORD"], dbname=s["NAME"]
+    )
+
+
 def hold_cycle_lock_elsewhere():  # type: ignore[no-untyped-def]
     """What a live cycle in another process looks like to this one."""
-    if ON_POSTGRES:
-        import psycopg
-
-        s = connection.settings_dict
-        other = psycopg.connect(
-            host=s["HOST"], port=s["PORT"] or 5432, user=s["USER"], password=s["PASSWORD"], dbname=s["NAME"]
-        )
-        other.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", [7302, services.CYCLE_LOCK_KEY])
-        return other
-    from django.utils import timezone
-
-    now = timezone.now()
-    DreamRun.objects.create(status=DreamRun.Status.RUNNING, started_at=now, heartbeat_at=now)
-    return None
+    other = other_session()
+    other.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", [LockId.DREAM_CYCLE, services.CYCLE_LOCK_KEY])
+    return other
 
 
 def test_a_second_cycle_is_skipped_while_one_runs(agent_a, dream_policy, memory):
@@ -299,53 +297,69 @@ def test_a_second_cycle_is_skipped_while_one_runs(agent_a, dream_policy, memory)
     try:
         run = dream_run_cycle()
     finally:
-        if other is not None:
-            other.close()
+        other.close()
 
     assert run.status == DreamRun.Status.SKIPPED
     assert "Another Dream cycle is running" in run.error
     assert run.entries_pruned == 0
     assert MemoryEntry.objects.filter(id=stale.id).exists()
 
-    after = dream_run_cycle() if ON_POSTGRES else None  # the lock is free again once its holder is gone
-    if after is not None:
-        assert after.status == DreamRun.Status.SUCCEEDED and after.entries_pruned == 1
+    after = dream_run_cycle()  # the lock went with its holder's connection
+    assert after.status == DreamRun.Status.SUCCEEDED and after.entries_pruned == 1
 
 
-def test_a_run_whose_process_died_does_not_block_the_next(agent_a, dream_policy, memory, settings):
-    from datetime import timedelta
-
+def test_a_run_whose_process_died_does_not_block_the_next(agent_a, dream_policy, memory):
     from django.utils import timezone
 
     dream_policy(agent_a, prune_stale_after_days=30)
     memory(agent_a, "old", updated_days=60)
-    settings.DREAM_LOCK_LEASE = 60
-    long_ago = timezone.now() - timedelta(minutes=5)
-    dead = DreamRun.objects.create(status=DreamRun.Status.RUNNING, started_at=long_ago, heartbeat_at=long_ago)
+    now = timezone.now()  # recorded running a moment ago, but no process holds its run lock
+    dead = DreamRun.objects.create(status=DreamRun.Status.RUNNING, started_at=now, heartbeat_at=now)
+    dead_dry = DreamRun.objects.create(
+        status=DreamRun.Status.RUNNING, dry_run=True, started_at=now, heartbeat_at=now
+    )
 
     run = dream_run_cycle()
 
-    dead.refresh_from_db()
-    assert dead.status == DreamRun.Status.FAILED and "Abandoned" in dead.error
+    for gone in (dead, dead_dry):
+        gone.refresh_from_db()
+        assert gone.status == DreamRun.Status.FAILED and "Abandoned" in gone.error
     assert run.status == DreamRun.Status.SUCCEEDED and run.entries_pruned == 1
 
 
-def test_a_run_that_lost_its_lease_stops(agent_a, dream_policy, memory, monkeypatch):
+def test_a_live_run_in_another_process_is_not_taken_for_abandoned(agent_a, dream_policy):
+    from django.utils import timezone
+
+    dream_policy(agent_a)
+    now = timezone.now()
+    live = DreamRun.objects.create(
+        status=DreamRun.Status.RUNNING, dry_run=True, started_at=now, heartbeat_at=now
+    )
+    other = other_session()
+    other.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", [LockId.DREAM_RUN, str(live.pk)])
+    try:
+        run = dream_run_cycle(dry_run=True)
+    finally:
+        other.close()
+
+    live.refresh_from_db()
+    assert live.status == DreamRun.Status.RUNNING
+    assert run.status == DreamRun.Status.SUCCEEDED
+
+
+def test_a_cycle_leaves_no_lock_behind(agent_a, dream_policy, memory):
     dream_policy(agent_a, prune_stale_after_days=30)
-    for i in range(3):
-        memory(agent_a, f"k{i}", updated_days=60)
-    real_write = services._write_events
-
-    def take_over(**kwargs) -> None:  # type: ignore[no-untyped-def]
-        real_write(**kwargs)
-        DreamRun.objects.filter(status=DreamRun.Status.RUNNING).update(status=DreamRun.Status.FAILED)
-
-    monkeypatch.setattr(services, "_write_events", take_over)
-
-    with pytest.raises(services.DreamLockLost):
-        dream_run_cycle(batch_size=1)
-
-    assert MemoryEntry.objects.count() == 2  # one batch committed, then it stopped
+    memory(agent_a, "old", updated_days=60)
+    run = dream_run_cycle()
+    other = other_session()
+    try:
+        free = other.execute(
+            "SELECT pg_try_advisory_lock(%s, hashtext(%s)), pg_try_advisory_lock(%s, hashtext(%s))",
+            [LockId.DREAM_CYCLE, services.CYCLE_LOCK_KEY, LockId.DREAM_RUN, str(run.pk)],
+        ).fetchone()
+    finally:
+        other.close()
+    assert free == (True, True)
 
 
 def test_dry_runs_do_not_take_the_lock(agent_a, dream_policy, memory):
@@ -355,8 +369,7 @@ def test_dry_runs_do_not_take_the_lock(agent_a, dream_policy, memory):
     try:
         dry = dream_run_cycle(dry_run=True)
     finally:
-        if other is not None:
-            other.close()
+        other.close()
 
     assert dry.status == DreamRun.Status.SUCCEEDED and dry.entries_pruned == 1
 

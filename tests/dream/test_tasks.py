@@ -10,16 +10,15 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from django.conf import settings
-from django.db import OperationalError, connection
+from django.db import OperationalError
 
 from dream.models import DreamRun
 from dream.tasks import dream_run_cycle_task
 from memoryplatform.celery import app, crontab_min_period, crontab_next_after, dream_expires_seconds
-from tests.helpers import REDIS_URL, needs_redis
+from tests.helpers import REDIS_URL, needs_redis, url_of_the_test_database
 from usermemory.models import MemoryEntry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,12 +143,6 @@ class Worker:
         return app.send_task("dream.run_cycle", kwargs=kwargs, queue=self.queue)
 
 
-def database_url() -> str:
-    s = connection.settings_dict  # NAME is the test database here (test_<name>)
-    auth = quote(s["USER"] or "") + (f":{quote(s['PASSWORD'])}" if s["PASSWORD"] else "")
-    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
-
-
 @pytest.fixture
 def worker(tmp_path):  # type: ignore[no-untyped-def]
     """A real `celery worker` (prefork, 2 processes, multiprocess metrics, as in docker-compose.yml) on the
@@ -159,7 +152,7 @@ def worker(tmp_path):  # type: ignore[no-untyped-def]
     metrics_dir.mkdir()
     env = {
         **os.environ,
-        "DATABASE_URL": database_url(),
+        "DATABASE_URL": url_of_the_test_database(),
         "REDIS_URL": REDIS_URL,
         "WORKER_METRICS_PORT": str(port),
         "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),

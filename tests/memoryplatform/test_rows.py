@@ -3,7 +3,6 @@
 from django.db import connection
 from django.db.models.signals import post_init
 
-from apikeys.services import _key_lookup
 from tests.factories import MemoryEntryFactory
 from usermemory.models import MemoryEntry
 from usermemory.statements import ENTRIES
@@ -38,17 +37,6 @@ def test_entries_match_from_db_and_defer_the_rest(agent_a):
     assert (built._state.adding, built._state.db) == (False, connection.alias)
     assert built.get_deferred_fields() == {"value_text"} and built.value_text == entry.value_text
     assert built.source_agent == agent_a and built.value == {"a": [1, 2]}
-
-
-def test_key_lookup_rows_match_from_db(agent_a):
-    from apikeys.services import apikey_create
-
-    key, _ = apikey_create(role="agent", agent_id=agent_a.id, label="t")
-    lookup = _key_lookup()
-    row = _fetch(lookup.sql, [key.prefix])
-    width = len(lookup.key)
-    for rows, part in ((lookup.key, row[:width]), (lookup.agent, row[width : width + len(lookup.agent)])):
-        assert _fields(rows.build(part)) == _fields(_as_django_loads_it(rows, part))
 
 
 def test_init_signals_still_fire_when_connected(agent_a):

@@ -1,12 +1,26 @@
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 from tqdm import tqdm
 
 from apikeys.models import Agent
 from dream.models import DreamRun
 from dream.selectors import dream_run_summary
 from dream.services import MAX_BATCH_SIZE, dream_run_cycle
+
+
+class _Unended:
+    """The command's stderr as tqdm's file: tqdm writes partial lines (``\r`` updates), and
+    ``OutputWrapper.write`` would end each with a newline (and colour it as an error) unless told not to."""
+
+    def __init__(self, out: OutputWrapper) -> None:
+        self.out = out
+
+    def write(self, text: str) -> None:
+        self.out.write(text, style_func=str, ending="")  # no error colour on a progress bar
+
+    def flush(self) -> None:
+        self.out.flush()
 
 
 class Command(BaseCommand):
@@ -31,11 +45,11 @@ class Command(BaseCommand):
         if batch_size is not None and not 1 <= batch_size <= MAX_BATCH_SIZE:
             raise CommandError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE}.")
 
-        bar = tqdm(  # type: ignore[call-overload]  # the stubs type OutputWrapper's stream as a method
+        bar = tqdm(
             total=1,
             desc="dream",
             unit="step",
-            file=self.stderr._out,
+            file=_Unended(self.stderr),
             disable=options["no_progress"],
             dynamic_ncols=True,
         )

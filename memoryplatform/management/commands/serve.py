@@ -10,6 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DEFAULT_DB_ALIAS
 
 
 def prepare_metrics_dir() -> str:
@@ -106,6 +107,9 @@ class Command(BaseCommand):
         "uvicorn: memoryplatform.asgi in worker processes. Without REDIS_URL it also runs the Dream schedule "
         "in one scheduler process beside the web workers."
     )
+    # Checked in handle(), after the port: a port in use is the first thing said. The checks include the
+    # database ones (PostgreSQL 15+ with pgvector), which cost one connection.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
@@ -142,6 +146,7 @@ class Command(BaseCommand):
         check_port_free(host, port)
         if options["check_port"]:
             return
+        self.check(databases=[DEFAULT_DB_ALIAS])
         if options["server"] == "gunicorn":
             argv = gunicorn_argv(host=host, port=port, workers=workers, threads=options["threads"])
         else:

@@ -1,0 +1,94 @@
+"""The core's hand-written statements: advisory locks, the readiness probe, a table's size estimate and the
+facts the database system check needs.
+
+One function per statement, keyword arguments, ``%(name)s`` placeholders filled from a dict here, and a typed
+result. Nothing else in the core calls ``cursor()``.
+"""
+
+from typing import NamedTuple
+
+from django.db import DEFAULT_DB_ALIAS, connections
+
+
+def advisory_xact_lock(*, namespace: int, key: str, using: str = DEFAULT_DB_ALIAS) -> None:
+    """Block until this transaction holds the advisory lock (namespace, hashtext(key))."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(%(namespace)s, hashtext(%(key)s))",
+            {"namespace": namespace, "key": key},
+        )
+
+
+def advisory_xact_try_lock(*, namespace: int, key: str, using: str = DEFAULT_DB_ALIAS) -> bool:
+    """Take the advisory lock (namespace, hashtext(key)) if it is free: ``False`` if another transaction
+    holds it."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_try_advisory_xact_lock(%(namespace)s, hashtext(%(key)s))",
+            {"namespace": namespace, "key": key},
+        )
+        row = cursor.fetchone()
+    return bool(row and row[0])
+
+
+def advisory_try_lock(*, namespace: int, key: str, using: str = DEFAULT_DB_ALIAS) -> bool:
+    """Take the session advisory lock (namespace, hashtext(key)) if it is free: held until
+    :func:`advisory_unlock` or the end of the session (a dead process's locks go with its connection)."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_try_advisory_lock(%(namespace)s, hashtext(%(key)s))",
+            {"namespace": namespace, "key": key},
+        )
+        row = cursor.fetchone()
+    return bool(row and row[0])
+
+
+def advisory_unlock(*, namespace: int, key: str, using: str = DEFAULT_DB_ALIAS) -> bool:
+    """Release a session advisory lock this session holds; ``False`` if it did not hold it."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_unlock(%(namespace)s, hashtext(%(key)s))",
+            {"namespace": namespace, "key": key},
+        )
+        row = cursor.fetchone()
+    return bool(row and row[0])
+
+
+def ping(*, using: str = DEFAULT_DB_ALIAS) -> None:
+    """One round trip to the server (readiness); raises whatever the connection raises."""
+    with connections[using].cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+
+
+def table_estimate(*, table: str, using: str = DEFAULT_DB_ALIAS) -> int | None:
+    """The planner's estimate of a table's rows (``pg_class.reltuples``, free to read); ``None`` when the
+    table was never analysed (-1) or does not exist."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%(table)s)", {"table": table}
+        )
+        row = cursor.fetchone()
+    if row is None or row[0] is None or row[0] < 0:
+        return None
+    return int(row[0])
+
+
+class ServerFacts(NamedTuple):
+    version_num: int  # server_version_num, e.g. 150004 for 15.4
+    version: str  # server_version, as the server spells it
+    vector_available: bool  # pgvector is installed on the server (CREATE EXTENSION vector would work)
+
+
+def server_facts(*, using: str = DEFAULT_DB_ALIAS) -> ServerFacts:
+    """What the database system check decides on: the server's version and whether ``vector`` is available."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "SELECT current_setting('server_version_num')::int, current_setting('server_version'), "
+            "EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = %(extension)s)",
+            {"extension": "vector"},
+        )
+        row = cursor.fetchone()
+    if row is None:  # a SELECT without FROM always returns its one row
+        raise RuntimeError("the server returned no row for its own settings")
+    return ServerFacts(version_num=int(row[0]), version=str(row[1]), vector_available=bool(row[2]))
