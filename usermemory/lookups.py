@@ -1,6 +1,5 @@
 """``field__literal_icontains=text``: a case-insensitive substring match where ``%``, ``_`` and ``\\`` are
-plain characters. PostgreSQL runs it as ``ILIKE``, which a pg_trgm GIN index serves; SQLite as ``LIKE``
-(case-insensitive for ASCII)."""
+plain characters, run as ``ILIKE``."""
 
 from typing import Any
 
@@ -20,9 +19,7 @@ class LiteralIContains(Lookup):
     def as_sql(self, compiler: Any, connection: Any) -> tuple[str, tuple[Any, ...]]:
         lhs, lhs_params = self.process_lhs(compiler, connection)
         rhs, rhs_params = self.process_rhs(compiler, connection)
-        if connection.vendor == "postgresql":
-            return f"{lhs} ILIKE {rhs}", (*lhs_params, *rhs_params)
-        return f"{lhs} LIKE {rhs} ESCAPE '\\'", (*lhs_params, *rhs_params)
+        return f"{lhs} ILIKE {rhs}", (*lhs_params, *rhs_params)
 
 
 CharField.register_lookup(LiteralIContains)

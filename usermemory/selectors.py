@@ -4,7 +4,6 @@ list, search, recall, category, key, count and history all show only what that a
 
 from typing import Literal, overload
 
-from django.db import connection
 from django.db.models import BooleanField, Case, Exists, IntegerField, OuterRef, Q, QuerySet, Value, When
 from django.db.models.expressions import RawSQL
 
@@ -172,7 +171,7 @@ def memory_search(
     pattern = f"%{like_escape(query)}%"
     params = [*scope, pattern, pattern, *([category] if category else []), limit, offset]
     sql = statements.search_sql(
-        n_groups=n_groups, visible=caller.is_agent, category=bool(category), vendor=connection.vendor
+        n_groups=n_groups, visible=caller.is_agent, category=bool(category)
     )
     return statements.ENTRIES.fetch(sql, params)
 
@@ -251,7 +250,7 @@ def memory_history(*, caller: Caller, entry_id: int, limit: int = 1000) -> list[
     memory_get_readable(caller=caller, entry_id=entry_id)
     hidden = {
         f"{part}_value_hidden": RawSQL(  # noqa: S611 (identifiers from the models; the agent id is bound)
-            f"NOT {statements.event_seen_sql(old=part == 'old', vendor=connection.vendor)}",
+            f"NOT {statements.event_seen_sql(old=part == 'old')}",
             [caller.agent_id, caller.agent_id],
             output_field=BooleanField(),
         )

@@ -262,18 +262,15 @@ def _count_turn_write(*, agent_id: str, user_id: str, turn_id: str | None, limit
     """Count one write in the agent's current turn for this user, refusing the one past ``limit``.
 
     Writes without a turn id share a 60-second window. The refused write's count stays in the rolled-back
-    transaction, so the count stays at the limit. On PostgreSQL the same statement first takes the user's
-    advisory lock, which every upsert holds (see :func:`_lock_user`).
+    transaction, so the count stays at the limit. The same statement first takes the user's advisory lock,
+    which every upsert holds (see :func:`_lock_user`).
     """
     window_cutoff = now - timedelta(seconds=60) if not turn_id else datetime.min.replace(tzinfo=now.tzinfo)
     ops = connection.ops
     at, cutoff = ops.adapt_datetimefield_value(now), ops.adapt_datetimefield_value(window_cutoff)
-    lock = connection.vendor == "postgresql"
-    params: list[Any] = [agent_id, user_id, turn_id or "", at]
-    if lock:
-        params += [LockId.USER_MEMORY, user_id]
+    params: list[Any] = [agent_id, user_id, turn_id or "", at, LockId.USER_MEMORY, user_id]
     with prepared_cursor() as cursor:
-        cursor.execute(statements.turn_count_sql(lock_user=lock), [*params, cutoff, cutoff])
+        cursor.execute(statements.turn_count_sql(), [*params, cutoff, cutoff])
         count = cursor.fetchone()[0]
     if count > limit:
         raise RateLimited(
@@ -344,31 +341,6 @@ def _make_room(
         )
 
 
-@dataclass(frozen=True)
-class _Existing:
-    """The entry on an upsert key before the write."""
-
-    id: int
-    value: Any
-    category: str
-    group_ids: list[str]
-    visibility: str
-
-
-def _existing_or_count(
-    *, user_id: str, key: str, visibility: str, owner: str | None
-) -> tuple[_Existing | None, int]:
-    """SQLite: the entry on the upsert key, or ``None`` and the user's number of entries (one statement)."""
-    is_global = visibility == Visibility.GLOBAL
-    params = [user_id, user_id, key] + ([] if is_global else [owner])
-    with connection.cursor() as cursor:
-        cursor.execute(statements.existing_sql(is_global=is_global), params)
-        entry_id, value_json, category, group_ids, visibility, count = cursor.fetchone()
-    if entry_id is None:
-        return None, count
-    return _Existing(entry_id, json.loads(value_json), category, json.loads(group_ids), visibility), 0
-
-
 def _lock_user(*, caller: Caller, user_id: str) -> None:
     """Every upsert holds the user's lock: upserts of one user run one at a time, so the existing entry, the
     cap count and the eviction all stay true until commit. An agent's write takes it in the turn count."""
@@ -426,8 +398,7 @@ def _upsert_one(
             now=now,
         )
     _lock_user(caller=caller, user_id=write.user_id)
-    write_entry = _write_in_one_statement if connection.vendor == "postgresql" else _write_in_steps
-    written = write_entry(_Resolved(write, owner, groups, text, policy), caller=caller, log=log, now=now)
+    written = _write_in_one_statement(_Resolved(write, owner, groups, text, policy), caller=caller, log=log, now=now)
     entry_id = written.entry_id
     if written.created or written.old_groups != groups:
         if not written.created:
@@ -486,7 +457,7 @@ class _Resolved:
 
     def stored_values(self, at: Any) -> list[Any]:
         """The inserted columns after ``user, key, value, value_text, category`` (see
-        :func:`usermemory.statements.upsert_sql`): ``visibility, owner, group_ids, conversation, conflicted,
+        :func:`usermemory.statements.upsert_event_sql`): ``visibility, owner, group_ids, conversation, conflicted,
         now, now``."""
         write = self.write
         return [
@@ -501,7 +472,7 @@ class _Resolved:
 
 
 def _write_in_one_statement(entry: _Resolved, *, caller: Caller, log: _EventLog, now: datetime) -> _Written:
-    """PostgreSQL: read the entry, check the cap, upsert and write history in one statement
+    """Read the entry, check the cap, upsert and write history in one statement
     (:func:`usermemory.statements.upsert_event_sql`). When the cap stops a new entry, make room (or refuse)
     and run it again."""
     write, owner, policy = entry.write, entry.owner, entry.policy
@@ -540,48 +511,8 @@ def _write_in_one_statement(entry: _Resolved, *, caller: Caller, log: _EventLog,
     return _Written(None if old_id is None else json.loads(old_groups), *stored)
 
 
-def _write_in_steps(entry: _Resolved, *, caller: Caller, log: _EventLog, now: datetime) -> _Written:
-    """SQLite: read the entry (or the cap count), make room if needed, upsert, then log the event."""
-    write, owner = entry.write, entry.owner
-    existing, count = _existing_or_count(
-        user_id=write.user_id, key=write.key, visibility=write.visibility, owner=owner
-    )
-    if existing is None:
-        _make_room(
-            caller=caller,
-            policy=entry.policy,
-            user_id=write.user_id,
-            owner=owner,
-            count=count,
-            log=log,
-            now=now,
-        )
-    category = write.category
-    if category is None:  # legacy properties: 'property' on insert, unchanged on update
-        category = existing.category if existing else PROPERTY_CATEGORY
-    at = connection.ops.adapt_datetimefield_value(now)
-    params = [write.user_id, write.key, json.dumps(write.value), entry.text, category]
-    params += entry.stored_values(at)
-    with connection.cursor() as cursor:
-        cursor.execute(statements.upsert_sql(is_global=write.visibility == Visibility.GLOBAL), params)
-        stored = cursor.fetchone()
-    stored_owner = stored[4]
-    log.add(
-        MemoryEvent.Action.CREATED if existing is None else MemoryEvent.Action.UPDATED,
-        entry_id=stored[0],
-        user_id=write.user_id,
-        key=write.key,
-        old=existing.value if existing else None,
-        new=write.value,
-        at=now,
-        scope=Scope(write.visibility, stored_owner, entry.groups),
-        old_scope=Scope(existing.visibility, stored_owner, existing.group_ids) if existing else None,
-    )
-    return _Written(None if existing is None else existing.group_ids, *stored)
-
-
 def _as_datetime(value: Any) -> datetime:
-    """A datetime as the raw cursor returned it (SQLite gives naive UTC, as text or datetime), made aware."""
+    """A datetime as the raw cursor returned it, made aware."""
     parsed = value if isinstance(value, datetime) else parse_datetime(value)
     if parsed is None:
         raise ValueError(f"The database returned {value!r} for a timestamp.")
@@ -730,9 +661,7 @@ def memory_recall(
     limit = min(limit or policy.max_recall_entries, policy.max_recall_entries)
     head = limit if order == RecallOrder.MOST_RECENT else recall_split(limit)
     n_groups, visible = statements.visible_params(user_id=user_id, agent_id=agent_id, group_ids=groups)
-    lock_user = connection.vendor == "postgresql"
-    params: list[Any] = [LockId.USER_RECALL, user_id] if lock_user else []
-    params += [*visible, head]
+    params: list[Any] = [LockId.USER_RECALL, user_id, *visible, head]
     if order == RecallOrder.MOST_ACCESSED:
         params += [*visible, limit - head]
     now = timezone.now()
@@ -741,9 +670,7 @@ def memory_recall(
     params += [ops.adapt_datetimefield_value(threshold), ops.adapt_datetimefield_value(now)]
     if caller.is_agent:  # the conflicted flag it may see; viewer and admin keys see the stored one
         params += visible
-    sql = statements.recall_sql(
-        order=order, n_groups=n_groups, lock_user=lock_user, agent_view=caller.is_agent
-    )
+    sql = statements.recall_sql(order=order, n_groups=n_groups, agent_view=caller.is_agent)
     entries = sorted(statements.ENTRIES.fetch(sql, params), key=_newest_first, reverse=True)
     if order == RecallOrder.MOST_ACCESSED:  # the newest `head` first, then the most accessed of the rest
         entries[head:] = sorted(entries[head:], key=_most_accessed_first, reverse=True)

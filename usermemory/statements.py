@@ -2,7 +2,7 @@
 
 The ORM spends more time compiling the visible-entries query than the database spends running it (profile in
 ``bench/RESULTS.md``), so recall is one statement written here: it picks the visible entries, counts their
-access and returns them, on PostgreSQL and SQLite alike. Only table and column names, taken from the models,
+access and returns them, Only table and column names, taken from the models,
 are interpolated; every value is a parameter.
 """
 
@@ -76,13 +76,13 @@ def entry_columns(*, agent_view: bool, n_groups: int | None) -> str:
 
 
 @cache
-def recall_sql(*, order: str, n_groups: int | None, lock_user: bool, agent_view: bool = False) -> str:
+def recall_sql(*, order: str, n_groups: int | None, agent_view: bool = False) -> str:
     """One statement: pick the entries to recall, mark their access and return them (unordered).
 
     Every recall sets ``last_accessed_at``; only ``most_accessed`` counts one access of each entry in
     ``access_count`` (EDDI: ``most_recent`` has no side effect on it).
 
-    Parameters: with ``lock_user`` (PostgreSQL) the user's recall lock ``namespace, user`` first; the visible
+    Parameters: the user's recall lock ``namespace, user`` first; the visible
     parameters and ``head`` (how many of the newest entries to take); for ``most_accessed`` the visible
     parameters again and ``rest`` (how many of the most accessed others); then ``now - granularity`` and
     ``now`` for ``last_accessed_at``; with ``agent_view`` (an agent key's recall) the visible parameters
@@ -95,10 +95,9 @@ def recall_sql(*, order: str, n_groups: int | None, lock_user: bool, agent_view:
     """
     where = visible_where(n_groups)
     recent = "ORDER BY updated_at DESC, id DESC"
-    picks, head_where = "WITH ", where
-    if lock_user:  # `rest` reads `head`, so `head` runs first and takes the lock before any row is read
-        picks += f"user_lock AS MATERIALIZED (SELECT {ADVISORY_XACT_LOCK} AS held), "
-        head_where = f"(SELECT true FROM user_lock) AND {where}"
+    # `rest` reads `head`, so `head` runs first and takes the lock before any row is read
+    picks = f"WITH user_lock AS MATERIALIZED (SELECT {ADVISORY_XACT_LOCK} AS held), "
+    head_where = f"(SELECT true FROM user_lock) AND {where}"
     picks += f"head AS (SELECT id FROM {ENTRY_TABLE} WHERE {head_where} {recent} LIMIT %s)"
     chosen = "SELECT id FROM head"
     if order == RecallOrder.MOST_ACCESSED:
@@ -117,7 +116,7 @@ def recall_sql(*, order: str, n_groups: int | None, lock_user: bool, agent_view:
 
 
 @cache
-def search_sql(*, n_groups: int | None, visible: bool, category: bool, vendor: str) -> str:
+def search_sql(*, n_groups: int | None, visible: bool, category: bool) -> str:
     """A user's entries whose key or value text holds a literal, newest first, one page.
 
     Parameters: with ``visible`` (an agent's read) the visible parameters for ``conflicted``
@@ -125,8 +124,7 @@ def search_sql(*, n_groups: int | None, visible: bool, category: bool, vendor: s
     (:func:`usermemory.lookups.like_escape`, wrapped in ``%``); ``category`` when filtered; limit, offset.
     """
     where = visible_where(n_groups) if visible else "user_id = %s"
-    like = "ILIKE %s" if vendor == "postgresql" else "LIKE %s ESCAPE '\\'"
-    where += f" AND (key {like} OR value_text {like})"
+    where += " AND (key ILIKE %s OR value_text ILIKE %s)"
     if category:
         where += " AND category = %s"
     return (
@@ -136,7 +134,7 @@ def search_sql(*, n_groups: int | None, visible: bool, category: bool, vendor: s
 
 
 @cache
-def event_seen_sql(*, old: bool, vendor: str) -> str:
+def event_seen_sql(*, old: bool) -> str:
     """Whether an agent could see an event's old value (``old``) or new value: the scope the event recorded
     (owner, visibility and groups when it was written) meets the agent as Visible meets an entry: global,
     ``self`` owned by the agent, or ``group`` sharing a group the agent is a member of. Parameters:
@@ -144,10 +142,7 @@ def event_seen_sql(*, old: bool, vendor: str) -> str:
     members, group_column, agent_column = _members_table()
     prefix = "old_" if old else ""
     visibility, groups = f"{EVENT_TABLE}.{prefix}visibility", f"{EVENT_TABLE}.{prefix}group_ids"
-    if vendor == "postgresql":
-        elements = f"jsonb_array_elements_text({groups}) AS g(value)"
-    else:
-        elements = f"json_each({groups}) AS g"
+    elements = f"jsonb_array_elements_text({groups}) AS g(value)"
     return (
         f"({visibility} = 'global' OR ({visibility} = 'self' AND {EVENT_TABLE}.owner = %s) OR "
         f"({visibility} = 'group' AND EXISTS (SELECT 1 FROM {elements} WHERE g.value IN "
@@ -166,16 +161,14 @@ UPSERT_RETURNING = "id, created_at, access_count, last_accessed_at, source_agent
 
 
 @cache
-def turn_count_sql(*, lock_user: bool) -> str:
+def turn_count_sql() -> str:
     """Count one write in the agent's turn: ``INSERT .. ON CONFLICT DO UPDATE .. RETURNING count``, so
     concurrent writes count exactly. A past window (no turn id: 60 s) starts again at 1.
 
-    Parameters: ``agent, user, turn, now``, with ``lock_user`` (PostgreSQL) the user's advisory lock
-    ``namespace, user``, which the same statement takes first, then ``cutoff, cutoff``.
+    Parameters: ``agent, user, turn, now``, the user's advisory lock ``namespace, user``, which the same
+    statement takes first, then ``cutoff, cutoff``.
     """
-    source = "VALUES (%s, %s, %s, %s, 1)"
-    if lock_user:
-        source = f"SELECT %s, %s, %s, %s, 1 FROM (SELECT {ADVISORY_XACT_LOCK}) AS user_lock"
+    source = f"SELECT %s, %s, %s, %s, 1 FROM (SELECT {ADVISORY_XACT_LOCK}) AS user_lock"
     return (
         f"INSERT INTO {TURN_TABLE} (agent_id, user_id, turn_id, window_start, count) {source} "
         f"ON CONFLICT (agent_id, user_id, turn_id) DO UPDATE SET "
@@ -191,20 +184,6 @@ def _upsert_key(*, is_global: bool) -> str:
     if is_global:
         return "user_id = %s AND key = %s AND visibility = 'global'"
     return "user_id = %s AND key = %s AND NOT (visibility = 'global') AND source_agent_id = %s"
-
-
-@cache
-def existing_sql(*, is_global: bool) -> str:
-    """SQLite, before :func:`upsert_sql`: the entry on the upsert key (``id, value, category, group_ids,
-    visibility`` as stored, or NULLs), and when there is none, the user's number of entries for the cap.
-    Parameters: ``user``, then ``user, key[, owner]``."""
-    return (
-        f"SELECT e.id, e.value, e.category, e.group_ids, e.visibility, CASE WHEN e.id IS NULL THEN "
-        f"(SELECT count(*) FROM {ENTRY_TABLE} WHERE user_id = %s) END "
-        f"FROM (SELECT 1 AS one) AS o LEFT JOIN (SELECT id, value, category, group_ids, visibility "
-        f"FROM {ENTRY_TABLE} "
-        f"WHERE {_upsert_key(is_global=is_global)}) AS e ON 1 = 1"
-    )
 
 
 def _upsert_insert(*, is_global: bool, values: str) -> str:
@@ -229,20 +208,8 @@ def _upsert_insert(*, is_global: bool, values: str) -> str:
 
 
 @cache
-def upsert_sql(*, is_global: bool) -> str:
-    """The plain upsert (SQLite: :func:`existing_sql` reads the entry before, the caller writes the event).
-
-    Parameters: ``user, key, value (JSON), value_text, category, visibility, owner, group_ids (JSON),
-    conversation, conflicted, now, now``.
-    """
-    return _upsert_insert(
-        is_global=is_global, values="VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 0, %s, %s, NULL)"
-    )
-
-
-@cache
 def upsert_event_sql(*, is_global: bool) -> str:
-    """PostgreSQL: the whole write in one statement, run while the user's lock is held. It reads the entry on
+    """The whole write in one statement, run while the user's lock is held. It reads the entry on
     the upsert key, counts the user's entries when there is none, inserts or updates only if the entry exists
     or the count is under the cap, and writes the history event of what it did.
 

@@ -2,17 +2,19 @@
 (``manage.py serve``: uvicorn serving ``memoryplatform.asgi``, ``/mcp/``; and gunicorn serving
 ``memoryplatform.wsgi`` for WSGI users).
 
-Both servers are subprocesses, so they run against a file SQLite database made for this module (migrated and
-provisioned by ``manage.py`` subprocesses), on either CI suite. Each test uses user ids of its own.
+Both servers are subprocesses, so they run against a database made for this module on the suite's PostgreSQL
+server (migrated and provisioned by ``manage.py`` subprocesses). Each test uses user ids of its own.
 """
 
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -23,8 +25,10 @@ from typing import Any
 
 import anyio
 import httpx2
+import psycopg
 import pytest
 from django.conf import settings
+from django.db import connection
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -70,13 +74,31 @@ def _manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return result
 
 
+def _admin_sql(statement: str) -> None:
+    """Run one statement outside a transaction (CREATE/DROP DATABASE) on the suite's PostgreSQL server."""
+    db = settings.DATABASES["default"]
+    with psycopg.connect(
+        dbname=db["NAME"], user=db["USER"], password=db["PASSWORD"], host=db["HOST"], port=db["PORT"],
+        autocommit=True,
+    ) as conn:
+        conn.execute(statement)
+
+
 @pytest.fixture(scope="module")
-def mcp_env(tmp_path_factory) -> McpEnv:
-    """A migrated file SQLite database with agents A (in group team) and B, and one key per role."""
+def mcp_env(tmp_path_factory, django_db_setup, django_db_blocker) -> Iterator[McpEnv]:
+    """A migrated database of its own, on the suite's PostgreSQL server, with agents A (in group team) and B,
+    and one key per role."""
     tmp = tmp_path_factory.mktemp("mcp")
+    db = settings.DATABASES["default"]
+    name = f"mcp_{secrets.token_hex(4)}"
+    with django_db_blocker.unblock():
+        connection.ensure_connection()  # the embedded server starts with the first connection
+        _admin_sql(f"CREATE DATABASE {name}")
+    query = urllib.parse.urlencode({"host": db["HOST"], "port": db["PORT"]})
+    password = urllib.parse.quote(db["PASSWORD"] or "", safe="")
     env = {
         **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
+        "DATABASE_URL": f"postgres://{urllib.parse.quote(db['USER'], safe='')}:{password}@/{name}?{query}",
         "SECRET_KEY": settings.SECRET_KEY,
         "DEBUG": "false",
         "PROMETHEUS_MULTIPROC_DIR": str(tmp / "prometheus"),  # serve's, not the checkout's var/prometheus
@@ -86,7 +108,9 @@ def mcp_env(tmp_path_factory) -> McpEnv:
     _manage(env, "migrate", "--verbosity", "0")
     output = _manage(env, "shell", "--no-imports", "-c", PROVISION).stdout
     keys = json.loads(next(line for line in output.splitlines() if line.startswith("KEYS="))[5:])
-    return McpEnv(env=env, keys=keys, tmp=tmp)
+    yield McpEnv(env=env, keys=keys, tmp=tmp)
+    with django_db_blocker.unblock():
+        _admin_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def _free_port() -> int:

@@ -1,7 +1,7 @@
 """pg_trgm GIN indexes so the literal substring search (ILIKE) uses an index on PostgreSQL.
 
 ``fastupdate = off``: with the default pending list, an insert now and then pays for flushing it and stalls
-for hundreds of milliseconds. SQLite has no such index; the operations do nothing there.
+for hundreds of milliseconds.
 """
 
 from django.contrib.postgres.operations import TrigramExtension
@@ -14,8 +14,6 @@ INDEXES = {
 
 
 def create_indexes(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
     for name, column in INDEXES.items():
         schema_editor.execute(
             f"CREATE INDEX IF NOT EXISTS {name} ON usermemory_memoryentry "
@@ -24,8 +22,6 @@ def create_indexes(apps, schema_editor):
 
 
 def drop_indexes(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
     for name in INDEXES:
         schema_editor.execute(f"DROP INDEX IF EXISTS {name}")
 
