@@ -5,14 +5,13 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from apikeys.caller import Caller
 from apikeys.models import Agent
@@ -20,8 +19,7 @@ from apikeys.services import caller_require_writer
 from memoryplatform.api.errors import BadRequest, CapacityReached, Forbidden, NotFound, RateLimited
 from memoryplatform.api.text import json_problem, text_problem
 from memoryplatform.locks import LockId, advisory_xact_lock
-from memoryplatform.rows import prepared_cursor
-from usermemory import selectors, statements
+from usermemory import selectors, store
 from usermemory.export import user_export
 from usermemory.models import (
     MAX_KEY_CHARS,
@@ -265,13 +263,10 @@ def _count_turn_write(*, agent_id: str, user_id: str, turn_id: str | None, limit
     transaction, so the count stays at the limit. The same statement first takes the user's advisory lock,
     which every upsert holds (see :func:`_lock_user`).
     """
-    window_cutoff = now - timedelta(seconds=60) if not turn_id else datetime.min.replace(tzinfo=now.tzinfo)
-    ops = connection.ops
-    at, cutoff = ops.adapt_datetimefield_value(now), ops.adapt_datetimefield_value(window_cutoff)
-    params: list[Any] = [agent_id, user_id, turn_id or "", at, LockId.USER_MEMORY, user_id]
-    with prepared_cursor() as cursor:
-        cursor.execute(statements.turn_count_sql(), [*params, cutoff, cutoff])
-        count = cursor.fetchone()[0]
+    cutoff = now - timedelta(seconds=60) if not turn_id else datetime.min.replace(tzinfo=now.tzinfo)
+    count = store.turn_count(
+        agent_id=agent_id, user_id=user_id, turn_id=turn_id or "", now=now, cutoff=cutoff
+    )
     if count > limit:
         raise RateLimited(
             f"Write limit reached: {limit} memory writes per turn (maxWritesPerTurn).",
@@ -312,33 +307,32 @@ def _make_room(
         raise _cap_refusal(
             caller=caller, user_id=user_id, cap=cap, count=count, why="onCapReached is 'reject'."
         )
-    needed = count - cap + 1
+    # One entry out per entry in, whatever the count: the user never grows, and an over-cap user (the cap was
+    # lowered) shrinks as entries are replaced. Evicting down to the cap would tell the agent, by what goes,
+    # how many entries the user has, those it cannot see included.
     oldest = (
-        list(
-            MemoryEntry.objects.filter(user_id=user_id, source_agent_id=owner)
-            .order_by("updated_at", "id")
-            .values("id", "key", "value", *SCOPE_FIELDS)[:needed]
-        )
+        MemoryEntry.objects.filter(user_id=user_id, source_agent_id=owner)
+        .order_by("updated_at", "id")
+        .values("id", "key", "value", *SCOPE_FIELDS)
+        .first()
         if owner
-        else []
+        else None
     )
-    if len(oldest) < needed:
-        why = "evict_oldest cannot make room: it deletes only the writing agent's own entries"
-        why += (
-            ", and it has too few." if caller.is_agent else f", and found {len(oldest)} of {needed} needed."
+    if oldest is None:
+        why = (
+            "evict_oldest cannot make room: it deletes only the writing agent's own entries, and it has none."
         )
         raise _cap_refusal(caller=caller, user_id=user_id, cap=cap, count=count, why=why)
-    MemoryEntry.objects.filter(id__in=[row["id"] for row in oldest]).delete()
-    for row in oldest:
-        log.add(
-            MemoryEvent.Action.EVICTED,
-            entry_id=row["id"],
-            user_id=user_id,
-            key=row["key"],
-            old=row["value"],
-            at=now,
-            scope=Scope.of(row),
-        )
+    MemoryEntry.objects.filter(id=oldest["id"]).delete()
+    log.add(
+        MemoryEvent.Action.EVICTED,
+        entry_id=oldest["id"],
+        user_id=user_id,
+        key=oldest["key"],
+        old=oldest["value"],
+        at=now,
+        scope=Scope.of(oldest),
+    )
 
 
 def _lock_user(*, caller: Caller, user_id: str) -> None:
@@ -398,10 +392,13 @@ def _upsert_one(
             now=now,
         )
     _lock_user(caller=caller, user_id=write.user_id)
-    written = _write_in_one_statement(_Resolved(write, owner, groups, text, policy), caller=caller, log=log, now=now)
+    written, old_groups = _write_entry(
+        caller=caller, write=write, owner=owner, groups=groups, text=text, policy=policy, log=log, now=now
+    )
     entry_id = written.entry_id
-    if written.created or written.old_groups != groups:
-        if not written.created:
+    created = old_groups is None
+    if created or old_groups != groups:
+        if not created:
             MemoryEntryGroup.objects.filter(entry_id=entry_id).delete()
         if groups:
             MemoryEntryGroup.objects.bulk_create(
@@ -420,107 +417,65 @@ def _upsert_one(
         source_conversation_id=write.source_conversation_id,
         conflicted=False,
         access_count=written.access_count,
-        created_at=_as_datetime(written.created_at),
+        created_at=written.created_at,
         updated_at=now,
-        last_accessed_at=_as_datetime_or_none(written.last_accessed_at),
+        last_accessed_at=written.last_accessed_at,
     )
-    return UpsertResult(entry=entry, created=written.created)
+    return UpsertResult(entry=entry, created=created)
 
 
-@dataclass(frozen=True)
-class _Written:
-    """What one entry's write did: ``old_groups`` is ``None`` when it created the entry. The rest are the
-    stored columns the statement returned (:data:`usermemory.statements.UPSERT_RETURNING`)."""
-
-    old_groups: list[str] | None
-    entry_id: int
-    created_at: Any
-    access_count: int
-    last_accessed_at: Any
-    owner: str | None
-    category: str
-
-    @property
-    def created(self) -> bool:
-        return self.old_groups is None
-
-
-@dataclass(frozen=True)
-class _Resolved:
-    """One write, checked and resolved: its owner, groups, search text and the owner's policy."""
-
-    write: MemoryWrite
-    owner: str | None
-    groups: list[str]
-    text: str
-    policy: AgentMemoryPolicy
-
-    def stored_values(self, at: Any) -> list[Any]:
-        """The inserted columns after ``user, key, value, value_text, category`` (see
-        :func:`usermemory.statements.upsert_event_sql`): ``visibility, owner, group_ids, conversation, conflicted,
-        now, now``."""
-        write = self.write
-        return [
-            write.visibility,
-            self.owner,
-            json.dumps(self.groups),
-            write.source_conversation_id,
-            False,
-            at,
-            at,
-        ]
-
-
-def _write_in_one_statement(entry: _Resolved, *, caller: Caller, log: _EventLog, now: datetime) -> _Written:
+def _write_entry(
+    *,
+    caller: Caller,
+    write: MemoryWrite,
+    owner: str | None,
+    groups: list[str],
+    text: str,
+    policy: AgentMemoryPolicy,
+    log: _EventLog,
+    now: datetime,
+) -> tuple[store.Stored, list[str] | None]:
     """Read the entry, check the cap, upsert and write history in one statement
-    (:func:`usermemory.statements.upsert_event_sql`). When the cap stops a new entry, make room (or refuse)
-    and run it again."""
-    write, owner, policy = entry.write, entry.owner, entry.policy
-    is_global = write.visibility == Visibility.GLOBAL
-    at = connection.ops.adapt_datetimefield_value(now)
-    value_json = json.dumps(write.value)
+    (:func:`usermemory.store.upsert_with_event`). When the cap stops a new entry, make room (or refuse) and
+    run it again. Returns the stored entry and its groups before (``None``: it is new)."""
     actor = log.actor
-    params: list[Any] = [write.user_id, write.key, *([] if is_global else [owner]), write.user_id]
-    params += [write.user_id, write.key, value_json, entry.text, write.category, PROPERTY_CATEGORY]
-    params += entry.stored_values(at)
-    params += [policy.max_entries_per_user]
-    params += [write.user_id, write.key, MemoryEvent.Action.UPDATED, MemoryEvent.Action.CREATED]
-    groups_json = json.dumps(entry.groups)
-    params += [actor.actor_type, actor.actor_id, actor.key_prefix, value_json]
-    params += [write.visibility, groups_json, write.visibility, groups_json, at]
-    sql = statements.upsert_event_sql(is_global=is_global)
-    with prepared_cursor() as cursor:
-        cursor.execute(sql, params)
-        old_id, old_groups, count, *stored = cursor.fetchone()
-        if stored[0] is None:  # no entry on the key, and the user is at the cap
-            _make_room(
-                caller=caller,
-                policy=policy,
-                user_id=write.user_id,
-                owner=owner,
-                count=count,
-                log=log,
-                now=now,
-            )
-            cursor.execute(sql, params)
-            old_id, old_groups, count, *stored = cursor.fetchone()
-    if stored[0] is None:
+
+    def attempt() -> store.Upserted:
+        return store.upsert_with_event(
+            user_id=write.user_id,
+            key=write.key,
+            value=write.value,
+            text=text,
+            category=write.category,
+            new_category=PROPERTY_CATEGORY,
+            visibility=write.visibility,
+            owner=owner,
+            group_ids=groups,
+            conversation_id=write.source_conversation_id,
+            cap=policy.max_entries_per_user,
+            actor_type=actor.actor_type,
+            actor_id=actor.actor_id,
+            key_prefix=actor.key_prefix,
+            now=now,
+        )
+
+    written = attempt()
+    if written.stored is None:  # no entry on the key, and the user is at the cap
+        _make_room(
+            caller=caller,
+            policy=policy,
+            user_id=write.user_id,
+            owner=owner,
+            count=written.count,
+            log=log,
+            now=now,
+        )
+        written = attempt()
+    if written.stored is None:
         why = f"onCapReached is '{policy.on_cap_reached}'."
         cap = policy.max_entries_per_user
-        raise _cap_refusal(caller=caller, user_id=write.user_id, cap=cap, count=count, why=why)
-    return _Written(None if old_id is None else json.loads(old_groups), *stored)
-
-
-def _as_datetime(value: Any) -> datetime:
-    """A datetime as the raw cursor returned it, made aware."""
-    parsed = value if isinstance(value, datetime) else parse_datetime(value)
-    if parsed is None:
-        raise ValueError(f"The database returned {value!r} for a timestamp.")
-    return parsed.replace(tzinfo=UTC) if timezone.is_naive(parsed) else parsed
-
-
-def _as_datetime_or_none(value: Any) -> datetime | None:
-    return None if value is None else _as_datetime(value)
+        raise _cap_refusal(caller=caller, user_id=write.user_id, cap=cap, count=written.count, why=why)
+    return written.stored, written.old_groups
 
 
 # --- Writes ------------------------------------------------------------------------------------------
@@ -646,7 +601,7 @@ def memory_recall(
 ) -> list[MemoryEntry]:
     """The entries visible to the agent, in its policy's order and limit; counts the access of each.
 
-    One statement (:func:`usermemory.statements.recall_sql`) picks the entries, counts their access, sets
+    One statement (:func:`usermemory.store.recall`) picks the entries, counts their access, sets
     ``lastAccessedAt`` where it is older than the granularity, and returns them as they now are.
     """
     agent_id, groups = selectors.resolve_read_scope(
@@ -660,18 +615,20 @@ def memory_recall(
         raise BadRequest(f"limit must be between 1 and {MAX_RECALL_LIMIT}.")
     limit = min(limit or policy.max_recall_entries, policy.max_recall_entries)
     head = limit if order == RecallOrder.MOST_RECENT else recall_split(limit)
-    n_groups, visible = statements.visible_params(user_id=user_id, agent_id=agent_id, group_ids=groups)
-    params: list[Any] = [LockId.USER_RECALL, user_id, *visible, head]
-    if order == RecallOrder.MOST_ACCESSED:
-        params += [*visible, limit - head]
     now = timezone.now()
-    threshold = now - timedelta(seconds=settings.MEMORY_ACCESS_GRANULARITY)
-    ops = connection.ops
-    params += [ops.adapt_datetimefield_value(threshold), ops.adapt_datetimefield_value(now)]
-    if caller.is_agent:  # the conflicted flag it may see; viewer and admin keys see the stored one
-        params += visible
-    sql = statements.recall_sql(order=order, n_groups=n_groups, agent_view=caller.is_agent)
-    entries = sorted(statements.ENTRIES.fetch(sql, params), key=_newest_first, reverse=True)
+    entries = store.recall(
+        user_id=user_id,
+        agent_id=agent_id,
+        group_ids=groups,
+        order=order,
+        head=head,
+        rest=limit - head,
+        threshold=now - timedelta(seconds=settings.MEMORY_ACCESS_GRANULARITY),
+        now=now,
+        # the conflicted flag an agent may see; viewer and admin keys see the stored one
+        agent_view=caller.is_agent,
+    )
+    entries.sort(key=_newest_first, reverse=True)
     if order == RecallOrder.MOST_ACCESSED:  # the newest `head` first, then the most accessed of the rest
         entries[head:] = sorted(entries[head:], key=_most_accessed_first, reverse=True)
     return entries

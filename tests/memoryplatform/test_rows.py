@@ -4,10 +4,11 @@ from django.db import connection
 from django.db.models.signals import post_init
 
 from apikeys.services import _key_lookup
+from memoryplatform.rows import ModelRows
 from tests.factories import MemoryEntryFactory
 from usermemory.models import MemoryEntry
-from usermemory.statements import ENTRIES
 
+ENTRIES = ModelRows(MemoryEntry, exclude=["value_text"])
 ENTRY_BY_ID = f"SELECT {ENTRIES.columns()} FROM {MemoryEntry._meta.db_table} WHERE id = %s"  # noqa: S608
 
 
