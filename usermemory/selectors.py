@@ -2,16 +2,29 @@
 search and recall (the hottest reads) the same condition written as SQL (:mod:`usermemory.store`), so
 list, search, recall, category, key, count and history all show only what that agent may see."""
 
+import re
 from typing import Literal, overload
 
-from django.db.models import BooleanField, Case, Exists, IntegerField, OuterRef, Q, QuerySet, Value, When
+from django.contrib.postgres.search import SearchQueryField, SearchVector
+from django.db.models import (
+    BooleanField,
+    Case,
+    Exists,
+    Func,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
+from django.db.models.expressions import CombinedExpression
 
 from apikeys import selectors as apikeys_selectors
 from apikeys.caller import Caller
 from apikeys.models import Agent
 from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
 from usermemory import store
-from usermemory.lookups import like_escape
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
 
 LIST_ORDER = ("-updated_at", "-id")
@@ -138,8 +151,26 @@ def memory_by_category(
     return memory_list(caller=caller, user_id=user_id, group_ids=group_ids).filter(category=category)
 
 
-def _text_match(query: str) -> Q:
-    return Q(key__literal_icontains=query) | Q(value_text__literal_icontains=query)
+# Words of a full-text query: letters and digits, as PostgreSQL's parser splits them ('_' separates words).
+_WORD = re.compile(r"[^\W_]+")
+FULLTEXT_CONFIG = "simple"  # the configuration of memory_fulltext_idx: the two must match
+
+
+def fulltext_match(query: str) -> CombinedExpression | None:
+    """Entries whose key or value text holds every word of ``query``, each as a word or a word's prefix;
+    ``None`` when the query has no word. Served by ``memory_fulltext_idx`` (same vector expression).
+
+    Each word is quoted as a tsquery lexeme (``'word':*``); a word holds only letters and digits, so no input
+    can add tsquery syntax."""
+    words = _WORD.findall(query.lower())
+    if not words:
+        return None
+    vector = SearchVector("key", "value_text", config=FULLTEXT_CONFIG)
+    terms = " & ".join(f"'{word}':*" for word in dict.fromkeys(words))
+    tsquery = Func(
+        Value(FULLTEXT_CONFIG), Value(terms), function="to_tsquery", output_field=SearchQueryField()
+    )
+    return CombinedExpression(vector, "@@", tsquery, output_field=BooleanField())
 
 
 def memory_search(
@@ -170,7 +201,7 @@ def memory_search(
         agent_id=agent_id,
         group_ids=groups,
         agent_view=caller.is_agent,
-        pattern=f"%{like_escape(query)}%",
+        query=query,
         category=category or None,
         limit=limit,
         offset=offset,
@@ -180,12 +211,16 @@ def memory_search(
 def memory_search_all_users(
     *, caller: Caller, query: str, category: str | None = None
 ) -> QuerySet[MemoryEntry]:
-    """Staff search across every user (viewer and admin keys only); served by the trigram indexes."""
+    """Staff search across every user (viewer and admin keys only): full-text, every word of ``q`` as a word
+    or a word's prefix (:func:`fulltext_match`)."""
     if caller.is_agent:
         raise Forbidden("Search across all users needs a viewer or admin key.")
     if not query:
         raise BadRequest("q is required: the text to search for.")
-    qs = MemoryEntry.objects.filter(_text_match(query)).order_by(*LIST_ORDER)
+    match = fulltext_match(query)
+    if match is None:
+        raise BadRequest("q has no word to search for (letters or digits).")
+    qs = MemoryEntry.objects.filter(match).order_by(*LIST_ORDER)
     return qs.filter(category=category) if category else qs
 
 

@@ -440,7 +440,7 @@ def _write_entry(
     run it again. Returns the stored entry and its groups before (``None``: it is new)."""
     actor = log.actor
 
-    def attempt() -> store.Upserted:
+    def attempt(cap: int) -> store.Upserted:
         return store.upsert_with_event(
             user_id=write.user_id,
             key=write.key,
@@ -452,14 +452,14 @@ def _write_entry(
             owner=owner,
             group_ids=groups,
             conversation_id=write.source_conversation_id,
-            cap=policy.max_entries_per_user,
+            cap=cap,
             actor_type=actor.actor_type,
             actor_id=actor.actor_id,
             key_prefix=actor.key_prefix,
             now=now,
         )
 
-    written = attempt()
+    written = attempt(policy.max_entries_per_user)
     if written.stored is None:  # no entry on the key, and the user is at the cap
         _make_room(
             caller=caller,
@@ -470,7 +470,8 @@ def _write_entry(
             log=log,
             now=now,
         )
-        written = attempt()
+        # One evicted, one in: room for one more than the user has now (the user's lock is held).
+        written = attempt(written.count)
     if written.stored is None:
         why = f"onCapReached is '{policy.on_cap_reached}'."
         cap = policy.max_entries_per_user
@@ -825,7 +826,11 @@ def memory_resolve_conflict(
         MemoryEntry.objects.filter(id__in=other_ids).delete()
     else:
         MemoryEntry.objects.filter(id__in=other_ids).update(
-            value=keep.value, value_text=keep.value_text, conflicted=False, updated_at=now
+            value=keep.value,
+            value_text=keep.value_text,
+            text_folded=keep.value_text.casefold(),
+            conflicted=False,
+            updated_at=now,
         )
     MemoryEntry.objects.filter(id=keep.id).update(conflicted=False)
     log.flush()

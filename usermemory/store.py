@@ -24,7 +24,7 @@ GROUP_TABLE = MemoryEntryGroup._meta.db_table
 EVENT_TABLE = MemoryEvent._meta.db_table
 TURN_TABLE = TurnWriteCount._meta.db_table
 # The search columns, which no reader of an entry needs: recall and search leave them deferred.
-SEARCH_ONLY = frozenset({"value_text"})
+SEARCH_ONLY = frozenset({"value_text", "key_folded", "text_folded"})
 ENTRY_FIELDS = tuple(f for f in MemoryEntry._meta.concrete_fields if f.name not in SEARCH_ONLY)
 ENTRY_ATTNAMES = tuple(f.attname for f in ENTRY_FIELDS)
 # (position, field) of the columns whose database value Django converts (JSON text -> Python).
@@ -171,7 +171,9 @@ def recall(
 @cache
 def _search_sql(*, agent_view: bool, all_of_agent: bool, category: bool) -> str:
     where = visible_where(all_of_agent=all_of_agent) if agent_view else "user_id = %(user)s"
-    where += " AND (key ILIKE %(pattern)s OR value_text ILIKE %(pattern)s)"
+    # A literal substring of the casefolded key or value (strpos: no pattern characters), over the user's own
+    # rows (memory_user_recent_idx); a trigram index cost every write more than it saved a user's search.
+    where += " AND (strpos(key_folded, %(folded)s) > 0 OR strpos(text_folded, %(folded)s) > 0)"
     if category:
         where += " AND category = %(category)s"
     return (
@@ -186,16 +188,17 @@ def search(
     agent_id: str | None,
     group_ids: Groups,
     agent_view: bool,
-    pattern: str,
+    query: str,
     category: str | None,
     limit: int,
     offset: int,
 ) -> list[MemoryEntry]:
-    """One page of the user's entries (an agent's read: the visible ones) whose key or value text matches
-    ``pattern``, newest first."""
+    """One page of the user's entries (an agent's read: the visible ones) whose key or value text holds
+    ``query`` as a literal substring, ignoring case (full Unicode case folding: ``str.casefold``), newest
+    first."""
     params: dict[str, Any] = {
         **_scope_params(user_id=user_id, agent_id=agent_id, group_ids=group_ids),
-        "pattern": pattern,
+        "folded": query.casefold(),
         "category": category,
         "limit": limit,
         "offset": offset,
@@ -340,14 +343,16 @@ def _upsert_sql(*, is_global: bool) -> str:
         f"WITH old AS (SELECT id, value, category, group_ids, visibility FROM {ENTRY_TABLE} WHERE {key}), "
         f"room AS (SELECT count(*) AS n FROM {ENTRY_TABLE} "
         f"WHERE user_id = %(user)s AND NOT EXISTS (SELECT 1 FROM old)), "
-        f"up AS (INSERT INTO {ENTRY_TABLE} (user_id, key, value, value_text, category, visibility, "
+        f"up AS (INSERT INTO {ENTRY_TABLE} (user_id, key, value, value_text, key_folded, text_folded, "
+        f"category, visibility, "
         f"source_agent_id, group_ids, source_conversation_id, conflicted, access_count, created_at, "
         f"updated_at, last_accessed_at) "
-        f"SELECT %(user)s, %(key)s, %(value)s::jsonb, %(text)s, "
+        f"SELECT %(user)s, %(key)s, %(value)s::jsonb, %(text)s, %(key_folded)s, %(text_folded)s, "
         f"COALESCE(%(category)s, (SELECT category FROM old), %(new_category)s), %(visibility)s, %(owner)s, "
         f"%(groups)s::jsonb, %(conversation)s, false, 0, %(now)s, %(now)s, NULL "
         f"WHERE EXISTS (SELECT 1 FROM old) OR (SELECT n FROM room) < %(cap)s "
         f"ON CONFLICT {target} DO UPDATE SET value = excluded.value, value_text = excluded.value_text, "
+        f"text_folded = excluded.text_folded, "
         f"category = excluded.category, group_ids = excluded.group_ids, "
         f"source_conversation_id = excluded.source_conversation_id, conflicted = excluded.conflicted, "
         f"updated_at = excluded.updated_at{visibility_update} "
@@ -395,6 +400,8 @@ def upsert_with_event(
         "owner": owner,
         "value": value_json,
         "text": text,
+        "key_folded": key.casefold(),  # the search columns, written with the key and value_text
+        "text_folded": text.casefold(),
         "category": category,
         "new_category": new_category,
         "visibility": visibility,

@@ -78,7 +78,11 @@ def _admin_sql(statement: str) -> None:
     """Run one statement outside a transaction (CREATE/DROP DATABASE) on the suite's PostgreSQL server."""
     db = settings.DATABASES["default"]
     with psycopg.connect(
-        dbname=db["NAME"], user=db["USER"], password=db["PASSWORD"], host=db["HOST"], port=db["PORT"],
+        dbname=db["NAME"],
+        user=db["USER"],
+        password=db["PASSWORD"],
+        host=db["HOST"],
+        port=db["PORT"],
         autocommit=True,
     ) as conn:
         conn.execute(statement)
