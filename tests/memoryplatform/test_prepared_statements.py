@@ -1,6 +1,7 @@
-"""On PostgreSQL the key lookup runs prepared (``memoryplatform.rows.prepared_cursor``): parsed once per
-connection, then run again by name; off with ``PREPARED_STATEMENTS=false``. usermemory's statements
-(``usermemory/store.py``) run on Django's cursor, logged with their values like any statement."""
+"""On PostgreSQL a write's statements run prepared (``memoryplatform.rows.prepared_cursor``, and
+``usermemory.store._prepared_row`` for the turn count and the upsert): parsed once per
+connection, then run again by name; logged with their values like any statement; dropped by psycopg with a
+rolled-back write, and prepared again by the next one; off with ``PREPARED_STATEMENTS=false``."""
 
 import pytest
 from django.db import connection
@@ -32,9 +33,8 @@ def write(api, key, *, turn="t1"):
 def test_a_write_prepares_its_statements_once(agent_a_api):
     assert write(agent_a_api, "k1").status_code == 201
     statements = prepared()
-    assert sum(KEY_LOOKUP in s for s in statements) == 1, statements
-    # usermemory's statements (usermemory/store.py) run on Django's own cursor: not prepared.
-    assert not any(TURN_COUNT in s or UPSERT in s for s in statements), statements
+    for table in (TURN_COUNT, UPSERT, KEY_LOOKUP):
+        assert sum(table in s for s in statements) == 1, (table, statements)
     assert write(agent_a_api, "k2").status_code == 201
     assert write(agent_a_api, "k1").status_code == 200
     assert sorted(prepared()) == sorted(statements)
@@ -47,11 +47,13 @@ def test_prepared_statements_are_logged_with_their_values(agent_a_api):
     assert len(upserts) == 1 and "'logged-key'" in upserts[0] and "%s" not in upserts[0]
 
 
-def test_a_refused_write_rolls_back(agent_a_api):
+def test_a_refused_write_rolls_back_and_the_next_write_prepares_again(agent_a_api):
     AgentMemoryPolicy.objects.create(agent_id="agent-a", max_writes_per_turn=1)
     assert write(agent_a_api, "k1").status_code == 201
     assert_envelope(write(agent_a_api, "k2"), 429, "rate_limited")
+    assert not any(TURN_COUNT in s for s in prepared())  # psycopg drops them with the rollback
     assert write(agent_a_api, "k3", turn="t2").status_code == 201
+    assert any(TURN_COUNT in s for s in prepared())
     stored = agent_a_api.get(f"{MEMORIES}/u1").json()
     assert sorted(entry["key"] for entry in stored) == ["k1", "k3"]
 
