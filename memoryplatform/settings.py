@@ -127,7 +127,7 @@ DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 # Off by default: it costs a round trip on every request (a third of a recall's); see .env.example.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CONN_HEALTH_CHECKS", default=False)
 # Run the statements of every write (turn count, upsert) as prepared statements
-# (memoryplatform.rows.prepared_cursor). Behind PgBouncer in transaction mode this needs PgBouncer 1.21 or
+# (usermemory.store, psycopg's prepare=True). Behind PgBouncer in transaction mode this needs PgBouncer 1.21 or
 # later with max_prepared_statements set; otherwise turn it off.
 PREPARED_STATEMENTS = env.bool("PREPARED_STATEMENTS", default=True)
 if PREPARED_STATEMENTS:

@@ -66,7 +66,8 @@ def _now():  # type: ignore[no-untyped-def]
 class MemoryEntryFactory(factory.django.DjangoModelFactory):
     """An entry written straight to the table (Dream and read tests); real writes go through the services.
 
-    ``group`` entries get no MemoryEntryGroup rows here; ``value_text`` follows ``value``.
+    ``group`` entries get no MemoryEntryGroup rows here; ``value_text`` follows ``value``, and the search
+    columns follow both.
     """
 
     class Meta:
@@ -76,6 +77,8 @@ class MemoryEntryFactory(factory.django.DjangoModelFactory):
     key = factory.Sequence(lambda n: f"key-{n}")
     value = "a value"
     value_text = factory.LazyAttribute(_memory_value_text)
+    key_folded = factory.LazyAttribute(lambda entry: entry.key.casefold())
+    text_folded = factory.LazyAttribute(lambda entry: entry.value_text.casefold())
     category = "fact"
     visibility = "self"
     source_agent = factory.SubFactory(AgentFactory)

@@ -21,7 +21,7 @@ from memoryplatform.admin_mixins import ReadOnlyAdminMixin
 from memoryplatform.api.errors import ServiceError
 from memoryplatform.api.text import ascii_int
 from memoryplatform.paginator import LargeTablePaginator
-from usermemory import services
+from usermemory import selectors, services
 from usermemory.models import (
     DEFAULT_ALLOWED_CATEGORIES,
     AgentMemoryPolicy,
@@ -159,9 +159,22 @@ class MemoryEntryAdmin(admin.ModelAdmin):
         StaleFilter,
         "source_agent",
     ]
-    search_fields = ["=user_id", "key"]
+    # The search box: a user id exactly, or the words of the key or value text (full-text, with prefixes;
+    # get_search_results). Django's own "key" search would be an ILIKE over every entry.
+    search_fields = ["=user_id"]
     list_select_related = ["source_agent"]
     raw_id_fields = ["source_agent"]
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[MemoryEntry], search_term: str
+    ) -> tuple[QuerySet[MemoryEntry], bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        match = selectors.fulltext_match(term)
+        condition = Q(user_id=term) if match is None else Q(user_id=term) | Q(match)
+        return queryset.filter(condition), False
+
     readonly_fields = (
         "user_id",
         "key",

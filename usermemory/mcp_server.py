@@ -41,14 +41,12 @@ import contextvars
 import json
 import logging
 import weakref
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
-from jsonschema import Draft202012Validator, ValidationError
+from jsonschema import ValidationError
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
@@ -57,22 +55,14 @@ from rest_framework.utils.encoders import JSONEncoder
 
 from apikeys.authentication import presented_key
 from apikeys.caller import Caller
-from apikeys.models import ApiKey
 from apikeys.services import KeyRefused, apikey_authenticate
 from memoryplatform import asgi_http
-from memoryplatform.api.errors import BadRequest, ServiceError
-from memoryplatform.api.text import ascii_int
-from usermemory import selectors, services
-from usermemory.api.serializers import MemoryEntryOutputSerializer
-from usermemory.models import RecallOrder, Visibility
+from memoryplatform.api.errors import ServiceError
+from usermemory.mcp_tools import TOOLS, VALIDATORS, tools_for
 
 logger = logging.getLogger(__name__)
 
 SERVER_NAME = "memoryplatform"
-CONFIRMATION = "CONFIRM"
-MAX_LIST = 1000
-DEFAULT_LIST = 100
-MAX_OFFSET = 2**31 - 1
 
 current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
     "memoryplatform_mcp_caller", default=None
@@ -80,326 +70,6 @@ current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
 """The authenticated caller of the current MCP session (stdio) or request (HTTP)."""
 stdio_key: contextvars.ContextVar[str | None] = contextvars.ContextVar("memoryplatform_mcp_key", default=None)
 """stdio only: the raw key, authenticated again at each tool call."""
-
-
-# --- Input schemas --------------------------------------------------------------------------------------
-
-_USER_ID = {"type": "string", "minLength": 1, "maxLength": 255, "description": "The end user's id."}
-MAX_GROUPS = 50
-GROUP_ID_MAX = 64
-_GROUP_IDS = {
-    "type": ["string", "array"],
-    "items": {"type": "string", "minLength": 1, "maxLength": GROUP_ID_MAX},
-    "maxItems": MAX_GROUPS,
-    "maxLength": MAX_GROUPS * (GROUP_ID_MAX + 1),
-    "description": "Group context, comma-separated (EDDI) or a list. With an agent key: groups the agent is "
-    "in (default: all of them).",
-}
-_AGENT_ID = {
-    "type": ["string", "null"],
-    "maxLength": 64,
-    "description": "The agent. With an agent key: that agent, or left out.",
-}
-_LIMIT = {
-    "type": "integer",
-    "minimum": 1,
-    "maximum": MAX_LIST,
-    "description": f"At most this many (default {DEFAULT_LIST}).",
-}
-_OFFSET = {
-    "type": "integer",
-    "minimum": 0,
-    "maximum": MAX_OFFSET,
-    "description": "Skip this many (default 0).",
-}
-
-
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
-
-
-# --- Handlers: translate arguments, call one service or selector, return JSON-able data ------------------
-
-
-def _entries(entries: Any) -> list[dict[str, Any]]:
-    return list(MemoryEntryOutputSerializer(entries, many=True).data)
-
-
-def _group_ids(args: dict[str, Any]) -> list[str] | None:
-    """``groupIds`` as EDDI sends it (one comma-separated string) or as a list; absent or empty: ``None``."""
-    raw = args.get("groupIds")
-    if raw is None:
-        return None
-    if isinstance(raw, str):
-        groups = [part.strip() for part in raw.split(",") if part.strip()]
-        if len(groups) > MAX_GROUPS or any(len(group) > GROUP_ID_MAX for group in groups):
-            raise BadRequest(f"groupIds: at most {MAX_GROUPS} ids of at most {GROUP_ID_MAX} characters each.")
-        return groups or None
-    return list(raw)
-
-
-def _agent_id(args: dict[str, Any]) -> str | None:
-    """EDDI's ``agentId``, or this server's older name for it on writes, ``sourceAgentId``."""
-    agent_id, source_agent_id = args.get("agentId"), args.get("sourceAgentId")
-    if agent_id is not None and source_agent_id is not None and agent_id != source_agent_id:
-        raise BadRequest("agentId and sourceAgentId name different agents; give one of them.")
-    return agent_id if agent_id is not None else source_agent_id
-
-
-def _entry_id(args: dict[str, Any]) -> int:
-    """An entry id: ASCII digits only (``str.isdigit`` also takes other scripts' digits), within a bigint."""
-    entry_id = ascii_int(str(args["entryId"]))
-    if entry_id is None:
-        raise BadRequest("entryId must be a memory entry id: a positive whole number written in digits 0-9.")
-    return entry_id
-
-
-def _page(qs: Any, args: dict[str, Any]) -> list[dict[str, Any]]:
-    offset = args.get("offset", 0)
-    return _entries(qs[offset : offset + args.get("limit", DEFAULT_LIST)])
-
-
-def _list(caller: Caller, args: dict[str, Any]) -> Any:
-    qs = selectors.memory_list(caller=caller, user_id=args["userId"], group_ids=_group_ids(args))
-    memories = _page(qs, args)
-    return {"userId": args["userId"], "count": len(memories), "memories": memories}
-
-
-def _visible(caller: Caller, args: dict[str, Any]) -> Any:
-    entries = services.memory_recall(
-        caller=caller,
-        user_id=args["userId"],
-        agent_id=args.get("agentId"),
-        group_ids=_group_ids(args),
-        order=args.get("order"),
-        limit=args.get("limit"),
-    )
-    return _entries(entries)
-
-
-def _search(caller: Caller, args: dict[str, Any]) -> Any:
-    entries = selectors.memory_search(
-        caller=caller,
-        user_id=args["userId"],
-        query=args["query"],
-        category=args.get("category"),
-        group_ids=_group_ids(args),
-        limit=args.get("limit", DEFAULT_LIST),
-        offset=args.get("offset", 0),
-    )
-    return _entries(entries)
-
-
-def _by_key(caller: Caller, args: dict[str, Any]) -> Any:
-    entry = selectors.memory_by_key(
-        caller=caller, user_id=args["userId"], key=args["key"], group_ids=_group_ids(args)
-    )
-    return MemoryEntryOutputSerializer(entry).data
-
-
-def _count(caller: Caller, args: dict[str, Any]) -> Any:
-    count = selectors.memory_count(caller=caller, user_id=args["userId"], group_ids=_group_ids(args))
-    return {"userId": args["userId"], "count": count}
-
-
-def _upsert(caller: Caller, args: dict[str, Any]) -> Any:
-    result = services.memory_upsert(
-        caller=caller,
-        write=services.MemoryWrite(
-            user_id=args["userId"],
-            key=args["key"],
-            value=args["value"],
-            category=args.get("category", "fact"),
-            visibility=args.get("visibility", Visibility.SELF),
-            source_agent_id=_agent_id(args),
-            group_ids=_group_ids(args),
-            source_conversation_id=args.get("sourceConversationId"),
-        ),
-        turn_id=args.get("turnId"),
-    )
-    return {"id": str(result.entry.pk), "key": result.entry.key, "status": "upserted"}
-
-
-def _delete(caller: Caller, args: dict[str, Any]) -> Any:
-    entry_id = _entry_id(args)
-    services.memory_delete(caller=caller, entry_id=entry_id)
-    return {"entryId": str(entry_id), "status": "deleted"}
-
-
-def _delete_all(caller: Caller, args: dict[str, Any]) -> Any:
-    if args.get("confirmation") != CONFIRMATION:
-        raise BadRequest(
-            f'Nothing was deleted: delete_all_user_memories needs confirmation="{CONFIRMATION}" to erase '
-            f"every memory of user '{args['userId']}'."
-        )
-    report = services.memory_erase_user(caller=caller, user_id=args["userId"])
-    return {"userId": report["userId"], "entriesDeleted": report["entriesDeleted"], "status": "deleted"}
-
-
-# --- The tools -------------------------------------------------------------------------------------------
-
-VIEWER, AGENT, ADMIN = ApiKey.Role.VIEWER, ApiKey.Role.AGENT, ApiKey.Role.ADMIN
-_EVERY_ROLE = frozenset({VIEWER, AGENT, ADMIN})
-
-
-@dataclass(frozen=True)
-class McpTool:
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    roles: frozenset[str]
-    handler: Callable[[Caller, dict[str, Any]], Any]
-    read_only: bool = True
-    destructive: bool = False
-
-    def as_mcp(self) -> types.Tool:
-        return types.Tool(
-            name=self.name,
-            description=self.description,
-            input_schema=self.input_schema,
-            annotations=types.ToolAnnotations(
-                read_only_hint=self.read_only, destructive_hint=self.destructive, idempotent_hint=True
-            ),
-        )
-
-
-TOOLS: dict[str, McpTool] = {
-    tool.name: tool
-    for tool in (
-        McpTool(
-            "list_user_memories",
-            "List all memory entries of a user that this key may read, newest first.",
-            _schema(
-                {"userId": _USER_ID, "groupIds": _GROUP_IDS, "limit": _LIMIT, "offset": _OFFSET}, ["userId"]
-            ),
-            _EVERY_ROLE,
-            _list,
-        ),
-        McpTool(
-            "get_visible_memories",
-            "Recall the entries visible to an agent for a user, in the agent's recall order and limit "
-            "(global, the agent's own self entries, and group entries of the given groups).",
-            _schema(
-                {
-                    "userId": _USER_ID,
-                    "agentId": {
-                        **_AGENT_ID,
-                        "description": "The agent to recall for: required with viewer and admin keys; "
-                        "with an agent key, that agent or left out.",
-                    },
-                    "groupIds": _GROUP_IDS,
-                    "order": {"type": "string", "enum": list(RecallOrder.values)},
-                    "limit": _LIMIT,
-                },
-                ["userId"],
-            ),
-            _EVERY_ROLE,
-            _visible,
-        ),
-        McpTool(
-            "search_user_memories",
-            "Search a user's memories: a case-insensitive, literal substring match on keys and values.",
-            _schema(
-                {
-                    "userId": _USER_ID,
-                    "query": {"type": "string", "minLength": 1, "maxLength": 1000},
-                    "category": {"type": "string", "maxLength": 64, "description": "Exact category filter."},
-                    "groupIds": _GROUP_IDS,
-                    "limit": _LIMIT,
-                    "offset": _OFFSET,
-                },
-                ["userId", "query"],
-            ),
-            _EVERY_ROLE,
-            _search,
-        ),
-        McpTool(
-            "get_memory_by_key",
-            "Look up a user's memory by key name.",
-            _schema(
-                {"userId": _USER_ID, "key": {"type": "string", "minLength": 1}, "groupIds": _GROUP_IDS},
-                ["userId", "key"],
-            ),
-            _EVERY_ROLE,
-            _by_key,
-        ),
-        McpTool(
-            "count_user_memories",
-            "Count the memory entries of a user that this key may read.",
-            _schema({"userId": _USER_ID, "groupIds": _GROUP_IDS}, ["userId"]),
-            _EVERY_ROLE,
-            _count,
-        ),
-        McpTool(
-            "upsert_user_memory",
-            "Insert or update a memory entry on its upsert key: (userId, key) for global entries, "
-            "(userId, key, agentId) for self and group entries.",
-            _schema(
-                {
-                    "userId": _USER_ID,
-                    "key": {"type": "string", "minLength": 1, "maxLength": 255},
-                    "value": {"description": "Any JSON value."},
-                    "category": {"type": "string", "minLength": 1, "maxLength": 64, "default": "fact"},
-                    "visibility": {
-                        "type": "string",
-                        "enum": list(Visibility.values),
-                        "default": Visibility.SELF,
-                    },
-                    "agentId": {
-                        **_AGENT_ID,
-                        "description": "The owning agent. With an agent key: that agent, or left out.",
-                    },
-                    "sourceAgentId": {**_AGENT_ID, "description": "An older name for agentId."},
-                    "groupIds": _GROUP_IDS,
-                    "sourceConversationId": {"type": ["string", "null"], "maxLength": 255},
-                    "turnId": {
-                        "type": ["string", "null"],
-                        "maxLength": 128,
-                        "description": "Counts writes per turn.",
-                    },
-                },
-                ["userId", "key", "value"],
-            ),
-            frozenset({AGENT, ADMIN}),
-            _upsert,
-            read_only=False,
-        ),
-        McpTool(
-            "delete_user_memory",
-            "Delete one memory entry by id (an agent key: only entries its agent owns).",
-            _schema(
-                {"entryId": {"type": ["string", "integer"], "description": "The entry's id."}},
-                ["entryId"],
-            ),
-            frozenset({AGENT, ADMIN}),
-            _delete,
-            read_only=False,
-            destructive=True,
-        ),
-        McpTool(
-            "delete_all_user_memories",
-            f"GDPR erasure: permanently delete every memory and history event of a user. Requires "
-            f'confirmation="{CONFIRMATION}".',
-            _schema(
-                {
-                    "userId": _USER_ID,
-                    "confirmation": {"type": "string", "description": f'Must be exactly "{CONFIRMATION}".'},
-                },
-                ["userId", "confirmation"],
-            ),
-            frozenset({ADMIN}),
-            _delete_all,
-            read_only=False,
-            destructive=True,
-        ),
-    )
-}
-
-_VALIDATORS = {name: Draft202012Validator(tool.input_schema) for name, tool in TOOLS.items()}
-
-
-def tools_for(caller: Caller) -> list[McpTool]:
-    return [tool for tool in TOOLS.values() if caller.role in tool.roles]
 
 
 # --- Calling a tool (sync: Django's ORM) -----------------------------------------------------------------
@@ -432,7 +102,7 @@ def tool_call(*, caller: Caller, name: str, arguments: dict[str, Any] | None) ->
     if caller.role not in tool.roles:
         return _error(f"The tool '{name}' is not available to {caller.role} keys.")
     arguments = dict(arguments or {})
-    problem = next(iter(sorted(_VALIDATORS[name].iter_errors(arguments), key=lambda e: list(e.path))), None)
+    problem = next(iter(sorted(VALIDATORS[name].iter_errors(arguments), key=lambda e: list(e.path))), None)
     if problem is not None:
         return _error(_invalid(problem))
     try:

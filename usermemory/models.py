@@ -1,5 +1,7 @@
 """User memory entries (seed 002), their per-group index rows, history events and per-agent policies."""
 
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
 from django.db import models
 from django.db.models import Q
 
@@ -45,6 +47,10 @@ class MemoryEntry(models.Model):
     value_text = models.TextField(
         blank=True, help_text="The value as searchable text: a string's content, else JSON."
     )
+    # The per-user search reads these: key and value_text casefolded in Python (str.casefold: "STRASSE" finds
+    # "straße"), which PostgreSQL before 18 cannot do. Every write of key or value_text writes them too.
+    key_folded = models.TextField(blank=True, db_default="")
+    text_folded = models.TextField(blank=True, db_default="")
     category = models.CharField(max_length=64)
     visibility = models.CharField(max_length=6, choices=Visibility.choices, default=Visibility.SELF)
     source_agent = models.ForeignKey(
@@ -89,11 +95,14 @@ class MemoryEntry(models.Model):
             models.Index(
                 fields=["user_id", "key"], condition=Q(conflicted=True), name="memory_conflicted_idx"
             ),
-            # The pg_trgm GIN indexes for substring search are made in migration 0002 (PostgreSQL only).
+            # Staff search across users: full-text, words and word prefixes (selectors.fulltext_match).
+            # The 'simple' configuration only lowercases; a ranked search in a chosen language would add an
+            # index of its own. The per-user search needs no index beyond the user's own.
+            GinIndex(SearchVector("key", "value_text", config="simple"), name="memory_fulltext_idx"),
             #
             # No index holds access_count or last_accessed_at: every recall writes them, and with no index to
             # update (and fillfactor 80, migration 0005) PostgreSQL makes that a HOT update that leaves every
-            # index, the GIN trigram ones included, untouched. most_accessed sorts one user's rows, found by
+            # index, the full-text one included, untouched. most_accessed sorts one user's rows, found by
             # memory_user_recent_idx; Dream's stale pass finds an agent's rows by memory_agent_user_idx.
         ]
 

@@ -1,19 +1,30 @@
 """Reads of user memory. Every read made with an agent key goes through :func:`memory_readable_for`, or for
-search and recall (the hottest reads) the same condition written as SQL (:mod:`usermemory.statements`), so
+search and recall (the hottest reads) the same condition written as SQL (:mod:`usermemory.store`), so
 list, search, recall, category, key, count and history all show only what that agent may see."""
 
+import re
 from typing import Literal, overload
 
-from django.db import connection
-from django.db.models import BooleanField, Case, Exists, IntegerField, OuterRef, Q, QuerySet, Value, When
-from django.db.models.expressions import RawSQL
+from django.contrib.postgres.search import SearchQueryField, SearchVector
+from django.db.models import (
+    BooleanField,
+    Case,
+    Exists,
+    Func,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
+from django.db.models.expressions import CombinedExpression
 
 from apikeys import selectors as apikeys_selectors
 from apikeys.caller import Caller
 from apikeys.models import Agent
 from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
-from usermemory import statements
-from usermemory.lookups import like_escape
+from usermemory import store
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
 
 LIST_ORDER = ("-updated_at", "-id")
@@ -120,7 +131,7 @@ def memory_readable_for(
 
 
 def visible_conflict(visible: Q) -> Case:
-    """An agent's ``conflicted``, as :func:`usermemory.statements.entry_columns` writes it in SQL: the stored
+    """An agent's ``conflicted``, as :func:`usermemory.store.entry_columns` writes it in SQL: the stored
     flag, while another entry of the (user, key) set that the agent sees (``visible``) holds another value.
     Dream flags a set across all agents, so the stored flag alone would reveal that a hidden entry holds
     another value than the agent's guess. The output serializer shows it in place of the stored flag."""
@@ -140,8 +151,26 @@ def memory_by_category(
     return memory_list(caller=caller, user_id=user_id, group_ids=group_ids).filter(category=category)
 
 
-def _text_match(query: str) -> Q:
-    return Q(key__literal_icontains=query) | Q(value_text__literal_icontains=query)
+# Words of a full-text query: letters and digits, as PostgreSQL's parser splits them ('_' separates words).
+_WORD = re.compile(r"[^\W_]+")
+FULLTEXT_CONFIG = "simple"  # the configuration of memory_fulltext_idx: the two must match
+
+
+def fulltext_match(query: str) -> CombinedExpression | None:
+    """Entries whose key or value text holds every word of ``query``, each as a word or a word's prefix;
+    ``None`` when the query has no word. Served by ``memory_fulltext_idx`` (same vector expression).
+
+    Each word is quoted as a tsquery lexeme (``'word':*``); a word holds only letters and digits, so no input
+    can add tsquery syntax."""
+    words = _WORD.findall(query.lower())
+    if not words:
+        return None
+    vector = SearchVector("key", "value_text", config=FULLTEXT_CONFIG)
+    terms = " & ".join(f"'{word}':*" for word in dict.fromkeys(words))
+    tsquery = Func(
+        Value(FULLTEXT_CONFIG), Value(terms), function="to_tsquery", output_field=SearchQueryField()
+    )
+    return CombinedExpression(vector, "@@", tsquery, output_field=BooleanField())
 
 
 def memory_search(
@@ -156,36 +185,42 @@ def memory_search(
 ) -> list[MemoryEntry]:
     """Case-insensitive literal substring match on the key or the value's text, newest first: one page.
 
-    One hand-written statement (:func:`usermemory.statements.search_sql`); compiling the visible-entries
+    One hand-written statement (:func:`usermemory.store.search`); compiling the visible-entries
     query with the ORM cost several times what PostgreSQL spends running it.
     """
     if not query:
         raise BadRequest("q is required: the text to search for.")
+    agent_id: str | None = None
+    groups: Groups = []
     if caller.is_agent:
         agent_id, groups = resolve_read_scope(
             caller=caller, agent_id=None, group_ids=group_ids, require_agent=True
         )
-        n_groups, scope = statements.visible_params(user_id=user_id, agent_id=agent_id, group_ids=groups)
-        scope = [*scope, *scope]  # the conflicted flag the agent may see, then the rows
-    else:
-        n_groups, scope = 0, [user_id]
-    pattern = f"%{like_escape(query)}%"
-    params = [*scope, pattern, pattern, *([category] if category else []), limit, offset]
-    sql = statements.search_sql(
-        n_groups=n_groups, visible=caller.is_agent, category=bool(category), vendor=connection.vendor
+    return store.search(
+        user_id=user_id,
+        agent_id=agent_id,
+        group_ids=groups,
+        agent_view=caller.is_agent,
+        query=query,
+        category=category or None,
+        limit=limit,
+        offset=offset,
     )
-    return statements.ENTRIES.fetch(sql, params)
 
 
 def memory_search_all_users(
     *, caller: Caller, query: str, category: str | None = None
 ) -> QuerySet[MemoryEntry]:
-    """Staff search across every user (viewer and admin keys only); served by the trigram indexes."""
+    """Staff search across every user (viewer and admin keys only): full-text, every word of ``q`` as a word
+    or a word's prefix (:func:`fulltext_match`)."""
     if caller.is_agent:
         raise Forbidden("Search across all users needs a viewer or admin key.")
     if not query:
         raise BadRequest("q is required: the text to search for.")
-    qs = MemoryEntry.objects.filter(_text_match(query)).order_by(*LIST_ORDER)
+    match = fulltext_match(query)
+    if match is None:
+        raise BadRequest("q has no word to search for (letters or digits).")
+    qs = MemoryEntry.objects.filter(match).order_by(*LIST_ORDER)
     return qs.filter(category=category) if category else qs
 
 
@@ -249,23 +284,13 @@ def memory_history(*, caller: Caller, entry_id: int, limit: int = 1000) -> list[
             raise entry_not_found(entry_id)
         return list(events[:limit])
     memory_get_readable(caller=caller, entry_id=entry_id)
-    hidden = {
-        f"{part}_value_hidden": RawSQL(  # noqa: S611 (identifiers from the models; the agent id is bound)
-            f"NOT {statements.event_seen_sql(old=part == 'old', vendor=connection.vendor)}",
-            [caller.agent_id, caller.agent_id],
-            output_field=BooleanField(),
-        )
-        for part in ("old", "new")
-    }
-    events = events.exclude(action__in=CONFLICT_ACTIONS).annotate(**hidden)
-    events = events.filter(Q(old_value_hidden=False) | Q(new_value_hidden=False))
-    shown = list(events[:limit])
-    for event in shown:
-        if event.old_value_hidden:  # type: ignore[attr-defined]  # annotated above
-            event.old_value = None
-        if event.new_value_hidden:  # type: ignore[attr-defined]  # annotated above
-            event.new_value = None
-    return shown
+    seen = store.events_seen_by_agent(
+        entry_id=entry_id, agent_id=caller.acting_agent_id, skip_actions=CONFLICT_ACTIONS, limit=limit
+    )
+    for row in seen:  # the output serializer shows which values were hidden
+        row.event.old_value_hidden = row.old_value_hidden  # type: ignore[attr-defined]
+        row.event.new_value_hidden = row.new_value_hidden  # type: ignore[attr-defined]
+    return [row.event for row in seen]
 
 
 def properties_for_user(*, user_id: str) -> dict[str, object]:

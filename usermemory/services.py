@@ -1,644 +1,75 @@
-"""Every rule of user memory: identity, group membership, guardrails, turns, caps, upsert, recall, forget,
-GDPR erasure and export. REST views, the admin, LLM tools, MCP tools and Dream only call these."""
+"""Every rule of user memory, the one door the REST views, the admin, LLM tools, MCP tools and other apps
+call: deletes, forget and recall here; upserts in :mod:`usermemory.upsert`; policies, GDPR and conflicts in
+:mod:`usermemory.governance`, whose public names this module re-exports."""
 
-import json
-import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from apikeys.caller import Caller
-from apikeys.models import Agent
 from apikeys.services import caller_require_writer
-from memoryplatform.api.errors import BadRequest, CapacityReached, Forbidden, NotFound, RateLimited
-from memoryplatform.api.text import json_problem, text_problem
-from memoryplatform.locks import LockId, advisory_xact_lock
-from memoryplatform.rows import prepared_cursor
-from usermemory import selectors, statements
-from usermemory.export import user_export
+from memoryplatform.api.errors import BadRequest, Forbidden
+from usermemory import selectors, store
+from usermemory.governance import (
+    POLICY_FIELDS,
+    RESOLVE_MODES,
+    memory_erase_user,
+    memory_export_user,
+    memory_resolve_conflict,
+    policy_update,
+    register_user_data,
+)
+from usermemory.history import SCOPE_FIELDS, Actor, EventLog, Scope
 from usermemory.models import (
-    MAX_KEY_CHARS,
-    AgentMemoryPolicy,
     MemoryEntry,
-    MemoryEntryGroup,
     MemoryEvent,
-    OnCapReached,
     RecallOrder,
-    TurnWriteCount,
     Visibility,
 )
+from usermemory.upsert import (
+    LEGACY_SKIPPED_KEYS,
+    MAX_BATCH,
+    PROPERTY_CATEGORY,
+    MemoryWrite,
+    UpsertResult,
+    memory_batch_check,
+    memory_upsert,
+    memory_upsert_batch,
+    properties_merge,
+    value_as_text,
+)
 
-logger = logging.getLogger(__name__)
+__all__ = [
+    "LEGACY_SKIPPED_KEYS",
+    "MAX_BATCH",
+    "MAX_RECALL_LIMIT",
+    "POLICY_FIELDS",
+    "PROPERTY_CATEGORY",
+    "RESOLVE_MODES",
+    "MemoryWrite",
+    "UpsertResult",
+    "memory_batch_check",
+    "memory_delete",
+    "memory_erase_user",
+    "memory_export_user",
+    "memory_forget_key",
+    "memory_recall",
+    "memory_resolve_conflict",
+    "memory_upsert",
+    "memory_upsert_batch",
+    "policy_update",
+    "properties_delete",
+    "properties_merge",
+    "recall_split",
+    "register_user_data",
+    "value_as_text",
+]
 
-MAX_BATCH = 100
 MAX_RECALL_LIMIT = 1000
-PROPERTY_CATEGORY = "property"
-LEGACY_SKIPPED_KEYS = frozenset({"_id", "userId"})
-# Django builds a choices class's ``values`` list anew on every access; every upsert and recall checks these.
-VISIBILITIES = frozenset(Visibility.values)
 RECALL_ORDERS = frozenset(RecallOrder.values)
-
-
-# --- Inputs and outputs ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MemoryWrite:
-    """One upsert as a door received it. ``category=None`` keeps the stored category (legacy properties)."""
-
-    user_id: str
-    key: str
-    value: Any
-    category: str | None = "fact"
-    visibility: str = Visibility.SELF
-    source_agent_id: str | None = None
-    group_ids: list[str] | None = None
-    source_conversation_id: str | None = None
-
-
-@dataclass
-class UpsertResult:
-    entry: MemoryEntry
-    created: bool
-
-
-@dataclass
-class Actor:
-    """Who made a change, as history records it."""
-
-    actor_type: str
-    actor_id: str
-    key_prefix: str = ""
-
-    @classmethod
-    def of(cls, caller: Caller) -> "Actor":
-        prefix = caller.key.prefix if caller.key else ""
-        if caller.agent is not None:
-            return cls(MemoryEvent.ActorType.AGENT, caller.agent.id, prefix)
-        if caller.key is not None:
-            return cls(MemoryEvent.ActorType.KEY, f"{caller.role}:{prefix}", prefix)
-        return cls(MemoryEvent.ActorType.STAFF, getattr(caller.user, "username", ""), "")
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Who could see a value when history recorded it: the entry's visibility, owner and groups."""
-
-    visibility: str
-    owner: str | None
-    group_ids: list[str]
-
-    @classmethod
-    def of(cls, row: Any) -> "Scope":
-        """The scope of an entry, or of a ``values()`` row of one."""
-        if isinstance(row, dict):
-            return cls(row["visibility"], row["source_agent_id"], row["group_ids"])
-        return cls(row.visibility, row.source_agent_id, row.group_ids)
-
-
-# An event with no entry behind it (erasure): seen by no agent.
-NO_AGENT = Scope(Visibility.SELF, None, [])
-SCOPE_FIELDS = ("visibility", "source_agent_id", "group_ids")
-
-
-@dataclass
-class _EventLog:
-    """Events gathered during one service call and written in one bulk insert."""
-
-    actor: Actor
-    events: list[MemoryEvent] = field(default_factory=list)
-
-    def add(
-        self,
-        action: str,
-        *,
-        entry_id: int | None,
-        user_id: str,
-        key: str,
-        old: Any = None,
-        new: Any = None,
-        at: datetime,
-        scope: Scope,
-        old_scope: Scope | None = None,
-    ) -> None:
-        """``scope``: who could see ``new`` (the entry after the change, or as it was when it goes);
-        ``old_scope``: who could see ``old``, when the change moved the entry (same owner, other visibility
-        or groups)."""
-        old_scope = old_scope or scope
-        self.events.append(
-            MemoryEvent(
-                entry_id=entry_id,
-                user_id=user_id,
-                key=key,
-                action=action,
-                actor_type=self.actor.actor_type,
-                actor_id=self.actor.actor_id,
-                key_prefix=self.actor.key_prefix,
-                old_value=old,
-                new_value=new,
-                owner=scope.owner or "",
-                old_visibility=old_scope.visibility,
-                old_group_ids=old_scope.group_ids,
-                visibility=scope.visibility,
-                group_ids=scope.group_ids,
-                created_at=at,
-            )
-        )
-
-    def flush(self) -> None:
-        if self.events:
-            MemoryEvent.objects.bulk_create(self.events)
-            self.events.clear()
-
-
-def value_as_text(value: Any) -> str:
-    """The searchable text of a value: a string's own content, anything else as compact JSON."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-
-
-# --- Rules shared by every write ---------------------------------------------------------------------
-
-
-def _resolve_owner(caller: Caller, write: MemoryWrite) -> str | None:
-    """The agent that owns the write. An agent key is always its own agent."""
-    if caller.is_agent:
-        if write.source_agent_id and write.source_agent_id != caller.agent_id:
-            raise Forbidden(
-                f"An agent key for '{caller.agent_id}' cannot write as agent '{write.source_agent_id}'."
-            )
-        return caller.agent_id
-    if write.source_agent_id:
-        if not Agent.objects.filter(id=write.source_agent_id).exists():
-            raise BadRequest(f"sourceAgentId: no agent '{write.source_agent_id}'.")
-        return write.source_agent_id
-    if write.visibility != Visibility.GLOBAL:
-        raise BadRequest(
-            f"sourceAgentId is required for a '{write.visibility}' write with a {caller.role} key."
-        )
-    return None
-
-
-def _resolve_groups(caller: Caller, write: MemoryWrite, owner: str | None, memo: "_BatchMemo") -> list[str]:
-    groups = list(dict.fromkeys(write.group_ids or []))
-    if caller.is_agent and (groups or write.visibility == Visibility.GROUP):
-        member_of = memo.groups_of(caller.acting_agent_id)
-        outside = sorted(set(groups) - set(member_of))
-        if outside:
-            raise Forbidden(
-                f"Agent '{owner}' is not a member of group(s): {', '.join(outside)}.",
-                details={"groups": outside},
-            )
-        if write.visibility == Visibility.GROUP and not groups:
-            groups = member_of
-    if write.visibility == Visibility.GROUP and not groups:
-        raise BadRequest("A 'group' memory needs groupIds (the agent is in no group to default to).")
-    return groups
-
-
-def _check_storable(write: MemoryWrite) -> None:
-    """What any database refuses (NUL, lone surrogates), refused here first, whatever the door."""
-    texts = {
-        "userId": write.user_id,
-        "key": write.key,
-        "category": write.category,
-        "sourceAgentId": write.source_agent_id,
-        "sourceConversationId": write.source_conversation_id,
-    }
-    for name, text in texts.items():
-        problem = text_problem(text) if isinstance(text, str) else None
-        if problem:
-            raise BadRequest(f"{name} {problem}.")
-    for group_id in write.group_ids or []:
-        if not isinstance(group_id, str):
-            raise BadRequest("groupIds must be a list of strings.")
-        problem = text_problem(group_id)
-        if problem:
-            raise BadRequest(f"groupIds: a group id {problem}.")
-    problem = json_problem(write.value)
-    if problem:
-        raise BadRequest(f"value: {problem}.")
-
-
-def _check_value_size(text: str) -> None:
-    """The absolute limit on a value's text, for every key (admin included) and every door."""
-    limit = settings.MEMORY_MAX_VALUE_CHARS
-    if len(text) > limit:
-        raise BadRequest(
-            f"value is {len(text)} characters; the limit (MEMORY_MAX_VALUE_CHARS) is {limit}.",
-            details={"limit": "MEMORY_MAX_VALUE_CHARS", "max": limit},
-        )
-
-
-def _check_guardrails(policy: AgentMemoryPolicy, write: MemoryWrite, text: str) -> None:
-    """EDDI's guardrails, for writes made with an agent key."""
-    if len(write.key) > policy.max_key_length:
-        raise BadRequest(
-            f"key is {len(write.key)} characters; the limit (maxKeyLength) is {policy.max_key_length}.",
-            details={"limit": "maxKeyLength", "max": policy.max_key_length},
-        )
-    if len(text) > policy.max_value_length:
-        raise BadRequest(
-            f"value is {len(text)} characters; the limit (maxValueLength) is {policy.max_value_length}.",
-            details={"limit": "maxValueLength", "max": policy.max_value_length},
-        )
-    allowed = policy.allowed_categories
-    if write.category is not None and allowed and write.category not in allowed:
-        raise BadRequest(
-            f"category '{write.category}' is not allowed (allowedCategories: {', '.join(allowed)}).",
-            details={"limit": "allowedCategories", "allowed": allowed},
-        )
-
-
-def _count_turn_write(*, agent_id: str, user_id: str, turn_id: str | None, limit: int, now: datetime) -> None:
-    """Count one write in the agent's current turn for this user, refusing the one past ``limit``.
-
-    Writes without a turn id share a 60-second window. The refused write's count stays in the rolled-back
-    transaction, so the count stays at the limit. On PostgreSQL the same statement first takes the user's
-    advisory lock, which every upsert holds (see :func:`_lock_user`).
-    """
-    window_cutoff = now - timedelta(seconds=60) if not turn_id else datetime.min.replace(tzinfo=now.tzinfo)
-    ops = connection.ops
-    at, cutoff = ops.adapt_datetimefield_value(now), ops.adapt_datetimefield_value(window_cutoff)
-    lock = connection.vendor == "postgresql"
-    params: list[Any] = [agent_id, user_id, turn_id or "", at]
-    if lock:
-        params += [LockId.USER_MEMORY, user_id]
-    with prepared_cursor() as cursor:
-        cursor.execute(statements.turn_count_sql(lock_user=lock), [*params, cutoff, cutoff])
-        count = cursor.fetchone()[0]
-    if count > limit:
-        raise RateLimited(
-            f"Write limit reached: {limit} memory writes per turn (maxWritesPerTurn).",
-            details={"limit": "maxWritesPerTurn", "max": limit},
-        )
-
-
-def _cap_refusal(*, caller: Caller, user_id: str, cap: int, count: int, why: str) -> CapacityReached:
-    """The 409 of a full user. The cap counts every entry of the user, whichever agent owns it (EDDI), so an
-    agent key is told the limit but never the count: that would reveal how many entries it cannot see.
-    Admin keys and staff see everything, so they get the numbers."""
-    if caller.is_agent:
-        where = (
-            f"User '{user_id}' is at the limit of {cap} memories (maxEntriesPerUser), counting the entries "
-            f"of every agent, including any this agent cannot see"
-        )
-    else:
-        where = f"User '{user_id}' has {count} memories; the limit (maxEntriesPerUser) is {cap}"
-    return CapacityReached(f"{where}; {why}", details={"limit": "maxEntriesPerUser", "max": cap})
-
-
-def _make_room(
-    *,
-    caller: Caller,
-    policy: AgentMemoryPolicy,
-    user_id: str,
-    owner: str | None,
-    count: int,
-    log: _EventLog,
-    now: datetime,
-) -> None:
-    """Before a new entry (user's lock held, ``count`` entries): keep the user at or under the cap, evicting
-    only the owner's oldest entries."""
-    cap = policy.max_entries_per_user
-    if count < cap:
-        return
-    if policy.on_cap_reached == OnCapReached.REJECT:
-        raise _cap_refusal(
-            caller=caller, user_id=user_id, cap=cap, count=count, why="onCapReached is 'reject'."
-        )
-    needed = count - cap + 1
-    oldest = (
-        list(
-            MemoryEntry.objects.filter(user_id=user_id, source_agent_id=owner)
-            .order_by("updated_at", "id")
-            .values("id", "key", "value", *SCOPE_FIELDS)[:needed]
-        )
-        if owner
-        else []
-    )
-    if len(oldest) < needed:
-        why = "evict_oldest cannot make room: it deletes only the writing agent's own entries"
-        why += (
-            ", and it has too few." if caller.is_agent else f", and found {len(oldest)} of {needed} needed."
-        )
-        raise _cap_refusal(caller=caller, user_id=user_id, cap=cap, count=count, why=why)
-    MemoryEntry.objects.filter(id__in=[row["id"] for row in oldest]).delete()
-    for row in oldest:
-        log.add(
-            MemoryEvent.Action.EVICTED,
-            entry_id=row["id"],
-            user_id=user_id,
-            key=row["key"],
-            old=row["value"],
-            at=now,
-            scope=Scope.of(row),
-        )
-
-
-@dataclass(frozen=True)
-class _Existing:
-    """The entry on an upsert key before the write."""
-
-    id: int
-    value: Any
-    category: str
-    group_ids: list[str]
-    visibility: str
-
-
-def _existing_or_count(
-    *, user_id: str, key: str, visibility: str, owner: str | None
-) -> tuple[_Existing | None, int]:
-    """SQLite: the entry on the upsert key, or ``None`` and the user's number of entries (one statement)."""
-    is_global = visibility == Visibility.GLOBAL
-    params = [user_id, user_id, key] + ([] if is_global else [owner])
-    with connection.cursor() as cursor:
-        cursor.execute(statements.existing_sql(is_global=is_global), params)
-        entry_id, value_json, category, group_ids, visibility, count = cursor.fetchone()
-    if entry_id is None:
-        return None, count
-    return _Existing(entry_id, json.loads(value_json), category, json.loads(group_ids), visibility), 0
-
-
-def _lock_user(*, caller: Caller, user_id: str) -> None:
-    """Every upsert holds the user's lock: upserts of one user run one at a time, so the existing entry, the
-    cap count and the eviction all stay true until commit. An agent's write takes it in the turn count."""
-    if not caller.is_agent:
-        advisory_xact_lock(LockId.USER_MEMORY, user_id)
-
-
-@dataclass
-class _BatchMemo:
-    """Per-call lookups that do not change within one (batch) upsert: policies and group memberships."""
-
-    caller: Caller
-    policies: dict[str | None, AgentMemoryPolicy] = field(default_factory=dict)
-    groups: dict[str, list[str]] = field(default_factory=dict)
-
-    def policy_of(self, agent_id: str | None) -> AgentMemoryPolicy:
-        if agent_id not in self.policies:
-            self.policies[agent_id] = selectors.policy_for_caller(caller=self.caller, agent_id=agent_id)
-        return self.policies[agent_id]
-
-    def groups_of(self, agent_id: str) -> list[str]:
-        if agent_id not in self.groups:
-            self.groups[agent_id] = selectors.agent_group_ids(agent_id=agent_id)
-        return self.groups[agent_id]
-
-
-def _upsert_one(
-    *,
-    caller: Caller,
-    write: MemoryWrite,
-    turn_id: str | None,
-    log: _EventLog,
-    now: datetime,
-    memo: _BatchMemo,
-) -> UpsertResult:
-    if write.visibility not in VISIBILITIES:
-        raise BadRequest(f"visibility must be one of {', '.join(Visibility.values)}.")
-    if not write.user_id or not write.key:
-        raise BadRequest("userId and key are required.")
-    if len(write.key) > MAX_KEY_CHARS or len(write.user_id) > 255:
-        raise BadRequest(f"key and userId are at most {MAX_KEY_CHARS} characters.")
-    _check_storable(write)
-    text = value_as_text(write.value)
-    _check_value_size(text)
-    owner = _resolve_owner(caller, write)
-    groups = _resolve_groups(caller, write, owner, memo)
-    policy = memo.policy_of(owner)
-    if caller.is_agent:
-        _check_guardrails(policy, write, text)
-        _count_turn_write(
-            agent_id=caller.acting_agent_id,
-            user_id=write.user_id,
-            turn_id=turn_id,
-            limit=policy.max_writes_per_turn,
-            now=now,
-        )
-    _lock_user(caller=caller, user_id=write.user_id)
-    write_entry = _write_in_one_statement if connection.vendor == "postgresql" else _write_in_steps
-    written = write_entry(_Resolved(write, owner, groups, text, policy), caller=caller, log=log, now=now)
-    entry_id = written.entry_id
-    if written.created or written.old_groups != groups:
-        if not written.created:
-            MemoryEntryGroup.objects.filter(entry_id=entry_id).delete()
-        if groups:
-            MemoryEntryGroup.objects.bulk_create(
-                [MemoryEntryGroup(entry_id=entry_id, user_id=write.user_id, group_id=g) for g in groups]
-            )
-    entry = MemoryEntry(
-        id=entry_id,
-        user_id=write.user_id,
-        key=write.key,
-        value=write.value,
-        value_text=text,
-        category=written.category,
-        visibility=write.visibility,
-        source_agent_id=written.owner,
-        group_ids=groups,
-        source_conversation_id=write.source_conversation_id,
-        conflicted=False,
-        access_count=written.access_count,
-        created_at=_as_datetime(written.created_at),
-        updated_at=now,
-        last_accessed_at=_as_datetime_or_none(written.last_accessed_at),
-    )
-    return UpsertResult(entry=entry, created=written.created)
-
-
-@dataclass(frozen=True)
-class _Written:
-    """What one entry's write did: ``old_groups`` is ``None`` when it created the entry. The rest are the
-    stored columns the statement returned (:data:`usermemory.statements.UPSERT_RETURNING`)."""
-
-    old_groups: list[str] | None
-    entry_id: int
-    created_at: Any
-    access_count: int
-    last_accessed_at: Any
-    owner: str | None
-    category: str
-
-    @property
-    def created(self) -> bool:
-        return self.old_groups is None
-
-
-@dataclass(frozen=True)
-class _Resolved:
-    """One write, checked and resolved: its owner, groups, search text and the owner's policy."""
-
-    write: MemoryWrite
-    owner: str | None
-    groups: list[str]
-    text: str
-    policy: AgentMemoryPolicy
-
-    def stored_values(self, at: Any) -> list[Any]:
-        """The inserted columns after ``user, key, value, value_text, category`` (see
-        :func:`usermemory.statements.upsert_sql`): ``visibility, owner, group_ids, conversation, conflicted,
-        now, now``."""
-        write = self.write
-        return [
-            write.visibility,
-            self.owner,
-            json.dumps(self.groups),
-            write.source_conversation_id,
-            False,
-            at,
-            at,
-        ]
-
-
-def _write_in_one_statement(entry: _Resolved, *, caller: Caller, log: _EventLog, now: datetime) -> _Written:
-    """PostgreSQL: read the entry, check the cap, upsert and write history in one statement
-    (:func:`usermemory.statements.upsert_event_sql`). When the cap stops a new entry, make room (or refuse)
-    and run it again."""
-    write, owner, policy = entry.write, entry.owner, entry.policy
-    is_global = write.visibility == Visibility.GLOBAL
-    at = connection.ops.adapt_datetimefield_value(now)
-    value_json = json.dumps(write.value)
-    actor = log.actor
-    params: list[Any] = [write.user_id, write.key, *([] if is_global else [owner]), write.user_id]
-    params += [write.user_id, write.key, value_json, entry.text, write.category, PROPERTY_CATEGORY]
-    params += entry.stored_values(at)
-    params += [policy.max_entries_per_user]
-    params += [write.user_id, write.key, MemoryEvent.Action.UPDATED, MemoryEvent.Action.CREATED]
-    groups_json = json.dumps(entry.groups)
-    params += [actor.actor_type, actor.actor_id, actor.key_prefix, value_json]
-    params += [write.visibility, groups_json, write.visibility, groups_json, at]
-    sql = statements.upsert_event_sql(is_global=is_global)
-    with prepared_cursor() as cursor:
-        cursor.execute(sql, params)
-        old_id, old_groups, count, *stored = cursor.fetchone()
-        if stored[0] is None:  # no entry on the key, and the user is at the cap
-            _make_room(
-                caller=caller,
-                policy=policy,
-                user_id=write.user_id,
-                owner=owner,
-                count=count,
-                log=log,
-                now=now,
-            )
-            cursor.execute(sql, params)
-            old_id, old_groups, count, *stored = cursor.fetchone()
-    if stored[0] is None:
-        why = f"onCapReached is '{policy.on_cap_reached}'."
-        cap = policy.max_entries_per_user
-        raise _cap_refusal(caller=caller, user_id=write.user_id, cap=cap, count=count, why=why)
-    return _Written(None if old_id is None else json.loads(old_groups), *stored)
-
-
-def _write_in_steps(entry: _Resolved, *, caller: Caller, log: _EventLog, now: datetime) -> _Written:
-    """SQLite: read the entry (or the cap count), make room if needed, upsert, then log the event."""
-    write, owner = entry.write, entry.owner
-    existing, count = _existing_or_count(
-        user_id=write.user_id, key=write.key, visibility=write.visibility, owner=owner
-    )
-    if existing is None:
-        _make_room(
-            caller=caller,
-            policy=entry.policy,
-            user_id=write.user_id,
-            owner=owner,
-            count=count,
-            log=log,
-            now=now,
-        )
-    category = write.category
-    if category is None:  # legacy properties: 'property' on insert, unchanged on update
-        category = existing.category if existing else PROPERTY_CATEGORY
-    at = connection.ops.adapt_datetimefield_value(now)
-    params = [write.user_id, write.key, json.dumps(write.value), entry.text, category]
-    params += entry.stored_values(at)
-    with connection.cursor() as cursor:
-        cursor.execute(statements.upsert_sql(is_global=write.visibility == Visibility.GLOBAL), params)
-        stored = cursor.fetchone()
-    stored_owner = stored[4]
-    log.add(
-        MemoryEvent.Action.CREATED if existing is None else MemoryEvent.Action.UPDATED,
-        entry_id=stored[0],
-        user_id=write.user_id,
-        key=write.key,
-        old=existing.value if existing else None,
-        new=write.value,
-        at=now,
-        scope=Scope(write.visibility, stored_owner, entry.groups),
-        old_scope=Scope(existing.visibility, stored_owner, existing.group_ids) if existing else None,
-    )
-    return _Written(None if existing is None else existing.group_ids, *stored)
-
-
-def _as_datetime(value: Any) -> datetime:
-    """A datetime as the raw cursor returned it (SQLite gives naive UTC, as text or datetime), made aware."""
-    parsed = value if isinstance(value, datetime) else parse_datetime(value)
-    if parsed is None:
-        raise ValueError(f"The database returned {value!r} for a timestamp.")
-    return parsed.replace(tzinfo=UTC) if timezone.is_naive(parsed) else parsed
-
-
-def _as_datetime_or_none(value: Any) -> datetime | None:
-    return None if value is None else _as_datetime(value)
-
-
-# --- Writes ------------------------------------------------------------------------------------------
-
-
-@transaction.atomic
-def memory_upsert(*, caller: Caller, write: MemoryWrite, turn_id: str | None = None) -> UpsertResult:
-    """Insert or update one entry on its upsert key. 201-worthy ``created`` tells which happened."""
-    caller_require_writer(caller)
-    log = _EventLog(Actor.of(caller))
-    result = _upsert_one(
-        caller=caller, write=write, turn_id=turn_id, log=log, now=timezone.now(), memo=_BatchMemo(caller)
-    )
-    log.flush()
-    return result
-
-
-def memory_batch_check(*, count: int) -> None:
-    """A batch holds 1 to ``MAX_BATCH`` entries. Doors call it before parsing the entries, to refuse early."""
-    if not count:
-        raise BadRequest("A batch needs at least one entry.")
-    if count > MAX_BATCH:
-        raise BadRequest(f"A batch holds at most {MAX_BATCH} entries; got {count}.")
-
-
-@transaction.atomic
-def memory_upsert_batch(
-    *, caller: Caller, writes: Sequence[MemoryWrite], turn_id: str | None = None
-) -> list[UpsertResult]:
-    """Up to 100 upserts, all or nothing. A refusal names the failing index and writes nothing."""
-    caller_require_writer(caller)
-    memory_batch_check(count=len(writes))
-    for user_id in sorted({w.user_id for w in writes}):  # one lock order, so batches never deadlock
-        advisory_xact_lock(LockId.USER_MEMORY, user_id)
-    log = _EventLog(Actor.of(caller))
-    now = timezone.now()
-    memo = _BatchMemo(caller)
-    results = []
-    for index, write in enumerate(writes):
-        try:
-            results.append(
-                _upsert_one(caller=caller, write=write, turn_id=turn_id, log=log, now=now, memo=memo)
-            )
-        except (BadRequest, Forbidden, CapacityReached, RateLimited) as exc:
-            exc.message = f"entries[{index}]: {exc.message}"
-            exc.details = {**exc.details, "index": index}
-            raise
-    log.flush()
-    return results
 
 
 @transaction.atomic
@@ -653,7 +84,7 @@ def memory_delete(*, caller: Caller, entry_id: int) -> None:
         raise Forbidden(f"Memory entry {entry_id} is not owned by agent '{caller.agent_id}'.")
     if entry is None:
         raise selectors.entry_not_found(entry_id)
-    log = _EventLog(Actor.of(caller))
+    log = EventLog(Actor.of(caller))
     log.add(
         MemoryEvent.Action.DELETED,
         entry_id=entry.id,
@@ -673,7 +104,7 @@ def _delete_owned(*, caller: Caller, entries: QuerySet[MemoryEntry]) -> int:
     if caller.is_agent:
         entries = entries.filter(source_agent_id=caller.agent_id)
     rows = list(entries.select_for_update().values("id", "user_id", "key", "value", *SCOPE_FIELDS))
-    log = _EventLog(Actor.of(caller))
+    log = EventLog(Actor.of(caller))
     now = timezone.now()
     for row in rows:
         log.add(
@@ -715,7 +146,7 @@ def memory_recall(
 ) -> list[MemoryEntry]:
     """The entries visible to the agent, in its policy's order and limit; counts the access of each.
 
-    One statement (:func:`usermemory.statements.recall_sql`) picks the entries, counts their access, sets
+    One statement (:func:`usermemory.store.recall`) picks the entries, counts their access, sets
     ``lastAccessedAt`` where it is older than the granularity, and returns them as they now are.
     """
     agent_id, groups = selectors.resolve_read_scope(
@@ -729,22 +160,20 @@ def memory_recall(
         raise BadRequest(f"limit must be between 1 and {MAX_RECALL_LIMIT}.")
     limit = min(limit or policy.max_recall_entries, policy.max_recall_entries)
     head = limit if order == RecallOrder.MOST_RECENT else recall_split(limit)
-    n_groups, visible = statements.visible_params(user_id=user_id, agent_id=agent_id, group_ids=groups)
-    lock_user = connection.vendor == "postgresql"
-    params: list[Any] = [LockId.USER_RECALL, user_id] if lock_user else []
-    params += [*visible, head]
-    if order == RecallOrder.MOST_ACCESSED:
-        params += [*visible, limit - head]
     now = timezone.now()
-    threshold = now - timedelta(seconds=settings.MEMORY_ACCESS_GRANULARITY)
-    ops = connection.ops
-    params += [ops.adapt_datetimefield_value(threshold), ops.adapt_datetimefield_value(now)]
-    if caller.is_agent:  # the conflicted flag it may see; viewer and admin keys see the stored one
-        params += visible
-    sql = statements.recall_sql(
-        order=order, n_groups=n_groups, lock_user=lock_user, agent_view=caller.is_agent
+    entries = store.recall(
+        user_id=user_id,
+        agent_id=agent_id,
+        group_ids=groups,
+        order=order,
+        head=head,
+        rest=limit - head,
+        threshold=now - timedelta(seconds=settings.MEMORY_ACCESS_GRANULARITY),
+        now=now,
+        # the conflicted flag an agent may see; viewer and admin keys see the stored one
+        agent_view=caller.is_agent,
     )
-    entries = sorted(statements.ENTRIES.fetch(sql, params), key=_newest_first, reverse=True)
+    entries.sort(key=_newest_first, reverse=True)
     if order == RecallOrder.MOST_ACCESSED:  # the newest `head` first, then the most accessed of the rest
         entries[head:] = sorted(entries[head:], key=_most_accessed_first, reverse=True)
     return entries
@@ -758,195 +187,9 @@ def _most_accessed_first(entry: MemoryEntry) -> tuple[int, datetime, int]:
     return entry.access_count, entry.updated_at, entry.id
 
 
-# --- Legacy properties --------------------------------------------------------------------------------
-
-
-@transaction.atomic
-def properties_merge(
-    *, caller: Caller, user_id: str, properties: dict[str, Any], turn_id: str | None = None
-) -> list[UpsertResult]:
-    """Upsert each key as a global entry, category ``property`` on insert; skips ``_id`` and ``userId``."""
-    writes = [
-        MemoryWrite(
-            user_id=user_id,
-            key=key,
-            value=value,
-            category=None,
-            visibility=Visibility.GLOBAL,
-            source_agent_id=caller.agent_id,
-        )
-        for key, value in properties.items()
-        if key not in LEGACY_SKIPPED_KEYS
-    ]
-    if not writes:
-        return []
-    return memory_upsert_batch(caller=caller, writes=writes, turn_id=turn_id)
-
-
 @transaction.atomic
 def properties_delete(*, caller: Caller, user_id: str) -> int:
     """Delete the user's global entries (an agent: only the ones it owns)."""
     return _delete_owned(
         caller=caller, entries=MemoryEntry.objects.filter(user_id=user_id, visibility=Visibility.GLOBAL)
     )
-
-
-# --- Policy -------------------------------------------------------------------------------------------
-
-POLICY_FIELDS = (
-    "max_entries_per_user",
-    "max_recall_entries",
-    "recall_order",
-    "on_cap_reached",
-    "max_key_length",
-    "max_value_length",
-    "max_writes_per_turn",
-    "allowed_categories",
-    "dream_enabled",
-    "prune_stale_after_days",
-    "detect_contradictions",
-    "summarize_interactions",
-    "max_cost_per_run",
-    "cross_agent_maintenance",
-)
-
-
-@transaction.atomic
-def policy_update(*, agent_id: str, **changes: Any) -> AgentMemoryPolicy:
-    """Change an agent's memory policy (made with the defaults on first change)."""
-    unknown = set(changes) - set(POLICY_FIELDS)
-    if unknown:
-        raise BadRequest(f"Unknown policy fields: {', '.join(sorted(unknown))}.")
-    if not Agent.objects.filter(id=agent_id).exists():
-        raise NotFound(f"No agent '{agent_id}'.")
-    policy, _ = AgentMemoryPolicy.objects.select_for_update().get_or_create(agent_id=agent_id)
-    for name, value in changes.items():
-        setattr(policy, name, value)
-    if policy.max_recall_entries < 1 or policy.max_entries_per_user < 1:
-        raise BadRequest("maxRecallEntries and maxEntriesPerUser must be at least 1.")
-    if policy.recall_order not in RECALL_ORDERS:
-        raise BadRequest(f"recallOrder must be one of {', '.join(RecallOrder.values)}.")
-    if policy.on_cap_reached not in OnCapReached.values:
-        raise BadRequest(f"onCapReached must be one of {', '.join(OnCapReached.values)}.")
-    policy.save()
-    return policy
-
-
-# --- GDPR ---------------------------------------------------------------------------------------------
-
-Eraser = Callable[[str], dict[str, int]]
-Exporter = Callable[[str], dict[str, Any]]
-_erasers: dict[str, Eraser] = {}
-_exporters: dict[str, Exporter] = {}
-
-
-def register_user_data(name: str, *, eraser: Eraser, exporter: Exporter) -> None:
-    """Let an app that keeps per-user data (conversations) take part in erasure and export."""
-    _erasers[name] = eraser
-    _exporters[name] = exporter
-
-
-@transaction.atomic
-def memory_erase_user(*, caller: Caller, user_id: str) -> dict[str, Any]:
-    """GDPR erasure (admin only): every entry, history event and turn counter of the user, and the data of
-    every registered app. Returns what it removed."""
-    if not caller.is_admin:
-        raise Forbidden("GDPR erasure needs an admin key.")
-    advisory_xact_lock(LockId.USER_MEMORY, user_id)
-    entries = MemoryEntry.objects.filter(user_id=user_id)
-    entries_deleted = entries.count()
-    MemoryEntryGroup.objects.filter(user_id=user_id).delete()
-    entries.delete()
-    events_deleted, _ = MemoryEvent.objects.filter(user_id=user_id).delete()
-    TurnWriteCount.objects.filter(user_id=user_id).delete()
-    report: dict[str, Any] = {
-        "userId": user_id,
-        "entriesDeleted": entries_deleted,
-        "eventsDeleted": events_deleted,
-    }
-    for name, eraser in _erasers.items():
-        report[name] = eraser(user_id)
-    log = _EventLog(Actor.of(caller))
-    log.add(
-        MemoryEvent.Action.ERASED,
-        entry_id=None,
-        user_id=user_id,
-        key="",
-        new={"entriesDeleted": entries_deleted},
-        at=timezone.now(),
-        scope=NO_AGENT,
-    )
-    log.flush()
-    logger.info("GDPR erasure of a user: %s entries, %s events", entries_deleted, events_deleted)
-    return report
-
-
-def memory_export_user(*, caller: Caller, user_id: str) -> dict[str, Any]:
-    """GDPR export (admin only): all of the user's data as JSON, in the versioned format of
-    :mod:`usermemory.export`, with the part of every registered app."""
-    if not caller.is_admin:
-        raise Forbidden("GDPR export needs an admin key.")
-    export = user_export(user_id=user_id)
-    for name, exporter in _exporters.items():
-        export[name] = exporter(user_id)
-    return export
-
-
-# --- Conflicts ------------------------------------------------------------------------------------------
-
-RESOLVE_MODES = ("update", "delete")
-
-
-@transaction.atomic
-def memory_resolve_conflict(
-    *, caller: Caller, user_id: str, key: str, keep_entry_id: int, mode: str = "update"
-) -> dict[str, int]:
-    """Settle a (user, key) set whose entries disagree: keep one entry's value, and either give the others
-    that value (``update``) or delete them (``delete``). Each entry of the set gets a ``resolved`` event."""
-    if not caller.is_admin:
-        raise Forbidden("Resolving conflicts needs an admin key or a staff user.")
-    if mode not in RESOLVE_MODES:
-        raise BadRequest(f"mode must be one of {', '.join(RESOLVE_MODES)}.")
-    advisory_xact_lock(LockId.USER_MEMORY, user_id)
-    entries = list(MemoryEntry.objects.select_for_update().filter(user_id=user_id, key=key).order_by("id"))
-    keep = next((e for e in entries if e.id == keep_entry_id), None)
-    if keep is None:
-        raise NotFound(f"Entry {keep_entry_id} is not in the set of user '{user_id}', key '{key}'.")
-    now = timezone.now()
-    log = _EventLog(Actor.of(caller))
-    others = [e for e in entries if e.id != keep.id]
-    for entry in others:
-        log.add(
-            MemoryEvent.Action.RESOLVED,
-            entry_id=entry.id,
-            user_id=user_id,
-            key=key,
-            old=entry.value,
-            new=None if mode == "delete" else keep.value,
-            at=now,
-            scope=Scope.of(entry),
-        )
-    log.add(
-        MemoryEvent.Action.RESOLVED,
-        entry_id=keep.id,
-        user_id=user_id,
-        key=key,
-        old=keep.value,
-        new=keep.value,
-        at=now,
-        scope=Scope.of(keep),
-    )
-    other_ids = [e.id for e in others]
-    if mode == "delete":
-        MemoryEntry.objects.filter(id__in=other_ids).delete()
-    else:
-        MemoryEntry.objects.filter(id__in=other_ids).update(
-            value=keep.value, value_text=keep.value_text, conflicted=False, updated_at=now
-        )
-    MemoryEntry.objects.filter(id=keep.id).update(conflicted=False)
-    log.flush()
-    return {
-        "kept": keep.id,
-        "updated": 0 if mode == "delete" else len(others),
-        "deleted": len(others) if mode == "delete" else 0,
-    }

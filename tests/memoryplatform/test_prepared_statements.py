@@ -1,4 +1,5 @@
-"""On PostgreSQL a write's statements run prepared (``memoryplatform.rows.prepared_cursor``): parsed once per
+"""A write's statements run prepared (``usermemory.store``, psycopg's ``prepare=True``, and
+``usermemory.store._prepared_row`` for the turn count and the upsert): parsed once per
 connection, then run again by name; logged with their values like any statement; dropped by psycopg with a
 rolled-back write, and prepared again by the next one; off with ``PREPARED_STATEMENTS=false``."""
 

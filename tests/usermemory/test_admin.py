@@ -5,7 +5,7 @@ from django.db import connection
 from django.utils import timezone
 
 from apikeys.caller import Caller
-from tests.factories import AgentFactory
+from tests.factories import AgentFactory, MemoryEntryFactory
 from usermemory.models import MemoryEntry, MemoryEvent
 from usermemory.services import memory_resolve_conflict
 
@@ -13,21 +13,20 @@ ROWS = 200_000
 
 
 def _bulk_rows(count: int) -> None:
-    """``count`` global entries across 2,000 users, made in one INSERT .. SELECT on either database."""
+    """``count`` global entries across 2,000 users, made in one INSERT .. SELECT."""
     AgentFactory(id="bulk-agent")
     now = connection.ops.adapt_datetimefield_value(timezone.now())
-    json_value = "to_jsonb('v' || n)"
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""
+            """
             WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < %s)
             INSERT INTO usermemory_memoryentry (user_id, key, value, value_text, category, visibility,
                 source_agent_id, group_ids, conflicted, access_count, created_at, updated_at)
-            SELECT 'user-' || (n %% 2000), 'key-' || n, {json_value}, 'v' || n, 'fact', 'global',
+            SELECT 'user-' || (n %% 2000), 'key-' || n, to_jsonb('v' || n), 'v' || n, 'fact', 'global',
                    'bulk-agent', '[]',
                    n %% 1000 = 0, 0, %s, %s
             FROM seq
-            """,  # noqa: S608  (fixed SQL; values are parameters)
+            """,
             [count, now, now],
         )
 
@@ -110,3 +109,21 @@ def test_resolve_conflict_refuses_a_non_admin_and_a_stranger_entry(agent_a):
 )
 def test_hand_typed_admin_parameters_are_not_a_500(admin_client, path):
     assert admin_client.get(path).status_code == 200
+
+
+@pytest.mark.django_db
+def test_memories_changelist_search_is_a_user_id_or_full_text_words(admin_client, agent_a):
+    common = {"visibility": "global", "source_agent_id": agent_a.id}
+    MemoryEntryFactory(user_id="u-1", key="home_city", value="Zürich, Switzerland", **common)
+    MemoryEntryFactory(user_id="u-2", key="favourite_food", value="Rösti", **common)
+
+    def keys(q: str) -> set[str]:
+        response = admin_client.get("/admin/usermemory/memoryentry/", {"q": q})
+        assert response.status_code == 200
+        return {entry.key for entry in response.context["cl"].result_list}
+
+    assert keys("zür") == {"home_city"}  # a word's prefix
+    assert keys("SWITZERLAND zurich") == set()  # every word
+    assert keys("city") == {"home_city"}  # a word of the key
+    assert keys("u-2") == {"favourite_food"}  # a user id, exactly
+    assert keys("%%") == set()  # no word: only the user id could match

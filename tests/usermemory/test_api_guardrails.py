@@ -112,3 +112,24 @@ def test_evict_oldest_refuses_when_it_cannot_make_room(agent_a, agent_a_api, age
     body = assert_envelope(put(agent_a_api, userId=U, key="a", value="1"), 409, "capacity")
     assert "evict_oldest cannot make room" in body["error"]
     assert set(MemoryEntry.objects.values_list("key", flat=True)) == {"b1", "b2"}
+
+
+@pytest.mark.parametrize("hidden", [2, 6])
+def test_evict_oldest_evicts_one_entry_per_new_entry_so_the_count_never_shows(
+    agent_a, agent_a_api, agent_b_api, put, set_policy, hidden
+):
+    """Over the cap (lowered), a new entry evicts exactly one of the writer's own: what agent A is told, and
+    what history shows it, is the same whether agent B holds 2 entries it cannot see or 6."""
+    for n in range(hidden):
+        put(agent_b_api, userId=U, key=f"b{n}", value="b")
+    for n in range(3):
+        put(agent_a_api, userId=U, key=f"a{n}", value=str(n))
+    set_policy(agent_a, max_entries_per_user=2, on_cap_reached="evict_oldest")
+    total, events = MemoryEntry.objects.count(), MemoryEvent.objects.count()
+    response = put(agent_a_api, userId=U, key="new", value="n")
+    assert response.status_code == 201
+    assert MemoryEntry.objects.count() == total  # the user did not grow: one out per one in
+    new_events = MemoryEvent.objects.order_by("id")[events:]
+    assert sorted((e.action, e.key) for e in new_events) == [("created", "new"), ("evicted", "a0")]
+    visible = agent_a_api.get(f"/usermemorystore/memories/{U}").json()
+    assert sorted(e["key"] for e in visible) == ["a1", "a2", "new"]

@@ -90,3 +90,41 @@ def test_admin_search_across_users(seeded, agent_a_api, viewer_api):
     body = viewer_api.get("/v1/memories/search", {"q": "100%"}).json()
     assert sorted(e["userId"] for e in body) == ["other-user", U]
     assert agent_a_api.get("/v1/memories/search", {"q": "x"}).status_code == 403
+
+
+@pytest.mark.parametrize(
+    ("value", "q"),
+    [
+        ("Hauptstraße 5", "STRASSE"),  # ß folds to ss
+        ("Hauptstrasse 5", "straße"),
+        ("ﬁnance report", "FINANCE"),  # the ﬁ ligature folds to fi
+        ("ΟΔΟΣ", "οδος"),  # final sigma
+        ("οδός", "ΟΔΌΣ"),
+    ],
+)
+def test_search_folds_case_fully(admin_api, value, q):
+    admin_api.put(BASE, {"userId": U, "key": "folded", "value": value, "visibility": "global"}, format="json")
+    assert found(admin_api, q) == {"folded"}
+    assert found(admin_api, "nothing") == set()
+
+
+def test_search_folds_keys_and_shows_an_agent_only_what_it_sees(agent_a_api, agent_b_api):
+    for client, key in [(agent_a_api, "STRASSE_A"), (agent_b_api, "Straße_B")]:
+        response = client.put(BASE, {"userId": U, "key": key, "value": "x"}, format="json")
+        assert response.status_code == 201
+    assert found(agent_a_api, "strasse") == {"STRASSE_A"}
+    assert found(agent_b_api, "strasse") == {"Straße_B"}
+
+
+def test_admin_search_across_users_matches_words_and_prefixes(seeded, viewer_api):
+    def across(q):  # type: ignore[no-untyped-def]
+        response = viewer_api.get("/v1/memories/search", {"q": q})
+        return response.status_code, {
+            e["key"] for e in response.json()
+        } if response.status_code == 200 else None
+
+    assert across("zür") == (200, {"json_obj"})  # a word's prefix, in a JSON value
+    assert across("hello WORLD") == (200, {"MixedCase"})  # every word, any case
+    assert across("hello nothing") == (200, set())
+    assert across("'hello' & !|:*") == (200, {"MixedCase"})  # tsquery syntax in the input is no syntax
+    assert across("%%% ___")[0] == 400  # no word to search for

@@ -2,19 +2,19 @@
 (``manage.py serve``: uvicorn serving ``memoryplatform.asgi``, ``/mcp/``; and gunicorn serving
 ``memoryplatform.wsgi`` for WSGI users).
 
-Both servers are subprocesses, so they run against a database made for this module: an embedded PostgreSQL of
-its own (a fresh DATA_DIR, no DATABASE_URL), migrated and provisioned by ``manage.py`` subprocesses. A holder
-process keeps that server up for the module (every process that uses it is a user; the last one to exit stops
-it), so the subprocesses do not each start it. Each test uses user ids of its own.
+Both servers are subprocesses, so they run against a database made for this module on the suite's PostgreSQL
+server (migrated and provisioned by ``manage.py`` subprocesses). Each test uses user ids of its own.
 """
 
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -25,8 +25,10 @@ from typing import Any
 
 import anyio
 import httpx2
+import psycopg
 import pytest
 from django.conf import settings
+from django.db import connection
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -72,46 +74,47 @@ def _manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return result
 
 
-HOLD_SERVER = """
-import sys
-from pathlib import Path
-from memoryplatform.embedded_db.server import ensure_running
-ensure_running(Path(sys.argv[1]))
-print("ready", flush=True)
-sys.stdin.read()  # a user of the server until the module closes this pipe (or the test run dies)
-"""
+def _admin_sql(statement: str) -> None:
+    """Run one statement outside a transaction (CREATE/DROP DATABASE) on the suite's PostgreSQL server."""
+    db = settings.DATABASES["default"]
+    with psycopg.connect(
+        dbname=db["NAME"],
+        user=db["USER"],
+        password=db["PASSWORD"],
+        host=db["HOST"],
+        port=db["PORT"],
+        autocommit=True,
+    ) as conn:
+        conn.execute(statement)
 
 
 @pytest.fixture(scope="module")
-def mcp_env(tmp_path_factory) -> Iterator[McpEnv]:
-    """A migrated database on an embedded server of its own, with agents A (in group team) and B, and one key
-    per role. The server stops by itself once the holder and every subprocess are gone."""
+def mcp_env(tmp_path_factory, django_db_setup, django_db_blocker) -> Iterator[McpEnv]:
+    """A migrated database of its own, on the suite's PostgreSQL server, with agents A (in group team) and B,
+    and one key per role."""
     tmp = tmp_path_factory.mktemp("mcp")
+    db = settings.DATABASES["default"]
+    name = f"mcp_{secrets.token_hex(4)}"
+    with django_db_blocker.unblock():
+        connection.ensure_connection()  # the embedded server starts with the first connection
+        _admin_sql(f"CREATE DATABASE {name}")
+    query = urllib.parse.urlencode({"host": db["HOST"], "port": db["PORT"]})
+    password = urllib.parse.quote(db["PASSWORD"] or "", safe="")
     env = {
         **os.environ,
-        "DATA_DIR": str(tmp / "data"),
+        "DATABASE_URL": f"postgres://{urllib.parse.quote(db['USER'], safe='')}:{password}@/{name}?{query}",
         "SECRET_KEY": settings.SECRET_KEY,
         "DEBUG": "false",
         "PROMETHEUS_MULTIPROC_DIR": str(tmp / "prometheus"),  # serve's, not the checkout's var/prometheus
     }
     (tmp / "prometheus").mkdir()
-    env.pop("DATABASE_URL", None)
     env.pop("MEMORYPLATFORM_API_KEY", None)
-    holder = subprocess.Popen(  # noqa: S603
-        [PYTHON, "-c", HOLD_SERVER, env["DATA_DIR"]],
-        cwd=BASE_DIR,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == b"ready\n"
-        _manage(env, "migrate", "--verbosity", "0")
-        output = _manage(env, "shell", "--no-imports", "-c", PROVISION).stdout
-        keys = json.loads(next(line for line in output.splitlines() if line.startswith("KEYS="))[5:])
-        yield McpEnv(env=env, keys=keys, tmp=tmp)
-    finally:
-        holder.communicate(timeout=30)  # closes its stdin: it exits, and the server follows once unused
+    _manage(env, "migrate", "--verbosity", "0")
+    output = _manage(env, "shell", "--no-imports", "-c", PROVISION).stdout
+    keys = json.loads(next(line for line in output.splitlines() if line.startswith("KEYS="))[5:])
+    yield McpEnv(env=env, keys=keys, tmp=tmp)
+    with django_db_blocker.unblock():
+        _admin_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def _free_port() -> int:

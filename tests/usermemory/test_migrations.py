@@ -7,6 +7,15 @@ from django.utils import timezone
 
 BEFORE = [("usermemory", "0007_policy_change_notify")]
 AFTER = [("usermemory", "0008_event_visibility")]
+FOLDED = [("usermemory", "0009_search_without_trigrams")]
+
+
+@pytest.fixture(autouse=True)
+def _back_to_the_latest_schema():
+    """Each test migrates back; the tests after it need every migration applied."""
+    yield
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
 
 
 @pytest.mark.django_db(transaction=True)
@@ -42,3 +51,31 @@ def test_existing_events_take_their_entrys_scope_or_the_most_restrictive():
     scope = ("owner", "old_visibility", "old_group_ids", "visibility", "group_ids")
     assert Event.objects.values_list(*scope).get(id=kept.id) == ("agent-m", "group", ["g1"], "group", ["g1"])
     assert Event.objects.values_list(*scope).get(id=orphan.id) == ("", "self", [], "self", [])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_existing_entries_get_their_casefolded_search_columns():
+    executor = MigrationExecutor(connection)
+    executor.migrate(AFTER)
+    Entry = executor.loader.project_state(AFTER).apps.get_model("usermemory", "MemoryEntry")
+    now = timezone.now()
+    common = {
+        "user_id": "u",
+        "category": "fact",
+        "visibility": "global",
+        "created_at": now,
+        "updated_at": now,
+    }
+    entries = [
+        Entry.objects.create(key=f"Key{n} STRASSE", value="Straße ﬁ", value_text="Straße ﬁ", **common)
+        for n in range(3)
+    ]
+
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(FOLDED)
+    Entry = executor.loader.project_state(FOLDED).apps.get_model("usermemory", "MemoryEntry")
+    folded = set(
+        Entry.objects.filter(id__in=[e.id for e in entries]).values_list("key_folded", "text_folded")
+    )
+    assert folded == {(f"key{n} strasse", "strasse fi") for n in range(3)}

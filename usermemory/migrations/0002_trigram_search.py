@@ -1,39 +1,11 @@
-"""pg_trgm GIN indexes so the literal substring search (ILIKE) uses an index on PostgreSQL.
+"""Creates nothing. It once made pg_trgm GIN indexes for the substring search; the search now reads casefolded
+columns and full-text search (0009, which drops those indexes where they exist), so a fresh database never
+needs the pg_trgm extension. Kept, empty, so the migration graph stays as it was (no release shipped)."""
 
-``fastupdate = off``: with the default pending list, an insert now and then pays for flushing it and stalls
-for hundreds of milliseconds. SQLite has no such index; the operations do nothing there.
-"""
-
-from django.contrib.postgres.operations import TrigramExtension
 from django.db import migrations
-
-INDEXES = {
-    "memory_key_trgm": "key",
-    "memory_value_trgm": "value_text",
-}
-
-
-def create_indexes(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
-    for name, column in INDEXES.items():
-        schema_editor.execute(
-            f"CREATE INDEX IF NOT EXISTS {name} ON usermemory_memoryentry "
-            f"USING gin ({column} gin_trgm_ops) WITH (fastupdate = off)"
-        )
-
-
-def drop_indexes(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
-    for name in INDEXES:
-        schema_editor.execute(f"DROP INDEX IF EXISTS {name}")
 
 
 class Migration(migrations.Migration):
     dependencies = [("usermemory", "0001_initial")]
 
-    operations = [
-        TrigramExtension(),
-        migrations.RunPython(create_indexes, drop_indexes),
-    ]
+    operations = []

@@ -8,13 +8,11 @@ from django.db import migrations
 
 def set_fillfactor(apps, schema_editor):
     """Leave 20 % of each heap page free so recall's access updates stay on the page (HOT)."""
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute("ALTER TABLE usermemory_memoryentry SET (fillfactor = 80)")
+    schema_editor.execute("ALTER TABLE usermemory_memoryentry SET (fillfactor = 80)")
 
 
 def reset_fillfactor(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute("ALTER TABLE usermemory_memoryentry RESET (fillfactor)")
+    schema_editor.execute("ALTER TABLE usermemory_memoryentry RESET (fillfactor)")
 
 
 class Migration(migrations.Migration):

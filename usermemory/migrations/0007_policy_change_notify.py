@@ -1,6 +1,6 @@
 """PostgreSQL: notify channel ``memoryplatform_auth`` when a memory policy is added, changed or removed. The
 key lookup reads the agent's policy with the key, so the processes' key caches must empty
-(``apikeys/keycache.py``; the function comes from ``apikeys.0002``). Nothing on SQLite.
+(``apikeys/keycache.py``; the function comes from ``apikeys.0002``).
 """
 
 from django.db import migrations
@@ -9,8 +9,6 @@ TABLE = "usermemory_agentmemorypolicy"
 
 
 def create(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
     schema_editor.execute(
         f"CREATE TRIGGER {TABLE}_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {TABLE} "
         f"FOR EACH STATEMENT EXECUTE FUNCTION memoryplatform_auth_changed()"
@@ -18,8 +16,6 @@ def create(apps, schema_editor):
 
 
 def drop(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
     schema_editor.execute(f"DROP TRIGGER IF EXISTS {TABLE}_changed ON {TABLE}")
 
 

@@ -4,7 +4,6 @@ an event whose entry is gone keeps the defaults, the most restrictive scope: ``s
 
 from django.db import migrations, models
 
-# UPDATE .. FROM: PostgreSQL, and SQLite since 3.33.
 COPY_ENTRY_SCOPE = """
 UPDATE usermemory_memoryevent
 SET owner = COALESCE(entry.source_agent_id, ''), old_visibility = entry.visibility,

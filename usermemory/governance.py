@@ -1,0 +1,193 @@
+"""Governance: agents' memory policies, GDPR erasure and export (with the apps that register their per-user
+data), and staff resolving conflicts."""
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from apikeys.caller import Caller
+from apikeys.models import Agent
+from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
+from memoryplatform.locks import LockId, advisory_xact_lock
+from usermemory.export import user_export
+from usermemory.history import NO_AGENT, Actor, EventLog, Scope
+from usermemory.models import (
+    AgentMemoryPolicy,
+    MemoryEntry,
+    MemoryEntryGroup,
+    MemoryEvent,
+    OnCapReached,
+    RecallOrder,
+    TurnWriteCount,
+)
+
+logger = logging.getLogger(__name__)
+RECALL_ORDERS = frozenset(RecallOrder.values)
+
+
+# --- Policy -------------------------------------------------------------------------------------------
+
+POLICY_FIELDS = (
+    "max_entries_per_user",
+    "max_recall_entries",
+    "recall_order",
+    "on_cap_reached",
+    "max_key_length",
+    "max_value_length",
+    "max_writes_per_turn",
+    "allowed_categories",
+    "dream_enabled",
+    "prune_stale_after_days",
+    "detect_contradictions",
+    "summarize_interactions",
+    "max_cost_per_run",
+    "cross_agent_maintenance",
+)
+
+
+@transaction.atomic
+def policy_update(*, agent_id: str, **changes: Any) -> AgentMemoryPolicy:
+    """Change an agent's memory policy (made with the defaults on first change)."""
+    unknown = set(changes) - set(POLICY_FIELDS)
+    if unknown:
+        raise BadRequest(f"Unknown policy fields: {', '.join(sorted(unknown))}.")
+    if not Agent.objects.filter(id=agent_id).exists():
+        raise NotFound(f"No agent '{agent_id}'.")
+    policy, _ = AgentMemoryPolicy.objects.select_for_update().get_or_create(agent_id=agent_id)
+    for name, value in changes.items():
+        setattr(policy, name, value)
+    if policy.max_recall_entries < 1 or policy.max_entries_per_user < 1:
+        raise BadRequest("maxRecallEntries and maxEntriesPerUser must be at least 1.")
+    if policy.recall_order not in RECALL_ORDERS:
+        raise BadRequest(f"recallOrder must be one of {', '.join(RecallOrder.values)}.")
+    if policy.on_cap_reached not in OnCapReached.values:
+        raise BadRequest(f"onCapReached must be one of {', '.join(OnCapReached.values)}.")
+    policy.save()
+    return policy
+
+
+# --- GDPR ---------------------------------------------------------------------------------------------
+
+Eraser = Callable[[str], dict[str, int]]
+Exporter = Callable[[str], dict[str, Any]]
+_erasers: dict[str, Eraser] = {}
+_exporters: dict[str, Exporter] = {}
+
+
+def register_user_data(name: str, *, eraser: Eraser, exporter: Exporter) -> None:
+    """Let an app that keeps per-user data (conversations) take part in erasure and export."""
+    _erasers[name] = eraser
+    _exporters[name] = exporter
+
+
+@transaction.atomic
+def memory_erase_user(*, caller: Caller, user_id: str) -> dict[str, Any]:
+    """GDPR erasure (admin only): every entry, history event and turn counter of the user, and the data of
+    every registered app. Returns what it removed."""
+    if not caller.is_admin:
+        raise Forbidden("GDPR erasure needs an admin key.")
+    advisory_xact_lock(LockId.USER_MEMORY, user_id)
+    entries = MemoryEntry.objects.filter(user_id=user_id)
+    entries_deleted = entries.count()
+    MemoryEntryGroup.objects.filter(user_id=user_id).delete()
+    entries.delete()
+    events_deleted, _ = MemoryEvent.objects.filter(user_id=user_id).delete()
+    TurnWriteCount.objects.filter(user_id=user_id).delete()
+    report: dict[str, Any] = {
+        "userId": user_id,
+        "entriesDeleted": entries_deleted,
+        "eventsDeleted": events_deleted,
+    }
+    for name, eraser in _erasers.items():
+        report[name] = eraser(user_id)
+    log = EventLog(Actor.of(caller))
+    log.add(
+        MemoryEvent.Action.ERASED,
+        entry_id=None,
+        user_id=user_id,
+        key="",
+        new={"entriesDeleted": entries_deleted},
+        at=timezone.now(),
+        scope=NO_AGENT,
+    )
+    log.flush()
+    logger.info("GDPR erasure of a user: %s entries, %s events", entries_deleted, events_deleted)
+    return report
+
+
+def memory_export_user(*, caller: Caller, user_id: str) -> dict[str, Any]:
+    """GDPR export (admin only): all of the user's data as JSON, in the versioned format of
+    :mod:`usermemory.export`, with the part of every registered app."""
+    if not caller.is_admin:
+        raise Forbidden("GDPR export needs an admin key.")
+    export = user_export(user_id=user_id)
+    for name, exporter in _exporters.items():
+        export[name] = exporter(user_id)
+    return export
+
+
+# --- Conflicts ------------------------------------------------------------------------------------------
+
+RESOLVE_MODES = ("update", "delete")
+
+
+@transaction.atomic
+def memory_resolve_conflict(
+    *, caller: Caller, user_id: str, key: str, keep_entry_id: int, mode: str = "update"
+) -> dict[str, int]:
+    """Settle a (user, key) set whose entries disagree: keep one entry's value, and either give the others
+    that value (``update``) or delete them (``delete``). Each entry of the set gets a ``resolved`` event."""
+    if not caller.is_admin:
+        raise Forbidden("Resolving conflicts needs an admin key or a staff user.")
+    if mode not in RESOLVE_MODES:
+        raise BadRequest(f"mode must be one of {', '.join(RESOLVE_MODES)}.")
+    advisory_xact_lock(LockId.USER_MEMORY, user_id)
+    entries = list(MemoryEntry.objects.select_for_update().filter(user_id=user_id, key=key).order_by("id"))
+    keep = next((e for e in entries if e.id == keep_entry_id), None)
+    if keep is None:
+        raise NotFound(f"Entry {keep_entry_id} is not in the set of user '{user_id}', key '{key}'.")
+    now = timezone.now()
+    log = EventLog(Actor.of(caller))
+    others = [e for e in entries if e.id != keep.id]
+    for entry in others:
+        log.add(
+            MemoryEvent.Action.RESOLVED,
+            entry_id=entry.id,
+            user_id=user_id,
+            key=key,
+            old=entry.value,
+            new=None if mode == "delete" else keep.value,
+            at=now,
+            scope=Scope.of(entry),
+        )
+    log.add(
+        MemoryEvent.Action.RESOLVED,
+        entry_id=keep.id,
+        user_id=user_id,
+        key=key,
+        old=keep.value,
+        new=keep.value,
+        at=now,
+        scope=Scope.of(keep),
+    )
+    other_ids = [e.id for e in others]
+    if mode == "delete":
+        MemoryEntry.objects.filter(id__in=other_ids).delete()
+    else:
+        MemoryEntry.objects.filter(id__in=other_ids).update(
+            value=keep.value,
+            value_text=keep.value_text,
+            text_folded=keep.value_text.casefold(),
+            conflicted=False,
+            updated_at=now,
+        )
+    MemoryEntry.objects.filter(id=keep.id).update(conflicted=False)
+    log.flush()
+    return {
+        "kept": keep.id,
+        "updated": 0 if mode == "delete" else len(others),
+        "deleted": len(others) if mode == "delete" else 0,
+    }

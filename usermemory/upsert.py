@@ -1,0 +1,453 @@
+"""Upserts: every rule of a write (identity, group membership, guardrails, turns, caps), one entry, a batch,
+and the legacy property map, each through one statement of :mod:`usermemory.store`."""
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from apikeys.caller import Caller
+from apikeys.models import Agent
+from apikeys.services import caller_require_writer
+from memoryplatform.api.errors import BadRequest, CapacityReached, Forbidden, RateLimited
+from memoryplatform.api.text import json_problem, text_problem
+from memoryplatform.locks import LockId, advisory_xact_lock
+from usermemory import selectors, store
+from usermemory.history import SCOPE_FIELDS, Actor, EventLog, Scope
+from usermemory.models import (
+    MAX_KEY_CHARS,
+    AgentMemoryPolicy,
+    MemoryEntry,
+    MemoryEntryGroup,
+    MemoryEvent,
+    OnCapReached,
+    Visibility,
+)
+
+MAX_BATCH = 100
+PROPERTY_CATEGORY = "property"
+LEGACY_SKIPPED_KEYS = frozenset({"_id", "userId"})
+# Django builds a choices class's ``values`` list anew on every access; every upsert and recall checks these.
+VISIBILITIES = frozenset(Visibility.values)
+
+
+# --- Inputs and outputs ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryWrite:
+    """One upsert as a door received it. ``category=None`` keeps the stored category (legacy properties)."""
+
+    user_id: str
+    key: str
+    value: Any
+    category: str | None = "fact"
+    visibility: str = Visibility.SELF
+    source_agent_id: str | None = None
+    group_ids: list[str] | None = None
+    source_conversation_id: str | None = None
+
+
+@dataclass
+class UpsertResult:
+    entry: MemoryEntry
+    created: bool
+
+
+def value_as_text(value: Any) -> str:
+    """The searchable text of a value: a string's own content, anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+# --- Rules shared by every write ---------------------------------------------------------------------
+
+
+def _resolve_owner(caller: Caller, write: MemoryWrite) -> str | None:
+    """The agent that owns the write. An agent key is always its own agent."""
+    if caller.is_agent:
+        if write.source_agent_id and write.source_agent_id != caller.agent_id:
+            raise Forbidden(
+                f"An agent key for '{caller.agent_id}' cannot write as agent '{write.source_agent_id}'."
+            )
+        return caller.agent_id
+    if write.source_agent_id:
+        if not Agent.objects.filter(id=write.source_agent_id).exists():
+            raise BadRequest(f"sourceAgentId: no agent '{write.source_agent_id}'.")
+        return write.source_agent_id
+    if write.visibility != Visibility.GLOBAL:
+        raise BadRequest(
+            f"sourceAgentId is required for a '{write.visibility}' write with a {caller.role} key."
+        )
+    return None
+
+
+def _resolve_groups(caller: Caller, write: MemoryWrite, owner: str | None, memo: "_BatchMemo") -> list[str]:
+    groups = list(dict.fromkeys(write.group_ids or []))
+    if caller.is_agent and (groups or write.visibility == Visibility.GROUP):
+        member_of = memo.groups_of(caller.acting_agent_id)
+        outside = sorted(set(groups) - set(member_of))
+        if outside:
+            raise Forbidden(
+                f"Agent '{owner}' is not a member of group(s): {', '.join(outside)}.",
+                details={"groups": outside},
+            )
+        if write.visibility == Visibility.GROUP and not groups:
+            groups = member_of
+    if write.visibility == Visibility.GROUP and not groups:
+        raise BadRequest("A 'group' memory needs groupIds (the agent is in no group to default to).")
+    return groups
+
+
+def _check_storable(write: MemoryWrite) -> None:
+    """What any database refuses (NUL, lone surrogates), refused here first, whatever the door."""
+    texts = {
+        "userId": write.user_id,
+        "key": write.key,
+        "category": write.category,
+        "sourceAgentId": write.source_agent_id,
+        "sourceConversationId": write.source_conversation_id,
+    }
+    for name, text in texts.items():
+        problem = text_problem(text) if isinstance(text, str) else None
+        if problem:
+            raise BadRequest(f"{name} {problem}.")
+    for group_id in write.group_ids or []:
+        if not isinstance(group_id, str):
+            raise BadRequest("groupIds must be a list of strings.")
+        problem = text_problem(group_id)
+        if problem:
+            raise BadRequest(f"groupIds: a group id {problem}.")
+    problem = json_problem(write.value)
+    if problem:
+        raise BadRequest(f"value: {problem}.")
+
+
+def _check_value_size(text: str) -> None:
+    """The absolute limit on a value's text, for every key (admin included) and every door."""
+    limit = settings.MEMORY_MAX_VALUE_CHARS
+    if len(text) > limit:
+        raise BadRequest(
+            f"value is {len(text)} characters; the limit (MEMORY_MAX_VALUE_CHARS) is {limit}.",
+            details={"limit": "MEMORY_MAX_VALUE_CHARS", "max": limit},
+        )
+
+
+def _check_guardrails(policy: AgentMemoryPolicy, write: MemoryWrite, text: str) -> None:
+    """EDDI's guardrails, for writes made with an agent key."""
+    if len(write.key) > policy.max_key_length:
+        raise BadRequest(
+            f"key is {len(write.key)} characters; the limit (maxKeyLength) is {policy.max_key_length}.",
+            details={"limit": "maxKeyLength", "max": policy.max_key_length},
+        )
+    if len(text) > policy.max_value_length:
+        raise BadRequest(
+            f"value is {len(text)} characters; the limit (maxValueLength) is {policy.max_value_length}.",
+            details={"limit": "maxValueLength", "max": policy.max_value_length},
+        )
+    allowed = policy.allowed_categories
+    if write.category is not None and allowed and write.category not in allowed:
+        raise BadRequest(
+            f"category '{write.category}' is not allowed (allowedCategories: {', '.join(allowed)}).",
+            details={"limit": "allowedCategories", "allowed": allowed},
+        )
+
+
+def _count_turn_write(*, agent_id: str, user_id: str, turn_id: str | None, limit: int, now: datetime) -> None:
+    """Count one write in the agent's current turn for this user, refusing the one past ``limit``.
+
+    Writes without a turn id share a 60-second window. The refused write's count stays in the rolled-back
+    transaction, so the count stays at the limit. The same statement first takes the user's advisory lock,
+    which every upsert holds (see :func:`_lock_user`).
+    """
+    cutoff = now - timedelta(seconds=60) if not turn_id else datetime.min.replace(tzinfo=now.tzinfo)
+    count = store.turn_count(
+        agent_id=agent_id, user_id=user_id, turn_id=turn_id or "", now=now, cutoff=cutoff
+    )
+    if count > limit:
+        raise RateLimited(
+            f"Write limit reached: {limit} memory writes per turn (maxWritesPerTurn).",
+            details={"limit": "maxWritesPerTurn", "max": limit},
+        )
+
+
+def _cap_refusal(*, caller: Caller, user_id: str, cap: int, count: int, why: str) -> CapacityReached:
+    """The 409 of a full user. The cap counts every entry of the user, whichever agent owns it (EDDI), so an
+    agent key is told the limit but never the count: that would reveal how many entries it cannot see.
+    Admin keys and staff see everything, so they get the numbers."""
+    if caller.is_agent:
+        where = (
+            f"User '{user_id}' is at the limit of {cap} memories (maxEntriesPerUser), counting the entries "
+            f"of every agent, including any this agent cannot see"
+        )
+    else:
+        where = f"User '{user_id}' has {count} memories; the limit (maxEntriesPerUser) is {cap}"
+    return CapacityReached(f"{where}; {why}", details={"limit": "maxEntriesPerUser", "max": cap})
+
+
+def _make_room(
+    *,
+    caller: Caller,
+    policy: AgentMemoryPolicy,
+    user_id: str,
+    owner: str | None,
+    count: int,
+    log: EventLog,
+    now: datetime,
+) -> None:
+    """Before a new entry (user's lock held, ``count`` entries): keep the user at or under the cap, evicting
+    only the owner's oldest entries."""
+    cap = policy.max_entries_per_user
+    if count < cap:
+        return
+    if policy.on_cap_reached == OnCapReached.REJECT:
+        raise _cap_refusal(
+            caller=caller, user_id=user_id, cap=cap, count=count, why="onCapReached is 'reject'."
+        )
+    # One entry out per entry in, whatever the count: the user never grows, and an over-cap user (the cap was
+    # lowered) shrinks as entries are replaced. Evicting down to the cap would tell the agent, by what goes,
+    # how many entries the user has, those it cannot see included.
+    oldest = (
+        MemoryEntry.objects.filter(user_id=user_id, source_agent_id=owner)
+        .order_by("updated_at", "id")
+        .values("id", "key", "value", *SCOPE_FIELDS)
+        .first()
+        if owner
+        else None
+    )
+    if oldest is None:
+        why = (
+            "evict_oldest cannot make room: it deletes only the writing agent's own entries, and it has none."
+        )
+        raise _cap_refusal(caller=caller, user_id=user_id, cap=cap, count=count, why=why)
+    MemoryEntry.objects.filter(id=oldest["id"]).delete()
+    log.add(
+        MemoryEvent.Action.EVICTED,
+        entry_id=oldest["id"],
+        user_id=user_id,
+        key=oldest["key"],
+        old=oldest["value"],
+        at=now,
+        scope=Scope.of(oldest),
+    )
+
+
+def _lock_user(*, caller: Caller, user_id: str) -> None:
+    """Every upsert holds the user's lock: upserts of one user run one at a time, so the existing entry, the
+    cap count and the eviction all stay true until commit. An agent's write takes it in the turn count."""
+    if not caller.is_agent:
+        advisory_xact_lock(LockId.USER_MEMORY, user_id)
+
+
+@dataclass
+class _BatchMemo:
+    """Per-call lookups that do not change within one (batch) upsert: policies and group memberships."""
+
+    caller: Caller
+    policies: dict[str | None, AgentMemoryPolicy] = field(default_factory=dict)
+    groups: dict[str, list[str]] = field(default_factory=dict)
+
+    def policy_of(self, agent_id: str | None) -> AgentMemoryPolicy:
+        if agent_id not in self.policies:
+            self.policies[agent_id] = selectors.policy_for_caller(caller=self.caller, agent_id=agent_id)
+        return self.policies[agent_id]
+
+    def groups_of(self, agent_id: str) -> list[str]:
+        if agent_id not in self.groups:
+            self.groups[agent_id] = selectors.agent_group_ids(agent_id=agent_id)
+        return self.groups[agent_id]
+
+
+def _upsert_one(
+    *,
+    caller: Caller,
+    write: MemoryWrite,
+    turn_id: str | None,
+    log: EventLog,
+    now: datetime,
+    memo: _BatchMemo,
+) -> UpsertResult:
+    if write.visibility not in VISIBILITIES:
+        raise BadRequest(f"visibility must be one of {', '.join(Visibility.values)}.")
+    if not write.user_id or not write.key:
+        raise BadRequest("userId and key are required.")
+    if len(write.key) > MAX_KEY_CHARS or len(write.user_id) > 255:
+        raise BadRequest(f"key and userId are at most {MAX_KEY_CHARS} characters.")
+    _check_storable(write)
+    text = value_as_text(write.value)
+    _check_value_size(text)
+    owner = _resolve_owner(caller, write)
+    groups = _resolve_groups(caller, write, owner, memo)
+    policy = memo.policy_of(owner)
+    if caller.is_agent:
+        _check_guardrails(policy, write, text)
+        _count_turn_write(
+            agent_id=caller.acting_agent_id,
+            user_id=write.user_id,
+            turn_id=turn_id,
+            limit=policy.max_writes_per_turn,
+            now=now,
+        )
+    _lock_user(caller=caller, user_id=write.user_id)
+    written, old_groups = _write_entry(
+        caller=caller, write=write, owner=owner, groups=groups, text=text, policy=policy, log=log, now=now
+    )
+    entry_id = written.entry_id
+    created = old_groups is None
+    if created or old_groups != groups:
+        if not created:
+            MemoryEntryGroup.objects.filter(entry_id=entry_id).delete()
+        if groups:
+            MemoryEntryGroup.objects.bulk_create(
+                [MemoryEntryGroup(entry_id=entry_id, user_id=write.user_id, group_id=g) for g in groups]
+            )
+    entry = MemoryEntry(
+        id=entry_id,
+        user_id=write.user_id,
+        key=write.key,
+        value=write.value,
+        value_text=text,
+        category=written.category,
+        visibility=write.visibility,
+        source_agent_id=written.owner,
+        group_ids=groups,
+        source_conversation_id=write.source_conversation_id,
+        conflicted=False,
+        access_count=written.access_count,
+        created_at=written.created_at,
+        updated_at=now,
+        last_accessed_at=written.last_accessed_at,
+    )
+    return UpsertResult(entry=entry, created=created)
+
+
+def _write_entry(
+    *,
+    caller: Caller,
+    write: MemoryWrite,
+    owner: str | None,
+    groups: list[str],
+    text: str,
+    policy: AgentMemoryPolicy,
+    log: EventLog,
+    now: datetime,
+) -> tuple[store.Stored, list[str] | None]:
+    """Read the entry, check the cap, upsert and write history in one statement
+    (:func:`usermemory.store.upsert_with_event`). When the cap stops a new entry, make room (or refuse) and
+    run it again. Returns the stored entry and its groups before (``None``: it is new)."""
+    actor = log.actor
+
+    def attempt(cap: int) -> store.Upserted:
+        return store.upsert_with_event(
+            user_id=write.user_id,
+            key=write.key,
+            value=write.value,
+            text=text,
+            category=write.category,
+            new_category=PROPERTY_CATEGORY,
+            visibility=write.visibility,
+            owner=owner,
+            group_ids=groups,
+            conversation_id=write.source_conversation_id,
+            cap=cap,
+            actor_type=actor.actor_type,
+            actor_id=actor.actor_id,
+            key_prefix=actor.key_prefix,
+            now=now,
+        )
+
+    written = attempt(policy.max_entries_per_user)
+    if written.stored is None:  # no entry on the key, and the user is at the cap
+        _make_room(
+            caller=caller,
+            policy=policy,
+            user_id=write.user_id,
+            owner=owner,
+            count=written.count,
+            log=log,
+            now=now,
+        )
+        # One evicted, one in: room for one more than the user has now (the user's lock is held).
+        written = attempt(written.count)
+    if written.stored is None:
+        why = f"onCapReached is '{policy.on_cap_reached}'."
+        cap = policy.max_entries_per_user
+        raise _cap_refusal(caller=caller, user_id=write.user_id, cap=cap, count=written.count, why=why)
+    return written.stored, written.old_groups
+
+
+# --- Writes ------------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def memory_upsert(*, caller: Caller, write: MemoryWrite, turn_id: str | None = None) -> UpsertResult:
+    """Insert or update one entry on its upsert key. 201-worthy ``created`` tells which happened."""
+    caller_require_writer(caller)
+    log = EventLog(Actor.of(caller))
+    result = _upsert_one(
+        caller=caller, write=write, turn_id=turn_id, log=log, now=timezone.now(), memo=_BatchMemo(caller)
+    )
+    log.flush()
+    return result
+
+
+def memory_batch_check(*, count: int) -> None:
+    """A batch holds 1 to ``MAX_BATCH`` entries. Doors call it before parsing the entries, to refuse early."""
+    if not count:
+        raise BadRequest("A batch needs at least one entry.")
+    if count > MAX_BATCH:
+        raise BadRequest(f"A batch holds at most {MAX_BATCH} entries; got {count}.")
+
+
+@transaction.atomic
+def memory_upsert_batch(
+    *, caller: Caller, writes: Sequence[MemoryWrite], turn_id: str | None = None
+) -> list[UpsertResult]:
+    """Up to 100 upserts, all or nothing. A refusal names the failing index and writes nothing."""
+    caller_require_writer(caller)
+    memory_batch_check(count=len(writes))
+    for user_id in sorted({w.user_id for w in writes}):  # one lock order, so batches never deadlock
+        advisory_xact_lock(LockId.USER_MEMORY, user_id)
+    log = EventLog(Actor.of(caller))
+    now = timezone.now()
+    memo = _BatchMemo(caller)
+    results = []
+    for index, write in enumerate(writes):
+        try:
+            results.append(
+                _upsert_one(caller=caller, write=write, turn_id=turn_id, log=log, now=now, memo=memo)
+            )
+        except (BadRequest, Forbidden, CapacityReached, RateLimited) as exc:
+            exc.message = f"entries[{index}]: {exc.message}"
+            exc.details = {**exc.details, "index": index}
+            raise
+    log.flush()
+    return results
+
+
+@transaction.atomic
+def properties_merge(
+    *, caller: Caller, user_id: str, properties: dict[str, Any], turn_id: str | None = None
+) -> list[UpsertResult]:
+    """Upsert each key as a global entry, category ``property`` on insert; skips ``_id`` and ``userId``."""
+    writes = [
+        MemoryWrite(
+            user_id=user_id,
+            key=key,
+            value=value,
+            category=None,
+            visibility=Visibility.GLOBAL,
+            source_agent_id=caller.agent_id,
+        )
+        for key, value in properties.items()
+        if key not in LEGACY_SKIPPED_KEYS
+    ]
+    if not writes:
+        return []
+    return memory_upsert_batch(caller=caller, writes=writes, turn_id=turn_id)
