@@ -126,9 +126,9 @@ else:
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 # Off by default: it costs a round trip on every request (a third of a recall's); see .env.example.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CONN_HEALTH_CHECKS", default=False)
-# Run the statements of every write (turn count, upsert) as prepared statements
-# (usermemory.store, psycopg's prepare=True). Behind PgBouncer in transaction mode this needs PgBouncer 1.21 or
-# later with max_prepared_statements set; otherwise turn it off.
+# Run the statements of every write (turn count, upsert) as prepared statements (usermemory.store,
+# psycopg's prepare=True). Behind PgBouncer in transaction mode this needs PgBouncer 1.21 or later with
+# max_prepared_statements set; otherwise turn it off.
 PREPARED_STATEMENTS = env.bool("PREPARED_STATEMENTS", default=True)
 if PREPARED_STATEMENTS:
     # psycopg prepares only on a connection whose prepare_threshold is a number (Django's default, None, turns
