@@ -25,8 +25,8 @@ import psycopg
 from bench import data, target
 
 ENTRY_COLUMNS = (
-    "id, user_id, key, value, value_text, category, visibility, source_agent_id, group_ids, "
-    "source_conversation_id, conflicted, access_count, created_at, updated_at, last_accessed_at"
+    "id, user_id, key, value, value_text, key_folded, text_folded, category, visibility, source_agent_id, "
+    "group_ids, source_conversation_id, conflicted, access_count, created_at, updated_at, last_accessed_at"
 )
 MEMORY_TABLES = ("usermemory_memoryentry", "usermemory_memoryentrygroup")
 
@@ -56,6 +56,8 @@ def _entry_row(m: data.Memory) -> tuple:
         m.key,
         m.value_json,
         m.text,
+        m.key.casefold(),
+        m.text.casefold(),
         m.category,
         m.visibility,
         m.source_agent_id,

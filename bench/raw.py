@@ -34,11 +34,12 @@ class Raw:
     def recall(self, conn: psycopg.Connection[Any], *, user: str, agent: str, order: str) -> list[Any]:
         """Recall in one statement (``raw_sql.recall``), ordered here, as the platform does."""
         now = datetime.now(UTC)
-        rows = self.rows(
-            conn,
+        cursor = conn.execute(
             raw_sql.recall(order),
             {"user": user, "agent": agent, "stale_before": now - timedelta(hours=1), "now": now},
         )
+        cursor.nextset()  # the lock statement's row, then the recall's
+        rows = cursor.fetchall()
         rows.sort(key=lambda r: (r[RECENT_AT], r[0]), reverse=True)
         head = raw_sql.recall_head(order)
         if order == "most_accessed":
@@ -55,7 +56,8 @@ class Raw:
 
         def params(user: str, key: str, text: str) -> dict[str, Any]:
             return {
-                "user": user, "key": key, "value": json.dumps(text), "text": text, "category": "fact",
+                "user": user, "key": key, "value": json.dumps(text), "text": text,
+                "key_folded": key.casefold(), "text_folded": text.casefold(), "category": "fact",
                 "agent": agent, "group_ids": "[]", "conflicted": False, "at": at, "action": "updated",
             }  # fmt: skip
 
@@ -71,10 +73,10 @@ class Raw:
                 cur.executemany(raw_sql.EVENT, events)
 
     def search(self, conn: psycopg.Connection[Any], *, query: str, user: str | None, agent: str) -> list[Any]:
-        pattern = raw_sql.like_pattern(query)
         if user is None:
-            return self.rows(conn, raw_sql.SEARCH_ALL_USERS, {"pattern": pattern})
-        return self.rows(conn, raw_sql.SEARCH_PER_USER, {"user": user, "agent": agent, "pattern": pattern})
+            return self.rows(conn, raw_sql.SEARCH_ALL_USERS, {"tsquery": raw_sql.fulltext_terms(query)})
+        folded = query.casefold()
+        return self.rows(conn, raw_sql.SEARCH_PER_USER, {"user": user, "agent": agent, "folded": folded})
 
     def append_message(self, conn: psycopg.Connection[Any], conversation: str, text: str) -> None:
         """A conversation append: take the conversation's row lock, insert at its next sequence number."""

@@ -5,6 +5,8 @@ the floor the other doors are measured against. ``%(name)s`` placeholders; the c
 names the parameters it takes. The bench's own reads (to pick users, keys and terms) are at the end.
 """
 
+import re
+
 from memoryplatform.locks import LockId
 
 TABLE = "usermemory_memoryentry"
@@ -35,17 +37,15 @@ def recall_head(order: str) -> int:
 
 
 def recall(order: str) -> str:
-    """One statement: take the user's recall lock (concurrent recalls of one user queue there, not on the
-    rows' locks), pick the visible entries (the newest ``head``; for most_accessed also the most accessed of
-    the rest), count their access, return them (unordered: the caller orders them, as the platform does).
+    """Two statements in one query string, as the platform sends them: take the user's recall lock
+    (concurrent recalls of one user queue there, not on the rows' locks), then, with a snapshot taken after
+    the lock, pick the visible entries (the newest ``head``; for most_accessed also the most accessed of the
+    rest), count their access and return them (unordered: the caller orders them, as the platform does).
     Parameters: user, agent, stale_before (last_accessed_at older than this is refreshed), now."""
     head = recall_head(order)
-    picks = (
-        f"WITH user_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock({LockId.USER_RECALL}, "
-        f"hashtext(%(user)s)) AS held), "
-        f"head AS (SELECT id FROM {TABLE} WHERE (SELECT true FROM user_lock) AND {VISIBLE} "
-        f"ORDER BY updated_at DESC, id DESC LIMIT {head})"
-    )
+    lock = f"SELECT pg_advisory_xact_lock({LockId.USER_RECALL}, hashtext(%(user)s))"
+    recent = f"ORDER BY updated_at DESC, id DESC LIMIT {head}"
+    picks = f"WITH head AS (SELECT id FROM {TABLE} WHERE {VISIBLE} {recent})"
     chosen = "SELECT id FROM head"
     if order == "most_accessed":
         picks += (
@@ -54,7 +54,7 @@ def recall(order: str) -> str:
         )
         chosen += " UNION ALL SELECT id FROM rest"
     return (
-        f"{picks} UPDATE {TABLE} SET access_count = access_count + 1, last_accessed_at = CASE WHEN "
+        f"{lock}; {picks} UPDATE {TABLE} SET access_count = access_count + 1, last_accessed_at = CASE WHEN "
         f"last_accessed_at IS NULL OR last_accessed_at < %(stale_before)s THEN %(now)s "
         f"ELSE last_accessed_at END WHERE id IN ({chosen}) RETURNING {COLS}"
     )
@@ -62,14 +62,17 @@ def recall(order: str) -> str:
 
 # --- Upsert and its history event ----------------------------------------------------------------------
 
-# Parameters: user, key, value (JSON text), text, category, agent, group_ids (JSON text), conflicted, at.
+# Parameters: user, key, value (JSON text), text, key_folded and text_folded (their str.casefold()),
+# category, agent, group_ids (JSON text), conflicted, at.
 UPSERT = (
-    f"INSERT INTO {TABLE} (user_id, key, value, value_text, category, visibility, source_agent_id, "
-    f"group_ids, source_conversation_id, conflicted, access_count, created_at, updated_at, last_accessed_at) "
-    f"VALUES (%(user)s, %(key)s, %(value)s::jsonb, %(text)s, %(category)s, 'self', %(agent)s, "
+    f"INSERT INTO {TABLE} (user_id, key, value, value_text, key_folded, text_folded, category, visibility, "
+    f"source_agent_id, group_ids, source_conversation_id, conflicted, access_count, created_at, updated_at, "
+    f"last_accessed_at) VALUES (%(user)s, %(key)s, %(value)s::jsonb, %(text)s, %(key_folded)s, "
+    f"%(text_folded)s, %(category)s, 'self', %(agent)s, "
     f"%(group_ids)s::jsonb, NULL, %(conflicted)s, 0, %(at)s, %(at)s, NULL) "
     f"ON CONFLICT (user_id, key, source_agent_id) WHERE NOT (visibility = 'global') DO UPDATE SET "
-    f"value = excluded.value, value_text = excluded.value_text, category = excluded.category, "
+    f"value = excluded.value, value_text = excluded.value_text, text_folded = excluded.text_folded, "
+    f"category = excluded.category, "
     f"group_ids = excluded.group_ids, source_conversation_id = excluded.source_conversation_id, "
     f"conflicted = excluded.conflicted, updated_at = excluded.updated_at, "
     f"visibility = excluded.visibility RETURNING id"
@@ -94,21 +97,25 @@ UPSERT_WITH_EVENT = (
 
 # --- Search --------------------------------------------------------------------------------------------
 
-# One user's visible entries whose key or value contains the pattern. Parameters: user, agent, pattern.
+# One user's visible entries whose casefolded key or value holds the casefolded query as a literal substring.
+# Parameters: user, agent, folded (the query's str.casefold()).
 SEARCH_PER_USER = (
-    f"SELECT {COLS} FROM {TABLE} WHERE {VISIBLE} AND (key ILIKE %(pattern)s OR value_text ILIKE %(pattern)s) "
+    f"SELECT {COLS} FROM {TABLE} WHERE {VISIBLE} "
+    f"AND (strpos(key_folded, %(folded)s) > 0 OR strpos(text_folded, %(folded)s) > 0) "
     f"ORDER BY updated_at DESC, id DESC LIMIT {PAGE_LIMIT}"
 )
-# The admin's search across all users. Parameters: pattern.
+# The admin's full-text search across all users (every word, each also as a prefix), on the expression of
+# the GIN index memory_fulltext_idx. Parameters: tsquery (from fulltext_terms).
 SEARCH_ALL_USERS = (
-    f"SELECT {COLS} FROM {TABLE} WHERE (key ILIKE %(pattern)s OR value_text ILIKE %(pattern)s) "
+    f"SELECT {COLS} FROM {TABLE} WHERE to_tsvector('simple'::regconfig, COALESCE(key, '') || ' ' || "
+    f"COALESCE(value_text, '')) @@ to_tsquery('simple'::regconfig, %(tsquery)s) "
     f"ORDER BY updated_at DESC, id DESC LIMIT {PAGE_LIMIT}"
 )
 
 
-def like_pattern(query: str) -> str:
-    """A literal substring as an ILIKE pattern (``%``, ``_`` and ``\\`` are plain characters)."""
-    return "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+def fulltext_terms(query: str) -> str:
+    """The query's words (letters and digits), each a quoted prefix lexeme, ANDed: ``'word':* & ...``."""
+    return " & ".join(f"'{word}':*" for word in dict.fromkeys(re.findall(r"[^\W_]+", query.lower())))
 
 
 # --- Conversation append -------------------------------------------------------------------------------

@@ -404,16 +404,16 @@ class Bench:
     def explain_searches(self) -> None:
         conn = self.raw.connect()
         try:
-            pattern = raw_sql.like_pattern(self.rare)
+            tsquery = {"tsquery": raw_sql.fulltext_terms(self.rare)}
 
             def plan(statement: str, params: dict[str, Any]) -> list[str]:
                 return [r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + statement, params)]
 
-            hits = len(self.raw.rows(conn, raw_sql.SEARCH_ALL_USERS, {"pattern": pattern}))
-            all_users = plan(raw_sql.SEARCH_ALL_USERS, {"pattern": pattern})
+            hits = len(self.raw.rows(conn, raw_sql.SEARCH_ALL_USERS, tsquery))
+            all_users = plan(raw_sql.SEARCH_ALL_USERS, tsquery)
             per_user = plan(
                 raw_sql.SEARCH_PER_USER,
-                {"user": self.typical, "agent": self.agent, "pattern": raw_sql.like_pattern(self.common)},
+                {"user": self.typical, "agent": self.agent, "folded": self.common.casefold()},
             )
         finally:
             conn.close()
