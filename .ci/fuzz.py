@@ -105,7 +105,7 @@ def _seed(base: str, keys: dict[str, str]) -> None:
         )
     _call(base, keys["admin"], "POST", f"/propertiesstore/properties/{USER}", {"name": "Fuzz"})
     conversation = _call(base, keys["agent"], "POST", "/v1/conversations", {"userId": USER, "title": "fuzz"})
-    conversation_id = conversation["id"]  # type: ignore[index]
+    conversation_id = conversation["id"]  # type: ignore[index]  # _call returns the JSON body, here an object
     _call(
         base,
         keys["agent"],

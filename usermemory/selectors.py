@@ -288,8 +288,8 @@ def memory_history(*, caller: Caller, entry_id: int, limit: int = 1000) -> list[
         entry_id=entry_id, agent_id=caller.acting_agent_id, skip_actions=CONFLICT_ACTIONS, limit=limit
     )
     for row in seen:  # the output serializer shows which values were hidden
-        row.event.old_value_hidden = row.old_value_hidden  # type: ignore[attr-defined]
-        row.event.new_value_hidden = row.new_value_hidden  # type: ignore[attr-defined]
+        row.event.old_value_hidden = row.old_value_hidden  # type: ignore[attr-defined]  # set for the serializer only
+        row.event.new_value_hidden = row.new_value_hidden  # type: ignore[attr-defined]  # set for the serializer only
     return [row.event for row in seen]
 
 
