@@ -34,6 +34,10 @@ def _num(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else fmt(value, digits)
 
 
+def _get(phase: dict[str, Any] | None, field: str) -> float | None:
+    return None if phase is None else phase[field]
+
+
 def compare(before: dict[str, Any], after: dict[str, Any]) -> str:
     lines = [
         "| operation | door | p50 ms before | p50 ms after | req/s (N clients) before | after |",
@@ -46,8 +50,8 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> str:
             if not (b1 or a1):
                 continue
             lines.append(
-                f"| {op} | {door} | {_num(b1 and b1['p50_ms'])} | {_num(a1 and a1['p50_ms'])} "
-                f"| {_num(bn and bn['rps'], 0)} | {_num(an and an['rps'], 0)} |"
+                f"| {op} | {door} | {_num(_get(b1, 'p50_ms'))} | {_num(_get(a1, 'p50_ms'))} "
+                f"| {_num(_get(bn, 'rps'), 0)} | {_num(_get(an, 'rps'), 0)} |"
             )
     lines += [
         "",
@@ -62,8 +66,8 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> str:
     for name, tail in after.get("tail", {}).items():
         old = before.get("tail", {}).get(name) or before.get("tail", {}).get(f"{name} (fastupdate=off)")
         lines.append(
-            f"| {name} | {_num(old and old['p50_ms'])} | {_num(tail['p50_ms'])} "
-            f"| {_num(old and old['p999_ms'])} | {_num(tail['p999_ms'])} |"
+            f"| {name} | {_num(_get(old, 'p50_ms'))} | {_num(tail['p50_ms'])} "
+            f"| {_num(_get(old, 'p999_ms'))} | {_num(tail['p999_ms'])} |"
         )
     return "\n".join(lines)
 
