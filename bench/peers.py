@@ -7,7 +7,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from bench.measure import Door, Phase, log
 from bench.raw_sql import RECALL_LIMIT
@@ -38,7 +38,8 @@ class LangGraphPeer:
             kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
             open=True,
         )
-        return cls(PostgresStore(pool), pool)
+        # dict_row makes its connections yield dicts, which the pool's type does not carry
+        return cls(PostgresStore(cast(Any, pool)), pool)
 
     def doors(
         self,
