@@ -11,6 +11,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -99,6 +100,15 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         return Response(
             envelope("Request body is too large.", "payload_too_large"),
             status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    if isinstance(exc, OperationalError | InterfaceError):
+        # The database went away mid-request (a restart, a crash, a lost connection) or cancelled the
+        # statement: nothing was half-written (the transaction is gone with it); the next request reconnects.
+        logger.warning("Database unavailable in %s: %s", context.get("view").__class__.__name__, exc)
+        return Response(
+            envelope("The database is unavailable; retry the request.", "unavailable"),
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": "1"},
         )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
