@@ -1,6 +1,7 @@
 import pytest
 
 from apikeys.models import Agent
+from tests.usermemory.mcp_harness import connect, http_url, mcp_env, transport, wsgi_url  # noqa: F401 (fixtures)
 from usermemory.models import AgentMemoryPolicy
 
 BASE = "/usermemorystore/memories"
