@@ -20,6 +20,7 @@ import functools
 import inspect
 import json
 import os
+import re
 import sys
 import time
 import urllib.parse
@@ -57,6 +58,11 @@ def supported_modes() -> dict[str, bool]:
 def mode_args(mode: str, modes: dict[str, bool]) -> dict[str, Any]:
     """The ``mode`` argument for a call: none when the platform has no modes (keyword is its only search)."""
     return {"mode": mode} if modes["semantic"] or modes["hybrid"] else {}
+
+
+def longest_word(question: str) -> str:
+    """The question's longest word (the first of equals): a literal search's best single guess."""
+    return max(re.findall(r"\w+", question) or [question], key=len)
 
 
 # --- Loading -----------------------------------------------------------------------------------------
@@ -105,7 +111,14 @@ class Platform:
             )
         return time.perf_counter() - started
 
-    def service_ranker(self, conversation: Conversation, *, mode: str, modes: dict[str, bool]) -> Ranker:
+    def service_ranker(
+        self,
+        conversation: Conversation,
+        *,
+        mode: str,
+        modes: dict[str, bool],
+        query_of: Callable[[str], str] = str,
+    ) -> Ranker:
         from usermemory import selectors
 
         user_id = conversation.user_id
@@ -113,7 +126,7 @@ class Platform:
 
         def rank(question: str, k: int) -> list[str]:
             found = selectors.memory_search(
-                caller=self.caller, user_id=user_id, query=question, limit=k, **extra
+                caller=self.caller, user_id=user_id, query=query_of(question), limit=k, **extra
             )
             return [entry.key for entry in found]
 
@@ -232,6 +245,13 @@ def main(argv: list[str] | None = None) -> int:
             scores,
         )
         timings[f"{mode}_service_s"] = time.perf_counter() - mark
+        if mode == "keyword":  # the issue's second figure: the harness finds what a literal match can find
+            run_system(
+                "keyword-longest-word service",
+                conversations,
+                functools.partial(platform.service_ranker, mode=mode, modes=modes, query_of=longest_word),
+                scores,
+            )
     if args.http and any(modes[m] for m in asked):
         ask_http(platform, conversations, [m for m in asked if modes[m]], modes, scores, timings)
     timings["total_s"] = time.perf_counter() - started
