@@ -42,16 +42,23 @@ def log(message: str) -> None:
     print(f"[recall {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def supported_modes() -> dict[str, bool]:
-    """Which modes the search service takes. Keyword (EDDI's literal match) is the default and always there;
-    the others exist once ``memory_search`` takes a ``mode`` (issue 18). An explicit list of modes
-    (``SEARCH_MODES``), when the selectors module has one, narrows it further."""
+def supported_modes() -> dict[str, dict[str, bool]]:
+    """Which modes each door takes: ``{"service": {mode: bool}, "http": {mode: bool}}``. Keyword (EDDI's
+    literal match) is the default and always there; the others exist once the search service
+    (``memory_search``) takes a ``mode`` keyword, and through HTTP once the search endpoint's query serializer
+    has a ``mode`` field (issue 18). A list of modes (``SEARCH_MODES``), if the selectors module has one,
+    narrows both."""
     from usermemory import selectors
+    from usermemory.api.serializers import SearchQuerySerializer
 
-    takes_mode = "mode" in inspect.signature(selectors.memory_search).parameters
     declared = getattr(selectors, "SEARCH_MODES", None)
+
+    def table(takes_mode: bool) -> dict[str, bool]:
+        return {m: m == "keyword" or (takes_mode and (declared is None or m in declared)) for m in MODES}
+
     return {
-        mode: mode == "keyword" or (takes_mode and (declared is None or mode in declared)) for mode in MODES
+        "service": table("mode" in inspect.signature(selectors.memory_search).parameters),
+        "http": table("mode" in SearchQuerySerializer().fields),
     }
 
 
@@ -231,11 +238,13 @@ def main(argv: list[str] | None = None) -> int:
     for conv in conversations:
         log(f"{conv.user_id}: {len(conv.turns)} turns written in {platform.write(conv):.1f} s")
     timings["load_s"] = time.perf_counter() - mark
-    modes = supported_modes()
+    supported = supported_modes()
+    modes = supported["service"]
     for mode in asked:
+        if args.http and not supported["http"][mode]:
+            notes[f"{mode} http"] = "not available: the search endpoint takes no mode"
         if not modes[mode]:
             notes[f"{mode} service"] = "not available: the search service takes no mode"
-            notes[f"{mode} http"] = notes[f"{mode} service"] if args.http else "not asked (--http)"
             continue
         mark = time.perf_counter()
         run_system(
@@ -252,15 +261,16 @@ def main(argv: list[str] | None = None) -> int:
                 functools.partial(platform.service_ranker, mode=mode, modes=modes, query_of=longest_word),
                 scores,
             )
-    if args.http and any(modes[m] for m in asked):
-        ask_http(platform, conversations, [m for m in asked if modes[m]], modes, scores, timings)
+    through_http = [m for m in asked if supported["http"][m]]
+    if args.http and through_http:
+        ask_http(platform, conversations, through_http, supported["http"], scores, timings)
     timings["total_s"] = time.perf_counter() - started
 
     results = {
         "data": str(args.path),
         "conversations": len(conversations),
         "questions": n_questions,
-        "modes_supported": modes,
+        "modes_supported": supported,
         "systems": {name: score.summary() for name, score in scores.items()},
         "notes": notes,
         "timings": timings,
