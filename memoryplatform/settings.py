@@ -223,6 +223,9 @@ EMBEDDINGS_DIMENSIONS = env.int("EMBEDDINGS_DIMENSIONS", default=0)  # 0: the mo
 EMBEDDINGS_TIMEOUT = env.float("EMBEDDINGS_TIMEOUT", default=10.0)
 # OpenMP threads of the local model per call (OMP_NUM_THREADS, when that is not set already).
 EMBEDDINGS_THREADS = env.int("EMBEDDINGS_THREADS", default=2)
+# local only: embed a write's entries in its request, after the commit (about 20-25 ms a short entry here);
+# false: in the background like a remote embedder (the response does not wait; the vector follows).
+EMBEDDINGS_INLINE = _strict_bool("EMBEDDINGS_INLINE", True)
 # Entries per embedder call (the write path's background work and `manage.py embed`).
 EMBEDDINGS_BATCH_SIZE = env.int("EMBEDDINGS_BATCH_SIZE", default=64)
 

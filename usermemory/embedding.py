@@ -105,11 +105,12 @@ def memory_embed_missing(
 
 def embeddings_schedule(*, entry_ids: list[int]) -> None:
     """After the current transaction commits, get these entries their vectors, off the write: in the request
-    with the local model, else a Celery task (a broker is configured), else the background thread."""
+    with the local model (unless EMBEDDINGS_INLINE is off), else a Celery task (a broker is configured), else
+    the background thread."""
     if not entry_ids or settings.EMBEDDINGS_PROVIDER == "none":
         return
     ids = list(entry_ids)
-    if settings.EMBEDDINGS_PROVIDER == "local":
+    if settings.EMBEDDINGS_PROVIDER == "local" and settings.EMBEDDINGS_INLINE:
         transaction.on_commit(lambda: _embed_quietly(ids), robust=True)
     elif not settings.CELERY_TASK_ALWAYS_EAGER:
         transaction.on_commit(lambda: _enqueue(ids), robust=True)
