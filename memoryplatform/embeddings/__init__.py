@@ -42,6 +42,12 @@ def get_embedder() -> Embedder | None:
 
     Tests that change the ``EMBEDDINGS_*`` settings call ``get_embedder.cache_clear()``.
     """
+    return build_embedder()
+
+
+def build_embedder() -> Embedder | None:
+    """An embedder as the settings describe it (loading no model, calling no server); EmbedderError when
+    they are wrong (the system check memoryplatform.E010 says so at start)."""
     provider = settings.EMBEDDINGS_PROVIDER
     if provider == "none":
         return None

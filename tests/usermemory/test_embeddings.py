@@ -193,3 +193,28 @@ def test_provider_none_stores_no_vectors(agent_a_api, put, django_capture_on_com
     with override_settings(EMBEDDINGS_PROVIDER="none"), django_capture_on_commit_callbacks(execute=True):
         assert put(agent_a_api, userId=U, key="a", value="x").status_code == 201
     assert not EntryEmbedding.objects.exists()
+
+
+def test_the_celery_task_embeds_what_a_write_left_missing(agent_a_api, put):
+    from usermemory.tasks import embed_entries_task
+
+    entry = put(agent_a_api, userId=U, key="sport", value="plays padel").json()  # no commit: no hook ran
+    assert not EntryEmbedding.objects.exists()
+    assert embed_entries_task.apply(kwargs={"entry_ids": [entry["id"]]}).get() == 1
+    assert _vector(entry["id"]).text_hash == text_hash("sport: plays padel")
+    assert embed_entries_task.apply(kwargs={"entry_ids": [entry["id"]]}).get() == 0  # nothing stale
+
+
+def test_a_system_check_names_wrong_embeddings_settings():
+    from django.core.checks import run_checks
+
+    def errors() -> list[str]:
+        return [m.id for m in run_checks() if m.id == "memoryplatform.E010"]
+
+    assert errors() == []
+    with override_settings(EMBEDDINGS_PROVIDER="openai", EMBEDDINGS_URL="", EMBEDDINGS_MODEL="m"):
+        assert errors() == ["memoryplatform.E010"]
+    with override_settings(EMBEDDINGS_PROVIDER="local", EMBEDDINGS_MODEL="no-such-model"):
+        assert errors() == ["memoryplatform.E010"]
+    with override_settings(EMBEDDINGS_PROVIDER="fasttext"):
+        assert errors() == ["memoryplatform.E010"]
