@@ -223,9 +223,13 @@ EMBEDDINGS_DIMENSIONS = env.int("EMBEDDINGS_DIMENSIONS", default=0)  # 0: the mo
 EMBEDDINGS_TIMEOUT = env.float("EMBEDDINGS_TIMEOUT", default=10.0)
 # OpenMP threads of the local model per call (OMP_NUM_THREADS, when that is not set already).
 EMBEDDINGS_THREADS = env.int("EMBEDDINGS_THREADS", default=2)
-# local only: embed a write's entries in its request, after the commit (about 20-25 ms a short entry here);
-# false: in the background like a remote embedder (the response does not wait; the vector follows).
-EMBEDDINGS_INLINE = _strict_bool("EMBEDDINGS_INLINE", True)
+# local only: an entry whose "key: value" text has at most this many characters is embedded in its request,
+# after the commit (about 20-25 ms at 100 characters here, 120 ms at 500); longer ones, and every entry with
+# 0, in the background (a Celery task with REDIS_URL, else a thread), so the response does not wait.
+EMBEDDINGS_INLINE_MAX_CHARS = env.int("EMBEDDINGS_INLINE_MAX_CHARS", default=100)
+# The head of a text that is embedded (the hash covers all of it). The local model takes about 0.7 s for
+# 2,000 characters (one 512-token window) and 35 s for 100,000 here.
+EMBEDDINGS_MAX_CHARS = env.int("EMBEDDINGS_MAX_CHARS", default=2000)
 # Entries per embedder call (the write path's background work and `manage.py embed`).
 EMBEDDINGS_BATCH_SIZE = env.int("EMBEDDINGS_BATCH_SIZE", default=64)
 

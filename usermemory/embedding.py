@@ -46,7 +46,8 @@ def embeddings_compute(*, embedder: Embedder, pending: list[store.PendingText]) 
     if not pending:
         return 0
     texts = [p.text for p in pending]
-    vectors = embedder.embed_passages(texts)
+    # The hash is of the whole text; the model reads its head (time grows faster than linearly with length).
+    vectors = embedder.embed_passages([text[: settings.EMBEDDINGS_MAX_CHARS] for text in texts])
     if len(vectors) != len(texts):
         raise EmbedderError(f"{len(vectors)} vectors for {len(texts)} texts.")
     written = store.embeddings_write(
@@ -104,18 +105,44 @@ def memory_embed_missing(
 
 
 def embeddings_schedule(*, entry_ids: list[int]) -> None:
-    """After the current transaction commits, get these entries their vectors, off the write: in the request
-    with the local model (unless EMBEDDINGS_INLINE is off), else a Celery task (a broker is configured), else
-    the background thread."""
+    """After the current transaction commits, get these entries their vectors, off the write statements.
+
+    With the local model, the short texts (EMBEDDINGS_INLINE_MAX_CHARS: about 20 ms each here) are embedded
+    in the request; anything longer, and every text of a remote embedder, goes to a Celery task when a broker
+    is configured, else to the process's background thread."""
     if not entry_ids or settings.EMBEDDINGS_PROVIDER == "none":
         return
     ids = list(entry_ids)
-    if settings.EMBEDDINGS_PROVIDER == "local" and settings.EMBEDDINGS_INLINE:
-        transaction.on_commit(lambda: _embed_quietly(ids), robust=True)
-    elif not settings.CELERY_TASK_ALWAYS_EAGER:
-        transaction.on_commit(lambda: _enqueue(ids), robust=True)
+    if settings.EMBEDDINGS_PROVIDER == "local" and settings.EMBEDDINGS_INLINE_MAX_CHARS > 0:
+        transaction.on_commit(lambda: _embed_short_now(ids), robust=True)
     else:
-        transaction.on_commit(lambda: _submit(ids), robust=True)
+        transaction.on_commit(lambda: _offload(ids), robust=True)
+
+
+def _embed_short_now(entry_ids: list[int]) -> None:
+    """Embed the short texts of these entries now; offload the long ones."""
+    try:
+        embedder = get_embedder()
+        if embedder is None:
+            return
+        pending = store.embeddings_pending(
+            model=embedder.model_id, entry_ids=entry_ids, after_id=0, limit=len(entry_ids)
+        )
+        short = [p for p in pending if len(p.text) <= settings.EMBEDDINGS_INLINE_MAX_CHARS]
+        long = [p.entry_id for p in pending if len(p.text) > settings.EMBEDDINGS_INLINE_MAX_CHARS]
+        if long:
+            _offload(long)
+        embeddings_compute(embedder=embedder, pending=short)
+    except Exception as exc:  # a committed write is never failed by its vector
+        embedding_failures.inc(len(entry_ids))
+        logger.warning("Embedding %d memory entries failed: %s: %s", len(entry_ids), type(exc).__name__, exc)
+
+
+def _offload(entry_ids: list[int]) -> None:
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        _submit(entry_ids)
+    else:
+        _enqueue(entry_ids)
 
 
 def _embed_quietly(entry_ids: list[int]) -> None:

@@ -218,3 +218,20 @@ def test_a_system_check_names_wrong_embeddings_settings():
         assert errors() == ["memoryplatform.E010"]
     with override_settings(EMBEDDINGS_PROVIDER="fasttext"):
         assert errors() == ["memoryplatform.E010"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_long_value_is_embedded_in_the_background_from_its_head(agent_a_api, put):
+    value = "The user described a long trip through the Alentejo, every village and meal on the way. " * 4
+    text = f"trip: {value}"
+    assert len(text) > 100  # over EMBEDDINGS_INLINE_MAX_CHARS
+    with override_settings(CELERY_TASK_ALWAYS_EAGER=True, EMBEDDINGS_MAX_CHARS=150):
+        response = put(agent_a_api, userId=U, key="trip", value=value)
+        assert response.status_code == 201, response.content
+        background.drain()
+    stored = _vector(response.json()["id"])
+    assert stored.text_hash == text_hash(text)  # the whole text's hash: a change past the head re-embeds
+    embedder = get_embedder()
+    assert embedder is not None
+    head = np.array(embedder.embed_passages([text[:150]])[0])
+    assert float(np.dot(head, stored.embedding)) == pytest.approx(1.0, abs=1e-4)
