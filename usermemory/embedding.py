@@ -1,9 +1,10 @@
 """Vectors of memory entries: which are missing or stale, computing them, and when a write gets them.
 
-The text of an entry's vector is ``"key: value text"``. A write never waits on the embedder and never fails
-because of it: after it commits, its entries are embedded in the request with the ``local`` model (about
-20 ms for a short entry), else by a Celery task when a broker is configured, else by the process's background
-thread (memoryplatform.embeddings.background). Every embedder failure is logged and counted
+The text of an entry's vector is ``"key: value text"`` (its first EMBEDDINGS_MAX_CHARS). A write never fails
+because of the embedder, and its statements never wait on it: after it commits, its short entries are embedded
+in the request with the ``local`` model (EMBEDDINGS_INLINE_MAX_CHARS; 25-35 ms each here), so a search right
+after the write finds them; the rest by a Celery task when a broker is configured, else by the process's
+background thread (memoryplatform.embeddings.background). Every embedder failure is logged and counted
 (``memory_embedding_failures_total``); ``manage.py embed --missing`` fills what is left.
 """
 
