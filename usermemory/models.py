@@ -4,6 +4,7 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector
 from django.db import models
 from django.db.models import Q
+from pgvector.django import VectorField
 
 from apikeys.models import Agent
 
@@ -265,3 +266,39 @@ class AgentMemoryPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"memory policy of {self.agent_id}"
+
+
+class StoredEmbedding(models.Model):
+    """The vector of one stored text, as one model computed it.
+
+    ``model`` and ``dimensions`` say which embedder made it: a vector of another model than the configured one
+    is stale, and ``manage.py embed --missing`` replaces it. ``text_hash`` is the SHA-256 (hex) of the text
+    embedded, so a changed text is found stale by SQL alone. ``embedding`` has no fixed dimension, so a change
+    of model needs no migration. No ANN index: a search computes exact distances over one user's visible rows,
+    which an index on the whole table would not serve (it filters after the approximate scan).
+    A concrete subclass adds the owner as its primary key (cascade on delete); conversation messages get a
+    ``MessageEmbedding`` of the same shape.
+    """
+
+    model = models.CharField(max_length=200)
+    dimensions = models.PositiveIntegerField()
+    text_hash = models.CharField(max_length=64)
+    embedding = VectorField()
+    embedded_at = models.DateTimeField()
+
+    class Meta:
+        abstract = True
+
+
+class EntryEmbedding(StoredEmbedding):
+    """The vector of a memory entry's ``"key: value text"`` (usermemory.embedding.embedding_text). Deleting
+    the entry (a delete, forget, GDPR erasure, eviction, Dream) deletes it, by the database's cascade."""
+
+    # The foreign key is the database's, ON DELETE CASCADE (migration 0010), so the raw deletes of the stores
+    # (Dream's pruning) remove vectors too; Django's own cascade covers the ORM's deletes.
+    entry = models.OneToOneField(
+        MemoryEntry, primary_key=True, on_delete=models.CASCADE, related_name="embedding", db_constraint=False
+    )
+
+    def __str__(self) -> str:
+        return f"{self.entry_id} [{self.model}]"

