@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 from prometheus_client import REGISTRY
@@ -224,7 +225,7 @@ def test_a_system_check_names_wrong_embeddings_settings():
 def test_a_long_value_is_embedded_in_the_background_from_its_head(agent_a_api, put):
     value = "The user described a long trip through the Alentejo, every village and meal on the way. " * 4
     text = f"trip: {value}"
-    assert len(text) > 100  # over EMBEDDINGS_INLINE_MAX_CHARS
+    assert len(text) > settings.EMBEDDINGS_INLINE_MAX_CHARS
     with override_settings(CELERY_TASK_ALWAYS_EAGER=True, EMBEDDINGS_MAX_CHARS=150):
         response = put(agent_a_api, userId=U, key="trip", value=value)
         assert response.status_code == 201, response.content
