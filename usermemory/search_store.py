@@ -28,9 +28,6 @@ class ScoredEntry(NamedTuple):
     score: float
 
 
-# The full-text query: the query's words as the configuration parses them (stop words dropped), joined by OR.
-# plainto_tsquery quotes every lexeme, so no input adds tsquery syntax; only its AND operators become OR.
-_TSQUERY = "replace(plainto_tsquery(%(config)s::regconfig, %(query)s)::text, '&', '|')::tsquery"
 _TSVECTOR = "to_tsvector(%(config)s::regconfig, v.key || ' ' || v.value_text)"
 
 
@@ -53,13 +50,22 @@ def _ranked_sql(
             f"ORDER BY rank LIMIT %(depth)s)"
         )
         ranked.append("sem")
-    if fulltext:
-        ctes.append(
-            f"ft AS (SELECT v.id, ts_rank_cd({_TSVECTOR}, q.query) AS score, "
-            f"row_number() OVER (ORDER BY ts_rank_cd({_TSVECTOR}, q.query) DESC, v.id) AS rank "
-            f"FROM visible v, (SELECT {_TSQUERY} AS query) q WHERE {_TSVECTOR} @@ q.query "
-            f"ORDER BY rank LIMIT %(depth)s)"
+    if fulltext:  # BM25 (k1 1.2, b 0.75) of the query's lexemes, IDF over the caller's visible rows
+        bm25 = (
+            "ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) * h.tf * 2.2 / "
+            "(h.tf + 1.2 * (0.25 + 0.75 * h.len / greatest(s.avglen, 1)))"
         )
+        ctes += [
+            f"docs AS (SELECT v.id, {_TSVECTOR} AS vec FROM visible v)",
+            "stats AS (SELECT count(*)::float8 AS n, avg(length(vec))::float8 AS avglen FROM docs)",
+            "hits AS (SELECT d.id, u.lexeme, cardinality(u.positions)::float8 AS tf, length(d.vec)::float8 "
+            "AS len FROM docs d, unnest(d.vec) u WHERE u.lexeme IN "
+            "(SELECT lexeme FROM unnest(to_tsvector(%(config)s::regconfig, %(query)s))))",
+            "df AS (SELECT lexeme, count(*)::float8 AS df FROM hits GROUP BY lexeme)",
+            f"ft AS (SELECT h.id, sum({bm25}) AS score, row_number() OVER (ORDER BY sum({bm25}) DESC, h.id) "
+            f"AS rank FROM hits h JOIN df USING (lexeme), stats s GROUP BY h.id "
+            f"ORDER BY rank LIMIT %(depth)s)",
+        ]
         ranked.append("ft")
     if len(ranked) == 2:  # reciprocal rank fusion, plus a small recency prior (decaying with the age)
         ctes.append(
