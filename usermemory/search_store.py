@@ -107,7 +107,7 @@ def ranked_search(
     """One page of the user's entries (an agent's read: the visible ones), best first, each with its score.
 
     With ``vector`` (a pgvector literal of the query) alone: by cosine similarity to the vectors of ``model``.
-    With ``fulltext`` alone: by ``ts_rank_cd`` of the OR of the query's words in ``config``. With both: by
+    With ``fulltext`` alone: by BM25 of the query's lexemes in ``config`` (any of them). With both: by
     reciprocal rank fusion of the two lists' first ``depth`` (``1 / (k + rank)`` summed) plus
     ``recency * exp(-age / half_life_seconds)``. Ties break by id."""
     params: dict[str, Any] = {

@@ -283,7 +283,7 @@ def memory_search_ranked(
 ) -> RankedSearch:
     """``semantic``: the entries nearest the query's meaning (cosine similarity of the current model's
     vectors). ``hybrid``: reciprocal rank fusion of that list and a full-text one (the query's words, OR, in
-    SEARCH_LANGUAGE, ranked by ts_rank_cd), with a small recency prior. Candidates are only the caller's
+    SEARCH_LANGUAGE, ranked by BM25), with a small recency prior. Candidates are only the caller's
     visible entries, filtered in the same statement. When the embedder is down both answer by full text alone
     (``fallback``), counted in ``memory_search_fallbacks_total``."""
     if mode not in SEARCH_MODES or mode == "keyword":
