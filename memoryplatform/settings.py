@@ -235,6 +235,11 @@ EMBEDDINGS_MAX_CHARS = env.int("EMBEDDINGS_MAX_CHARS", default=2000)
 # Entries per embedder call (the write path's background work and `manage.py embed`).
 EMBEDDINGS_BATCH_SIZE = env.int("EMBEDDINGS_BATCH_SIZE", default=64)
 
+# The text search configuration of the ranked per-user search's full-text side (semantic and hybrid modes):
+# 'simple' (the default) only lowercases, for mixed languages; a language ('english', 'german', ...) stems and
+# drops that language's stop words.
+SEARCH_LANGUAGE = env.str("SEARCH_LANGUAGE", default="simple")
+
 # --- Metrics --------------------------------------------------------------------------------------
 # /metrics answers a request that carries `Authorization: Bearer $METRICS_TOKEN`, or one that comes from
 # an address in METRICS_ALLOWED_IPS (loopback only by default). Anything else gets 403.

@@ -2,9 +2,11 @@
 search and recall (the hottest reads) the same condition written as SQL (:mod:`usermemory.store`), so
 list, search, recall, category, key, count and history all show only what that agent may see."""
 
+import logging
 import re
-from typing import Literal, overload
+from typing import Literal, NamedTuple, overload
 
+from django.conf import settings
 from django.contrib.postgres.search import SearchQueryField, SearchVector
 from django.db.models import (
     BooleanField,
@@ -19,13 +21,18 @@ from django.db.models import (
     When,
 )
 from django.db.models.expressions import CombinedExpression
+from prometheus_client import Counter
 
 from apikeys import selectors as apikeys_selectors
 from apikeys.caller import Caller
 from apikeys.models import Agent
 from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
-from usermemory import store
+from memoryplatform.embeddings import EmbedderError, get_embedder
+from usermemory import search_store, store
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
+from usermemory.search_store import ScoredEntry
+
+logger = logging.getLogger(__name__)
 
 LIST_ORDER = ("-updated_at", "-id")
 # Dream's history events about a (user, key) set, which spans entries an agent may not see.
@@ -173,6 +180,29 @@ def fulltext_match(query: str) -> CombinedExpression | None:
     return CombinedExpression(vector, "@@", tsquery, output_field=BooleanField())
 
 
+SEARCH_MODES = ("keyword", "semantic", "hybrid")
+# Reciprocal rank fusion (hybrid): each list adds 1 / (RRF_K + rank); the first RRF_CANDIDATES of each list
+# take part. The recency prior adds at most a tenth of a first place, decaying with the entry's age.
+RRF_K = 60
+RRF_CANDIDATES = 100
+RECENCY_WEIGHT = 0.1 / (RRF_K + 1)
+RECENCY_HALF_LIFE_SECONDS = 30 * 86400.0
+
+search_fallbacks = Counter(
+    "memory_search_fallbacks",
+    "Semantic or hybrid searches answered by full text alone: the embedder was down or not configured.",
+    ["mode"],
+)
+
+
+class RankedSearch(NamedTuple):
+    """Entries best first with their scores; ``fallback`` names what answered instead ("fulltext") when the
+    embedder could not embed the query."""
+
+    entries: list[ScoredEntry]
+    fallback: str | None
+
+
 def memory_search(
     *,
     caller: Caller,
@@ -182,20 +212,30 @@ def memory_search(
     group_ids: list[str] | None = None,
     limit: int = 1000,
     offset: int = 0,
+    mode: str = "keyword",
 ) -> list[MemoryEntry]:
-    """Case-insensitive literal substring match on the key or the value's text, newest first: one page.
+    """One page of search results. ``keyword`` (the default, EDDI's): case-insensitive literal substring
+    match on the key or the value's text, newest first. ``semantic`` and ``hybrid``: by relevance
+    (:func:`memory_search_ranked`, whose scores and fallback this drops).
 
     One hand-written statement (:func:`usermemory.store.search`); compiling the visible-entries
     query with the ORM cost several times what PostgreSQL spends running it.
     """
+    if mode != "keyword":
+        ranked = memory_search_ranked(
+            caller=caller,
+            user_id=user_id,
+            query=query,
+            mode=mode,
+            category=category,
+            group_ids=group_ids,
+            limit=limit,
+            offset=offset,
+        )
+        return [scored.entry for scored in ranked.entries]
     if not query:
         raise BadRequest("q is required: the text to search for.")
-    agent_id: str | None = None
-    groups: Groups = []
-    if caller.is_agent:
-        agent_id, groups = resolve_read_scope(
-            caller=caller, agent_id=None, group_ids=group_ids, require_agent=True
-        )
+    agent_id, groups = _search_scope(caller=caller, group_ids=group_ids)
     return store.search(
         user_id=user_id,
         agent_id=agent_id,
@@ -206,6 +246,75 @@ def memory_search(
         limit=limit,
         offset=offset,
     )
+
+
+def _search_scope(*, caller: Caller, group_ids: list[str] | None) -> tuple[str | None, Groups]:
+    if not caller.is_agent:
+        return None, []
+    return resolve_read_scope(caller=caller, agent_id=None, group_ids=group_ids, require_agent=True)
+
+
+def _query_vector(query: str) -> tuple[str, str] | None:
+    """The query's vector (a pgvector literal) and the embedder's model id; ``None`` when there is no
+    embedder or it failed (logged)."""
+    embedder = get_embedder()
+    if embedder is None:
+        return None
+    try:
+        vector = embedder.embed_query(query)
+    except EmbedderError:
+        logger.warning(
+            "search: the embedder could not embed the query; answering by full text", exc_info=True
+        )
+        return None
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]", embedder.model_id
+
+
+def memory_search_ranked(
+    *,
+    caller: Caller,
+    user_id: str,
+    query: str,
+    mode: str,
+    category: str | None = None,
+    group_ids: list[str] | None = None,
+    limit: int = 1000,
+    offset: int = 0,
+) -> RankedSearch:
+    """``semantic``: the entries nearest the query's meaning (cosine similarity of the current model's
+    vectors). ``hybrid``: reciprocal rank fusion of that list and a full-text one (the query's words, OR, in
+    SEARCH_LANGUAGE, ranked by BM25), with a small recency prior. Candidates are only the caller's
+    visible entries, filtered in the same statement. When the embedder is down both answer by full text alone
+    (``fallback``), counted in ``memory_search_fallbacks_total``."""
+    if mode not in SEARCH_MODES or mode == "keyword":
+        raise BadRequest(f"mode must be one of {', '.join(SEARCH_MODES)}.")
+    if not query:
+        raise BadRequest("q is required: the text to search for.")
+    agent_id, groups = _search_scope(caller=caller, group_ids=group_ids)
+    embedded = _query_vector(query)
+    fallback = None
+    if embedded is None:
+        fallback = "fulltext"
+        search_fallbacks.labels(mode=mode).inc()
+    entries = search_store.ranked_search(
+        user_id=user_id,
+        agent_id=agent_id,
+        group_ids=groups,
+        agent_view=caller.is_agent,
+        query=query,
+        vector=embedded[0] if embedded else None,
+        model=embedded[1] if embedded else "",
+        fulltext=mode == "hybrid" or embedded is None,
+        config=settings.SEARCH_LANGUAGE,
+        category=category or None,
+        depth=max(RRF_CANDIDATES, limit + offset) if mode == "hybrid" else limit + offset,
+        k=RRF_K,
+        recency=RECENCY_WEIGHT,
+        half_life_seconds=RECENCY_HALF_LIFE_SECONDS,
+        limit=limit,
+        offset=offset,
+    )
+    return RankedSearch(entries, fallback)
 
 
 def memory_search_all_users(

@@ -77,7 +77,7 @@ def visible_where(*, all_of_agent: bool) -> str:
     )
 
 
-def _scope_params(*, user_id: str, agent_id: str | None, group_ids: Groups) -> dict[str, Any]:
+def scope_params(*, user_id: str, agent_id: str | None, group_ids: Groups) -> dict[str, Any]:
     return {"user": user_id, "agent": agent_id, "groups": group_ids or []}
 
 
@@ -97,7 +97,7 @@ def entry_columns(*, agent_view: bool, all_of_agent: bool) -> str:
     return ", ".join(conflict if c == "conflicted" else f"{ENTRY_TABLE}.{c}" for c in columns)
 
 
-def _entries(rows: Sequence[Sequence[Any]]) -> list[MemoryEntry]:
+def entries_of_rows(rows: Sequence[Sequence[Any]]) -> list[MemoryEntry]:
     """Entries from rows of :func:`entry_columns`, as Django loads them: each field's ``from_db_value``
     converts its column, and ``Model.from_db`` builds the instance (the search columns stay deferred)."""
     built = []
@@ -212,7 +212,7 @@ def recall(
     and a COMMIT as four round trips cost about 0.5 ms more a recall.)
     """
     params: dict[str, Any] = {
-        **_scope_params(user_id=user_id, agent_id=agent_id, group_ids=group_ids),
+        **scope_params(user_id=user_id, agent_id=agent_id, group_ids=group_ids),
         "namespace": LockId.USER_RECALL,
         "head": head,
         "rest": rest,
@@ -225,7 +225,7 @@ def recall(
         cursor.adapters.register_loader(*_timestamptz_loader())
         cursor.execute(query, params)
         cursor.nextset()  # the lock statement's row, then the recall's
-        return _entries(cursor.fetchall())
+        return entries_of_rows(cursor.fetchall())
 
 
 # --- Search -------------------------------------------------------------------------------------------
@@ -260,7 +260,7 @@ def search(
     ``query`` as a literal substring, ignoring case (full Unicode case folding: ``str.casefold``), newest
     first."""
     params: dict[str, Any] = {
-        **_scope_params(user_id=user_id, agent_id=agent_id, group_ids=group_ids),
+        **scope_params(user_id=user_id, agent_id=agent_id, group_ids=group_ids),
         "folded": query.casefold(),
         "category": category,
         "limit": limit,
@@ -269,7 +269,7 @@ def search(
     sql = _search_sql(agent_view=agent_view, all_of_agent=group_ids is None, category=bool(category))
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return _entries(cursor.fetchall())
+        return entries_of_rows(cursor.fetchall())
 
 
 # --- History ------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from usermemory.models import (
     RecallOrder,
     Visibility,
 )
+from usermemory.selectors import SEARCH_MODES
 from usermemory.services import MemoryWrite
 
 
@@ -195,12 +196,21 @@ class ListQuerySerializer(FieldsBuiltOnce):
 
 
 class SearchQuerySerializer(ListQuerySerializer):
-    q = serializers.CharField(max_length=1000, trim_whitespace=False, help_text="Matched literally.")
+    q = serializers.CharField(
+        max_length=1000, trim_whitespace=False, help_text="keyword: matched literally; else by relevance."
+    )
     category = serializers.CharField(required=False, max_length=64)
+    mode = serializers.ChoiceField(
+        choices=SEARCH_MODES,
+        required=False,
+        default="keyword",
+        help_text="keyword (literal, newest first), semantic (by meaning), hybrid (meaning and words).",
+    )
 
 
 class SearchAllQuerySerializer(SearchQuerySerializer):
     groupId = None  # type: ignore[assignment]  # DRF drops an inherited field set to None: staff search has no group
+    mode = None  # type: ignore[assignment]  # staff search across users is full-text only
 
 
 class GuardrailsSerializer(serializers.Serializer):

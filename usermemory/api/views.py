@@ -162,20 +162,28 @@ class MemorySearchView(MemoryView):
     @extend_schema(
         parameters=[SearchQuerySerializer],
         responses=MemoryEntryOutputSerializer(many=True),
-        summary="Literal, case-insensitive search in keys and values",
+        summary="Search in keys and values: literal (keyword, the default), by meaning (semantic) or both "
+        "(hybrid, each entry with a score; X-Search-Fallback: fulltext when the embedder is down)",
     )
     def get(self, request: Request, user_id: str) -> Response:
         query = _query(SearchQuerySerializer, request)
-        entries = selectors.memory_search(
-            caller=request_caller(request),
-            user_id=user_id,
-            query=query["q"],
-            category=query.get("category"),
-            group_ids=query.get("groupId"),
-            limit=query["limit"],
-            offset=query["offset"],
-        )
-        return Response(MemoryEntryOutputSerializer(entries, many=True).data)
+        args: dict[str, Any] = {
+            "caller": request_caller(request),
+            "user_id": user_id,
+            "query": query["q"],
+            "category": query.get("category"),
+            "group_ids": query.get("groupId"),
+            "limit": query["limit"],
+            "offset": query["offset"],
+        }
+        if query["mode"] == "keyword":
+            return Response(MemoryEntryOutputSerializer(selectors.memory_search(**args), many=True).data)
+        ranked = selectors.memory_search_ranked(mode=query["mode"], **args)
+        data = MemoryEntryOutputSerializer([scored.entry for scored in ranked.entries], many=True).data
+        for row, scored in zip(data, ranked.entries, strict=True):
+            row["score"] = scored.score
+        headers = {"X-Search-Fallback": ranked.fallback} if ranked.fallback else None
+        return Response(data, headers=headers)
 
 
 class MemoryCategoryView(MemoryView):

@@ -1,0 +1,160 @@
+"""Search by meaning (semantic) and by meaning and words fused (hybrid), through REST with the role keys:
+relevance order with a score, only the caller's visible entries at any limit, and full text when the embedder
+is down."""
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+from django.test import override_settings
+from prometheus_client import REGISTRY
+
+from memoryplatform.embeddings import get_embedder
+from tests.factories import AgentFactory, AgentGroupFactory
+from tests.helpers import assert_envelope
+
+BASE = "/usermemorystore/memories"
+U = "user-rank"
+QUESTION = "what does the user eat?"
+
+
+@pytest.fixture(autouse=True)
+def fresh_embedder() -> Iterator[None]:
+    get_embedder.cache_clear()
+    yield
+    get_embedder.cache_clear()
+
+
+def search(client, q=QUESTION, **params):
+    response = client.get(f"{BASE}/{U}/search", {"q": q, **params})
+    assert response.status_code == 200, response.content
+    return response
+
+
+def test_a_write_is_found_by_meaning_at_once_with_a_score(
+    agent_a_api, put, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):  # the request's own after-commit embedding
+        for key, value in [("car", "a red Volvo estate"), ("food", "spicy ramen"), ("pet", "a cat, Miso")]:
+            assert put(agent_a_api, userId=U, key=key, value=value).status_code == 201
+    for mode in ("semantic", "hybrid"):
+        response = search(agent_a_api, mode=mode)
+        assert "X-Search-Fallback" not in response.headers
+        found = response.json()
+        assert [e["key"] for e in found][0] == "food", found
+        scores = [e["score"] for e in found]
+        assert all(isinstance(s, float) for s in scores) and scores == sorted(scores, reverse=True)
+    # keyword stays EDDI's literal match, newest first, with no score
+    keyword = search(agent_a_api, q="ramen").json()
+    assert [e["key"] for e in keyword] == ["food"] and "score" not in keyword[0]
+    assert search(agent_a_api, q=QUESTION, mode="keyword").json() == []
+
+
+def test_hybrid_full_text_matches_any_word_of_a_question(agent_a_api, put):
+    # No commit hook ran: no vectors. The full-text side alone finds the entry by one of the question's words.
+    put(agent_a_api, userId=U, key="lunch", value="Ramen on Fridays")
+    put(agent_a_api, userId=U, key="car", value="a red Volvo")
+    assert [e["key"] for e in search(agent_a_api, q="Which ramen place?", mode="hybrid").json()] == ["lunch"]
+    assert search(agent_a_api, q="?!", mode="hybrid").json() == []  # no word: nothing, never an error
+
+
+@pytest.mark.parametrize("mode", ["fuzzy", "KEYWORD", "semantic,hybrid"])
+def test_an_unknown_mode_is_a_400_in_the_envelope(agent_a_api, mode):
+    assert_envelope(agent_a_api.get(f"{BASE}/{U}/search", {"q": "x", "mode": mode}), 400, "bad_request")
+
+
+ENTRIES = {  # key: (writer, visibility, group, value)
+    "food_a": ("a", "self", None, "loves spicy ramen"),
+    "food_b": ("b", "self", None, "eats sushi daily"),
+    "food_team": ("a", "group", "team", "team lunch: pizza"),
+    "food_bteam": ("b", "group", "bteam", "eats tacos weekly"),
+    "food_global": ("a", "global", None, "vegetarian diet"),
+    "car_global": ("b", "global", None, "drives a Volvo"),
+    "pet_a": ("a", "self", None, "has a cat"),
+    "job_b": ("b", "self", None, "works as a nurse"),
+}
+SEEN = {
+    "a": {"food_a", "food_team", "food_global", "car_global", "pet_a"},
+    "b": {"food_b", "food_bteam", "food_global", "car_global", "job_b"},
+    "c": {"food_team", "food_global", "car_global"},  # a member of team, who wrote nothing
+}
+
+
+@pytest.fixture
+def matrix(
+    agent_a, agent_b, agent_a_api, agent_b_api, make_api_client, put, django_capture_on_commit_callbacks
+):
+    teammate = AgentFactory(id="agent-c")
+    AgentGroupFactory(id="team", members=[agent_a, teammate])
+    AgentGroupFactory(id="bteam", members=[agent_b])
+    writers = {"a": agent_a_api, "b": agent_b_api}
+    with django_capture_on_commit_callbacks(execute=True):
+        for key, (writer, visibility, group, value) in ENTRIES.items():
+            extra = {"groupIds": [group]} if group else {}
+            response = put(writers[writer], userId=U, key=key, value=value, visibility=visibility, **extra)
+            assert response.status_code == 201, response.content
+    return {**writers, "c": make_api_client("agent", teammate)}
+
+
+@pytest.mark.parametrize("mode", ["semantic", "hybrid"])
+@pytest.mark.parametrize("limit", [1, 2, 3, 5, 1000])
+def test_ranked_search_ranks_only_what_the_caller_sees_at_any_limit(
+    matrix, viewer_api, admin_api, mode, limit
+):
+    for role, client in matrix.items():
+        keys = [e["key"] for e in search(client, mode=mode, limit=limit).json()]
+        # visibility before ranking: never another's entry, and the list is never short
+        assert set(keys) <= SEEN[role], (role, keys)
+        assert len(keys) == min(limit, len(SEEN[role])), (role, keys)
+        assert len(set(keys)) == len(keys)
+        if limit >= len(SEEN[role]):
+            assert set(keys) == SEEN[role]
+    for client in (viewer_api, admin_api):
+        keys = [e["key"] for e in search(client, mode=mode, limit=limit).json()]
+        assert len(keys) == min(limit, len(ENTRIES))
+        if limit == 1000:
+            assert set(keys) == set(ENTRIES)
+
+
+@pytest.mark.parametrize("mode", ["semantic", "hybrid"])
+def test_ranked_search_keeps_category_and_group_context(matrix, put, mode):
+    keys = {e["key"] for e in search(matrix["c"], mode=mode, groupId="team").json()}
+    assert keys == {"food_team", "food_global", "car_global"}
+    assert search(matrix["a"], mode=mode, category="no-such-category").json() == []
+
+
+def test_ranked_search_order_is_deterministic(matrix):
+    first = search(matrix["a"], mode="hybrid").json()
+    assert search(matrix["a"], mode="hybrid").json() == first
+
+
+def test_ranked_search_has_bounded_queries(matrix, django_assert_max_num_queries):
+    matrix["a"].get("/v1/agents/me")  # the key's first use records last_used_at
+    # auth (1) + the one search statement (visibility, both rankings and fusion) (1)
+    for mode in ("semantic", "hybrid"):
+        with django_assert_max_num_queries(2):
+            search(matrix["a"], mode=mode)
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _fallbacks(mode: str) -> float:
+    return REGISTRY.get_sample_value("memory_search_fallbacks_total", {"mode": mode}) or 0.0
+
+
+@pytest.mark.parametrize("provider", ["openai", "none"])
+def test_an_embedder_down_answers_by_full_text_and_says_so(agent_a_api, put, provider):
+    put(agent_a_api, userId=U, key="food", value="spicy ramen")
+    put(agent_a_api, userId=U, key="car", value="a red Volvo")
+    down = {"EMBEDDINGS_PROVIDER": provider, "EMBEDDINGS_MODEL": "tiny", "EMBEDDINGS_TIMEOUT": 2}
+    with override_settings(**down, EMBEDDINGS_URL=f"http://127.0.0.1:{_closed_port()}"):
+        for mode in ("semantic", "hybrid"):
+            before = _fallbacks(mode)
+            response = search(agent_a_api, q="ramen for dinner", mode=mode)
+            assert response.headers["X-Search-Fallback"] == "fulltext"
+            assert [e["key"] for e in response.json()] == ["food"]
+            assert _fallbacks(mode) == before + 1
