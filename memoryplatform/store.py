@@ -10,48 +10,37 @@ from typing import NamedTuple
 from django.db import DEFAULT_DB_ALIAS, connections
 
 
-def advisory_xact_lock(*, namespace: int, key: str, using: str = DEFAULT_DB_ALIAS) -> None:
-    """Block until this transaction holds the advisory lock (namespace, hashtext(key))."""
+def _advisory(function: str, *, namespace: int, key: str, using: str) -> bool:
+    """Run one of PostgreSQL's advisory lock functions on (namespace, hashtext(key)); its boolean answer
+    (``pg_advisory_xact_lock`` returns none: ``True`` once it holds the lock)."""
     with connections[using].cursor() as cursor:
         cursor.execute(
-            "SELECT pg_advisory_xact_lock(%(namespace)s, hashtext(%(key)s))",
-            {"namespace": namespace, "key": key},
+            f"SELECT {function}(%(namespace)s, hashtext(%(key)s))", {"namespace": namespace, "key": key}
         )
+        row = cursor.fetchone()
+    return function == "pg_advisory_xact_lock" or bool(row and row[0])
+
+
+def advisory_xact_lock(*, namespace: int, key: str, using: str = DEFAULT_DB_ALIAS) -> None:
+    """Block until this transaction holds the advisory lock (namespace, hashtext(key))."""
+    _advisory("pg_advisory_xact_lock", namespace=namespace, key=key, using=using)
 
 
 def advisory_xact_try_lock(*, namespace: int, key: str, using: str = DEFAULT_DB_ALIAS) -> bool:
     """Take the advisory lock (namespace, hashtext(key)) if it is free: ``False`` if another transaction
     holds it."""
-    with connections[using].cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_try_advisory_xact_lock(%(namespace)s, hashtext(%(key)s))",
-            {"namespace": namespace, "key": key},
-        )
-        row = cursor.fetchone()
-    return bool(row and row[0])
+    return _advisory("pg_try_advisory_xact_lock", namespace=namespace, key=key, using=using)
 
 
 def advisory_try_lock(*, namespace: int, key: str, using: str = DEFAULT_DB_ALIAS) -> bool:
     """Take the session advisory lock (namespace, hashtext(key)) if it is free: held until
     :func:`advisory_unlock` or the end of the session (a dead process's locks go with its connection)."""
-    with connections[using].cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_try_advisory_lock(%(namespace)s, hashtext(%(key)s))",
-            {"namespace": namespace, "key": key},
-        )
-        row = cursor.fetchone()
-    return bool(row and row[0])
+    return _advisory("pg_try_advisory_lock", namespace=namespace, key=key, using=using)
 
 
 def advisory_unlock(*, namespace: int, key: str, using: str = DEFAULT_DB_ALIAS) -> bool:
     """Release a session advisory lock this session holds; ``False`` if it did not hold it."""
-    with connections[using].cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_advisory_unlock(%(namespace)s, hashtext(%(key)s))",
-            {"namespace": namespace, "key": key},
-        )
-        row = cursor.fetchone()
-    return bool(row and row[0])
+    return _advisory("pg_advisory_unlock", namespace=namespace, key=key, using=using)
 
 
 def ping(*, using: str = DEFAULT_DB_ALIAS) -> None:
