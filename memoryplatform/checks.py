@@ -12,6 +12,7 @@ from django.db import Error as DatabaseError
 from memoryplatform import store
 from memoryplatform.embedded_db.server import EmbeddedServerError
 from memoryplatform.embeddings import EmbedderError, build_embedder
+from usermemory.search_store import STORED_CONFIG
 
 MIN_SERVER_VERSION_NUM = 150000  # PostgreSQL 15
 DATABASE_URL_SCHEMES = ("postgres", "postgresql")
@@ -61,10 +62,24 @@ def check_database_url(app_configs: Any, **kwargs: Any) -> list[Error]:
     ]
 
 
-def server_problems(*, version_num: int, version: str, extensions: Sequence[str]) -> list[Error]:
-    """What is wrong with a server of this version with these available extensions (a pure function of the
-    facts, so every branch is testable without such a server)."""
+def server_problems(
+    *, version_num: int, version: str, extensions: Sequence[str], unknown_search_language: str | None = None
+) -> list[Error]:
+    """What is wrong with a server of this version with these available extensions, whose text search
+    configurations lack ``unknown_search_language`` when that is given (a pure function of the facts, so every
+    branch is testable without such a server)."""
     problems = []
+    if unknown_search_language:
+        problems.append(
+            Error(
+                f"SEARCH_LANGUAGE is '{unknown_search_language}', which is not a text search "
+                "configuration of this PostgreSQL server (pg_ts_config).",
+                hint="Use memory_simple (the default: words as written, English stop words dropped), "
+                "simple, or a language the server has, such as english or german "
+                "(SELECT cfgname FROM pg_ts_config).",
+                id="memoryplatform.E005",
+            )
+        )
     if version_num < MIN_SERVER_VERSION_NUM:
         problems.append(
             Error(
@@ -97,7 +112,7 @@ def check_database(
     if check_database_url(app_configs):
         return []  # the URL's own check says what is wrong; there is no server to ask
     try:
-        facts = store.server_facts()
+        facts = store.server_facts(search_language=settings.SEARCH_LANGUAGE)
     except (DatabaseError, EmbeddedServerError) as exc:  # no server, or the embedded one could not start
         where = "the embedded PostgreSQL" if not settings.DATABASE_URL else "the server DATABASE_URL names"
         return [
@@ -109,4 +124,13 @@ def check_database(
             )
         ]
     extensions = ["vector"] if facts.vector_available else []
-    return list(server_problems(version_num=facts.version_num, version=facts.version, extensions=extensions))
+    # usermemory's migration 0011 creates the default configuration: before it has run, it is not missing.
+    known = facts.search_language_known or settings.SEARCH_LANGUAGE == STORED_CONFIG
+    return list(
+        server_problems(
+            version_num=facts.version_num,
+            version=facts.version,
+            extensions=extensions,
+            unknown_search_language=None if known else settings.SEARCH_LANGUAGE,
+        )
+    )

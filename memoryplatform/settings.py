@@ -238,7 +238,7 @@ EMBEDDINGS_BATCH_SIZE = env.int("EMBEDDINGS_BATCH_SIZE", default=64)
 # The text search configuration of the ranked per-user search's full-text side (semantic and hybrid modes):
 # 'simple' (the default) only lowercases, for mixed languages; a language ('english', 'german', ...) stems and
 # drops that language's stop words.
-SEARCH_LANGUAGE = env.str("SEARCH_LANGUAGE", default="simple")
+SEARCH_LANGUAGE = env.str("SEARCH_LANGUAGE", default="memory_simple")
 
 # --- Metrics --------------------------------------------------------------------------------------
 # /metrics answers a request that carries `Authorization: Bearer $METRICS_TOKEN`, or one that comes from

@@ -67,17 +67,25 @@ class ServerFacts(NamedTuple):
     version_num: int  # server_version_num, e.g. 150004 for 15.4
     version: str  # server_version, as the server spells it
     vector_available: bool  # pgvector is installed on the server (CREATE EXTENSION vector would work)
+    search_language_known: bool  # the server has a text search configuration of SEARCH_LANGUAGE's name
 
 
-def server_facts(*, using: str = DEFAULT_DB_ALIAS) -> ServerFacts:
-    """What the database system check decides on: the server's version and whether ``vector`` is available."""
+def server_facts(*, search_language: str, using: str = DEFAULT_DB_ALIAS) -> ServerFacts:
+    """What the database system check decides on: the server's version, whether ``vector`` is available, and
+    whether a text search configuration named ``search_language`` (optionally schema-qualified) exists."""
     with connections[using].cursor() as cursor:
         cursor.execute(
             "SELECT current_setting('server_version_num')::int, current_setting('server_version'), "
-            "EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = %(extension)s)",
-            {"extension": "vector"},
+            "EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = %(extension)s), "
+            "EXISTS (SELECT 1 FROM pg_ts_config WHERE cfgname = split_part(%(config)s, '.', -1))",
+            {"extension": "vector", "config": search_language},
         )
         row = cursor.fetchone()
     if row is None:  # a SELECT without FROM always returns its one row
         raise RuntimeError("the server returned no row for its own settings")
-    return ServerFacts(version_num=int(row[0]), version=str(row[1]), vector_available=bool(row[2]))
+    return ServerFacts(
+        version_num=int(row[0]),
+        version=str(row[1]),
+        vector_available=bool(row[2]),
+        search_language_known=bool(row[3]),
+    )

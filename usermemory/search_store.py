@@ -28,51 +28,70 @@ class ScoredEntry(NamedTuple):
     score: float
 
 
-_TSVECTOR = "to_tsvector(%(config)s::regconfig, v.key || ' ' || v.value_text)"
+# The configuration of the stored ``search_vector`` column (migration 0011): with it, the full-text side reads
+# each row's lexemes instead of parsing its text on every query. Any other SEARCH_LANGUAGE parses on the fly.
+STORED_CONFIG = "memory_simple"
+_PARSED = "to_tsvector(%(config)s::regconfig, key || ' ' || value_text)"
+# The query's lexemes, stop words dropped by the configuration, as an array and as an OR of them.
+_TERMS = (
+    "terms AS (SELECT array_agg(lexeme) AS lexemes, string_agg(quote_literal(lexeme), ' | ')::tsquery AS "
+    "tsq FROM unnest(to_tsvector(%(config)s::regconfig, %(query)s)))"
+)
+# BM25 (k1 1.2, b 0.75) of one lexeme in one row, its IDF over the caller's visible rows.
+_BM25 = (
+    "ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) * h.tf * 2.2 / "
+    "(h.tf + 1.2 * (0.25 + 0.75 * h.len / greatest(s.avglen, 1)))"
+)
+# A list's score scaled to [0, 1] over its candidates (min-max); a list of one scores 1.
+_SCALED = (
+    "CASE WHEN max(score) OVER () > min(score) OVER () "
+    "THEN (score - min(score) OVER ()) / (max(score) OVER () - min(score) OVER ()) ELSE 1 END"
+)
 
 
 @cache
 def _ranked_sql(
-    *, agent_view: bool, all_of_agent: bool, category: bool, semantic: bool, fulltext: bool
+    *,
+    agent_view: bool,
+    all_of_agent: bool,
+    category: bool,
+    semantic: bool,
+    fulltext: bool,
+    stored: bool,
 ) -> str:
     where = visible_where(all_of_agent=all_of_agent) if agent_view else "user_id = %(user)s"
     if category:
         where += " AND category = %(category)s"
-    ctes = [
-        f"visible AS MATERIALIZED (SELECT id, key, value_text, updated_at FROM {ENTRY_TABLE} WHERE {where})"
-    ]
+    lexemes = (", search_vector AS vec" if stored else f", {_PARSED} AS vec") if fulltext else ""
+    ctes = [f"visible AS MATERIALIZED (SELECT id, updated_at{lexemes} FROM {ENTRY_TABLE} WHERE {where})"]
     ranked: list[str] = []
     if semantic:  # exact cosine distance over the visible rows with a vector of the current model
         distance = "e.embedding <=> %(vector)s::vector"
         ctes.append(
-            f"sem AS (SELECT v.id, 1 - ({distance}) AS score, row_number() OVER (ORDER BY {distance}, v.id) "
-            f"AS rank FROM visible v JOIN {EMBEDDING_TABLE} e ON e.entry_id = v.id AND e.model = %(model)s "
-            f"ORDER BY rank LIMIT %(depth)s)"
+            f"sem AS (SELECT v.id, (1 - ({distance}))::float8 AS score FROM visible v "
+            f"JOIN {EMBEDDING_TABLE} e ON e.entry_id = v.id AND e.model = %(model)s "
+            f"ORDER BY {distance}, v.id LIMIT %(depth)s)"
         )
         ranked.append("sem")
-    if fulltext:  # BM25 (k1 1.2, b 0.75) of the query's lexemes, IDF over the caller's visible rows
-        bm25 = (
-            "ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) * h.tf * 2.2 / "
-            "(h.tf + 1.2 * (0.25 + 0.75 * h.len / greatest(s.avglen, 1)))"
-        )
+    if fulltext:  # BM25 of the query's lexemes (any of them); only rows holding one are unnested
         ctes += [
-            f"docs AS (SELECT v.id, {_TSVECTOR} AS vec FROM visible v)",
-            "stats AS (SELECT count(*)::float8 AS n, avg(length(vec))::float8 AS avglen FROM docs)",
-            "hits AS (SELECT d.id, u.lexeme, cardinality(u.positions)::float8 AS tf, length(d.vec)::float8 "
-            "AS len FROM docs d, unnest(d.vec) u WHERE u.lexeme IN "
-            "(SELECT lexeme FROM unnest(to_tsvector(%(config)s::regconfig, %(query)s))))",
+            _TERMS,
+            "stats AS (SELECT count(*)::float8 AS n, avg(length(vec))::float8 AS avglen FROM visible)",
+            "hits AS (SELECT v.id, u.lexeme, cardinality(u.positions)::float8 AS tf, length(v.vec)::float8 "
+            "AS len FROM visible v, terms t, unnest(v.vec) u "
+            "WHERE v.vec @@ t.tsq AND u.lexeme = ANY(t.lexemes))",
             "df AS (SELECT lexeme, count(*)::float8 AS df FROM hits GROUP BY lexeme)",
-            f"ft AS (SELECT h.id, sum({bm25}) AS score, row_number() OVER (ORDER BY sum({bm25}) DESC, h.id) "
-            f"AS rank FROM hits h JOIN df USING (lexeme), stats s GROUP BY h.id "
-            f"ORDER BY rank LIMIT %(depth)s)",
+            f"ft AS (SELECT h.id, sum({_BM25}) AS score FROM hits h JOIN df USING (lexeme), stats s "
+            f"GROUP BY h.id ORDER BY score DESC, h.id LIMIT %(depth)s)",
         ]
         ranked.append("ft")
-    if len(ranked) == 2:  # reciprocal rank fusion, plus a small recency prior (decaying with the age)
+    if len(ranked) == 2:  # convex combination of the two lists' scaled scores, plus a small recency prior
         ctes.append(
-            "fused AS (SELECT r.id, sum(1.0 / (%(k)s + r.rank))::float8 + %(recency)s * "
-            "exp(-extract(epoch FROM now() - max(v.updated_at)) / %(half_life)s)::float8 AS score "
-            "FROM (SELECT id, rank FROM sem UNION ALL SELECT id, rank FROM ft) r "
-            "JOIN visible v ON v.id = r.id GROUP BY r.id)"
+            f"fused AS (SELECT r.id, sum(r.part)::float8 + %(recency)s * "
+            f"exp(-extract(epoch FROM now() - max(v.updated_at)) / %(half_life)s)::float8 AS score "
+            f"FROM (SELECT id, %(semantic_weight)s * {_SCALED} AS part FROM sem UNION ALL "
+            f"SELECT id, (1 - %(semantic_weight)s) * {_SCALED} FROM ft) r "
+            f"JOIN visible v ON v.id = r.id GROUP BY r.id)"
         )
         source = "fused"
     else:
@@ -98,7 +117,7 @@ def ranked_search(
     config: str,
     category: str | None,
     depth: int,
-    k: int,
+    semantic_weight: float,
     recency: float,
     half_life_seconds: float,
     limit: int,
@@ -108,8 +127,10 @@ def ranked_search(
 
     With ``vector`` (a pgvector literal of the query) alone: by cosine similarity to the vectors of ``model``.
     With ``fulltext`` alone: by BM25 of the query's lexemes in ``config`` (any of them). With both: by
-    reciprocal rank fusion of the two lists' first ``depth`` (``1 / (k + rank)`` summed) plus
-    ``recency * exp(-age / half_life_seconds)``. Ties break by id."""
+    ``semantic_weight`` times the semantic score plus the rest times the BM25 score, each scaled to
+    [0, 1] over its list's first ``depth`` (min-max), plus ``recency * exp(-age / half_life_seconds)``. Ties
+    break by id. ``config`` ``memory_simple`` reads the stored ``search_vector``; any other parses the
+    text."""
     params: dict[str, Any] = {
         **scope_params(user_id=user_id, agent_id=agent_id, group_ids=group_ids),
         "category": category,
@@ -118,7 +139,7 @@ def ranked_search(
         "model": model,
         "config": config,
         "depth": depth,
-        "k": k,
+        "semantic_weight": semantic_weight,
         "recency": recency,
         "half_life": half_life_seconds,
         "limit": limit,
@@ -130,6 +151,7 @@ def ranked_search(
         category=bool(category),
         semantic=vector is not None,
         fulltext=fulltext,
+        stored=config == STORED_CONFIG,
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

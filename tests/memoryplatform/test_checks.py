@@ -95,3 +95,17 @@ def test_an_embedded_server_that_cannot_start_is_a_check_error(monkeypatch):
         errors = [m for m in run_checks(databases=["default"]) if m.id == "memoryplatform.E004"]
     assert len(errors) == 1
     assert "the embedded PostgreSQL" in errors[0].msg and "no space left" in errors[0].msg
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("language", ["memory_simple", "simple", "english", "pg_catalog.german"])
+def test_a_search_language_the_server_has_passes(language):
+    with override_settings(SEARCH_LANGUAGE=language):
+        assert "memoryplatform.E005" not in _ids(run_checks(databases=["default"]))
+
+
+@pytest.mark.django_db
+def test_a_search_language_the_server_lacks_is_an_error_naming_it():
+    with override_settings(SEARCH_LANGUAGE="klingon"):
+        (error,) = [m for m in run_checks(databases=["default"]) if m.id == "memoryplatform.E005"]
+    assert "'klingon'" in error.msg and "pg_ts_config" in error.hint

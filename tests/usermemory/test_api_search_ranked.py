@@ -158,3 +158,24 @@ def test_an_embedder_down_answers_by_full_text_and_says_so(agent_a_api, put, pro
             assert response.headers["X-Search-Fallback"] == "fulltext"
             assert [e["key"] for e in response.json()] == ["food"]
             assert _fallbacks(mode) == before + 1
+
+
+def test_full_text_drops_a_questions_stop_words(agent_a_api, put):
+    # No vectors: full text alone. "what", "is", "the" match nothing, so the entry that holds them all does
+    # not outrank the one with the question's only content word.
+    put(agent_a_api, userId=U, key="filler", value="what is the the the thing")
+    put(agent_a_api, userId=U, key="pet", value="the dog is called Rex")
+    assert [e["key"] for e in search(agent_a_api, q="What is the dog's name?", mode="hybrid").json()] == [
+        "pet"
+    ]
+    assert search(agent_a_api, q="what is the", mode="hybrid").json() == []
+
+
+def test_a_language_configuration_stems_words(agent_a_api, put):
+    put(agent_a_api, userId=U, key="sport", value="she runs marathons")
+    with override_settings(SEARCH_LANGUAGE="english", EMBEDDINGS_PROVIDER="none"):
+        found = search(agent_a_api, q="Who is running a marathon?", mode="hybrid")
+    assert found.headers["X-Search-Fallback"] == "fulltext"
+    assert [e["key"] for e in found.json()] == ["sport"]
+    with override_settings(EMBEDDINGS_PROVIDER="none"):  # the default configuration keeps words as written
+        assert search(agent_a_api, q="Who is running a marathon?", mode="hybrid").json() == []
