@@ -19,9 +19,10 @@ from bench.target import ROOT
 
 
 class Server:
-    def __init__(self, url: str, logfile: Path) -> None:
+    def __init__(self, url: str, logfile: Path, env: dict[str, str] | None = None) -> None:
         self.url = url
         self.logfile = logfile
+        self.env = env or {}  # settings of this server only (e.g. EMBEDDINGS_PROVIDER)
         self.port = 0
         self.proc: subprocess.Popen | None = None
 
@@ -29,7 +30,7 @@ class Server:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
-        env = os.environ | {"DATABASE_URL": self.url, "DEBUG": "false"}
+        env = os.environ | {"DATABASE_URL": self.url, "DEBUG": "false"} | self.env
         cmd = [
             sys.executable, "manage.py", "serve", "--port", str(self.port),
             "--workers", "2", "--threads", "4", "--no-dream-scheduler",
