@@ -6,6 +6,7 @@ of every ranked list comes from the caller's visible entries (:func:`usermemory.
 same statement: visibility is applied before ranking, never after, so it can neither leak nor shorten a list.
 """
 
+from datetime import datetime
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -16,8 +17,10 @@ from usermemory.store import (
     EMBEDDING_TABLE,
     ENTRY_TABLE,
     Groups,
+    access_marks,
     entries_of_rows,
     entry_columns,
+    rows_under_recall_lock,
     scope_params,
     visible_where,
 )
@@ -26,6 +29,21 @@ from usermemory.store import (
 class ScoredEntry(NamedTuple):
     entry: MemoryEntry
     score: float
+
+
+class Ranking(NamedTuple):
+    """How a ranked read ranks: the ranking arguments of :func:`ranked_search`, in one value
+    (:func:`usermemory.selectors.search_ranking` makes it)."""
+
+    query: str
+    vector: str | None
+    model: str
+    fulltext: bool
+    config: str
+    depth: int
+    k: int
+    recency: float
+    half_life_seconds: float
 
 
 _TSVECTOR = "to_tsvector(%(config)s::regconfig, v.key || ' ' || v.value_text)"
@@ -136,3 +154,55 @@ def ranked_search(
         rows = cursor.fetchall()
     entries = entries_of_rows([row[:-1] for row in rows])
     return [ScoredEntry(entry, float(row[-1])) for entry, row in zip(entries, rows, strict=True)]
+
+
+def ranked_recall(
+    *,
+    user_id: str,
+    agent_id: str,
+    group_ids: Groups,
+    agent_view: bool,
+    ranking: Ranking,
+    limit: int,
+    order: str,
+    threshold: datetime,
+    now: datetime,
+) -> list[ScoredEntry]:
+    """Recall by relevance: the ``limit`` entries visible to ``agent_id`` (in ``group_ids``) that
+    :func:`ranked_search` ranks first with ``ranking``, with their access marked as a recall marks it
+    (:func:`usermemory.store.access_marks`, by ``order``), best first, each with its score.
+
+    One statement: ``UPDATE .. FROM (the ranked search) .. RETURNING``, so the entries marked are exactly the
+    ones returned, and visibility is the ranking's own filter. It runs right after the user's recall lock
+    (:func:`usermemory.store.rows_under_recall_lock`), as a recall does. ``agent_view``: the ``conflicted``
+    flag the agent may see (an agent key's read), else the stored one; candidates are the agent's visible
+    entries either way."""
+    params: dict[str, Any] = {
+        **scope_params(user_id=user_id, agent_id=agent_id, group_ids=group_ids),
+        **ranking._asdict(),  # psycopg reads the placeholders it needs and leaves the rest
+        "half_life": ranking.half_life_seconds,
+        "category": None,
+        "limit": limit,
+        "offset": 0,
+        "threshold": threshold,
+        "now": now,
+    }
+    all_of_agent = group_ids is None
+    ranked = _ranked_sql(
+        agent_view=True,
+        all_of_agent=all_of_agent,
+        category=False,
+        semantic=ranking.vector is not None,
+        fulltext=ranking.fulltext,
+    )
+    columns = entry_columns(agent_view=agent_view, all_of_agent=all_of_agent)
+    sql = (
+        f"UPDATE {ENTRY_TABLE} SET {access_marks(order=order)} "
+        f"FROM (SELECT r.id, r.score FROM ({ranked}) AS r) AS ranked "
+        f"WHERE {ENTRY_TABLE}.id = ranked.id RETURNING {columns}, ranked.score"
+    )
+    rows = rows_under_recall_lock(sql, params)
+    entries = entries_of_rows([row[:-1] for row in rows])
+    scored = [ScoredEntry(entry, float(row[-1])) for entry, row in zip(entries, rows, strict=True)]
+    scored.sort(key=lambda s: (-s.score, s.entry.id))  # RETURNING has no order: best first, ties by id
+    return scored
