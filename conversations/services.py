@@ -20,7 +20,8 @@ from conversations import selectors
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
 from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
 from usermemory.models import MemoryEntry
-from usermemory.services import memory_recall
+from usermemory.selectors import RankedSearch
+from usermemory.services import memory_recall, memory_recall_ranked
 
 MAX_BATCH = 20
 MAX_SYNC = 1000
@@ -66,6 +67,8 @@ class AgentContext:
     case_log: selectors.Page[Message]
     history: list[Message]
     user_memories: list[MemoryEntry]
+    # With a query: the same user memories best first, with their scores and the search's fallback.
+    ranked_memories: RankedSearch | None = None
 
 
 # --- Rules ---------------------------------------------------------------------------------------------
@@ -339,10 +342,15 @@ def conversation_context(
     agent_id: str | None = None,
     history_limit: int = CONTEXT_HISTORY,
     case_log_limit: int = CONTEXT_CASE_LOG,
+    query: str | None = None,
 ) -> AgentContext:
     """An agent's context in one call: its latest memory epoch, the case log after its checkpoint, its
     isolated history (the latest ``history_limit`` messages, in order) and the user memories visible to it,
-    recalled with its policy's order and limit in the conversation's group (which counts their access)."""
+    recalled with its policy's order and limit in the conversation's group (which counts their access).
+
+    With ``query``, the user memories are recalled by relevance to it instead (hybrid,
+    :func:`usermemory.services.memory_recall_ranked`): the same entries may take part, within the same
+    limit, best first, with their scores in ``ranked_memories``."""
     conversation = selectors.conversation_get_for(caller=caller, conversation_id=conversation_id)
     agent = selectors.reading_agent_id(caller=caller, agent_id=agent_id, required=True)
     assert agent is not None  # noqa: S101 (required=True)
@@ -359,12 +367,18 @@ def conversation_context(
     if checkpoint is not None:
         case_log = case_log.filter(seq__gt=checkpoint.last_seq)
     recent = selectors.history_for_agent(conversation=conversation, agent_id=agent).order_by("-seq")
-    user_memories = memory_recall(
-        caller=caller,
-        user_id=conversation.user_id,
-        agent_id=agent,
-        group_ids=[conversation.group_id] if conversation.group_id else None,
-    )
+    recall_scope: dict[str, Any] = {
+        "caller": caller,
+        "user_id": conversation.user_id,
+        "agent_id": agent,
+        "group_ids": [conversation.group_id] if conversation.group_id else None,
+    }
+    ranked = None
+    if query is None:
+        user_memories = memory_recall(**recall_scope)
+    else:
+        ranked = memory_recall_ranked(query=query, **recall_scope)
+        user_memories = [scored.entry for scored in ranked.entries]
     return AgentContext(
         conversation=conversation,
         agent_id=agent,
@@ -374,6 +388,7 @@ def conversation_context(
         case_log=selectors.page_of(case_log, limit=case_log_limit),
         history=list(reversed(recent[:history_limit])),
         user_memories=user_memories,
+        ranked_memories=ranked,
     )
 
 

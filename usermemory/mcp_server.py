@@ -23,6 +23,8 @@ category, visibility)`` returns ``{id, key, status: "upserted"}``, ``list_user_m
 memories}``, ``delete_user_memory`` ``{entryId, status: "deleted"}``, ``delete_all_user_memories``
 ``{userId, entriesDeleted, status: "deleted"}``; ``groupIds`` is a comma-separated string (a list works too).
 This server's older argument ``sourceAgentId`` is still taken for ``agentId``. Entries are REST's JSON.
+A result is one text block of JSON; a result with a note (:class:`usermemory.mcp_tools.Noted`: a search that
+full text answered alone) has the note in a second text block.
 Errors are ``{"error": "<message>"}`` with ``isError``: a domain error's message, or a generic one for
 anything unexpected (logged), never an exception's text.
 
@@ -58,7 +60,7 @@ from apikeys.caller import Caller
 from apikeys.services import KeyRefused, apikey_authenticate
 from memoryplatform import asgi_http
 from memoryplatform.api.errors import ServiceError
-from usermemory.mcp_tools import TOOLS, VALIDATORS, tools_for
+from usermemory.mcp_tools import TOOLS, VALIDATORS, Noted, tools_for
 
 logger = logging.getLogger(__name__)
 
@@ -116,9 +118,10 @@ def tool_call(*, caller: Caller, name: str, arguments: dict[str, Any] | None) ->
 
 def _tool_call_in_thread(
     *, caller: Caller, raw_key: str | None, name: str, arguments: dict[str, Any] | None
-) -> tuple[str, bool]:
+) -> tuple[list[str], bool]:
     """One tool call on a worker thread, with the connection hygiene a request would get.
-    With ``raw_key`` (stdio), the key is authenticated again first, as each HTTP request is."""
+    With ``raw_key`` (stdio), the key is authenticated again first, as each HTTP request is.
+    Returns the result's text blocks: its JSON, then its note if it has one (:class:`Noted`)."""
     close_old_connections()
     try:
         try:
@@ -128,14 +131,17 @@ def _tool_call_in_thread(
             payload, is_error = _error(str(exc))
         else:
             payload, is_error = tool_call(caller=caller, name=name, arguments=arguments)
-        text = json.dumps(payload, cls=JSONEncoder, ensure_ascii=False)
+        notes: list[str] = []
+        if isinstance(payload, Noted):
+            payload, notes = payload.payload, [payload.note]
+        texts = [json.dumps(payload, cls=JSONEncoder, ensure_ascii=False), *notes]
     except Exception:
         logger.exception("MCP tool %s failed", name)
         payload, is_error = _error(INTERNAL_ERROR)
-        text = json.dumps(payload)
+        texts = [json.dumps(payload)]
     finally:
         close_old_connections()
-    return text, is_error
+    return texts, is_error
 
 
 # --- The SDK server ---------------------------------------------------------------------------------------
@@ -160,11 +166,12 @@ async def _on_call_tool(
     caller = _caller()
     # On the loop's pool of worker threads: each call opens and closes its database work on one of them, and
     # a slow call does not queue the others behind it (thread_sensitive would put every call on one thread).
-    text, is_error = await sync_to_async(_tool_call_in_thread, thread_sensitive=False)(
+    texts, is_error = await sync_to_async(_tool_call_in_thread, thread_sensitive=False)(
         caller=caller, raw_key=stdio_key.get(), name=params.name, arguments=params.arguments
     )
     logger.info("MCP tool %s by %s%s", params.name, caller.log_label(), " refused" if is_error else "")
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
+    content: list[types.ContentBlock] = [types.TextContent(type="text", text=text) for text in texts]
+    return types.CallToolResult(content=content, is_error=is_error)
 
 
 def _input_schema(name: str) -> dict[str, Any] | None:

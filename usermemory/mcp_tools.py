@@ -14,7 +14,7 @@ from apikeys.models import ApiKey
 from memoryplatform.api.errors import BadRequest
 from memoryplatform.api.text import ascii_int
 from usermemory import selectors, services
-from usermemory.api.serializers import MemoryEntryOutputSerializer
+from usermemory.api.serializers import MemoryEntryOutputSerializer, ScoredMemoryEntryOutputSerializer
 from usermemory.models import RecallOrder, Visibility
 
 CONFIRMATION = "CONFIRM"
@@ -118,17 +118,34 @@ def _visible(caller: Caller, args: dict[str, Any]) -> Any:
     return _entries(entries)
 
 
+@dataclass(frozen=True)
+class Noted:
+    """A tool's JSON result and a note beside it, sent as a second text block: what the JSON does not say."""
+
+    payload: Any
+    note: str
+
+
+SEARCH_DEFAULT_MODE = "hybrid"
+FULLTEXT_NOTE = "Matched by words only (full text): search by meaning is unavailable right now."
+
+
 def _search(caller: Caller, args: dict[str, Any]) -> Any:
-    entries = selectors.memory_search(
-        caller=caller,
-        user_id=args["userId"],
-        query=args["query"],
-        category=args.get("category"),
-        group_ids=_group_ids(args),
-        limit=args.get("limit", DEFAULT_LIST),
-        offset=args.get("offset", 0),
-    )
-    return _entries(entries)
+    search: dict[str, Any] = {
+        "caller": caller,
+        "user_id": args["userId"],
+        "query": args["query"],
+        "category": args.get("category"),
+        "group_ids": _group_ids(args),
+        "limit": args.get("limit", DEFAULT_LIST),
+        "offset": args.get("offset", 0),
+    }
+    mode = args.get("mode", SEARCH_DEFAULT_MODE)
+    if mode == "keyword":
+        return _entries(selectors.memory_search(**search))
+    ranked = selectors.memory_search_ranked(mode=mode, **search)
+    entries = list(ScoredMemoryEntryOutputSerializer(ranked.entries, many=True).data)
+    return Noted(entries, FULLTEXT_NOTE) if ranked.fallback else entries
 
 
 def _by_key(caller: Caller, args: dict[str, Any]) -> Any:
@@ -239,11 +256,19 @@ TOOLS: dict[str, McpTool] = {
         ),
         McpTool(
             "search_user_memories",
-            "Search a user's memories: a case-insensitive, literal substring match on keys and values.",
+            "Search a user's memories, best match first, by meaning and words (mode hybrid, the default), "
+            "by meaning only (semantic), each entry with a score; or keyword: a case-insensitive, literal "
+            "substring match on keys and values, newest first. When the embedder is down, hybrid and "
+            "semantic match words only and say so in a second text block.",
             _schema(
                 {
                     "userId": _USER_ID,
                     "query": {"type": "string", "minLength": 1, "maxLength": 1000},
+                    "mode": {
+                        "type": "string",
+                        "enum": list(selectors.SEARCH_MODES),
+                        "default": SEARCH_DEFAULT_MODE,
+                    },
                     "category": {"type": "string", "maxLength": 64, "description": "Exact category filter."},
                     "groupIds": _GROUP_IDS,
                     "limit": _LIMIT,

@@ -6,6 +6,7 @@ of every ranked list comes from the caller's visible entries (:func:`usermemory.
 same statement: visibility is applied before ranking, never after, so it can neither leak nor shorten a list.
 """
 
+from datetime import datetime
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -16,8 +17,10 @@ from usermemory.store import (
     EMBEDDING_TABLE,
     ENTRY_TABLE,
     Groups,
+    access_marks,
     entries_of_rows,
     entry_columns,
+    rows_under_recall_lock,
     scope_params,
     visible_where,
 )
@@ -26,6 +29,26 @@ from usermemory.store import (
 class ScoredEntry(NamedTuple):
     entry: MemoryEntry
     score: float
+
+
+class Ranking(NamedTuple):
+    """How a ranked read ranks (:func:`usermemory.selectors.search_ranking` makes it).
+
+    ``vector`` (a pgvector literal of the query) ranks by cosine similarity to the vectors of ``model``;
+    ``fulltext`` by BM25 of the query's lexemes in ``config`` (any of them); both: ``semantic_weight`` times
+    the semantic score plus the rest times the BM25 score, each scaled to [0, 1] over its list's first
+    ``depth`` (min-max), plus ``recency * exp(-age / half_life_seconds)``. Ties break by id. ``config``
+    ``memory_simple`` reads the stored ``search_vector``; any other parses the text."""
+
+    query: str
+    vector: str | None
+    model: str
+    fulltext: bool
+    config: str
+    depth: int
+    semantic_weight: float
+    recency: float
+    half_life_seconds: float
 
 
 # The configuration of the stored ``search_vector`` column (migration 0011): with it, the full-text side reads
@@ -104,57 +127,102 @@ def _ranked_sql(
     )
 
 
+def _ranking_sql(*, agent_view: bool, all_of_agent: bool, category: bool, ranking: Ranking) -> str:
+    return _ranked_sql(
+        agent_view=agent_view,
+        all_of_agent=all_of_agent,
+        category=category,
+        semantic=ranking.vector is not None,
+        fulltext=ranking.fulltext,
+        stored=ranking.config == STORED_CONFIG,
+    )
+
+
+def _ranking_params(ranking: Ranking) -> dict[str, Any]:
+    return {
+        "query": ranking.query,
+        "vector": ranking.vector,
+        "model": ranking.model,
+        "config": ranking.config,
+        "depth": ranking.depth,
+        "semantic_weight": ranking.semantic_weight,
+        "recency": ranking.recency,
+        "half_life": ranking.half_life_seconds,
+    }
+
+
 def ranked_search(
     *,
     user_id: str,
     agent_id: str | None,
     group_ids: Groups,
     agent_view: bool,
-    query: str,
-    vector: str | None,
-    model: str,
-    fulltext: bool,
-    config: str,
+    ranking: Ranking,
     category: str | None,
-    depth: int,
-    semantic_weight: float,
-    recency: float,
-    half_life_seconds: float,
     limit: int,
     offset: int,
 ) -> list[ScoredEntry]:
-    """One page of the user's entries (an agent's read: the visible ones), best first, each with its score.
-
-    With ``vector`` (a pgvector literal of the query) alone: by cosine similarity to the vectors of ``model``.
-    With ``fulltext`` alone: by BM25 of the query's lexemes in ``config`` (any of them). With both: by
-    ``semantic_weight`` times the semantic score plus the rest times the BM25 score, each scaled to
-    [0, 1] over its list's first ``depth`` (min-max), plus ``recency * exp(-age / half_life_seconds)``. Ties
-    break by id. ``config`` ``memory_simple`` reads the stored ``search_vector``; any other parses the
-    text."""
+    """One page of the user's entries (an agent's read: the visible ones), best first by ``ranking``, each
+    with its score."""
     params: dict[str, Any] = {
         **scope_params(user_id=user_id, agent_id=agent_id, group_ids=group_ids),
+        **_ranking_params(ranking),
         "category": category,
-        "query": query,
-        "vector": vector,
-        "model": model,
-        "config": config,
-        "depth": depth,
-        "semantic_weight": semantic_weight,
-        "recency": recency,
-        "half_life": half_life_seconds,
         "limit": limit,
         "offset": offset,
     }
-    sql = _ranked_sql(
-        agent_view=agent_view,
-        all_of_agent=group_ids is None,
-        category=bool(category),
-        semantic=vector is not None,
-        fulltext=fulltext,
-        stored=config == STORED_CONFIG,
+    sql = _ranking_sql(
+        agent_view=agent_view, all_of_agent=group_ids is None, category=bool(category), ranking=ranking
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
+    return _scored(rows)
+
+
+def _scored(rows: list[Any]) -> list[ScoredEntry]:
     entries = entries_of_rows([row[:-1] for row in rows])
     return [ScoredEntry(entry, float(row[-1])) for entry, row in zip(entries, rows, strict=True)]
+
+
+def ranked_recall(
+    *,
+    user_id: str,
+    agent_id: str,
+    group_ids: Groups,
+    agent_view: bool,
+    ranking: Ranking,
+    limit: int,
+    order: str,
+    threshold: datetime,
+    now: datetime,
+) -> list[ScoredEntry]:
+    """Recall by relevance: the ``limit`` entries visible to ``agent_id`` (in ``group_ids``) that
+    :func:`ranked_search` ranks first with ``ranking``, with their access marked as a recall marks it
+    (:func:`usermemory.store.access_marks`, by ``order``), best first, each with its score.
+
+    One statement: ``UPDATE .. FROM (the ranked search) .. RETURNING``, so the entries marked are exactly the
+    ones returned, and visibility is the ranking's own filter. It runs right after the user's recall lock
+    (:func:`usermemory.store.rows_under_recall_lock`), as a recall does. ``agent_view``: the ``conflicted``
+    flag the agent may see (an agent key's read), else the stored one; candidates are the agent's visible
+    entries either way."""
+    params: dict[str, Any] = {
+        **scope_params(user_id=user_id, agent_id=agent_id, group_ids=group_ids),
+        **_ranking_params(ranking),
+        "category": None,
+        "limit": limit,
+        "offset": 0,
+        "threshold": threshold,
+        "now": now,
+    }
+    all_of_agent = group_ids is None
+    ranked = _ranking_sql(agent_view=True, all_of_agent=all_of_agent, category=False, ranking=ranking)
+    columns = entry_columns(agent_view=agent_view, all_of_agent=all_of_agent)
+    sql = (
+        f"UPDATE {ENTRY_TABLE} SET {access_marks(order=order)} "
+        f"FROM (SELECT r.id, r.score FROM ({ranked}) AS r) AS ranked "
+        f"WHERE {ENTRY_TABLE}.id = ranked.id RETURNING {columns}, ranked.score"
+    )
+    scored = _scored(rows_under_recall_lock(sql, params))
+    scored.sort(key=lambda s: (-s.score, s.entry.id))  # RETURNING has no order: best first, ties by id
+    return scored

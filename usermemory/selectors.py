@@ -30,7 +30,7 @@ from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
 from memoryplatform.embeddings import EmbedderError, get_embedder
 from usermemory import search_store, store
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
-from usermemory.search_store import ScoredEntry
+from usermemory.search_store import Ranking, ScoredEntry
 
 logger = logging.getLogger(__name__)
 
@@ -274,6 +274,36 @@ def _query_vector(query: str) -> tuple[str, str] | None:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]", embedder.model_id
 
 
+RANKED_MODES = ("semantic", "hybrid")
+
+
+def search_ranking(*, query: str, mode: str, window: int) -> tuple[Ranking, str | None]:
+    """The ranking of a ``semantic`` or ``hybrid`` read of ``window`` results (limit + offset), and its
+    fallback: "fulltext" when the embedder could not embed the query (counted in
+    ``memory_search_fallbacks_total``), in which case both modes rank by full text alone."""
+    if mode not in RANKED_MODES:
+        raise BadRequest(f"mode must be one of {', '.join(RANKED_MODES)} to rank by relevance.")
+    if not query:
+        raise BadRequest("q is required: the text to search for.")
+    embedded = _query_vector(query)
+    fallback = None
+    if embedded is None:
+        fallback = "fulltext"
+        search_fallbacks.labels(mode=mode).inc()
+    ranking = Ranking(
+        query=query,
+        vector=embedded[0] if embedded else None,
+        model=embedded[1] if embedded else "",
+        fulltext=mode == "hybrid" or embedded is None,
+        config=settings.SEARCH_LANGUAGE,
+        depth=max(FUSION_CANDIDATES, window) if mode == "hybrid" else window,
+        semantic_weight=SEMANTIC_WEIGHT,
+        recency=RECENCY_WEIGHT,
+        half_life_seconds=RECENCY_HALF_LIFE_SECONDS,
+    )
+    return ranking, fallback
+
+
 def memory_search_ranked(
     *,
     caller: Caller,
@@ -290,34 +320,18 @@ def memory_search_ranked(
     text: the query's words, OR, stop words dropped, in SEARCH_LANGUAGE, ranked by BM25), with a small recency
     prior. Candidates are only the caller's
     visible entries, filtered in the same statement. When the embedder is down both answer by full text alone
-    (``fallback``), counted in ``memory_search_fallbacks_total``."""
-    if mode not in SEARCH_MODES or mode == "keyword":
-        raise BadRequest(f"mode must be one of {', '.join(SEARCH_MODES)}.")
-    if not query:
-        raise BadRequest("q is required: the text to search for.")
+    (``fallback``, :func:`search_ranking`)."""
     agent_id, groups = _search_scope(caller=caller, group_ids=group_ids)
-    embedded = _query_vector(query)
-    fallback = None
-    if embedded is None:
-        fallback = "fulltext"
-        search_fallbacks.labels(mode=mode).inc()
+    ranking, fallback = search_ranking(query=query, mode=mode, window=limit + offset)
     entries = search_store.ranked_search(
         user_id=user_id,
         agent_id=agent_id,
         group_ids=groups,
         agent_view=caller.is_agent,
-        query=query,
-        vector=embedded[0] if embedded else None,
-        model=embedded[1] if embedded else "",
-        fulltext=mode == "hybrid" or embedded is None,
-        config=settings.SEARCH_LANGUAGE,
         category=category or None,
-        depth=max(FUSION_CANDIDATES, limit + offset) if mode == "hybrid" else limit + offset,
-        semantic_weight=SEMANTIC_WEIGHT,
-        recency=RECENCY_WEIGHT,
-        half_life_seconds=RECENCY_HALF_LIFE_SECONDS,
         limit=limit,
         offset=offset,
+        ranking=ranking,
     )
     return RankedSearch(entries, fallback)
 

@@ -3,6 +3,7 @@ call: deletes, forget and recall here; upserts in :mod:`usermemory.upsert`; poli
 :mod:`usermemory.governance`, whose public names this module re-exports."""
 
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -12,7 +13,7 @@ from django.utils import timezone
 from apikeys.caller import Caller
 from apikeys.services import caller_require_writer
 from memoryplatform.api.errors import BadRequest, Forbidden
-from usermemory import selectors, store
+from usermemory import search_store, selectors, store
 from usermemory.governance import (
     POLICY_FIELDS,
     RESOLVE_MODES,
@@ -57,6 +58,7 @@ __all__ = [
     "memory_export_user",
     "memory_forget_key",
     "memory_recall",
+    "memory_recall_ranked",
     "memory_resolve_conflict",
     "memory_upsert",
     "memory_upsert_batch",
@@ -135,6 +137,35 @@ def recall_split(limit: int) -> int:
     return max(1, limit // 5) if limit > 1 else 0
 
 
+class _RecallPlan(NamedTuple):
+    agent_id: str
+    groups: selectors.Groups
+    order: str
+    limit: int
+    now: datetime
+    threshold: datetime  # lastAccessedAt older than this moves to now
+
+
+def _recall_plan(
+    *, caller: Caller, agent_id: str | None, group_ids: list[str] | None, order: str | None, limit: int | None
+) -> _RecallPlan:
+    """Whom a recall is for (the agent-key rules), its order (the policy's unless given), its limit (the
+    one asked, at most the policy's ``maxRecallEntries``) and when it marks the access."""
+    agent_id, groups = selectors.resolve_read_scope(
+        caller=caller, agent_id=agent_id, group_ids=group_ids, require_agent=True
+    )
+    policy = selectors.policy_for_caller(caller=caller, agent_id=agent_id)
+    order = order or policy.recall_order
+    if order not in RECALL_ORDERS:
+        raise BadRequest(f"order must be one of {', '.join(RecallOrder.values)}.")
+    if limit is not None and not 1 <= limit <= MAX_RECALL_LIMIT:
+        raise BadRequest(f"limit must be between 1 and {MAX_RECALL_LIMIT}.")
+    limit = min(limit or policy.max_recall_entries, policy.max_recall_entries)
+    now = timezone.now()
+    threshold = now - timedelta(seconds=settings.MEMORY_ACCESS_GRANULARITY)
+    return _RecallPlan(agent_id, groups, order, limit, now, threshold)
+
+
 def memory_recall(
     *,
     caller: Caller,
@@ -149,34 +180,60 @@ def memory_recall(
     One statement (:func:`usermemory.store.recall`) picks the entries, counts their access, sets
     ``lastAccessedAt`` where it is older than the granularity, and returns them as they now are.
     """
-    agent_id, groups = selectors.resolve_read_scope(
-        caller=caller, agent_id=agent_id, group_ids=group_ids, require_agent=True
-    )
-    policy = selectors.policy_for_caller(caller=caller, agent_id=agent_id)
-    order = order or policy.recall_order
-    if order not in RECALL_ORDERS:
-        raise BadRequest(f"order must be one of {', '.join(RecallOrder.values)}.")
-    if limit is not None and not 1 <= limit <= MAX_RECALL_LIMIT:
-        raise BadRequest(f"limit must be between 1 and {MAX_RECALL_LIMIT}.")
-    limit = min(limit or policy.max_recall_entries, policy.max_recall_entries)
-    head = limit if order == RecallOrder.MOST_RECENT else recall_split(limit)
-    now = timezone.now()
+    plan = _recall_plan(caller=caller, agent_id=agent_id, group_ids=group_ids, order=order, limit=limit)
+    head = plan.limit if plan.order == RecallOrder.MOST_RECENT else recall_split(plan.limit)
     entries = store.recall(
         user_id=user_id,
-        agent_id=agent_id,
-        group_ids=groups,
-        order=order,
+        agent_id=plan.agent_id,
+        group_ids=plan.groups,
+        order=plan.order,
         head=head,
-        rest=limit - head,
-        threshold=now - timedelta(seconds=settings.MEMORY_ACCESS_GRANULARITY),
-        now=now,
+        rest=plan.limit - head,
+        threshold=plan.threshold,
+        now=plan.now,
         # the conflicted flag an agent may see; viewer and admin keys see the stored one
         agent_view=caller.is_agent,
     )
     entries.sort(key=_newest_first, reverse=True)
-    if order == RecallOrder.MOST_ACCESSED:  # the newest `head` first, then the most accessed of the rest
+    if plan.order == RecallOrder.MOST_ACCESSED:  # the newest `head` first, then the most accessed of the rest
         entries[head:] = sorted(entries[head:], key=_most_accessed_first, reverse=True)
     return entries
+
+
+def memory_recall_ranked(
+    *,
+    caller: Caller,
+    user_id: str,
+    query: str,
+    mode: str = "hybrid",
+    agent_id: str | None = None,
+    group_ids: list[str] | None = None,
+    order: str | None = None,
+    limit: int | None = None,
+) -> selectors.RankedSearch:
+    """Recall by relevance to ``query``: the context an agent loads for a turn. The same entries a recall
+    may return (visible to the agent, in ``group_ids``), the same limit (at most the policy's
+    ``maxRecallEntries``) and the same access marking (``lastAccessedAt``; ``accessCount`` when the order,
+    the policy's unless given, is ``most_accessed``), but ranked as the ``hybrid`` (default) or ``semantic``
+    search ranks them, best first, each with its score; full text alone when the embedder is down
+    (``fallback``).
+
+    One statement ranks, marks and returns the entries (:func:`usermemory.search_store.ranked_recall`),
+    after the user's recall lock, as :func:`memory_recall` does."""
+    plan = _recall_plan(caller=caller, agent_id=agent_id, group_ids=group_ids, order=order, limit=limit)
+    ranking, fallback = selectors.search_ranking(query=query, mode=mode, window=plan.limit)
+    entries = search_store.ranked_recall(
+        user_id=user_id,
+        agent_id=plan.agent_id,
+        group_ids=plan.groups,
+        agent_view=caller.is_agent,
+        ranking=ranking,
+        limit=plan.limit,
+        order=plan.order,
+        threshold=plan.threshold,
+        now=plan.now,
+    )
+    return selectors.RankedSearch(entries, fallback)
 
 
 def _newest_first(entry: MemoryEntry) -> tuple[datetime, int]:

@@ -171,13 +171,20 @@ def _recall_sql(*, order: str, all_of_agent: bool, agent_view: bool) -> str:
             f"ORDER BY access_count DESC, updated_at DESC, id DESC LIMIT %(rest)s)"
         )
         chosen += " UNION ALL SELECT id FROM rest"
-    # Only most_accessed counts an access (EDDI): most_recent moves last_accessed_at alone.
+    return (
+        f"{picks} UPDATE {ENTRY_TABLE} SET {access_marks(order=order)} WHERE id IN ({chosen}) "
+        f"RETURNING {entry_columns(agent_view=agent_view, all_of_agent=all_of_agent)}"
+    )
+
+
+def access_marks(*, order: str) -> str:
+    """The SET list of a recall's UPDATE: ``last_accessed_at`` moves to ``%(now)s`` where older than
+    ``%(threshold)s``; only ``most_accessed`` counts an access (EDDI: ``most_recent`` has no side effect on
+    ``access_count``)."""
     count = "access_count = access_count + 1, " if order == RecallOrder.MOST_ACCESSED else ""
     return (
-        f"{picks} UPDATE {ENTRY_TABLE} SET {count}last_accessed_at = CASE "
-        f"WHEN last_accessed_at IS NULL OR last_accessed_at < %(threshold)s THEN %(now)s "
-        f"ELSE last_accessed_at END WHERE id IN ({chosen}) "
-        f"RETURNING {entry_columns(agent_view=agent_view, all_of_agent=all_of_agent)}"
+        f"{count}last_accessed_at = CASE WHEN last_accessed_at IS NULL OR last_accessed_at < %(threshold)s "
+        f"THEN %(now)s ELSE last_accessed_at END"
     )
 
 
@@ -213,19 +220,27 @@ def recall(
     """
     params: dict[str, Any] = {
         **scope_params(user_id=user_id, agent_id=agent_id, group_ids=group_ids),
-        "namespace": LockId.USER_RECALL,
         "head": head,
         "rest": rest,
         "threshold": threshold,
         "now": now,
     }
     sql = _recall_sql(order=order, all_of_agent=group_ids is None, agent_view=agent_view)
+    return entries_of_rows(rows_under_recall_lock(sql, params))
+
+
+def rows_under_recall_lock(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The rows of one recall statement (``sql``, whose ``%(user)s`` names the user), run right after the
+    user's recall lock in the same query string: one round trip, one transaction, the recall statement's
+    snapshot taken once the lock is held (why: :func:`recall`). Shared by :func:`recall` and the ranked
+    recall (:func:`usermemory.search_store.ranked_recall`), so both queue on the same lock."""
+    params = {**params, "namespace": LockId.USER_RECALL}
     query = f"{_RECALL_LOCK}; {sql}"
     with _psycopg_cursor(psycopg.ClientCursor, query, params) as cursor:
         cursor.adapters.register_loader(*_timestamptz_loader())
         cursor.execute(query, params)
         cursor.nextset()  # the lock statement's row, then the recall's
-        return entries_of_rows(cursor.fetchall())
+        return cursor.fetchall()
 
 
 # --- Search -------------------------------------------------------------------------------------------

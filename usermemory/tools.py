@@ -23,6 +23,7 @@ RECALL = "recallMemories"
 SEARCH = "searchMemory"
 FORGET = "forgetFact"
 TOOL_NAMES = (REMEMBER, RECALL, SEARCH, FORGET)
+SEARCH_DEFAULT_MODE = "hybrid"  # searchMemory's mode when the LLM names none
 
 
 @dataclass(frozen=True)
@@ -92,10 +93,28 @@ def tool_definitions(*, caller: Caller) -> list[dict[str, Any]]:
         },
         {
             "name": SEARCH,
-            "description": "Search the user's memories by keyword across keys and values.",
+            "description": (
+                "Search the user's memories, best match first, by meaning and words: a question such as "
+                '"what does the user eat?" can find "diet = vegetarian". Says so when only words could be '
+                "matched."
+            ),
             "parameters": {
                 "type": "object",
-                "properties": {"query": {"type": "string", "description": 'Search text, e.g. "color".'}},
+                "properties": {
+                    "query": {
+                        "type": "string",
+                        "description": 'What to look for, e.g. "color" or "what does the user eat?".',
+                    },
+                    "mode": {
+                        "type": "string",
+                        "enum": list(selectors.SEARCH_MODES),
+                        "default": SEARCH_DEFAULT_MODE,
+                        "description": (
+                            "hybrid (meaning and words, the default), semantic (meaning only) or keyword "
+                            "(the query as a literal piece of a key or value, newest first)."
+                        ),
+                    },
+                },
                 "required": ["query"],
                 "additionalProperties": False,
             },
@@ -234,17 +253,34 @@ def _recall(context: ToolContext, arguments: dict[str, Any]) -> str:
     return format_entries(entries) if entries else "No memories stored for this user yet."
 
 
+FULLTEXT_NOTE = "(Matched by words only: search by meaning is unavailable right now.)"
+
+
 def _search(context: ToolContext, arguments: dict[str, Any]) -> str:
-    _only(arguments, ("query",))
+    _only(arguments, ("query", "mode"))
     query = _string(arguments, "query")
+    mode = _string(arguments, "mode", required=False) or SEARCH_DEFAULT_MODE
+    if mode not in selectors.SEARCH_MODES:
+        raise InvalidArguments(f"mode must be one of {', '.join(selectors.SEARCH_MODES)}.")
     # As long a list as recall would give: the agent's maxRecallEntries bounds what reaches the prompt.
     limit = selectors.policy_for_caller(
         caller=context.caller, agent_id=context.caller.agent_id
     ).max_recall_entries
-    entries = selectors.memory_search(
-        caller=context.caller, user_id=context.user_id, query=query, group_ids=context.group_ids, limit=limit
-    )
-    return format_entries(entries) if entries else f"No memories found matching '{query}'."
+    scope: dict[str, Any] = {
+        "caller": context.caller,
+        "user_id": context.user_id,
+        "query": query,
+        "group_ids": context.group_ids,
+        "limit": limit,
+    }
+    fallback = None
+    if mode == "keyword":
+        entries = selectors.memory_search(**scope)
+    else:
+        ranked = selectors.memory_search_ranked(mode=mode, **scope)
+        entries, fallback = [scored.entry for scored in ranked.entries], ranked.fallback
+    text = format_entries(entries) if entries else f"No memories found matching '{query}'."
+    return f"{FULLTEXT_NOTE}\n{text}" if fallback else text
 
 
 def _forget(context: ToolContext, arguments: dict[str, Any]) -> str:

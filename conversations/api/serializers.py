@@ -10,7 +10,12 @@ from conversations.models import Channel, Checkpoint, Conversation, Message, Mes
 from conversations.selectors import DEFAULT_PAGE, MAX_EPOCH, MAX_PAGE, VIEW_AGENT
 from conversations.services import MAX_BLOCKS, MessageWrite, SyncMessage
 from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce
-from usermemory.api.serializers import MemoryEntryOutputSerializer, StrictCharField
+from usermemory.api.serializers import (
+    MemoryEntryOutputSerializer,
+    RecallQuerySerializer,
+    ScoredMemoryEntryOutputSerializer,
+    StrictCharField,
+)
 
 # --- Conversations ---------------------------------------------------------------------------------------
 
@@ -212,7 +217,7 @@ class ContextOutputSerializer(serializers.Serializer):
     memory = ContextMemorySerializer(source="*")
     caseLog = serializers.SerializerMethodField()
     history = MessageOutputSerializer(many=True)
-    userMemories = MemoryEntryOutputSerializer(many=True, source="user_memories")
+    userMemories = serializers.SerializerMethodField()
 
     @extend_schema_field(ContextCaseLogSerializer)
     def get_caseLog(self, context: Any) -> dict[str, Any]:  # noqa: N802 (camelCase output)
@@ -221,3 +226,14 @@ class ContextOutputSerializer(serializers.Serializer):
             "data": MessageOutputSerializer(context.case_log.items, many=True).data,
             "nextCursor": context.case_log.next_cursor,
         }
+
+    @extend_schema_field(ScoredMemoryEntryOutputSerializer(many=True))
+    def get_userMemories(self, context: Any) -> list[dict[str, Any]]:  # noqa: N802 (camelCase output)
+        """The recalled user memories; with ``q``, best first, each with its score."""
+        if context.ranked_memories is not None:
+            return list(ScoredMemoryEntryOutputSerializer(context.ranked_memories.entries, many=True).data)
+        return list(MemoryEntryOutputSerializer(context.user_memories, many=True).data)
+
+
+class ContextQuerySerializer(RecallQuerySerializer):
+    """``q``: the user memories recalled by relevance to it (hybrid)."""

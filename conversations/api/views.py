@@ -14,6 +14,7 @@ from conversations.api.serializers import (
     CheckpointInputSerializer,
     CheckpointOutputSerializer,
     ContextOutputSerializer,
+    ContextQuerySerializer,
     ConversationCreateInputSerializer,
     ConversationListQuerySerializer,
     ConversationOutputSerializer,
@@ -28,6 +29,7 @@ from conversations.api.serializers import (
     SyncOutputSerializer,
 )
 from memoryplatform.api.errors import BadRequest, first_message
+from usermemory.api.views import FALLBACK_HEADER, fallback_headers
 
 TAGS = ["conversations"]
 AGENT_PARAM = OpenApiParameter(
@@ -248,19 +250,24 @@ class CheckpointView(ConversationView):
 class ContextView(ConversationView):
     @extend_schema(
         tags=TAGS,
-        parameters=[AGENT_PARAM],
+        parameters=[AGENT_PARAM, ContextQuerySerializer, FALLBACK_HEADER],
         responses=ContextOutputSerializer,
         summary="The caller's agent context in one call",
         description=(
             "Its latest memory epoch, the case log after its checkpoint, its isolated history (the latest "
             f"{services.CONTEXT_HISTORY} messages) and the user memories visible to it, recalled with its "
-            "policy's order and limit in the conversation's group."
+            "policy's order and limit in the conversation's group. With `q`, the user memories are recalled "
+            "by relevance to it (hybrid), best first, each with a score, within the same limit; "
+            "X-Search-Fallback: fulltext when the embedder is down."
         ),
     )
     def get(self, request: Request, conversation_id: str) -> Response:
+        query = _valid(ContextQuerySerializer, request.query_params)
         context = services.conversation_context(
             caller=request_caller(request),
             conversation_id=conversation_id,
             agent_id=request.query_params.get("agentId"),
+            query=query.get("q"),
         )
-        return Response(ContextOutputSerializer(context).data)
+        headers = fallback_headers(context.ranked_memories)
+        return Response(ContextOutputSerializer(context).data, headers=headers)

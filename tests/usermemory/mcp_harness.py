@@ -189,15 +189,8 @@ def connect(request, transport: str, mcp_env: McpEnv):
     async def _connect(role: str, *, header: str = "bearer", mode: str = "auto") -> AsyncIterator[Client]:
         raw_key = mcp_env.keys[role]
         if transport == "stdio":
-            params = StdioServerParameters(
-                command=PYTHON,
-                args=["manage.py", "mcp"],
-                cwd=str(BASE_DIR),
-                env={**mcp_env.env, "MEMORYPLATFORM_API_KEY": raw_key},
-            )
-            with (mcp_env.tmp / f"stdio-{role}.log").open("a") as errlog:
-                async with Client(stdio_client(params, errlog=errlog), mode=mode) as client:
-                    yield client
+            async with stdio_session(mcp_env, role, mode=mode) as client:
+                yield client
             return
         headers = {"Authorization": f"Bearer {raw_key}"} if header == "bearer" else {"X-API-Key": raw_key}
         async with (
@@ -207,6 +200,22 @@ def connect(request, transport: str, mcp_env: McpEnv):
             yield client
 
     return _connect
+
+
+@asynccontextmanager
+async def stdio_session(
+    mcp_env: McpEnv, role: str, *, mode: str = "auto", **env: str
+) -> AsyncIterator[Client]:
+    """A client of its own ``manage.py mcp`` with that role's key, and ``env`` over the harness's settings."""
+    params = StdioServerParameters(
+        command=PYTHON,
+        args=["manage.py", "mcp"],
+        cwd=str(BASE_DIR),
+        env={**mcp_env.env, **env, "MEMORYPLATFORM_API_KEY": mcp_env.keys[role]},
+    )
+    with (mcp_env.tmp / f"stdio-{role}.log").open("a") as errlog:
+        async with Client(stdio_client(params, errlog=errlog), mode=mode) as client:
+            yield client
 
 
 def run(main: Callable[[], Awaitable[None]]) -> None:

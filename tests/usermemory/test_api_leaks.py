@@ -95,14 +95,18 @@ def _dream(*agents):
 def _flags_at_every_read_door(client, key):
     """Every ``conflicted`` the agent reads on the entries with ``key``, at each read an agent can make."""
     conversation = client.post("/v1/conversations", {"userId": U}, format="json").json()["id"]
+    context = f"/v1/conversations/{conversation}/context"
     doors = {
         "list": client.get(f"{BASE}/{U}").json(),
         "recent": client.get(f"{BASE}/{U}/visible?order=most_recent").json(),
         "accessed": client.get(f"{BASE}/{U}/visible?order=most_accessed").json(),
         "search": client.get(f"{BASE}/{U}/search?q={key}").json(),
+        "hybrid search": client.get(f"{BASE}/{U}/search?q={key}&mode=hybrid").json(),
+        "recall by relevance": client.get(f"{BASE}/{U}/visible?q={key}").json(),
         "category": client.get(f"{BASE}/{U}/category/fact").json(),
         "key": [client.get(f"{BASE}/{U}/key/{key}").json()],
-        "context": client.get(f"/v1/conversations/{conversation}/context").json()["userMemories"],
+        "context": client.get(context).json()["userMemories"],
+        "context by relevance": client.get(context, {"q": key}).json()["userMemories"],
     }
     caller = Caller.for_key(client.key)
     for tool, arguments in [

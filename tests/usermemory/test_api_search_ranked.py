@@ -2,27 +2,11 @@
 relevance order with a score, only the caller's visible entries at any limit, and full text when the embedder
 is down."""
 
-import socket
-from collections.abc import Iterator
-
 import pytest
 from django.test import override_settings
-from prometheus_client import REGISTRY
 
-from memoryplatform.embeddings import get_embedder
-from tests.factories import AgentFactory, AgentGroupFactory
 from tests.helpers import assert_envelope
-
-BASE = "/usermemorystore/memories"
-U = "user-rank"
-QUESTION = "what does the user eat?"
-
-
-@pytest.fixture(autouse=True)
-def fresh_embedder() -> Iterator[None]:
-    get_embedder.cache_clear()
-    yield
-    get_embedder.cache_clear()
+from tests.usermemory.ranked import BASE, ENTRIES, QUESTION, SEEN, U, embedder_down, fallbacks
 
 
 def search(client, q=QUESTION, **params):
@@ -61,39 +45,6 @@ def test_hybrid_full_text_matches_any_word_of_a_question(agent_a_api, put):
 @pytest.mark.parametrize("mode", ["fuzzy", "KEYWORD", "semantic,hybrid"])
 def test_an_unknown_mode_is_a_400_in_the_envelope(agent_a_api, mode):
     assert_envelope(agent_a_api.get(f"{BASE}/{U}/search", {"q": "x", "mode": mode}), 400, "bad_request")
-
-
-ENTRIES = {  # key: (writer, visibility, group, value)
-    "food_a": ("a", "self", None, "loves spicy ramen"),
-    "food_b": ("b", "self", None, "eats sushi daily"),
-    "food_team": ("a", "group", "team", "team lunch: pizza"),
-    "food_bteam": ("b", "group", "bteam", "eats tacos weekly"),
-    "food_global": ("a", "global", None, "vegetarian diet"),
-    "car_global": ("b", "global", None, "drives a Volvo"),
-    "pet_a": ("a", "self", None, "has a cat"),
-    "job_b": ("b", "self", None, "works as a nurse"),
-}
-SEEN = {
-    "a": {"food_a", "food_team", "food_global", "car_global", "pet_a"},
-    "b": {"food_b", "food_bteam", "food_global", "car_global", "job_b"},
-    "c": {"food_team", "food_global", "car_global"},  # a member of team, who wrote nothing
-}
-
-
-@pytest.fixture
-def matrix(
-    agent_a, agent_b, agent_a_api, agent_b_api, make_api_client, put, django_capture_on_commit_callbacks
-):
-    teammate = AgentFactory(id="agent-c")
-    AgentGroupFactory(id="team", members=[agent_a, teammate])
-    AgentGroupFactory(id="bteam", members=[agent_b])
-    writers = {"a": agent_a_api, "b": agent_b_api}
-    with django_capture_on_commit_callbacks(execute=True):
-        for key, (writer, visibility, group, value) in ENTRIES.items():
-            extra = {"groupIds": [group]} if group else {}
-            response = put(writers[writer], userId=U, key=key, value=value, visibility=visibility, **extra)
-            assert response.status_code == 201, response.content
-    return {**writers, "c": make_api_client("agent", teammate)}
 
 
 @pytest.mark.parametrize("mode", ["semantic", "hybrid"])
@@ -136,28 +87,17 @@ def test_ranked_search_has_bounded_queries(matrix, django_assert_max_num_queries
             search(matrix["a"], mode=mode)
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _fallbacks(mode: str) -> float:
-    return REGISTRY.get_sample_value("memory_search_fallbacks_total", {"mode": mode}) or 0.0
-
-
 @pytest.mark.parametrize("provider", ["openai", "none"])
 def test_an_embedder_down_answers_by_full_text_and_says_so(agent_a_api, put, provider):
     put(agent_a_api, userId=U, key="food", value="spicy ramen")
     put(agent_a_api, userId=U, key="car", value="a red Volvo")
-    down = {"EMBEDDINGS_PROVIDER": provider, "EMBEDDINGS_MODEL": "tiny", "EMBEDDINGS_TIMEOUT": 2}
-    with override_settings(**down, EMBEDDINGS_URL=f"http://127.0.0.1:{_closed_port()}"):
+    with embedder_down(provider):
         for mode in ("semantic", "hybrid"):
-            before = _fallbacks(mode)
+            before = fallbacks(mode)
             response = search(agent_a_api, q="ramen for dinner", mode=mode)
             assert response.headers["X-Search-Fallback"] == "fulltext"
             assert [e["key"] for e in response.json()] == ["food"]
-            assert _fallbacks(mode) == before + 1
+            assert fallbacks(mode) == before + 1
 
 
 def test_full_text_drops_a_questions_stop_words(agent_a_api, put):
@@ -173,9 +113,9 @@ def test_full_text_drops_a_questions_stop_words(agent_a_api, put):
 
 def test_a_language_configuration_stems_words(agent_a_api, put):
     put(agent_a_api, userId=U, key="sport", value="she runs marathons")
-    with override_settings(SEARCH_LANGUAGE="english", EMBEDDINGS_PROVIDER="none"):
+    with override_settings(SEARCH_LANGUAGE="english"), embedder_down("none"):
         found = search(agent_a_api, q="Who is running a marathon?", mode="hybrid")
     assert found.headers["X-Search-Fallback"] == "fulltext"
     assert [e["key"] for e in found.json()] == ["sport"]
-    with override_settings(EMBEDDINGS_PROVIDER="none"):  # the default configuration keeps words as written
+    with embedder_down("none"):  # the default configuration keeps words as written
         assert search(agent_a_api, q="Who is running a marathon?", mode="hybrid").json() == []

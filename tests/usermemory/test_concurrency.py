@@ -112,12 +112,17 @@ def _seed_global(user_id: str, count: int, source: Agent) -> None:
     MemoryEntryFactory.create_batch(count, user_id=user_id, visibility="global", source_agent=source)
 
 
-def test_twenty_simultaneous_recalls_of_one_user_count_every_access(agent_a_api, agent_b):
+# A recall in its order, and by relevance to a query (the seeded values are all "a value").
+RECALLS = ["", "&q=value"]
+
+
+@pytest.mark.parametrize("query", RECALLS)
+def test_twenty_simultaneous_recalls_of_one_user_count_every_access(agent_a_api, agent_b, query):
     _seed_global("recalled", 10, agent_b)
 
     def work(i, client):
         order = "most_accessed" if i % 2 else "most_recent"
-        return client.get(f"{BASE}/recalled/visible?order={order}&limit=10").status_code
+        return client.get(f"{BASE}/recalled/visible?order={order}&limit=10{query}").status_code
 
     statuses = run_at_once(20, work, agent_a_api.raw_key)
     assert statuses == [200] * 20
@@ -128,10 +133,15 @@ def test_twenty_simultaneous_recalls_of_one_user_count_every_access(agent_a_api,
     )
 
 
-def test_a_recall_queues_on_its_users_recall_lock(agent_a_api, agent_b):
+@pytest.mark.parametrize("query", RECALLS)
+def test_a_recall_queues_on_its_users_recall_lock(agent_a_api, agent_b, query):
     """Recalls of one user wait on the user's advisory lock (not on the rows' locks): while another
     transaction holds it, a recall waits there, and goes on once it is released."""
     _seed_global("locked", 3, agent_b)
+
+    def recall_locked(_i: int, client: APIClient) -> int:
+        return client.get(f"{BASE}/locked/visible?order=most_accessed{query}").status_code
+
     holder = connections.create_connection("default")
     try:
         with holder.cursor() as cursor:
@@ -161,7 +171,3 @@ def test_a_recall_queues_on_its_users_recall_lock(agent_a_api, agent_b):
         holder.close()
     assert done == [200]
     assert set(MemoryEntry.objects.filter(user_id="locked").values_list("access_count", flat=True)) == {1}
-
-
-def recall_locked(_i: int, client: APIClient) -> int:
-    return client.get(f"{BASE}/locked/visible?order=most_accessed").status_code

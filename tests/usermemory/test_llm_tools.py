@@ -62,6 +62,8 @@ def test_tools_are_openai_function_schemas(agent_a_api):
     assert remember["properties"]["visibility"]["default"] == "self"
     assert recall["properties"] == {}
     assert search["required"] == ["query"] and forget["required"] == ["key"]
+    assert search["properties"]["mode"]["enum"] == ["keyword", "semantic", "hybrid"]
+    assert search["properties"]["mode"]["default"] == "hybrid"
 
 
 def test_remember_category_enum_follows_the_agents_policy(agent_a, agent_a_api, set_policy):
@@ -215,7 +217,12 @@ def test_an_agent_cannot_search_or_forget_another_agents_self_entries(agent_a_ap
     assert text(agent_b_api, "forgetFact", key="shared_plan") == "No memory with key 'shared_plan' to forget."
     assert MemoryEntry.objects.count() == 2
 
-    assert text(agent_a_api, "searchMemory", query="plan") == (
+    # hybrid (the default) ranks by relevance; keyword is EDDI's literal match, newest first
+    assert set(text(agent_a_api, "searchMemory", query="plan").splitlines()) == {
+        "  • shared_plan = party on friday [context, global]",
+        "  • secret_plan = surprise party [context, self]",
+    }
+    assert text(agent_a_api, "searchMemory", query="plan", mode="keyword") == (
         "  • shared_plan = party on friday [context, global]\n"
         "  • secret_plan = surprise party [context, self]"
     )
@@ -321,6 +328,16 @@ def test_a_group_the_agent_is_not_in_is_403(agent_a_api, invoke):
             "❌ Not remembered: visibility must be one of self, group, global.",
         ),
         ("searchMemory", {}, "❌ Invalid arguments for searchMemory: query is required."),
+        (
+            "searchMemory",
+            {"query": "x", "mode": "fuzzy"},
+            "❌ Invalid arguments for searchMemory: mode must be one of keyword, semantic, hybrid.",
+        ),
+        (
+            "searchMemory",
+            {"query": "x", "mode": 3},
+            "❌ Invalid arguments for searchMemory: mode must be a string.",
+        ),
         (
             "forgetFact",
             {"key": "k", "force": True},

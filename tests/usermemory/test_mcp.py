@@ -85,8 +85,11 @@ def test_an_admin_calls_each_of_the_eight_tools(connect, transport):
             assert [e["key"] for e in visible_b] == ["language"]
             assert "agentId is required" in await error(client, "get_visible_memories", userId=user)
 
-            found = await ok(client, "search_user_memories", userId=user, query="GREEN")
-            assert [e["key"] for e in found] == ["favorite_color"]
+            found = await ok(client, "search_user_memories", userId=user, query="GREEN", mode="keyword")
+            assert [e["key"] for e in found] == ["favorite_color"]  # EDDI's literal match
+            ranked = await ok(client, "search_user_memories", userId=user, query="GREEN")  # hybrid
+            assert [e["key"] for e in ranked][0] == "favorite_color"
+            assert all(isinstance(e["score"], float) for e in ranked)
 
             entry = await ok(client, "get_memory_by_key", userId=user, key="language")
             assert entry["value"] == "English" and entry["visibility"] == "global"

@@ -16,7 +16,8 @@ from usermemory.models import (
     RecallOrder,
     Visibility,
 )
-from usermemory.selectors import SEARCH_MODES
+from usermemory.search_store import ScoredEntry
+from usermemory.selectors import RANKED_MODES, SEARCH_MODES
 from usermemory.services import MemoryWrite
 
 
@@ -72,6 +73,25 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
             "updatedAt": _iso(instance.updated_at),
             "lastAccessedAt": _iso(instance.last_accessed_at),
         }
+
+
+class ScoredMemoryEntryOutputSerializer(MemoryEntryOutputSerializer):
+    """An entry of a read ranked by relevance (search in ``semantic`` or ``hybrid`` mode, recall with ``q``),
+    rendered from a :class:`usermemory.search_store.ScoredEntry`: the entry, and its score. In the schema
+    ``score`` is optional: the same paths answer unranked reads (keyword search, recall without ``q``) with
+    plain entries."""
+
+    score = serializers.FloatField(
+        required=False,
+        help_text="Only in a read ranked by relevance (mode semantic or hybrid; recall with q): higher is "
+        "better, comparable within one response only.",
+    )
+
+    class Meta(MemoryEntryOutputSerializer.Meta):
+        fields = [*MemoryEntryOutputSerializer.Meta.fields, "score"]
+
+    def to_representation(self, instance: ScoredEntry) -> dict[str, Any]:  # type: ignore[override]  # a scored entry, not a model instance
+        return {**super().to_representation(instance.entry), "score": instance.score}
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -176,15 +196,49 @@ class GroupQuerySerializer(FieldsBuiltOnce):
     groupId = _group_ids()
 
 
-class VisibleQuerySerializer(FieldsBuiltOnce):
+class RecallQuerySerializer(FieldsBuiltOnce):
+    """``q`` of a recall (``/visible``, a conversation's ``/context``): recall by relevance to it. Given
+    empty (``?q=``), it is refused rather than read as absent, as DRF reads an optional blank field."""
+
+    q = serializers.CharField(
+        required=False,
+        max_length=1000,
+        trim_whitespace=False,
+        help_text="Recall by relevance to this text (hybrid by default), best first, each entry with a "
+        "score; X-Search-Fallback: fulltext when the embedder is down. Without it: the recall order.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "q" not in attrs and "q" in self.initial_data:
+            raise serializers.ValidationError({"q": "q must not be empty (leave it out to recall in order)."})
+        return attrs
+
+
+class VisibleQuerySerializer(RecallQuerySerializer):
     agentId = serializers.CharField(
         required=False, max_length=64, help_text="Required with viewer and admin keys: the agent recalling."
     )
     groupId = _group_ids()
-    order = serializers.ChoiceField(choices=RecallOrder.choices, required=False)
+    order = serializers.ChoiceField(
+        choices=RecallOrder.choices,
+        required=False,
+        help_text="Default: the agent's recallOrder. With q it orders nothing; most_accessed still counts "
+        "each returned entry's access.",
+    )
     limit = AsciiIntegerField(
         required=False, min_value=1, max_value=1000, help_text="At most the agent's maxRecallEntries."
     )
+    mode = serializers.ChoiceField(
+        choices=RANKED_MODES,
+        required=False,
+        help_text="With q: hybrid (meaning and words, the default) or semantic (meaning only).",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)
+        if "mode" in attrs and "q" not in attrs:
+            raise serializers.ValidationError({"mode": "mode ranks by relevance to q: give q too."})
+        return attrs
 
 
 class ListQuerySerializer(FieldsBuiltOnce):

@@ -29,6 +29,7 @@ from usermemory.api.serializers import (
     MemoryEventOutputSerializer,
     MemoryPolicySerializer,
     MemoryUpsertInputSerializer,
+    ScoredMemoryEntryOutputSerializer,
     SearchAllQuerySerializer,
     SearchQuerySerializer,
     VisibleQuerySerializer,
@@ -139,29 +140,59 @@ class MemoryUserView(MemoryView):
         return Response(services.memory_erase_user(caller=request_caller(request), user_id=user_id))
 
 
+FALLBACK_HEADER = OpenApiParameter(
+    "X-Search-Fallback",
+    str,
+    OpenApiParameter.HEADER,
+    response=True,
+    enum=["fulltext"],
+    description="Set when the embedder was down: the results were ranked by full text alone",
+)
+# A list of entries, each with a score when the read ranked them by relevance.
+RANKED_OR_NOT = ScoredMemoryEntryOutputSerializer(many=True)
+
+
+def fallback_headers(ranked: selectors.RankedSearch | None) -> dict[str, str] | None:
+    """The ``X-Search-Fallback`` header of a ranked read that full text answered alone."""
+    return {"X-Search-Fallback": ranked.fallback} if ranked and ranked.fallback else None
+
+
+def ranked_response(ranked: selectors.RankedSearch) -> Response:
+    """Entries best first, each with its score, and the fallback header when full text answered alone."""
+    data = ScoredMemoryEntryOutputSerializer(ranked.entries, many=True).data
+    return Response(data, headers=fallback_headers(ranked))
+
+
 class MemoryVisibleView(MemoryView):
     @extend_schema(
-        parameters=[VisibleQuerySerializer],
-        responses=MemoryEntryOutputSerializer(many=True),
-        summary="Recall: the memories visible to an agent, in its recall order",
+        parameters=[VisibleQuerySerializer, FALLBACK_HEADER],
+        responses=RANKED_OR_NOT,
+        summary="Recall: the memories visible to an agent, in its recall order, or with q by relevance",
+        description="Without q: the agent's recall order and limit. With q: the entries visible to the agent "
+        "ranked by relevance to q (hybrid or semantic, as the per-user search ranks them), best first, each "
+        "with a score, at most the agent's maxRecallEntries; their access is counted as a recall counts it. "
+        "X-Search-Fallback: fulltext when the embedder is down.",
     )
     def get(self, request: Request, user_id: str) -> Response:
         query = _query(VisibleQuerySerializer, request)
-        entries = services.memory_recall(
-            caller=request_caller(request),
-            user_id=user_id,
-            agent_id=query.get("agentId"),
-            group_ids=query.get("groupId"),
-            order=query.get("order"),
-            limit=query.get("limit"),
-        )
-        return Response(MemoryEntryOutputSerializer(entries, many=True).data)
+        args: dict[str, Any] = {
+            "caller": request_caller(request),
+            "user_id": user_id,
+            "agent_id": query.get("agentId"),
+            "group_ids": query.get("groupId"),
+            "order": query.get("order"),
+            "limit": query.get("limit"),
+        }
+        if "q" in query:
+            mode = query.get("mode", "hybrid")
+            return ranked_response(services.memory_recall_ranked(query=query["q"], mode=mode, **args))
+        return Response(MemoryEntryOutputSerializer(services.memory_recall(**args), many=True).data)
 
 
 class MemorySearchView(MemoryView):
     @extend_schema(
-        parameters=[SearchQuerySerializer],
-        responses=MemoryEntryOutputSerializer(many=True),
+        parameters=[SearchQuerySerializer, FALLBACK_HEADER],
+        responses=RANKED_OR_NOT,
         summary="Search in keys and values: literal (keyword, the default), by meaning (semantic) or both "
         "(hybrid, each entry with a score; X-Search-Fallback: fulltext when the embedder is down)",
     )
@@ -178,12 +209,7 @@ class MemorySearchView(MemoryView):
         }
         if query["mode"] == "keyword":
             return Response(MemoryEntryOutputSerializer(selectors.memory_search(**args), many=True).data)
-        ranked = selectors.memory_search_ranked(mode=query["mode"], **args)
-        data = MemoryEntryOutputSerializer([scored.entry for scored in ranked.entries], many=True).data
-        for row, scored in zip(data, ranked.entries, strict=True):
-            row["score"] = scored.score
-        headers = {"X-Search-Fallback": ranked.fallback} if ranked.fallback else None
-        return Response(data, headers=headers)
+        return ranked_response(selectors.memory_search_ranked(mode=query["mode"], **args))
 
 
 class MemoryCategoryView(MemoryView):

@@ -1,0 +1,103 @@
+"""``search_user_memories`` by relevance (``hybrid``, the default, and ``semantic``) through real MCP sessions
+over stdio and streamable HTTP (``tests/usermemory/mcp_harness.py``), with each role's key: only what the
+key's agent sees, at any limit, best first with a score; with the embedder down, full text, said in a second
+text block."""
+
+import json
+
+from tests.usermemory.mcp_harness import ok, run, sessions, stdio_session
+from tests.usermemory.ranked import LIMITS, QUESTION
+from usermemory.mcp_tools import FULLTEXT_NOTE
+
+# The harness's agents: agent-a, in group team, and agent-b, in none.
+ENTRIES = {  # key: (writer, visibility, groupIds, value)
+    "food_a": ("agent-a", "self", None, "loves spicy ramen"),
+    "food_team": ("agent-a", "group", "team", "team lunch: pizza"),
+    "pet_a": ("agent-a", "self", None, "has a cat"),
+    "food_b": ("agent-b", "self", None, "eats sushi daily"),
+    "food_global": ("agent-b", "global", None, "vegetarian diet"),
+    "car_global": ("agent-a", "global", None, "drives a Volvo"),
+}
+SEEN = {
+    "agent-a": {"food_a", "food_team", "pet_a", "food_global", "car_global"},
+    "agent-b": {"food_b", "food_global", "car_global"},  # not food_team: agent-b is not in team
+    "viewer": set(ENTRIES),
+    "admin": set(ENTRIES),
+}
+
+
+def test_ranked_search_finds_only_what_the_key_sees_at_any_limit(connect, transport):
+    user = f"{transport}-ranked"
+    results: list[tuple[str, str | None, int, list[dict]]] = []
+
+    async def main() -> None:
+        roles = ("agent-a", "agent-b", "viewer", "admin")
+        async with sessions(connect, *roles) as clients:
+            writers = dict(zip(roles, clients, strict=True))
+            for key, (writer, visibility, groups, value) in ENTRIES.items():
+                extra = {"groupIds": groups} if groups else {}
+                await ok(
+                    writers[writer],
+                    "upsert_user_memory",
+                    userId=user,
+                    key=key,
+                    value=value,
+                    visibility=visibility,
+                    **extra,
+                )
+            for role, client in writers.items():
+                for mode in ("hybrid", "semantic", None):  # None: the default, hybrid
+                    for limit in LIMITS:
+                        arguments = {"mode": mode} if mode else {}
+                        found = await ok(
+                            client,
+                            "search_user_memories",
+                            userId=user,
+                            query=QUESTION,
+                            limit=limit,
+                            **arguments,
+                        )
+                        results.append((role, mode, limit, found))
+            keyword = await ok(
+                writers["agent-a"], "search_user_memories", userId=user, query="ramen", mode="keyword"
+            )
+            results.append(("agent-a", "keyword", 1000, keyword))
+
+    run(main)
+    for role, mode, limit, found in results:
+        keys = [e["key"] for e in found]
+        if mode == "keyword":  # EDDI's literal match, with no score
+            assert keys == ["food_a"] and "score" not in found[0]
+            continue
+        assert set(keys) <= SEEN[role], (role, mode, limit, keys)
+        assert len(keys) == len(set(keys)) == min(limit, len(SEEN[role])), (role, mode, limit, keys)
+        scores = [e["score"] for e in found]
+        assert all(isinstance(s, float) for s in scores) and scores == sorted(scores, reverse=True)
+
+
+def test_a_write_is_found_by_meaning_at_once_and_the_embedder_down_says_so(mcp_env):
+    user = "stdio-ranked-down"
+    outcomes: dict[str, object] = {}
+
+    async def main() -> None:
+        async with stdio_session(mcp_env, "agent-a") as client:  # the local model: vectors at write
+            await ok(client, "upsert_user_memory", userId=user, key="food", value="spicy ramen")
+            await ok(client, "upsert_user_memory", userId=user, key="car", value="a red Volvo estate")
+            outcomes["up"] = await client.call_tool(
+                "search_user_memories", {"userId": user, "query": QUESTION}
+            )
+        async with stdio_session(mcp_env, "agent-a", EMBEDDINGS_PROVIDER="none") as client:
+            for mode in ("hybrid", "semantic"):
+                arguments = {"userId": user, "query": "ramen for dinner", "mode": mode}
+                outcomes[mode] = await client.call_tool("search_user_memories", arguments)
+
+    run(main)
+    up = outcomes["up"]
+    assert not up.is_error and len(up.content) == 1  # no note while the embedder is up
+    assert [e["key"] for e in json.loads(up.content[0].text)] == ["food", "car"]
+    for mode in ("hybrid", "semantic"):
+        down = outcomes[mode]
+        assert not down.is_error, down
+        assert [block.type for block in down.content] == ["text", "text"]
+        assert [e["key"] for e in json.loads(down.content[0].text)] == ["food"]
+        assert down.content[1].text == FULLTEXT_NOTE
