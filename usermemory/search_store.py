@@ -57,8 +57,9 @@ STORED_CONFIG = "memory_simple"
 _PARSED = "to_tsvector(%(config)s::regconfig, key || ' ' || value_text)"
 # The query's lexemes, stop words dropped by the configuration, as an array and as an OR of them.
 _TERMS = (
-    "terms AS (SELECT array_agg(lexeme) AS lexemes, string_agg(quote_literal(lexeme), ' | ')::tsquery AS "
-    "tsq FROM unnest(to_tsvector(%(config)s::regconfig, %(query)s)))"
+    "terms AS MATERIALIZED (SELECT array_agg(lexeme) AS lexemes, "
+    "string_agg(quote_literal(lexeme), ' | ')::tsquery AS tsq "
+    "FROM unnest(to_tsvector(%(config)s::regconfig, %(query)s)))"
 )
 # BM25 (k1 1.2, b 0.75) of one lexeme in one row, its IDF over the caller's visible rows.
 _BM25 = (
@@ -97,13 +98,16 @@ def _ranked_sql(
         )
         ranked.append("sem")
     if fulltext:  # BM25 of the query's lexemes (any of them); only rows holding one are unnested
+        # Each step MATERIALIZED: inlined, the planner (estimating one row for the unnested lexemes) ran the
+        # statistics of the visible rows again for every matching lexeme (bench/RESULTS.md, session 9).
         ctes += [
             _TERMS,
-            "stats AS (SELECT count(*)::float8 AS n, avg(length(vec))::float8 AS avglen FROM visible)",
-            "hits AS (SELECT v.id, u.lexeme, cardinality(u.positions)::float8 AS tf, length(v.vec)::float8 "
-            "AS len FROM visible v, terms t, unnest(v.vec) u "
+            "stats AS MATERIALIZED (SELECT count(*)::float8 AS n, avg(length(vec))::float8 AS avglen "
+            "FROM visible)",
+            "hits AS MATERIALIZED (SELECT v.id, u.lexeme, cardinality(u.positions)::float8 AS tf, "
+            "length(v.vec)::float8 AS len FROM visible v, terms t, unnest(v.vec) u "
             "WHERE v.vec @@ t.tsq AND u.lexeme = ANY(t.lexemes))",
-            "df AS (SELECT lexeme, count(*)::float8 AS df FROM hits GROUP BY lexeme)",
+            "df AS MATERIALIZED (SELECT lexeme, count(*)::float8 AS df FROM hits GROUP BY lexeme)",
             f"ft AS (SELECT h.id, sum({_BM25}) AS score FROM hits h JOIN df USING (lexeme), stats s "
             f"GROUP BY h.id ORDER BY score DESC, h.id LIMIT %(depth)s)",
         ]
