@@ -150,6 +150,10 @@ def memory_input(user_id: str, key: str, value: Any, options: UpsertOptions) -> 
     return entry
 
 
+def _list_query(options: ListOptions) -> list[tuple[str, str]]:
+    return query(groupId=options.get("group_ids"), limit=options.get("limit"), offset=options.get("offset"))
+
+
 def upsert_memory(user_id: str, key: str, value: Any, options: UpsertOptions) -> Call[MemoryEntry]:
     return Call("PUT", MEMORIES, json=memory_input(user_id, key, value, options))
 
@@ -162,9 +166,7 @@ def list_memories(user_id: str, options: ListOptions) -> Call[list[MemoryEntry]]
     return Call(
         "GET",
         _user(user_id),
-        params=query(
-            groupId=options.get("group_ids"), limit=options.get("limit"), offset=options.get("offset")
-        ),
+        params=_list_query(options),
     )
 
 
@@ -205,9 +207,7 @@ def list_memories_by_category(user_id: str, category: str, options: ListOptions)
     return Call(
         "GET",
         f"{_user(user_id)}/category/{segment(category)}",
-        params=query(
-            groupId=options.get("group_ids"), limit=options.get("limit"), offset=options.get("offset")
-        ),
+        params=_list_query(options),
     )
 
 
