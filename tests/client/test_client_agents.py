@@ -141,6 +141,27 @@ def test_two_agents_share_one_conversation_each_seeing_only_its_own_items(
     asyncio.run(scenario())
 
 
+def test_a_session_that_does_not_record_user_messages_writes_only_the_agents_items(
+    client_for, async_client_for, support
+):
+    nova = support[0]
+    admin = client_for(role="admin")
+    cid = admin.create_conversation("u3")["id"]
+    admin.append_message(cid, "user", "Where is order A17?")  # the application posts the user's message
+    model = ScriptedModel([_reply("It ships Monday")])
+    api = async_client_for(nova)
+
+    async def scenario() -> None:
+        async with api:
+            session = MemoryPlatformSession(api, cid, record_user_messages=False)
+            await Runner.run(Agent(name="nova", model=model), [], session=session)  # the message is there
+
+    asyncio.run(scenario())
+    assert _texts(model.inputs[0]) == ["Where is order A17?"]  # once
+    history = admin.list_messages(cid)["data"]
+    assert [(m["role"], m["agentId"]) for m in history] == [("user", None), ("assistant", "nova")]
+
+
 def test_recalled_memories_are_given_as_instructions(client_for, async_client_for, support):
     nova = support[0]
     client_for(nova).upsert_memory(

@@ -6,6 +6,7 @@ and a search by meaning finds them at once."""
 import asyncio
 
 import pytest
+from memoryplatform_client import PermissionDeniedError
 from memoryplatform_client.langgraph import MemoryPlatformStore
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -64,6 +65,17 @@ def test_put_get_search_delete_list_namespaces(client_for, support):
 
     with pytest.raises(ValueError, match="namespace"):
         store.put(("notes", "u1"), "k", {"v": 1})
+
+
+def test_a_group_namespace_is_the_groups_members_only(client_for, support):
+    nova, _, outsider = support
+    MemoryPlatformStore(client_for(nova)).put(SUPPORT, "ticket", {"open": "kettle"})
+    theirs = MemoryPlatformStore(client_for(outsider))
+    with pytest.raises(PermissionDeniedError) as refused:
+        theirs.put(SUPPORT, "ticket", {"open": "forged"})
+    assert refused.value.code == "forbidden"
+    assert theirs.get(GLOBAL, "ticket") is None
+    assert theirs.search(("memories", "u1")) == []
 
 
 def test_async_batch(client_for, async_client_for, support):

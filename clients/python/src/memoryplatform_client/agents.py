@@ -71,9 +71,10 @@ def _to_item(message: Message) -> TResponseInputItem:
 class MemoryPlatformSession(SessionABC):
     """The OpenAI Agents SDK ``Session`` protocol over one conversation, for the agent of ``client``'s key.
 
-    ``record_user_messages=False`` when the application posts the user's messages to the conversation
-    itself (or when several agents are run on the same user input): then only the agent's own items are
-    written, and every user message is still read.
+    With ``record_user_messages=False`` the session writes only the agent's own items: for a user message
+    already in the conversation (the application posted it, or another agent's session recorded it), run
+    the agent with an empty input, ``Runner.run(agent, [], session=session)``, and it reads the message once
+    from the history.
     """
 
     def __init__(
