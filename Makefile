@@ -24,8 +24,9 @@ $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
+$(VENV)/.installed-dev: pyproject.toml clients/python/pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ./clients/python
 	touch $(VENV)/.installed $@
 
 # A local .env with a random SECRET_KEY; never committed.

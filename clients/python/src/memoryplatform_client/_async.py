@@ -1,0 +1,324 @@
+"""The asynchronous client, the twin of :mod:`memoryplatform_client._sync`: each method builds its request
+in :mod:`memoryplatform_client._calls` and sends it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
+from typing import Any, TypeVar, Unpack
+
+import httpx
+
+from memoryplatform_client import _calls as calls
+from memoryplatform_client._core import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT,
+    Call,
+    RetryPolicy,
+    client_options,
+    retry_delay,
+)
+from memoryplatform_client.errors import APIConnectionError
+from memoryplatform_client.types import (
+    Agent,
+    ApiKey,
+    Checkpoint,
+    ContentBlock,
+    Context,
+    Conversation,
+    Group,
+    MemoryEntry,
+    MemoryEvent,
+    MemoryInput,
+    Message,
+    MessageInput,
+    OffsetPage,
+    Page,
+    Role,
+    SyncMessage,
+    SyncResult,
+    Tool,
+    ToolResult,
+)
+
+T = TypeVar("T")
+
+
+class AsyncMemoryPlatform:
+    """An asyncio memoryplatform client for one key, with the same methods as ``MemoryPlatform``. The key
+    decides who the caller is (an agent, a viewer, an admin).
+
+    ``AsyncMemoryPlatform("http://127.0.0.1:8000", api_key="mp_...")``; use it as an async context manager, or
+    await :meth:`close`. Idempotent calls (GET, PUT, DELETE) are retried on 429, 503 and connection errors.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.retry_policy = RetryPolicy(max_retries=max_retries)
+        self._http = httpx.AsyncClient(
+            **client_options(base_url=base_url, api_key=api_key, timeout=timeout, headers=headers),
+            transport=transport,
+        )
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncMemoryPlatform:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def send(self, call: Call[T]) -> T:
+        """Send one request, retrying it when :func:`retry_delay` says so; its decoded answer."""
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.request(call.method, call.path, **call.request_kwargs())
+            except httpx.TransportError as exc:
+                wait = retry_delay(self.retry_policy, call, attempt, None)
+                if wait is None:
+                    raise APIConnectionError(f"{call.method} {call.path}: {exc!r}") from exc
+            else:
+                wait = retry_delay(self.retry_policy, call, attempt, response)
+                if wait is None:
+                    return call.finish(response)
+            await asyncio.sleep(wait)
+            attempt += 1
+
+    # --- Memories ---------------------------------------------------------------------------------------
+
+    async def upsert_memory(
+        self, user_id: str, key: str, value: Any, **options: Unpack[calls.UpsertOptions]
+    ) -> MemoryEntry:
+        return await self.send(calls.upsert_memory(user_id, key, value, options))
+
+    async def upsert_memories(self, entries: list[MemoryInput]) -> list[MemoryEntry]:
+        """Up to 100 entries, all or nothing (build them with :func:`memoryplatform_client.memory_input`)."""
+        return await self.send(calls.upsert_memories(entries))
+
+    async def list_memories(self, user_id: str, **options: Unpack[calls.ListOptions]) -> list[MemoryEntry]:
+        return await self.send(calls.list_memories(user_id, options))
+
+    async def recall_memories(
+        self, user_id: str, **options: Unpack[calls.RecallOptions]
+    ) -> list[MemoryEntry]:
+        """Recall (``/visible``): the policy's order and limit, or by relevance to ``q`` when given."""
+        return await self.send(calls.recall_memories(user_id, options))
+
+    async def search_memories(
+        self, user_id: str, q: str, **options: Unpack[calls.SearchOptions]
+    ) -> list[MemoryEntry]:
+        return await self.send(calls.search_memories(user_id, q, options))
+
+    async def search_all_memories(
+        self, q: str, *, category: str | None = None, limit: int | None = None
+    ) -> list[MemoryEntry]:
+        return await self.send(calls.search_all_memories(q, category, limit))
+
+    async def list_memories_by_category(
+        self, user_id: str, category: str, **options: Unpack[calls.ListOptions]
+    ) -> list[MemoryEntry]:
+        return await self.send(calls.list_memories_by_category(user_id, category, options))
+
+    async def get_memory_by_key(
+        self, user_id: str, key: str, *, group_ids: list[str] | None = None
+    ) -> MemoryEntry:
+        return await self.send(calls.get_memory_by_key(user_id, key, group_ids))
+
+    async def count_memories(self, user_id: str, *, group_ids: list[str] | None = None) -> int:
+        return await self.send(calls.count_memories(user_id, group_ids))
+
+    async def delete_memory(self, entry_id: str | int) -> None:
+        return await self.send(calls.delete_memory(entry_id))
+
+    async def get_memory_history(self, entry_id: str | int) -> list[MemoryEvent]:
+        return await self.send(calls.get_memory_history(entry_id))
+
+    # --- GDPR and legacy properties ----------------------------------------------------------------------
+
+    async def export_user(self, user_id: str) -> dict[str, Any]:
+        return await self.send(calls.export_user(user_id))
+
+    async def erase_user(self, user_id: str) -> dict[str, Any]:
+        return await self.send(calls.erase_user(user_id))
+
+    async def get_properties(self, user_id: str) -> dict[str, Any]:
+        return await self.send(calls.get_properties(user_id))
+
+    async def set_properties(self, user_id: str, properties: dict[str, Any]) -> dict[str, Any]:
+        return await self.send(calls.set_properties(user_id, properties))
+
+    async def delete_properties(self, user_id: str) -> None:
+        return await self.send(calls.delete_properties(user_id))
+
+    # --- Conversations -----------------------------------------------------------------------------------
+
+    async def create_conversation(
+        self, user_id: str, *, title: str | None = None, group_id: str | None = None
+    ) -> Conversation:
+        return await self.send(calls.create_conversation(user_id, title, group_id))
+
+    async def list_conversations(self, **options: Unpack[calls.ConversationListOptions]) -> Page:
+        return await self.send(calls.list_conversations(options))
+
+    async def iter_conversations(
+        self, **options: Unpack[calls.ConversationListOptions]
+    ) -> AsyncIterator[Conversation]:
+        """Every conversation, page after page."""
+        while True:
+            page = await self.list_conversations(**options)
+            for item in page["data"]:
+                yield item
+            if page["nextCursor"] is None:
+                return
+            options["after"] = page["nextCursor"]
+
+    async def get_conversation(self, conversation_id: str) -> Conversation:
+        return await self.send(calls.get_conversation(conversation_id))
+
+    async def append_message(
+        self,
+        conversation_id: str,
+        role: Role,
+        content: str | list[ContentBlock],
+        **options: Unpack[calls.MessageOptions],
+    ) -> Message:
+        return await self.send(calls.append_message(conversation_id, role, content, options))
+
+    async def append_messages(
+        self, conversation_id: str, messages: list[MessageInput], *, session_id: str | None = None
+    ) -> list[Message]:
+        """At most 20, all or nothing (build them with :func:`memoryplatform_client.message_input`)."""
+        return await self.send(calls.append_messages(conversation_id, messages, session_id))
+
+    async def list_messages(self, conversation_id: str, **options: Unpack[calls.MessageListOptions]) -> Page:
+        return await self.send(calls.list_messages(conversation_id, options))
+
+    async def iter_messages(
+        self, conversation_id: str, **options: Unpack[calls.MessageListOptions]
+    ) -> AsyncIterator[Message]:
+        """Every message after ``after`` (or from the start), page after page, in sequence order."""
+        while True:
+            page = await self.list_messages(conversation_id, **options)
+            for item in page["data"]:
+                yield item
+            if page["nextCursor"] is None:
+                return
+            options["after"] = page["nextCursor"]
+
+    async def sync_memory(
+        self, conversation_id: str, messages: list[SyncMessage], *, session_id: str | None = None
+    ) -> SyncResult:
+        return await self.send(calls.sync_memory(conversation_id, messages, session_id))
+
+    async def get_checkpoint(self, conversation_id: str, *, agent_id: str | None = None) -> Checkpoint:
+        return await self.send(calls.get_checkpoint(conversation_id, agent_id))
+
+    async def set_checkpoint(self, conversation_id: str, last_entry_id: str) -> Checkpoint:
+        return await self.send(calls.set_checkpoint(conversation_id, last_entry_id))
+
+    async def get_context(
+        self, conversation_id: str, *, agent_id: str | None = None, q: str | None = None
+    ) -> Context:
+        return await self.send(calls.get_context(conversation_id, agent_id, q))
+
+    # --- The case log (seed 003) ---------------------------------------------------------------------------
+
+    async def checkpoint_and_summarise(
+        self, conversation_id: str, summary: str | list[ContentBlock], *, session_id: str | None = None
+    ) -> Message:
+        """Append ``summary`` to the case log and move the caller's checkpoint to it: everything up to and
+        including the summary counts as read (read :meth:`case_log_since_checkpoint` first for others')."""
+        entry = await self.append_message(
+            conversation_id, "assistant", summary, **calls.case_log_options(session_id)
+        )
+        await self.set_checkpoint(conversation_id, entry["id"])
+        return entry
+
+    async def case_log_since_checkpoint(
+        self, conversation_id: str, *, page_size: int = 50
+    ) -> AsyncIterator[Message]:
+        """The case-log entries after the caller's checkpoint, in order. An entry is marked read (the
+        checkpoint moves to it) when the next one is asked for or the log ends: at least once, never lost."""
+        after = (await self.get_checkpoint(conversation_id))["lastEntryId"]
+        async for entry in self.iter_messages(conversation_id, **calls.case_log_query(after, page_size)):
+            yield entry
+            await self.set_checkpoint(conversation_id, entry["id"])
+
+    # --- Agents, groups and keys ---------------------------------------------------------------------------
+
+    async def get_me(self) -> Agent:
+        return await self.send(calls.get_me())
+
+    async def list_agents(self, *, limit: int | None = None, offset: int | None = None) -> OffsetPage:
+        return await self.send(calls.list_agents(limit, offset))
+
+    async def create_agent(
+        self, agent_id: str, *, groups: list[str] | None = None, **fields: Unpack[calls.AgentFields]
+    ) -> Agent:
+        return await self.send(calls.create_agent(agent_id, groups, fields))
+
+    async def get_agent(self, agent_id: str) -> Agent:
+        return await self.send(calls.get_agent(agent_id))
+
+    async def update_agent(
+        self,
+        agent_id: str,
+        *,
+        memory_policy: dict[str, Any] | None = None,
+        **fields: Unpack[calls.AgentFields],
+    ) -> Agent:
+        return await self.send(calls.update_agent(agent_id, memory_policy, fields))
+
+    async def list_groups(self, *, limit: int | None = None, offset: int | None = None) -> OffsetPage:
+        return await self.send(calls.list_groups(limit, offset))
+
+    async def create_group(
+        self, group_id: str, *, name: str | None = None, members: list[str] | None = None
+    ) -> Group:
+        return await self.send(calls.create_group(group_id, name, members))
+
+    async def get_group(self, group_id: str) -> Group:
+        return await self.send(calls.get_group(group_id))
+
+    async def add_group_members(self, group_id: str, agent_ids: list[str]) -> Group:
+        return await self.send(calls.add_group_members(group_id, agent_ids))
+
+    async def remove_group_member(self, group_id: str, agent_id: str) -> None:
+        return await self.send(calls.remove_group_member(group_id, agent_id))
+
+    async def create_agent_key(
+        self, agent_id: str, *, label: str | None = None, expires_at: str | None = None
+    ) -> ApiKey:
+        """An ``agent`` key for the agent; the raw key is in ``["key"]`` of this answer only."""
+        return await self.send(calls.create_agent_key(agent_id, label, expires_at))
+
+    async def list_agent_keys(
+        self, agent_id: str, *, limit: int | None = None, offset: int | None = None
+    ) -> OffsetPage:
+        return await self.send(calls.list_agent_keys(agent_id, limit, offset))
+
+    async def revoke_key(self, prefix: str) -> None:
+        return await self.send(calls.revoke_key(prefix))
+
+    # --- LLM tools -----------------------------------------------------------------------------------------
+
+    async def list_tools(self) -> list[Tool]:
+        return await self.send(calls.list_tools())
+
+    async def invoke_tool(
+        self, name: str, user_id: str, arguments: dict[str, Any], **context: Unpack[calls.ToolContext]
+    ) -> ToolResult:
+        return await self.send(calls.invoke_tool(name, user_id, arguments, context))

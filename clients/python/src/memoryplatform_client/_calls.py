@@ -1,0 +1,451 @@
+"""Every API request, built once: each function returns the :class:`Call` that the sync and the async client
+send. Names follow ``<verb>_<thing>`` so that a TypeScript client can mirror them (``searchMemories``)."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+import httpx
+
+from memoryplatform_client._core import Call, body, query, segment
+from memoryplatform_client.types import (
+    Agent,
+    ApiKey,
+    Channel,
+    Checkpoint,
+    ContentBlock,
+    Context,
+    Conversation,
+    Group,
+    MemoryEntry,
+    MemoryEvent,
+    MemoryInput,
+    Message,
+    MessageInput,
+    OffsetPage,
+    Page,
+    RecallOrder,
+    Role,
+    SearchMode,
+    SyncMessage,
+    SyncResult,
+    Tool,
+    ToolResult,
+    Visibility,
+)
+
+MEMORIES = "/usermemorystore/memories"
+CONVERSATIONS = "/v1/conversations"
+
+
+def _none(response: httpx.Response) -> None:
+    return None
+
+
+def _properties(response: httpx.Response) -> dict[str, Any]:
+    """The legacy map; 204 (no properties) is an empty map."""
+    return {} if response.status_code == 204 else dict(response.json())
+
+
+def _count(response: httpx.Response) -> int:
+    return int(response.json()["count"])
+
+
+def text_content(content: str | list[ContentBlock]) -> list[ContentBlock]:
+    """Content blocks: a plain string becomes one ``{"type": "text", "text": ...}`` block."""
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def _user(user_id: str) -> str:
+    return f"{MEMORIES}/{segment(user_id)}"
+
+
+def _conversation(conversation_id: str) -> str:
+    return f"{CONVERSATIONS}/{segment(conversation_id)}"
+
+
+# --- Options shared by the two clients (keyword arguments) -----------------------------------------------
+
+
+class UpsertOptions(TypedDict, total=False):
+    category: str
+    visibility: Visibility
+    source_agent_id: str
+    group_ids: list[str]
+    source_conversation_id: str
+    turn_id: str
+
+
+class ListOptions(TypedDict, total=False):
+    group_ids: list[str]
+    limit: int
+    offset: int
+
+
+class SearchOptions(ListOptions, total=False):
+    mode: SearchMode
+    category: str
+
+
+class RecallOptions(TypedDict, total=False):
+    agent_id: str
+    group_ids: list[str]
+    order: RecallOrder
+    limit: int
+    q: str
+
+
+class MessageOptions(TypedDict, total=False):
+    channel: Channel
+    session_id: str
+    memory_epoch: int
+
+
+class MessageListOptions(TypedDict, total=False):
+    channel: Channel
+    after: str
+    limit: int
+    epoch: str | int
+    view: str
+    agent_id: str
+
+
+class ConversationListOptions(TypedDict, total=False):
+    user_id: str
+    after: str
+    limit: int
+
+
+class ToolContext(TypedDict, total=False):
+    turn_id: str
+    conversation_id: str
+    group_ids: list[str]
+
+
+class AgentFields(TypedDict, total=False):
+    display_name: str
+    capabilities: list[str]
+    model: str
+    status: str
+
+
+# --- Memories ---------------------------------------------------------------------------------------------
+
+
+def memory_input(user_id: str, key: str, value: Any, options: UpsertOptions) -> MemoryInput:
+    """The wire shape of one upsert."""
+    entry: MemoryInput = {"userId": user_id, "key": key, "value": value}
+    if "category" in options:
+        entry["category"] = options["category"]
+    if "visibility" in options:
+        entry["visibility"] = options["visibility"]
+    if "source_agent_id" in options:
+        entry["sourceAgentId"] = options["source_agent_id"]
+    if "group_ids" in options:
+        entry["groupIds"] = options["group_ids"]
+    if "source_conversation_id" in options:
+        entry["sourceConversationId"] = options["source_conversation_id"]
+    if "turn_id" in options:
+        entry["turnId"] = options["turn_id"]
+    return entry
+
+
+def _list_query(options: ListOptions) -> list[tuple[str, str]]:
+    return query(groupId=options.get("group_ids"), limit=options.get("limit"), offset=options.get("offset"))
+
+
+def upsert_memory(user_id: str, key: str, value: Any, options: UpsertOptions) -> Call[MemoryEntry]:
+    return Call("PUT", MEMORIES, json=memory_input(user_id, key, value, options))
+
+
+def upsert_memories(entries: list[MemoryInput]) -> Call[list[MemoryEntry]]:
+    return Call("PUT", f"{MEMORIES}/batch", json=entries)
+
+
+def list_memories(user_id: str, options: ListOptions) -> Call[list[MemoryEntry]]:
+    return Call(
+        "GET",
+        _user(user_id),
+        params=_list_query(options),
+    )
+
+
+def recall_memories(user_id: str, options: RecallOptions) -> Call[list[MemoryEntry]]:
+    return Call(
+        "GET",
+        f"{_user(user_id)}/visible",
+        params=query(
+            agentId=options.get("agent_id"),
+            groupId=options.get("group_ids"),
+            order=options.get("order"),
+            limit=options.get("limit"),
+            q=options.get("q"),
+        ),
+    )
+
+
+def search_memories(user_id: str, q: str, options: SearchOptions) -> Call[list[MemoryEntry]]:
+    return Call(
+        "GET",
+        f"{_user(user_id)}/search",
+        params=query(
+            q=q,
+            mode=options.get("mode"),
+            category=options.get("category"),
+            groupId=options.get("group_ids"),
+            limit=options.get("limit"),
+            offset=options.get("offset"),
+        ),
+    )
+
+
+def search_all_memories(q: str, category: str | None, limit: int | None) -> Call[list[MemoryEntry]]:
+    return Call("GET", "/v1/memories/search", params=query(q=q, category=category, limit=limit))
+
+
+def list_memories_by_category(user_id: str, category: str, options: ListOptions) -> Call[list[MemoryEntry]]:
+    return Call(
+        "GET",
+        f"{_user(user_id)}/category/{segment(category)}",
+        params=_list_query(options),
+    )
+
+
+def get_memory_by_key(user_id: str, key: str, group_ids: list[str] | None) -> Call[MemoryEntry]:
+    return Call("GET", f"{_user(user_id)}/key/{segment(key)}", params=query(groupId=group_ids))
+
+
+def count_memories(user_id: str, group_ids: list[str] | None) -> Call[int]:
+    return Call("GET", f"{_user(user_id)}/count", params=query(groupId=group_ids), decode=_count)
+
+
+def delete_memory(entry_id: str | int) -> Call[None]:
+    return Call("DELETE", f"{MEMORIES}/entry/{segment(entry_id)}", decode=_none)
+
+
+def get_memory_history(entry_id: str | int) -> Call[list[MemoryEvent]]:
+    return Call("GET", f"{MEMORIES}/entry/{segment(entry_id)}/history")
+
+
+# --- GDPR and legacy properties ----------------------------------------------------------------------------
+
+
+def export_user(user_id: str) -> Call[dict[str, Any]]:
+    return Call("GET", f"{_user(user_id)}/export")
+
+
+def erase_user(user_id: str) -> Call[dict[str, Any]]:
+    return Call("DELETE", _user(user_id))
+
+
+def _properties_path(user_id: str) -> str:
+    return f"/propertiesstore/properties/{segment(user_id)}"
+
+
+def get_properties(user_id: str) -> Call[dict[str, Any]]:
+    return Call("GET", _properties_path(user_id), decode=_properties)
+
+
+def set_properties(user_id: str, properties: dict[str, Any]) -> Call[dict[str, Any]]:
+    return Call("POST", _properties_path(user_id), json=properties, decode=_properties)
+
+
+def delete_properties(user_id: str) -> Call[None]:
+    return Call("DELETE", _properties_path(user_id), decode=_none)
+
+
+# --- Conversations ----------------------------------------------------------------------------------------
+
+
+def create_conversation(user_id: str, title: str | None, group_id: str | None) -> Call[Conversation]:
+    return Call("POST", CONVERSATIONS, json=body(userId=user_id, title=title, groupId=group_id))
+
+
+def list_conversations(options: ConversationListOptions) -> Call[Page]:
+    return Call(
+        "GET",
+        CONVERSATIONS,
+        params=query(userId=options.get("user_id"), after=options.get("after"), limit=options.get("limit")),
+    )
+
+
+def get_conversation(conversation_id: str) -> Call[Conversation]:
+    return Call("GET", _conversation(conversation_id))
+
+
+def message_input(role: Role, content: str | list[ContentBlock], options: MessageOptions) -> MessageInput:
+    """The wire shape of one message."""
+    message: MessageInput = {"role": role, "content": text_content(content)}
+    if "channel" in options:
+        message["channel"] = options["channel"]
+    if "session_id" in options:
+        message["sessionId"] = options["session_id"]
+    if "memory_epoch" in options:
+        message["memoryEpoch"] = options["memory_epoch"]
+    return message
+
+
+def append_message(
+    conversation_id: str, role: Role, content: str | list[ContentBlock], options: MessageOptions
+) -> Call[Message]:
+    return Call(
+        "POST", f"{_conversation(conversation_id)}/messages", json=message_input(role, content, options)
+    )
+
+
+def append_messages(
+    conversation_id: str, messages: list[MessageInput], session_id: str | None
+) -> Call[list[Message]]:
+    return Call(
+        "POST",
+        f"{_conversation(conversation_id)}/messages",
+        json=body(messages=messages, sessionId=session_id),
+        decode=lambda response: list(response.json()["data"]),
+    )
+
+
+def list_messages(conversation_id: str, options: MessageListOptions) -> Call[Page]:
+    return Call(
+        "GET",
+        f"{_conversation(conversation_id)}/messages",
+        params=query(
+            channel=options.get("channel"),
+            after=options.get("after"),
+            limit=options.get("limit"),
+            epoch=None if options.get("epoch") is None else str(options.get("epoch")),
+            view=options.get("view"),
+            agentId=options.get("agent_id"),
+        ),
+    )
+
+
+def sync_memory(
+    conversation_id: str, messages: list[SyncMessage], session_id: str | None
+) -> Call[SyncResult]:
+    return Call(
+        "POST",
+        f"{_conversation(conversation_id)}/memory/messages/sync",
+        json=body(messages=messages, sessionId=session_id),
+    )
+
+
+def get_checkpoint(conversation_id: str, agent_id: str | None) -> Call[Checkpoint]:
+    return Call("GET", f"{_conversation(conversation_id)}/checkpoint", params=query(agentId=agent_id))
+
+
+def set_checkpoint(conversation_id: str, last_entry_id: str) -> Call[Checkpoint]:
+    return Call("PUT", f"{_conversation(conversation_id)}/checkpoint", json={"lastEntryId": last_entry_id})
+
+
+def get_context(conversation_id: str, agent_id: str | None, q: str | None) -> Call[Context]:
+    return Call("GET", f"{_conversation(conversation_id)}/context", params=query(agentId=agent_id, q=q))
+
+
+# --- Agents, groups and keys --------------------------------------------------------------------------------
+
+
+def get_me() -> Call[Agent]:
+    return Call("GET", "/v1/agents/me")
+
+
+def list_agents(limit: int | None, offset: int | None) -> Call[OffsetPage]:
+    return Call("GET", "/v1/agents", params=query(limit=limit, offset=offset))
+
+
+def _agent_fields(fields: AgentFields) -> dict[str, Any]:
+    return body(
+        displayName=fields.get("display_name"),
+        capabilities=fields.get("capabilities"),
+        model=fields.get("model"),
+        status=fields.get("status"),
+    )
+
+
+def create_agent(agent_id: str, groups: list[str] | None, fields: AgentFields) -> Call[Agent]:
+    return Call("POST", "/v1/agents", json={"id": agent_id, **_agent_fields(fields), **body(groups=groups)})
+
+
+def get_agent(agent_id: str) -> Call[Agent]:
+    return Call("GET", f"/v1/agents/{segment(agent_id)}")
+
+
+def update_agent(agent_id: str, memory_policy: dict[str, Any] | None, fields: AgentFields) -> Call[Agent]:
+    return Call(
+        "PATCH",
+        f"/v1/agents/{segment(agent_id)}",
+        json={**_agent_fields(fields), **body(memoryPolicy=memory_policy)},
+    )
+
+
+def list_groups(limit: int | None, offset: int | None) -> Call[OffsetPage]:
+    return Call("GET", "/v1/groups", params=query(limit=limit, offset=offset))
+
+
+def create_group(group_id: str, name: str | None, members: list[str] | None) -> Call[Group]:
+    return Call("POST", "/v1/groups", json=body(id=group_id, name=name, members=members))
+
+
+def get_group(group_id: str) -> Call[Group]:
+    return Call("GET", f"/v1/groups/{segment(group_id)}/members")
+
+
+def add_group_members(group_id: str, agent_ids: list[str]) -> Call[Group]:
+    return Call("POST", f"/v1/groups/{segment(group_id)}/members", json={"agentIds": agent_ids})
+
+
+def remove_group_member(group_id: str, agent_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/groups/{segment(group_id)}/members/{segment(agent_id)}", decode=_none)
+
+
+def create_agent_key(agent_id: str, label: str | None, expires_at: str | None) -> Call[ApiKey]:
+    return Call("POST", f"/v1/agents/{segment(agent_id)}/keys", json=body(label=label, expiresAt=expires_at))
+
+
+def list_agent_keys(agent_id: str, limit: int | None, offset: int | None) -> Call[OffsetPage]:
+    return Call("GET", f"/v1/agents/{segment(agent_id)}/keys", params=query(limit=limit, offset=offset))
+
+
+def revoke_key(prefix: str) -> Call[None]:
+    return Call("DELETE", f"/v1/keys/{segment(prefix)}", decode=_none)
+
+
+# --- LLM tools ----------------------------------------------------------------------------------------------
+
+
+def list_tools() -> Call[list[Tool]]:
+    return Call("GET", "/v1/tools")
+
+
+def invoke_tool(name: str, user_id: str, arguments: dict[str, Any], context: ToolContext) -> Call[ToolResult]:
+    return Call(
+        "POST",
+        f"/v1/tools/{segment(name)}/invoke",
+        json={
+            "userId": user_id,
+            "arguments": arguments,
+            **body(
+                turnId=context.get("turn_id"),
+                conversationId=context.get("conversation_id"),
+                groupIds=context.get("group_ids"),
+            ),
+        },
+    )
+
+
+# --- The case log (seed 003) --------------------------------------------------------------------------------
+
+
+def case_log_options(session_id: str | None) -> MessageOptions:
+    """A case-log entry: the shared, append-only ``summary`` channel."""
+    options: MessageOptions = {"channel": "summary"}
+    if session_id is not None:
+        options["session_id"] = session_id
+    return options
+
+
+def case_log_query(after: str | None, page_size: int) -> MessageListOptions:
+    """The case log after a checkpoint (from the start when ``None``)."""
+    options: MessageListOptions = {"channel": "summary", "limit": page_size}
+    if after is not None:
+        options["after"] = after
+    return options

@@ -1,0 +1,184 @@
+"""The API's shapes, with the server's own (camelCase) field names, as TypedDicts: at run time they are the
+JSON objects the server sent, so a TypeScript client can declare the same interfaces."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+Visibility = Literal["self", "group", "global"]
+SearchMode = Literal["keyword", "semantic", "hybrid"]
+RecallOrder = Literal["most_recent", "most_accessed"]
+Channel = Literal["history", "memory", "summary"]
+Role = Literal["user", "assistant", "system", "tool"]
+ContentBlock = dict[str, Any]
+
+
+class MemoryEntry(TypedDict):
+    id: str
+    userId: str
+    key: str
+    value: Any
+    category: str
+    visibility: Visibility
+    sourceAgentId: str | None
+    groupIds: list[str]
+    sourceConversationId: str | None
+    conflicted: bool
+    accessCount: int
+    createdAt: str
+    updatedAt: str
+    lastAccessedAt: str | None
+    score: NotRequired[float]  # semantic and hybrid search only
+
+
+class MemoryInput(TypedDict):
+    """One entry to upsert (``PUT /usermemorystore/memories`` and ``/batch``)."""
+
+    userId: str
+    key: str
+    value: Any
+    category: NotRequired[str]
+    visibility: NotRequired[Visibility]
+    sourceAgentId: NotRequired[str | None]
+    groupIds: NotRequired[list[str] | None]
+    sourceConversationId: NotRequired[str | None]
+    turnId: NotRequired[str | None]
+
+
+class MemoryEvent(TypedDict, total=False):
+    action: str
+    oldValue: Any
+    newValue: Any
+    oldValueHidden: bool
+    newValueHidden: bool
+    createdAt: str
+
+
+class Count(TypedDict):
+    userId: str
+    count: int
+
+
+class Conversation(TypedDict):
+    id: str
+    userId: str
+    groupId: str | None
+    title: str
+    createdAt: str
+
+
+class Message(TypedDict):
+    id: str
+    conversationId: str
+    seq: int
+    channel: Channel
+    role: Role
+    agentId: str | None
+    memoryEpoch: int | None
+    content: list[ContentBlock]
+    sessionId: str | None
+    createdAt: str
+
+
+class MessageInput(TypedDict):
+    role: Role
+    content: list[ContentBlock]
+    channel: NotRequired[Channel]
+    sessionId: NotRequired[str | None]
+    memoryEpoch: NotRequired[int | None]
+
+
+class SyncMessage(TypedDict):
+    role: Role
+    content: list[ContentBlock]
+
+
+class Page(TypedDict):
+    """A cursor page: pass ``nextCursor`` as ``after`` for the next one (null when nothing more follows)."""
+
+    data: list[Any]
+    nextCursor: str | None
+
+
+class SyncResult(TypedDict):
+    memoryEpoch: int | None
+    noOp: bool
+    epochIncremented: bool
+    messages: list[Message]
+
+
+class Checkpoint(TypedDict):
+    conversationId: str
+    agentId: str
+    lastEntryId: str | None
+    updatedAt: str | None
+
+
+class ContextMemory(TypedDict):
+    memoryEpoch: int | None
+    messages: list[Message]
+
+
+class ContextCaseLog(TypedDict):
+    checkpoint: str | None
+    data: list[Message]
+    nextCursor: str | None
+
+
+class Context(TypedDict):
+    conversation: Conversation
+    agentId: str
+    memory: ContextMemory
+    caseLog: ContextCaseLog
+    history: list[Message]
+    userMemories: list[MemoryEntry]
+
+
+class Agent(TypedDict, total=False):
+    id: str
+    displayName: str
+    capabilities: list[str]
+    model: str
+    status: str
+    groups: list[str]
+    lastActiveAt: str | None
+    createdAt: str
+    updatedAt: str
+    memoryPolicy: dict[str, Any]
+
+
+class Group(TypedDict):
+    id: str
+    name: str
+    members: list[str]
+    createdAt: str
+
+
+class ApiKey(TypedDict):
+    prefix: str
+    role: str
+    agentId: str | None
+    label: str
+    createdAt: str
+    expiresAt: str | None
+    lastUsedAt: str | None
+    revokedAt: str | None
+    key: NotRequired[str]  # only in the answer that made it
+
+
+class OffsetPage(TypedDict):
+    """A limit/offset page of the agent directory: ``count``, ``next``, ``previous`` and ``results``."""
+
+    count: int
+    next: str | None
+    previous: str | None
+    results: list[Any]
+
+
+class Tool(TypedDict):
+    type: str
+    function: dict[str, Any]
+
+
+class ToolResult(TypedDict):
+    result: str

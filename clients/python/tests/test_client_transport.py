@@ -1,0 +1,170 @@
+"""Retries, backoff and error mapping, over httpx's MockTransport (the live-server tests in the platform's
+suite, tests/client/, cover every call against the real API)."""
+
+import asyncio
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import httpx
+import pytest
+from memoryplatform_client import (
+    APIConnectionError,
+    AsyncMemoryPlatform,
+    CapacityError,
+    MemoryPlatform,
+    NotFoundError,
+    RateLimitedError,
+    ServerError,
+    UnavailableError,
+)
+from memoryplatform_client._core import RetryPolicy, retry_after_seconds
+from memoryplatform_client.cli import main as cli_main
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def _envelope(status: int, code: str, error: str = "nope", **headers: str) -> httpx.Response:
+    return httpx.Response(status, json={"error": error, "code": code, "details": {"x": 1}}, headers=headers)
+
+
+def _scripted(*answers: httpx.Response | Exception) -> tuple[Handler, list[httpx.Request]]:
+    """A handler that gives the answers in turn (raising the exceptions), and the requests it got."""
+    seen: list[httpx.Request] = []
+    queue = list(answers)
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        answer = queue.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    return handle, seen
+
+
+def _client(handler: Handler, **options: object) -> MemoryPlatform:
+    return MemoryPlatform("http://mp.test", "mp_key", transport=httpx.MockTransport(handler), **options)  # type: ignore[arg-type]
+
+
+def test_get_is_retried_on_503_and_429_then_succeeds():
+    handle, seen = _scripted(
+        _envelope(503, "unavailable", **{"Retry-After": "0"}),
+        _envelope(429, "rate_limited", **{"Retry-After": "0"}),
+        httpx.Response(200, json={"userId": "u", "count": 3}),
+    )
+    assert _client(handle).count_memories("u") == 3
+    assert len(seen) == 3
+    assert seen[0].headers["Authorization"] == "Bearer mp_key"
+
+
+def test_put_and_delete_are_retried_post_is_not():
+    handle, seen = _scripted(_envelope(503, "unavailable", **{"Retry-After": "0"}), httpx.Response(204))
+    _client(handle).delete_memory(7)
+    assert [r.method for r in seen] == ["DELETE", "DELETE"]
+
+    handle, seen = _scripted(_envelope(503, "unavailable", **{"Retry-After": "0"}))
+    with pytest.raises(UnavailableError) as refused:
+        _client(handle).create_conversation("u")
+    assert len(seen) == 1 and refused.value.retry_after == 0
+
+
+def test_retries_stop_after_max_retries_with_the_last_error():
+    handle, seen = _scripted(*[_envelope(429, "rate_limited", **{"Retry-After": "0"})] * 3)
+    with pytest.raises(RateLimitedError):
+        _client(handle, max_retries=2).get_me()
+    assert len(seen) == 3
+
+
+def test_connection_errors_are_retried_for_idempotent_calls_only():
+    handle, seen = _scripted(httpx.ConnectError("refused"), httpx.Response(200, json=[]))
+    client = _client(handle)
+    client.retry_policy = RetryPolicy(max_retries=2, backoff=0.0)
+    assert client.list_tools() == []
+    assert len(seen) == 2
+
+    handle, seen = _scripted(httpx.ConnectError("refused"))
+    with pytest.raises(APIConnectionError):
+        _client(handle).invoke_tool("rememberFact", "u", {})
+    assert len(seen) == 1
+
+
+def test_errors_carry_the_envelope():
+    handle, _ = _scripted(_envelope(404, "not_found", "No memory with key 'k' found for user: u"))
+    with pytest.raises(NotFoundError) as missing:
+        _client(handle).get_memory_by_key("u", "k")
+    assert (missing.value.status, missing.value.code, missing.value.details) == (404, "not_found", {"x": 1})
+    assert missing.value.error == "No memory with key 'k' found for user: u"
+
+    handle, _ = _scripted(_envelope(409, "capacity"))
+    with pytest.raises(CapacityError):
+        _client(handle).upsert_memory("u", "k", 1)
+
+    handle, _ = _scripted(httpx.Response(502, text="<html>bad gateway</html>"))
+    with pytest.raises(ServerError) as broken:
+        _client(handle, max_retries=0).get_me()
+    assert broken.value.code == "server_error" and "bad gateway" in broken.value.error
+
+
+def test_paths_are_encoded_and_options_become_the_servers_names():
+    handle, seen = _scripted(httpx.Response(200, json=[]), httpx.Response(200, json={"id": "1"}))
+    client = _client(handle)
+    client.recall_memories("org/u 1", agent_id="a", group_ids=["g1", "g2"], q="tea", limit=5)
+    client.upsert_memory("u", "k", {"v": 1}, visibility="group", group_ids=["g1"], turn_id="t")
+    assert seen[0].url.raw_path == (
+        b"/usermemorystore/memories/org%2Fu%201/visible?agentId=a&groupId=g1&groupId=g2&limit=5&q=tea"
+    )
+    assert json.loads(seen[1].content) == {
+        "userId": "u",
+        "key": "k",
+        "value": {"v": 1},
+        "visibility": "group",
+        "groupIds": ["g1"],
+        "turnId": "t",
+    }
+
+
+def test_retry_after_as_seconds_or_a_date_and_the_backoff_without_it():
+    later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+    assert retry_after_seconds(httpx.Response(503, headers={"Retry-After": "2"})) == 2.0
+    assert 25 <= retry_after_seconds(httpx.Response(503, headers={"Retry-After": later})) <= 30
+    assert retry_after_seconds(httpx.Response(503, headers={"Retry-After": "3600"})) == 60.0
+    policy = RetryPolicy(backoff=0.5, max_backoff=8.0)
+    assert policy.delay(0, httpx.Response(503, headers={"Retry-After": "2"})) == 2.0
+    assert 0.25 <= policy.delay(0, None) <= 0.5
+    assert 4.0 <= policy.delay(10, None) <= 8.0
+
+
+def test_async_client_retries_the_same_way():
+    handle, seen = _scripted(
+        _envelope(503, "unavailable", **{"Retry-After": "0"}), httpx.Response(200, json=[])
+    )
+    post_handle, post_seen = _scripted(_envelope(503, "unavailable", **{"Retry-After": "0"}))
+
+    async def scenario() -> None:
+        async with AsyncMemoryPlatform(
+            "http://mp.test", "k", transport=httpx.MockTransport(handle)
+        ) as client:
+            assert await client.list_memories("u") == []
+        async with AsyncMemoryPlatform(
+            "http://mp.test", "k", transport=httpx.MockTransport(post_handle)
+        ) as client:
+            with pytest.raises(UnavailableError):
+                await client.append_message("c", "user", "hi")
+
+    asyncio.run(scenario())
+    assert len(seen) == 2 and len(post_seen) == 1
+
+
+def test_mcp_config_prints_http_and_stdio(capsys, tmp_path):
+    assert cli_main(["mcp-config", "--url", "http://mp.test/", "--key", "mp_k"]) == 0
+    http = json.loads(capsys.readouterr().out)["mcpServers"]["memoryplatform"]
+    assert http == {"type": "http", "url": "http://mp.test/mcp/", "headers": {"Authorization": "Bearer mp_k"}}
+    cli_main(["mcp-config", "--key", "mp_k", "--transport", "stdio", "--checkout", str(tmp_path)])
+    stdio = json.loads(capsys.readouterr().out)["mcpServers"]["memoryplatform"]
+    assert stdio == {
+        "command": str(tmp_path / ".venv" / "bin" / "python"),
+        "args": [str(tmp_path / "manage.py"), "mcp"],
+        "env": {"MEMORYPLATFORM_API_KEY": "mp_k"},
+    }
