@@ -47,6 +47,10 @@ def test_memories_round_trip(client_for, support):
     ranked = mp.search_memories("org/u 1", "which animal lives with the user", mode="hybrid")
     assert ranked[0]["key"] == "pet" and "score" in ranked[0]
     assert len(mp.recall_memories("org/u 1", order="most_recent", limit=2)) == 2
+    for mode in ("hybrid", "semantic"):  # recall by relevance: best first, with scores
+        recalled = mp.recall_memories("org/u 1", q="which animal lives with the user", mode=mode, limit=2)
+        assert recalled[0]["key"] == "pet" and len(recalled) == 2, recalled
+        assert recalled[0]["score"] >= recalled[1]["score"]
 
     # Another agent of the group sees the global and the group entries, not nova's own.
     other = client_for(aniza)

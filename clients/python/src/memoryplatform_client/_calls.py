@@ -24,6 +24,7 @@ from memoryplatform_client.types import (
     MessageInput,
     OffsetPage,
     Page,
+    RankedMode,
     RecallOrder,
     Role,
     SearchMode,
@@ -93,6 +94,7 @@ class RecallOptions(TypedDict, total=False):
     order: RecallOrder
     limit: int
     q: str
+    mode: RankedMode
 
 
 class MessageOptions(TypedDict, total=False):
@@ -180,6 +182,7 @@ def recall_memories(user_id: str, options: RecallOptions) -> Call[list[MemoryEnt
             order=options.get("order"),
             limit=options.get("limit"),
             q=options.get("q"),
+            mode=options.get("mode"),
         ),
     )
 

@@ -7,6 +7,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 Visibility = Literal["self", "group", "global"]
 SearchMode = Literal["keyword", "semantic", "hybrid"]
+RankedMode = Literal["semantic", "hybrid"]  # recall by relevance (`q` on recall)
 RecallOrder = Literal["most_recent", "most_accessed"]
 Channel = Literal["history", "memory", "summary"]
 Role = Literal["user", "assistant", "system", "tool"]
