@@ -10,7 +10,9 @@ The secondary indexes of the two memory tables are dropped, the rows COPYed with
 ``session_replication_role = replica`` (no per-row FK triggers; the data is consistent by construction), the
 indexes rebuilt from their own definitions (the GIN ones on a second connection, in parallel), then VACUUM
 ANALYZE. ``--peers`` also fills LangGraph's ``PostgresStore`` table (``store``, namespace
-``("memories", userId)``) in the same database with the same memories.
+``("memories", userId)``) in the same database with the same memories. Every memory gets a vector
+(``bench/vectors.py``: the generator's words embedded once, an entry's vector their mean) unless
+``--no-vectors``.
 """
 
 import argparse
@@ -180,6 +182,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--agents", type=int, default=50)
     parser.add_argument("--reset", action="store_true", help="drop and re-create the database first")
     parser.add_argument("--peers", action="store_true", help="also load LangGraph's PostgresStore table")
+    parser.add_argument(
+        "--no-vectors",
+        dest="vectors",
+        action="store_false",
+        help="no entry vectors (by default every memory gets one: bench/vectors.py says how)",
+    )
     args = parser.parse_args(argv)
     total = time.perf_counter()
     db = target.resolve(args.db_url)
@@ -191,6 +199,16 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     timings = {"migrate_agents_s": time.perf_counter() - started}
     log(f"migrated, {args.agents} agents in {timings['migrate_agents_s']:.1f}s")
     timings |= load_memories(db.conninfo, args)
+    if args.vectors:
+        from bench.vectors import load_vectors
+
+        timings |= load_vectors(
+            db.conninfo, n_memories=args.memories, n_users=args.users, n_agents=args.agents
+        )
+        log(
+            f"{int(timings['vectors'])} vectors: words embedded in {timings['embed_words_s']:.1f}s, "
+            f"COPY in {timings['copy_vectors_s']:.1f}s, VACUUM ANALYZE in {timings['vacuum_vectors_s']:.1f}s"
+        )
     if args.peers:
         timings |= load_peers(db.conninfo, args)
     timings["total_s"] = time.perf_counter() - total

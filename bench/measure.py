@@ -36,6 +36,7 @@ class Phase:
             "n": n,
             "concurrency": self.concurrency,
             "p50_ms": percentile(self.latencies, 50) * 1000,
+            "p95_ms": percentile(self.latencies, 95) * 1000,
             "p99_ms": percentile(self.latencies, 99) * 1000,
             "p999_ms": percentile(self.latencies, 99.9) * 1000,
             "max_ms": max(self.latencies, default=float("nan")) * 1000,

@@ -19,6 +19,8 @@ from bench.raw import Raw
 from bench.raw_sql import PAGE_LIMIT, RECALL_LIMIT
 from bench.target import Target
 
+MEANING_LIMIT = 10  # recall by meaning: the top 10, the context of a turn
+
 
 @dataclass
 class Settings:
@@ -246,6 +248,12 @@ class Bench:
                 lambda: ("GET", f"/usermemorystore/memories/{user}/search?q={quote(q)}", None, {200}),
             ),
         }
+        # Recall by meaning (issue 18): a question in words of the data set, its top 10, the query's
+        # embedding included. No raw door: the ranked statement is the platform's (usermemory/search_store).
+        question = f"what did the user say about {self.common}?"
+        for label, who in (("typical", self.typical), ("heaviest", self.heavy)):
+            for mode in ("hybrid", "semantic"):
+                ops[f"search by meaning {mode} {label}"] = self.meaning_doors(who, mode, question, http)
         rare = self.rare
         ops["admin search, all users"] = {
             "raw": self.raw_door(lambda c: raw.search(c, query=rare, user=None, agent=agent)),
@@ -316,6 +324,25 @@ class Bench:
             for name, door in lg_doors.items():
                 ops[name]["langgraph"] = door
         return ops
+
+    def meaning_doors(
+        self, user: str, mode: str, question: str, http: Callable[..., Door | None]
+    ) -> dict[str, Door | None]:
+        """The per-user search in a ranked mode (semantic, hybrid), top 10, through the service and HTTP."""
+        from usermemory import selectors
+
+        path = (
+            f"/usermemorystore/memories/{user}/search?q={quote(question)}&mode={mode}&limit={MEANING_LIMIT}"
+        )
+        return {
+            "raw": None,
+            "service": self.service_door(
+                lambda: selectors.memory_search(
+                    caller=self.agent_caller, user_id=user, query=question, mode=mode, limit=MEANING_LIMIT
+                )
+            ),
+            "http": http(self.agent_raw_key, lambda: ("GET", path, None, {200})),
+        }
 
     def measure(
         self, doors: dict[str, Door], *, n: int | None = None, loaded_n: int | None = None, rounds: int = 4

@@ -1,8 +1,11 @@
-"""The Celery app. Broker and schedule come from settings (REDIS_URL, DREAM_SCHEDULE).
+"""The Celery app. Broker and schedule come from settings (REDIS_URL, DREAM_SCHEDULE,
+EMBEDDINGS_REEMBED_INTERVAL).
 
 - Beat sends ``dream.run_cycle`` (named, not imported: memoryplatform does not import dream) on
   ``settings.DREAM_CRONTAB``, with ``expires`` just under the schedule's shortest gap, so a backlog never
   stacks up cycles.
+- Beat sends ``usermemory.reembed`` (vectors missing, stale or of another model) every
+  ``settings.EMBEDDINGS_REEMBED_INTERVAL`` seconds (0, or provider ``none``: never), expiring likewise.
 - A worker started with ``WORKER_METRICS_PORT`` serves Prometheus metrics on that port from its main
   process. With the default prefork pool, tasks run in child processes, so set ``PROMETHEUS_MULTIPROC_DIR``
   (an empty, writable directory; docker-compose.yml does) and the port serves every child's counters
@@ -30,6 +33,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 DREAM_TASK = "dream.run_cycle"
+REEMBED_TASK = "usermemory.reembed"
 
 
 def crontab_next_after(schedule: crontab, moment: datetime) -> datetime:
@@ -73,6 +77,21 @@ def _schedule_dream(sender: Celery, **kwargs: Any) -> None:
         sender.signature(DREAM_TASK, kwargs={"trigger": "schedule"}),
         name="dream-cycle",
         expires=dream_expires_seconds(settings.DREAM_CRONTAB),
+    )
+
+
+@app.on_after_configure.connect
+def _schedule_reembed(sender: Celery, **kwargs: Any) -> None:
+    from django.conf import settings
+
+    interval = settings.EMBEDDINGS_REEMBED_INTERVAL
+    if interval <= 0 or settings.EMBEDDINGS_PROVIDER == "none":
+        return
+    sender.add_periodic_task(
+        float(interval),
+        sender.signature(REEMBED_TASK),
+        name="reembed",
+        expires=max(1, int(interval * 0.9)),
     )
 
 

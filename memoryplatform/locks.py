@@ -17,6 +17,7 @@ class LockId:
     CONVERSATION = 7303  # reserved: conversation sequence numbers use a row lock instead
     USER_RECALL = 7304  # one user's recalls: they queue here, not on the rows whose access they count
     DREAM_RUN = 7305  # held by a Dream run (dry or not) while its process lives, keyed by the run's id
+    EMBEDDINGS = 7306  # one re-embedding pass (the scheduled job, `embed --missing`) at a time, by table
 
 
 # The lock as an SQL expression with parameters (namespace, key), for statements that take it inline.

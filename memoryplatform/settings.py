@@ -234,6 +234,11 @@ EMBEDDINGS_INLINE_MAX_CHARS = env.int("EMBEDDINGS_INLINE_MAX_CHARS", default=48)
 EMBEDDINGS_MAX_CHARS = env.int("EMBEDDINGS_MAX_CHARS", default=2000)
 # Entries per embedder call (the write path's background work and `manage.py embed`).
 EMBEDDINGS_BATCH_SIZE = env.int("EMBEDDINGS_BATCH_SIZE", default=64)
+# The background re-embedding: every this many seconds (Celery beat with REDIS_URL, else the scheduler process
+# beside `manage.py serve`) the vectors missing, stale or of another model than the configured one are
+# computed, in batches, for at most EMBEDDINGS_REEMBED_SECONDS a run (the next run goes on). 0: off.
+EMBEDDINGS_REEMBED_INTERVAL = env.int("EMBEDDINGS_REEMBED_INTERVAL", default=300)
+EMBEDDINGS_REEMBED_SECONDS = env.float("EMBEDDINGS_REEMBED_SECONDS", default=120.0)
 
 # The text search configuration of the ranked per-user search's full-text side (semantic and hybrid modes):
 # 'simple' (the default) only lowercases, for mixed languages; a language ('english', 'german', ...) stems and

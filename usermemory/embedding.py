@@ -10,14 +10,17 @@ background thread (memoryplatform.embeddings.background). Every embedder failure
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 
 from memoryplatform.embeddings import Embedder, EmbedderError, background, get_embedder
+from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 from usermemory import store
 
 logger = logging.getLogger(__name__)
@@ -27,6 +30,17 @@ embedding_failures = Counter(
     "Memory entries whose vector could not be computed when written (the embedder failed or was down).",
 )
 entries_embedded = Counter("memory_entries_embedded", "Memory entry vectors computed and stored.")
+embeddings_pending = Gauge(
+    "memory_embeddings_pending",
+    "Memory entries whose vector is missing, stale or of another model: counted when a re-embedding pass "
+    "starts, less what it has done since.",
+    multiprocess_mode="mostrecent",
+)
+reembed_runs = Counter(
+    "memory_reembed_runs",
+    "Runs of the background re-embedding, by status (done, partial, skipped, failed).",
+    ["status"],
+)
 
 
 def embedding_text(*, key: str, value_text: str) -> str:
@@ -80,29 +94,90 @@ def memory_embed_entries(*, entry_ids: list[int]) -> int:
         return 0
 
 
+class ReembedBusy(Exception):
+    """Another process is re-embedding (it holds the lock): this pass would only repeat its batches."""
+
+
+@dataclass(frozen=True)
+class Reembedded:
+    """What one pass did: vectors written, entries pending at its start, and whether it reached the end
+    (``False``: stopped at its deadline, the next pass goes on)."""
+
+    written: int
+    pending: int
+    complete: bool
+
+
 def memory_embed_missing(
-    *, batch_size: int, on_progress: Callable[[int, int], None] | None = None
-) -> tuple[int, int]:
+    *,
+    batch_size: int,
+    on_progress: Callable[[int, int], None] | None = None,
+    deadline: float | None = None,
+) -> Reembedded:
     """Backfill: embed every entry whose vector is missing, stale, or of another model, in batches of
-    ``batch_size`` by id. Idempotent and safe beside writes (vectors are upserted; a text changed meanwhile
-    is skipped, left to its write's own hook). Raises EmbedderError. Returns (written, pending at start)."""
+    ``batch_size`` by id, each written as it comes (an old model's vector is replaced in place, so the entry
+    is never without one; a search meanwhile ranks only current-model vectors). Stops after the first batch
+    that ends past ``deadline`` (``time.monotonic()``). One pass at a time across processes (an advisory
+    lock), so none repeats another's batches: ReembedBusy when one runs. Safe beside writes (vectors are
+    upserted; a text changed meanwhile is skipped, left to its write's own hook). Raises EmbedderError."""
     embedder = get_embedder()
     if embedder is None:
         raise EmbedderError("EMBEDDINGS_PROVIDER is 'none': there is no embedder.")
-    total = store.embeddings_pending_count(model=embedder.model_id)
-    written = done = after = 0
-    while True:
-        pending = store.embeddings_pending(
-            model=embedder.model_id, entry_ids=None, after_id=after, limit=batch_size
-        )
-        if not pending:
-            break
-        written += embeddings_compute(embedder=embedder, pending=pending)
-        done += len(pending)
-        after = pending[-1].entry_id
-        if on_progress is not None:
-            on_progress(done, max(total, done))
-    return written, total
+    if not advisory_session_try_lock(LockId.EMBEDDINGS, store.ENTRY_TABLE):
+        raise ReembedBusy("Another process is re-embedding memory entries.")
+    try:
+        total = store.embeddings_pending_count(model=embedder.model_id)
+        embeddings_pending.set(total)
+        written = done = after = 0
+        while True:
+            pending = store.embeddings_pending(
+                model=embedder.model_id, entry_ids=None, after_id=after, limit=batch_size
+            )
+            if not pending:
+                embeddings_pending.set(0)
+                return Reembedded(written, total, complete=True)
+            written += embeddings_compute(embedder=embedder, pending=pending)
+            done += len(pending)
+            after = pending[-1].entry_id
+            embeddings_pending.set(max(total - done, 0))
+            if on_progress is not None:
+                on_progress(done, max(total, done))
+            if deadline is not None and time.monotonic() >= deadline:
+                return Reembedded(written, total, complete=False)
+    finally:
+        advisory_session_unlock(LockId.EMBEDDINGS, store.ENTRY_TABLE)
+
+
+def memory_reembed_scheduled() -> str:
+    """The background re-embedding's run (Celery beat's task, or the embedded scheduler): one pass of
+    :func:`memory_embed_missing` for at most EMBEDDINGS_REEMBED_SECONDS, in EMBEDDINGS_BATCH_SIZE batches.
+    After a change of model it replaces every vector over as many runs as it takes. Returns its status:
+    ``done`` (nothing left), ``partial`` (the next run goes on), ``skipped`` (another process is at it, or
+    no embedder), ``failed`` (the embedder failed: logged, the next run tries again)."""
+    if settings.EMBEDDINGS_PROVIDER == "none":
+        status = "skipped"
+    else:
+        try:
+            result = memory_embed_missing(
+                batch_size=settings.EMBEDDINGS_BATCH_SIZE,
+                deadline=time.monotonic() + settings.EMBEDDINGS_REEMBED_SECONDS,
+            )
+        except ReembedBusy:
+            status = "skipped"
+        except EmbedderError as exc:
+            logger.warning("Re-embedding memory entries failed: %s", exc)
+            status = "failed"
+        else:
+            status = "done" if result.complete else "partial"
+            if result.written:
+                logger.info(
+                    "Re-embedded %d memory entries (%d were pending; %s).",
+                    result.written,
+                    result.pending,
+                    status,
+                )
+    reembed_runs.labels(status=status).inc()
+    return status
 
 
 def embeddings_schedule(*, entry_ids: list[int]) -> None:

@@ -1,22 +1,29 @@
 import contextlib
 import os
+import threading
 import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import connection
 from django.utils import timezone
 
 from dream.models import DreamRun
 from dream.scheduler import dream_schedule_loop
 from dream.services import dream_run_cycle
 from memoryplatform.celery import crontab_next_after
+from usermemory.embedding import memory_reembed_scheduled
 
 
 class Command(BaseCommand):
     help = (
         "Run the Dream cycle on DREAM_SCHEDULE in this process, without Celery beat or Redis (the embedded "
-        "default; `manage.py serve` starts it). Production runs `celery beat` instead."
+        "default; `manage.py serve` starts it), and on a thread the re-embedding of missing, stale and "
+        "other-model entry vectors every EMBEDDINGS_REEMBED_INTERVAL seconds. Production runs `celery beat` "
+        "instead."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -33,6 +40,12 @@ class Command(BaseCommand):
             return parent is not None and os.getppid() != parent
 
         self.stdout.write(f"Dream scheduler: cycles on '{settings.DREAM_SCHEDULE}' ({settings.TIME_ZONE})")
+        interval = settings.EMBEDDINGS_REEMBED_INTERVAL
+        if interval > 0 and settings.EMBEDDINGS_PROVIDER != "none":
+            threading.Thread(
+                target=reembed_loop, args=(interval, should_stop), name="reembed", daemon=True
+            ).start()
+            self.stdout.write(f"Re-embedding missing, stale and other-model vectors every {interval} s")
         self.stdout.flush()
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C reaches the whole process group
             dream_schedule_loop(
@@ -43,3 +56,28 @@ class Command(BaseCommand):
                 run_cycle=lambda: dream_run_cycle(trigger=DreamRun.Trigger.SCHEDULE),
                 run_first=options["run_now"],
             )
+
+
+def reembed_loop(interval: int, should_stop: Callable[[], bool]) -> None:
+    """Re-embed at start and every ``interval`` seconds; a run that stops at its time budget (``partial``) is
+    followed at once by the next, so a change of model is caught up without waiting for the interval."""
+
+    def run() -> None:
+        try:
+            while memory_reembed_scheduled() == "partial" and not should_stop():
+                pass
+        finally:
+            connection.close()  # this thread's connection: none held idle between runs
+
+    def next_after(moment: datetime) -> datetime:
+        return moment + timedelta(seconds=interval)
+
+    dream_schedule_loop(
+        next_after=next_after,
+        now=timezone.now,
+        sleep=time.sleep,
+        should_stop=should_stop,
+        run_cycle=run,
+        run_first=True,
+        what="re-embedding",
+    )

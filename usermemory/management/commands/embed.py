@@ -6,14 +6,15 @@ from tqdm import tqdm
 
 from memoryplatform.embeddings import EmbedderError, get_embedder
 from memoryplatform.management.progress import Unended
-from usermemory.embedding import memory_embed_missing
+from usermemory.embedding import ReembedBusy, memory_embed_missing
 
 
 class Command(BaseCommand):
     help = (
         "Compute the vectors of memory entries: --missing embeds every entry whose vector is missing, of "
         "another text, or of another model than EMBEDDINGS_MODEL, in batches, with a progress bar. "
-        "Idempotent; safe to run beside writes."
+        "Idempotent; safe to run beside writes. One pass at a time: it stops with a message while another "
+        "(the background re-embedding) runs."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -55,13 +56,19 @@ class Command(BaseCommand):
             bar.refresh()
 
         try:
-            written, total = memory_embed_missing(batch_size=batch_size, on_progress=on_progress)
+            result = memory_embed_missing(batch_size=batch_size, on_progress=on_progress)
         except EmbedderError as exc:
             raise CommandError(f"The embedder failed: {exc}") from exc
+        except ReembedBusy as exc:
+            raise CommandError(
+                f"{exc} (the background re-embedding, or another `embed`): it does this work; "
+                f"try again later."
+            ) from exc
         finally:
             bar.close()
         self.stdout.write(
             self.style.SUCCESS(
-                f"{written} vectors written ({total} entries were missing or stale; {embedder.model_id})."
+                f"{result.written} vectors written ({result.pending} entries were missing or stale; "
+                f"{embedder.model_id})."
             )
         )

