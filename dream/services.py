@@ -31,6 +31,7 @@ from dream import metrics, selectors, store
 from dream.models import DreamRun
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent, TurnWriteCount
+from usermemory.selectors import current_q
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +95,11 @@ def _with_seen_at(qs: QuerySet[MemoryEntry]) -> QuerySet[MemoryEntry]:
 def _entries(exclude: Q | None = None) -> QuerySet[MemoryEntry]:
     qs = _with_seen_at(MemoryEntry.objects.all())
     return qs.exclude(exclude) if exclude is not None else qs
+
+
+def _current(exclude: Q | None = None) -> QuerySet[MemoryEntry]:
+    """The entries valid now (superseded and expired ones take part in no contradiction)."""
+    return _entries(exclude).filter(current_q())
 
 
 def _in_batches(
@@ -186,7 +192,7 @@ def _scope_q(agent_ids: list[str] | None) -> Q:
 def _set_disagrees(exclude: Q | None) -> Exists:
     """The entry's (user, key) set holds another value: compared by the value's text/JSON form."""
     return Exists(
-        _entries(exclude)
+        _current(exclude)
         .filter(user_id=OuterRef("user_id"), key=OuterRef("key"))
         .exclude(value_text=OuterRef("value_text"))
     )
@@ -210,7 +216,7 @@ def dream_detect_contradictions(
     """
     now = now or timezone.now()
     actor_id = actor_id or f"dream:{uuid.uuid4().hex[:12]}"
-    scope = _entries(exclude).filter(_scope_q(agent_ids))
+    scope = _current(exclude).filter(_scope_q(agent_ids))
     to_flag = scope.filter(conflicted=False).filter(_set_disagrees(exclude))
     to_clear = scope.filter(conflicted=True).exclude(_set_disagrees(exclude))
     if dry_run:

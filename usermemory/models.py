@@ -4,6 +4,7 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Now
 from pgvector.django import VectorField
 
 from apikeys.models import Agent
@@ -64,6 +65,28 @@ class MemoryEntry(models.Model):
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     last_accessed_at = models.DateTimeField(null=True, blank=True)
+    # Validity in time. An entry is current (recall, search, list... show it) while it is not superseded and
+    # its valid_to, if any, is ahead: usermemory.store.CURRENT_WHERE and usermemory.selectors.current_q.
+    valid_from = models.DateTimeField(
+        db_default=Now(), help_text="When the stored value became true: its write."
+    )
+    valid_to = models.DateTimeField(
+        null=True, blank=True, help_text="Given on write, or set when Dream superseded the entry."
+    )
+    # No database constraint: Dream's raw deletes clear it themselves (dream.store.delete_entries), and the
+    # ORM's deletes set it null (GDPR erasure, deletes, conflict resolution).
+    superseded_by = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        db_constraint=False,
+        related_name="supersedes",
+        help_text="The Dream summary that replaced this entry; it is kept, hidden from reads by default.",
+    )
+    provenance = models.JSONField(
+        null=True, blank=True, help_text="A Dream summary's sources: entries, agents, model, cost, run."
+    )
 
     class Meta:
         verbose_name = "memory"
@@ -165,6 +188,7 @@ class MemoryEvent(models.Model):
         FLAGGED = "flagged", "flagged"
         UNFLAGGED = "unflagged", "unflagged"
         RESOLVED = "resolved", "resolved"
+        SUPERSEDED = "superseded", "superseded"
         ERASED = "erased", "erased"
 
     class ActorType(models.TextChoices):
