@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -27,8 +28,10 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from dream import metrics, selectors, store
+from dream import metrics, selectors, store, summarize
 from dream.models import DreamRun
+from dream.summarize import SummaryTotals, summarize_policy
+from memoryplatform.llm import LLMError, build_llm
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent, TurnWriteCount
 from usermemory.selectors import current_q
@@ -82,6 +85,7 @@ class _CycleTotals:
     flagged: int = 0
     unflagged: int = 0
     details: dict[str, Any] = field(default_factory=lambda: {"agents": {}})
+    summaries: SummaryTotals = field(default_factory=SummaryTotals)
 
 
 # --- Set-based batch machinery -----------------------------------------------------------------------
@@ -353,7 +357,17 @@ def _heartbeat(run: DreamRun, totals: _CycleTotals) -> None:
         contradictions_found=totals.contradictions,
         entries_flagged=totals.flagged,
         entries_unflagged=totals.unflagged,
+        **_summary_counts(totals.summaries),
     )
+
+
+def _summary_counts(summaries: SummaryTotals) -> dict[str, Any]:
+    return {
+        "entries_summarized": summaries.summarized,
+        "summaries_written": summaries.written,
+        "summarization_failures": summaries.failures,
+        "llm_cost": Decimal(str(round(summaries.cost, 6))),
+    }
 
 
 def _finish(run: DreamRun, totals: _CycleTotals, *, status: str, error: str = "") -> None:
@@ -364,7 +378,11 @@ def _finish(run: DreamRun, totals: _CycleTotals, *, status: str, error: str = ""
     run.contradictions_found = totals.contradictions
     run.entries_flagged = totals.flagged
     run.entries_unflagged = totals.unflagged
+    if totals.summaries.proposals or totals.summaries.failed or totals.summaries.capped:
+        totals.details["summaries"] = totals.summaries.details()
     run.details = totals.details
+    for name, value in _summary_counts(totals.summaries).items():
+        setattr(run, name, value)
     updated = DreamRun.objects.filter(pk=run.pk, status=DreamRun.Status.RUNNING).update(
         status=status,
         error=error,
@@ -376,6 +394,8 @@ def _finish(run: DreamRun, totals: _CycleTotals, *, status: str, error: str = ""
         entries_flagged=run.entries_flagged,
         entries_unflagged=run.entries_unflagged,
         details=run.details,
+        approval=run.approval,
+        **_summary_counts(totals.summaries),
     )
     if not updated:
         logger.warning("Dream run #%s was marked abandoned before it finished as %s", run.pk, status)
@@ -461,10 +481,16 @@ def dream_run_cycle(
                 "pruneStaleAfterDays": policy.prune_stale_after_days,
                 "crossAgentMaintenance": policy.cross_agent_maintenance,
                 "detectContradictions": policy.detect_contradictions,
+                "summarizeInteractions": policy.summarize_interactions,
             }
             _heartbeat(run, totals)
             if on_progress:
                 on_progress(done, total_steps, f"pruned {policy.agent_id}")
+
+        summarizers = [p for p in policies if p.summarize_interactions]
+        if summarizers:
+            _summarize(run=run, policies=summarizers, totals=totals, dry_run=dry_run)
+            _heartbeat(run, totals)
 
         if detectors:
             cross = any(p.cross_agent_maintenance for p in detectors)
@@ -500,6 +526,34 @@ def dream_run_cycle(
         metrics.duration_seconds.observe(time.monotonic() - started)
     _release(run_id=run.pk, dry_run=dry_run)
     return run
+
+
+def _summarize(
+    *, run: DreamRun, policies: list[AgentMemoryPolicy], totals: _CycleTotals, dry_run: bool
+) -> None:
+    """The summaries of the policies that ask for them (:mod:`dream.summarize`), with the LLM the settings
+    describe. Without one, or with wrong settings, the run says so and the cycle goes on."""
+    summaries = totals.summaries
+    try:
+        llm = build_llm()
+    except LLMError as exc:
+        summaries.failures += 1
+        summaries.failed.append({"error": f"LLM settings: {exc}"})
+        metrics.summarization_failed.inc()
+        return
+    if llm is None:
+        totals.details["summariesSkipped"] = "summarizeInteractions is on, but LLM_PROVIDER is empty."
+        return
+    for policy in policies:
+        if dry_run:
+            mode = summarize.DRY_RUN
+        elif policy.summarize_requires_approval:
+            mode = summarize.APPROVAL
+        else:
+            mode = summarize.WRITE
+        summarize_policy(policy=policy, llm=llm, run_id=run.pk, totals=summaries, mode=mode)
+    if any(p.get("pending") for p in summaries.proposals):
+        run.approval = DreamRun.Approval.PENDING
 
 
 def _release(*, run_id: int | None, dry_run: bool) -> None:

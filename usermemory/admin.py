@@ -60,6 +60,13 @@ class MemoryPolicyInline(admin.StackedInline):
                     "cross_agent_maintenance",
                     "summarize_interactions",
                     "max_cost_per_run",
+                    "summarize_min_entries",
+                    "summarize_target_entries",
+                    "summarize_group_by",
+                    "preserve_agent_provenance",
+                    "summarize_requires_approval",
+                    "semantic_contradiction_threshold",
+                    "confirm_contradictions_with_llm",
                 ]
             },
         ),

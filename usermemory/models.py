@@ -21,6 +21,11 @@ class RecallOrder(models.TextChoices):
     MOST_ACCESSED = "most_accessed", "most accessed"
 
 
+class SummarizeGroupBy(models.TextChoices):
+    CATEGORY = "category", "category"
+    KEY_PREFIX = "key_prefix", "key prefix"
+
+
 class OnCapReached(models.TextChoices):
     REJECT = "reject", "reject"
     EVICT_OLDEST = "evict_oldest", "evict oldest"
@@ -280,7 +285,37 @@ class AgentMemoryPolicy(models.Model):
     prune_stale_after_days = models.PositiveIntegerField(default=90, help_text="0 disables pruning")
     detect_contradictions = models.BooleanField(default=True)
     summarize_interactions = models.BooleanField(default=False)
-    max_cost_per_run = models.DecimalField(max_digits=8, decimal_places=2, default=0.50)
+    max_cost_per_run = models.DecimalField(
+        max_digits=8,
+        decimal_places=2,
+        default=0.50,
+        help_text="Dollars of LLM calls one Dream cycle may spend",
+    )
+    summarize_min_entries = models.PositiveIntegerField(
+        default=10, help_text="A group of at least this many entries is summarised"
+    )
+    summarize_target_entries = models.PositiveIntegerField(
+        default=3, help_text="A group becomes at most this many summaries"
+    )
+    summarize_group_by = models.CharField(
+        max_length=16,
+        choices=SummarizeGroupBy.choices,
+        default=SummarizeGroupBy.CATEGORY,
+        help_text="category, or key_prefix: a key's part before its first '.', ':' or '/'",
+    )
+    preserve_agent_provenance = models.BooleanField(
+        default=True, help_text="A summary's provenance names the agents that wrote its sources"
+    )
+    summarize_requires_approval = models.BooleanField(
+        default=False, help_text="Summaries wait for staff approval on the Dream run's page before any write"
+    )
+    semantic_contradiction_threshold = models.FloatField(
+        default=0.9,
+        help_text="Cosine similarity from which two keys of one user mean the same thing",
+    )
+    confirm_contradictions_with_llm = models.BooleanField(
+        default=False, help_text="The LLM confirms each contradiction by meaning (within maxCostPerRun)"
+    )
     cross_agent_maintenance = models.BooleanField(default=False)
     updated_at = models.DateTimeField(auto_now=True)
 

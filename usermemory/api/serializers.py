@@ -14,6 +14,7 @@ from usermemory.models import (
     MemoryEvent,
     OnCapReached,
     RecallOrder,
+    SummarizeGroupBy,
     Visibility,
 )
 from usermemory.search_store import ScoredEntry
@@ -336,6 +337,15 @@ class DreamConfigSerializer(serializers.Serializer):
         source="max_cost_per_run", max_digits=8, decimal_places=2, min_value=0, coerce_to_string=False
     )
     crossAgentMaintenance = serializers.BooleanField(source="cross_agent_maintenance")
+    summarizeMinEntries = AsciiIntegerField(source="summarize_min_entries", min_value=2, max_value=10_000)
+    summarizeTargetEntries = AsciiIntegerField(source="summarize_target_entries", min_value=1, max_value=1000)
+    summarizeGroupBy = serializers.ChoiceField(source="summarize_group_by", choices=SummarizeGroupBy.choices)
+    preserveAgentProvenance = serializers.BooleanField(source="preserve_agent_provenance")
+    summarizeRequiresApproval = serializers.BooleanField(source="summarize_requires_approval")
+    semanticContradictionThreshold = serializers.FloatField(
+        source="semantic_contradiction_threshold", min_value=0.01, max_value=1.0
+    )
+    confirmContradictionsWithLlm = serializers.BooleanField(source="confirm_contradictions_with_llm")
 
 
 class MemoryPolicySerializer(serializers.Serializer):
