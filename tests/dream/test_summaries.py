@@ -6,7 +6,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission, User
 from django.test import override_settings
+from django.urls import reverse
 from prometheus_client import REGISTRY
 
 from dream.models import DreamRun
@@ -255,3 +257,94 @@ def test_the_summary_settings_are_checked(admin_api, agent_a):
     good = {"summarizeGroupBy": "key_prefix", "summarizeMinEntries": 6, "summarizeTargetEntries": 2}
     config = admin_api.patch(url, {"memoryPolicy": {"dreamConfig": good}}, format="json").json()
     assert {k: config["memoryPolicy"]["dreamConfig"][k] for k in good} == good
+
+
+@pytest.fixture
+def staff_client(client):  # type: ignore[no-untyped-def]
+    user = User.objects.create_superuser("boss", "boss@example.com", "pw-for-tests-only")
+    client.force_login(user)
+    return client
+
+
+def test_a_dry_run_shows_the_diff_in_the_command_and_the_admin_and_changes_nothing(
+    llm, agent_a, agent_a_api, dream_policy, staff_client
+):
+    ids = write(agent_a_api, TRIP)
+    dream_policy(agent_a, prune_stale_after_days=0, summarize_interactions=True, summarize_min_entries=10)
+    llm.answers = [Answer(summaries_of(ids))]
+
+    out, _ = run_dream("--no-progress", "--dry-run")
+
+    run = DreamRun.objects.get()
+    assert run.dry_run and run.entries_summarized == 12 and run.summaries_written == 3
+    assert "entries would be summarized: 12 into 3 summaries" in out
+    assert "+ traveller 'trip.plan': Lisbon in May" in out
+    assert f"- [{ids[0]}] 'trip.city': Lisbon" in out
+    assert len(agent_a_api.get(f"{BASE}/{U}").json()) == 12
+    assert not MemoryEntry.objects.filter(superseded_by__isnull=False).exists()
+    page = staff_client.get(reverse("admin:dream_dreamrun_change", args=[run.pk])).content.decode()
+    assert "trip.plan" in page and "Hotel Avenida" in page and "not applied" in page
+    assert f"[{ids[0]}] <code>trip.city</code>: Lisbon" in page
+    assert "Approve summaries" not in page
+
+
+@pytest.fixture
+def waiting(llm, agent_a, agent_a_api, dream_policy):  # type: ignore[no-untyped-def]
+    """The trip's 12 entries, a policy whose summaries need approval, and the LLM's answer for them."""
+    ids = write(agent_a_api, TRIP)
+    dream_policy(
+        agent_a,
+        prune_stale_after_days=0,
+        summarize_interactions=True,
+        summarize_min_entries=10,
+        summarize_requires_approval=True,
+    )
+    llm.answers = [Answer(summaries_of(ids))]
+    return ids
+
+
+def test_summaries_that_need_approval_wait_for_staff(waiting, agent_a_api, staff_client):
+    out, _ = run_dream("--no-progress")
+
+    run = DreamRun.objects.get()
+    assert run.approval == "pending" and "wait for staff approval" in out
+    assert len(agent_a_api.get(f"{BASE}/{U}").json()) == 12  # nothing written yet
+    url = reverse("admin:dream_dreamrun_change", args=[run.pk])
+    page = staff_client.get(url).content.decode()
+    assert "Approve summaries" in page and "pending approval" in page
+
+    approve = reverse("admin:dream_dreamrun_approve", args=[run.pk])
+    assert staff_client.post(approve, {"decision": "approve"}).status_code == 302
+
+    run.refresh_from_db()
+    assert (run.approval, run.entries_summarized, run.summaries_written) == ("approved", 12, 3)
+    keys = sorted(e["key"] for e in agent_a_api.get(f"{BASE}/{U}").json())
+    assert keys == ["trip.days", "trip.money", "trip.plan"]
+    # A second decision changes nothing.
+    staff_client.post(approve, {"decision": "approve"})
+    assert MemoryEntry.objects.filter(user_id=U).count() == 15
+    assert "Approve summaries" not in staff_client.get(url).content.decode()
+
+
+def test_rejected_summaries_are_never_written(waiting, staff_client):
+    run_dream("--no-progress")
+    run = DreamRun.objects.get()
+    staff_client.post(reverse("admin:dream_dreamrun_approve", args=[run.pk]), {"decision": "reject"})
+    run.refresh_from_db()
+    assert run.approval == "rejected"
+    assert MemoryEntry.objects.filter(user_id=U).count() == 12
+    again = staff_client.post(reverse("admin:dream_dreamrun_approve", args=[run.pk]), {"decision": "approve"})
+    assert again.status_code == 302
+    assert MemoryEntry.objects.filter(user_id=U).count() == 12
+
+
+def test_approval_needs_the_run_permission(waiting, client):
+    run_dream("--no-progress")
+    run = DreamRun.objects.get()
+    viewer = User.objects.create_user("viewer", password="pw-for-tests-only", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_dreamrun"))
+    client.force_login(viewer)
+    url = reverse("admin:dream_dreamrun_approve", args=[run.pk])
+    assert client.post(url, {"decision": "approve"}).status_code == 403
+    run.refresh_from_db()
+    assert run.approval == "pending" and MemoryEntry.objects.filter(user_id=U).count() == 12
