@@ -29,6 +29,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from dream import metrics, selectors, store, summarize
+from dream.meaning import dream_meaning_conflicts
 from dream.models import DreamRun
 from dream.summarize import SummaryTotals, summarize_policy
 from memoryplatform.llm import LLMError, build_llm
@@ -221,8 +222,10 @@ def dream_detect_contradictions(
     now = now or timezone.now()
     actor_id = actor_id or f"dream:{uuid.uuid4().hex[:12]}"
     scope = _current(exclude).filter(_scope_q(agent_ids))
-    to_flag = scope.filter(conflicted=False).filter(_set_disagrees(exclude))
-    to_clear = scope.filter(conflicted=True).exclude(_set_disagrees(exclude))
+    # A set of one key that disagrees, or a partner by meaning (dream.meaning) that does.
+    by_meaning = ~Q(meaning_conflicts=[])
+    to_flag = scope.filter(conflicted=False).filter(Q(_set_disagrees(exclude)) | by_meaning)
+    to_clear = scope.filter(conflicted=True).exclude(_set_disagrees(exclude)).exclude(by_meaning)
     if dry_run:
         return ContradictionResult(
             contradictions=to_flag.values("user_id", "key").distinct().count(),
@@ -494,6 +497,7 @@ def dream_run_cycle(
 
         if detectors:
             cross = any(p.cross_agent_maintenance for p in detectors)
+            _meaning(detectors=detectors, cross=cross, totals=totals, dry_run=dry_run, exclude=counted)
             found = dream_detect_contradictions(
                 agent_ids=None if cross else [p.agent_id for p in detectors],
                 now=now,
@@ -526,6 +530,34 @@ def dream_run_cycle(
         metrics.duration_seconds.observe(time.monotonic() - started)
     _release(run_id=run.pk, dry_run=dry_run)
     return run
+
+
+def _meaning(
+    *, detectors: list[AgentMemoryPolicy], cross: bool, totals: _CycleTotals, dry_run: bool, exclude: Q | None
+) -> None:
+    """Contradictions by meaning (:mod:`dream.meaning`) over the detectors' scope, at the strictest of their
+    thresholds; the LLM confirms the pairs when one of them asks, within what the lowest of their
+    ``maxCostPerRun`` leaves after the cycle's summaries."""
+    confirming = [p for p in detectors if p.confirm_contradictions_with_llm]
+    llm = None
+    budget = 0.0
+    if confirming:
+        try:
+            llm = build_llm()
+        except LLMError as exc:
+            totals.details["meaningLlm"] = f"LLM settings: {exc}"
+        budget = min(float(p.max_cost_per_run) for p in confirming) - totals.summaries.cost
+    result = dream_meaning_conflicts(
+        current=_current(exclude),
+        scope=_scope_q(None if cross else [p.agent_id for p in detectors]),
+        threshold=max(p.semantic_contradiction_threshold for p in detectors),
+        llm=llm,
+        budget=budget,
+        dry_run=dry_run,
+    )
+    totals.summaries.cost += result.cost
+    metrics.llm_cost_dollars.inc(result.cost)
+    totals.details["meaning"] = result.details()
 
 
 def _summarize(

@@ -1,5 +1,6 @@
 """User memory entries (seed 002), their per-group index rows, history events and per-agent policies."""
 
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector
 from django.db import models
@@ -66,6 +67,9 @@ class MemoryEntry(models.Model):
     group_ids = models.JSONField(default=list, blank=True)
     source_conversation_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 (null is "none")
     conflicted = models.BooleanField(default=False)
+    # Entries of the user whose keys differ from this one's but mean the same, with another value: Dream's
+    # contradictions by meaning (dream.meaning), both sides of each pair. Read only where conflicted is set.
+    meaning_conflicts = ArrayField(models.BigIntegerField(), default=list, db_default=[], blank=True)
     access_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
@@ -310,7 +314,7 @@ class AgentMemoryPolicy(models.Model):
         default=False, help_text="Summaries wait for staff approval on the Dream run's page before any write"
     )
     semantic_contradiction_threshold = models.FloatField(
-        default=0.9,
+        default=0.96,
         help_text="Cosine similarity from which two keys of one user mean the same thing",
     )
     confirm_contradictions_with_llm = models.BooleanField(

@@ -8,8 +8,10 @@ from datetime import datetime
 from typing import Literal, NamedTuple, overload
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.search import SearchQueryField, SearchVector
 from django.db.models import (
+    BigIntegerField,
     BooleanField,
     Case,
     Exists,
@@ -147,14 +149,18 @@ def memory_readable_for(
     return qs.filter(visible).annotate(visible_conflict=visible_conflict(visible & current_q()))
 
 
+ENTRY_IDS = ArrayField(BigIntegerField())
+
+
 def visible_conflict(visible: Q) -> Case:
     """An agent's ``conflicted``, as :func:`usermemory.store.entry_columns` writes it in SQL: the stored
     flag, while another entry of the (user, key) set that the agent sees (``visible``) holds another value.
     Dream flags a set across all agents, so the stored flag alone would reveal that a hidden entry holds
     another value than the agent's guess. The output serializer shows it in place of the stored flag."""
-    others = MemoryEntry.objects.filter(visible, key=OuterRef("key")).exclude(
-        value_text=OuterRef("value_text")
-    )
+    # Partners by meaning name each other (dream.meaning): the other entry's list holds this one.
+    this_id = Func(OuterRef("id"), template="ARRAY[%(expressions)s]::bigint[]", output_field=ENTRY_IDS)
+    same_meaning = Q(key=OuterRef("key")) | Q(meaning_conflicts__contains=this_id)
+    others = MemoryEntry.objects.filter(visible, same_meaning).exclude(value_text=OuterRef("value_text"))
     return Case(When(conflicted=True, then=Exists(others)), default=Value(False), output_field=BooleanField())
 
 

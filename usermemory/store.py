@@ -107,7 +107,8 @@ def entry_columns(*, agent_view: bool, all_of_agent: bool) -> str:
         return ", ".join(f"{ENTRY_TABLE}.{c}" for c in columns)
     conflict = (
         f"CASE WHEN {ENTRY_TABLE}.conflicted THEN EXISTS (SELECT 1 FROM {ENTRY_TABLE} AS other "
-        f"WHERE other.key = {ENTRY_TABLE}.key AND other.value_text <> {ENTRY_TABLE}.value_text "
+        f"WHERE (other.key = {ENTRY_TABLE}.key OR other.id = ANY({ENTRY_TABLE}.meaning_conflicts)) "
+        f"AND other.value_text <> {ENTRY_TABLE}.value_text "
         f"AND {visible_where(all_of_agent=all_of_agent)}) ELSE false END"
     )
     return ", ".join(conflict if c == "conflicted" else f"{ENTRY_TABLE}.{c}" for c in columns)

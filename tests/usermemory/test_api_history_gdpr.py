@@ -121,7 +121,7 @@ def test_policy_read_and_patch(admin_api, agent_a):
             "summarizeGroupBy": "category",
             "preserveAgentProvenance": True,
             "summarizeRequiresApproval": False,
-            "semanticContradictionThreshold": 0.9,
+            "semanticContradictionThreshold": 0.96,
             "confirmContradictionsWithLlm": False,
         },
     }
