@@ -19,6 +19,7 @@ from dream.models import DreamRun
 from dream.tasks import dream_run_cycle_task
 from memoryplatform.celery import app, crontab_min_period, crontab_next_after, dream_expires_seconds
 from tests.helpers import REDIS_URL, needs_redis, url_of_the_test_database
+from tests.llm_server import Answer, LLMScript, llm_server
 from usermemory.models import MemoryEntry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,6 +112,9 @@ def test_web_metrics_show_dream_counters_after_a_cycle_in_this_process(client, a
         "dream_contradictions_found_total",
         "dream_cycles_failed_total",
         "dream_duration_seconds_count",
+        "dream_entries_summarized_total",
+        "dream_summarization_failed_total",
+        "dream_llm_cost_dollars_total",
     ):
         assert re.search(rf"^{name} [0-9.e+]+$", body, re.M), name
     assert scraped(body, "dream_entries_pruned_total") >= 1
@@ -186,6 +190,48 @@ def worker(tmp_path):  # type: ignore[no-untyped-def]
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+
+
+@pytest.fixture
+def llm_env(monkeypatch):  # type: ignore[no-untyped-def]
+    """A scripted chat-completions server, and the LLM_* environment a worker started after it reads."""
+    script = LLMScript([])
+    with llm_server(script):
+        for name, value in {
+            "LLM_PROVIDER": "openai",
+            "LLM_URL": script.url,
+            "LLM_MODEL": "test-model",
+            "LLM_PRICES": json.dumps({"test-model": [100.0, 100.0]}),
+        }.items():
+            monkeypatch.setenv(name, value)
+        yield script
+
+
+@needs_redis
+@pytest.mark.django_db(transaction=True)
+def test_summaries_in_a_worker_are_scraped_from_it(llm_env, worker, agent_a, dream_policy, memory):
+    ids = [memory(agent_a, f"trip.{n}", f"fact {n}", user="u-sum").pk for n in range(12)]
+    dream_policy(agent_a, prune_stale_after_days=0, summarize_interactions=True, summarize_min_entries=10)
+    answer = {"summaries": [{"key": "trip", "value": "all of it", "sources": ids}]}
+    llm_env.answers = [Answer(answer, input_tokens=1000, output_tokens=200)]
+    names = (
+        "dream_entries_summarized_total",
+        "dream_llm_cost_dollars_total",
+        "dream_summarization_failed_total",
+    )
+    before = worker.metrics()
+
+    summary = worker.send(trigger="schedule").get(timeout=90)
+
+    assert summary["status"] == "succeeded" and summary["entriesSummarized"] == 12, summary
+    after = worker.metrics()
+    delta = {name: round(scraped(after, name) - scraped(before, name), 6) for name in names}
+    assert delta == {
+        "dream_entries_summarized_total": 12,
+        "dream_llm_cost_dollars_total": 0.12,
+        "dream_summarization_failed_total": 0,
+    }
+    assert MemoryEntry.objects.filter(user_id="u-sum", superseded_by__isnull=False).count() == 12
 
 
 def make_stale(agent, memory, count: int) -> None:  # type: ignore[no-untyped-def]
