@@ -319,3 +319,46 @@ def test_an_empty_multiprocess_dir_counts_as_unset():
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip() == "False"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_summaries_in_the_embedded_scheduler_are_in_the_webs_multiprocess_metrics(
+    llm_env, agent_a, dream_policy, memory, tmp_path
+):
+    """`manage.py dream_scheduler --run-now` (what `serve` starts without Redis) runs a cycle with summaries;
+    its counters land in PROMETHEUS_MULTIPROC_DIR, which the web's /metrics aggregates (read here the same
+    way, with prometheus_client's MultiProcessCollector)."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    ids = [memory(agent_a, f"trip.{n}", f"fact {n}", user="u-sched").pk for n in range(12)]
+    dream_policy(agent_a, prune_stale_after_days=0, summarize_interactions=True, summarize_min_entries=10)
+    answer = {"summaries": [{"key": "trip", "value": "all of it", "sources": ids}]}
+    llm_env.answers = [Answer(answer, input_tokens=1000, output_tokens=200)]
+    metrics_dir = tmp_path / "prometheus"
+    metrics_dir.mkdir()
+    env = {
+        **os.environ,
+        "DATABASE_URL": url_of_the_test_database(),
+        "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
+        "SECRET_KEY": "scheduler-test",
+    }
+    env.pop("REDIS_URL", None)
+    argv = [sys.executable, "manage.py", "dream_scheduler", "--run-now", "--parent-pid", str(os.getpid())]
+    log = tmp_path / "scheduler.log"
+    with log.open("w") as out:
+        scheduler = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)  # noqa: S603
+    try:
+        deadline = time.monotonic() + 90
+        while not DreamRun.objects.filter(status=DreamRun.Status.SUCCEEDED).exists():
+            assert scheduler.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"no cycle in 90 s:\n{log.read_text()}"
+            time.sleep(0.2)
+    finally:
+        scheduler.terminate()
+        scheduler.wait(timeout=30)
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(metrics_dir))
+    assert registry.get_sample_value("dream_entries_summarized_total") == 12
+    assert registry.get_sample_value("dream_llm_cost_dollars_total") == pytest.approx(0.12)
+    assert registry.get_sample_value("dream_summarization_failed_total") == 0
