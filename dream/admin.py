@@ -1,4 +1,5 @@
-"""Dream runs in the admin: a read-only history, and a "Run Dream now" button."""
+"""Dream runs in the admin: a read-only history with each run's summaries as a diff, a "Run Dream now" button,
+and staff approval of a run's pending summaries."""
 
 from typing import Any
 
@@ -7,11 +8,16 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
 from dream.models import DreamRun
+from dream.selectors import summary_diff
+from dream.summarize import approve_run
 from dream.tasks import dream_run_cycle_task
 from memoryplatform.admin_mixins import ReadOnlyAdminMixin
+from usermemory.upsert import value_as_text
 
 
 def dream_enqueue_from_admin() -> None:
@@ -24,6 +30,7 @@ def dream_enqueue_from_admin() -> None:
 @admin.register(DreamRun)
 class DreamRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     change_list_template = "admin/dream/dreamrun/change_list.html"
+    change_form_template = "admin/dream/dreamrun/change_form.html"
     list_display = [
         "id",
         "started_at",
@@ -36,16 +43,82 @@ class DreamRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "users_processed",
         "entries_pruned",
         "contradictions_found",
+        "entries_summarized",
+        "llm_cost",
+        "approval",
     ]
-    list_filter = ["status", "trigger", "dry_run"]
+    list_filter = ["status", "trigger", "dry_run", "approval"]
     search_fields = ["only_agent", "error"]
     date_hierarchy = "started_at"
     show_full_result_count = False
-    readonly_fields = [f.name for f in DreamRun._meta.fields] + ["duration"]
+    readonly_fields = [f.name for f in DreamRun._meta.fields] + ["duration", "summaries"]
+
+    @admin.display(description="summaries (diff)")
+    def summaries(self, run: DreamRun) -> SafeString:
+        """Each summary's text and the entries it supersedes (a dry run: would; pending: once approved)."""
+        diff = summary_diff(run=run)
+        if not diff:
+            return format_html("{}", "none")
+        rows = []
+        for change in diff:
+            state = (
+                "applied"
+                if change["applied"]
+                else ("pending approval" if change["pending"] else "not applied")
+            )
+            old = format_html_join(
+                "",
+                "<li>[{}] <code>{}</code>: {}</li>",
+                ((o["id"], o["key"], value_as_text(o["value"])) for o in change["supersedes"]),
+            )
+            rows.append(
+                format_html(
+                    "<tr><td>{}</td><td><code>{}</code>: {}</td><td><ul>{}</ul></td><td>{}</td></tr>",
+                    change["userId"],
+                    change["key"],
+                    change["value"],
+                    old,
+                    state,
+                )
+            )
+        header = "<tr><th>user</th><th>summary</th><th>supersedes</th><th></th></tr>"
+        return format_html("<table>{}{}</table>", SafeString(header), SafeString("".join(rows)))
 
     def get_urls(self) -> list[URLPattern]:
         run_now = self.admin_site.admin_view(require_POST(self.run_now_view))
-        return [path("run-now/", run_now, name="dream_dreamrun_run_now"), *super().get_urls()]
+        approve = self.admin_site.admin_view(require_POST(self.approve_view))
+        return [
+            path("run-now/", run_now, name="dream_dreamrun_run_now"),
+            path("<int:run_id>/approve/", approve, name="dream_dreamrun_approve"),
+            *super().get_urls(),
+        ]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> Any:
+        pending = DreamRun.objects.filter(pk=object_id, approval=DreamRun.Approval.PENDING).exists()
+        can = pending and request.user.has_perm("dream.run_dream")
+        extra_context = {**(extra_context or {}), "can_approve_summaries": can}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def approve_view(self, request: HttpRequest, run_id: int) -> HttpResponseRedirect:
+        """Staff's decision on a run's pending summaries: approve writes them, reject drops them."""
+        if not request.user.has_perm("dream.run_dream"):
+            raise PermissionDenied
+        approve = request.POST.get("decision") == "approve"
+        pending = DreamRun.objects.filter(pk=run_id, approval=DreamRun.Approval.PENDING).exists()
+        superseded = approve_run(run_id=run_id, approve=approve)
+        if not pending:
+            messages.warning(request, "This run has no summaries waiting for approval.")
+        elif approve:
+            messages.success(request, f"Summaries written: {superseded} entries superseded.")
+        else:
+            messages.success(request, "Summaries rejected: nothing was written.")
+        return HttpResponseRedirect(reverse("admin:dream_dreamrun_change", args=[run_id]))
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
         extra_context = {**(extra_context or {}), "can_run_dream": request.user.has_perm("dream.run_dream")}

@@ -14,6 +14,14 @@ entries_pruned = Counter("dream_entries_pruned", "Memory entries deleted by Drea
 contradictions_found = Counter(
     "dream_contradictions_found", "(user, key) sets Dream newly flagged as holding more than one value."
 )
+entries_summarized = Counter(
+    "dream_entries_summarized", "Memory entries superseded by a Dream summary (kept, hidden from reads)."
+)
+summarization_failed = Counter(
+    "dream_summarization_failed",
+    "Groups Dream could not summarise: the LLM failed, timed out or answered outside the schema.",
+)
+llm_cost_dollars = Counter("dream_llm_cost_dollars", "Dollars Dream spent on LLM calls, from their usage.")
 cycles_failed = Counter("dream_cycles_failed", "Dream cycles that ended with an error.")
 duration_seconds = Histogram(
     "dream_duration_seconds",

@@ -19,6 +19,12 @@ class DreamRun(models.Model):
         FAILED = "failed", "failed"
         SKIPPED = "skipped", "skipped"
 
+    class Approval(models.TextChoices):
+        NONE = "", "none"
+        PENDING = "pending", "pending"
+        APPROVED = "approved", "approved"
+        REJECTED = "rejected", "rejected"
+
     class Trigger(models.TextChoices):
         SCHEDULE = "schedule", "schedule"
         MANUAL = "manual", "manual"
@@ -41,8 +47,27 @@ class DreamRun(models.Model):
     )
     entries_flagged = models.PositiveIntegerField(default=0)
     entries_unflagged = models.PositiveIntegerField(default=0)
+    entries_summarized = models.PositiveIntegerField(
+        default=0, help_text="Entries superseded by a summary (a dry run: that would be)."
+    )
+    summaries_written = models.PositiveIntegerField(default=0)
+    summarization_failures = models.PositiveIntegerField(
+        default=0,
+        help_text="Groups whose LLM call failed (error, timeout, malformed answer): nothing changed.",
+    )
+    llm_cost = models.DecimalField(
+        max_digits=12, decimal_places=6, default=0, help_text="Dollars spent on LLM calls, from their usage."
+    )
+    approval = models.CharField(
+        max_length=8,
+        choices=Approval.choices,
+        blank=True,
+        help_text="pending: its summaries wait for staff approval (summarizeRequiresApproval).",
+    )
     error = models.TextField(blank=True)
-    details = models.JSONField(default=dict, blank=True, help_text="Per-agent counts.")
+    details = models.JSONField(
+        default=dict, blank=True, help_text="Per-agent counts; summaries: proposals, failures, the cost cap."
+    )
 
     class Meta:
         ordering = ["-started_at", "-id"]

@@ -16,6 +16,30 @@ def dream_policies(*, agent_id: str | None = None) -> QuerySet[AgentMemoryPolicy
     return qs.order_by("agent_id")
 
 
+def summary_diff(*, run: DreamRun) -> list[dict[str, Any]]:
+    """The run's summaries as a diff: each summary's key and text, the entries it supersedes (or would, or
+    will once approved) with their keys and values, and whether it was applied."""
+    diff = []
+    for proposal in run.details.get("summaries", {}).get("proposals", []):
+        for summary in proposal["summaries"]:
+            sources = proposal["sources"]
+            diff.append(
+                {
+                    "userId": proposal["userId"],
+                    "agentId": proposal.get("agentId"),
+                    "key": summary["key"],
+                    "value": summary["value"],
+                    "supersedes": [
+                        {"id": i, "key": sources[str(i)]["key"], "value": sources[str(i)]["value"]}
+                        for i in summary["sources"]
+                    ],
+                    "applied": proposal.get("applied", False),
+                    "pending": proposal.get("pending", False),
+                }
+            )
+    return diff
+
+
 def dream_run_summary(*, run: DreamRun) -> dict[str, Any]:
     """A run as JSON-safe plain values (what a Celery task returns and the command prints)."""
     duration = run.duration
@@ -31,6 +55,11 @@ def dream_run_summary(*, run: DreamRun) -> dict[str, Any]:
         "contradictionsFound": run.contradictions_found,
         "entriesFlagged": run.entries_flagged,
         "entriesUnflagged": run.entries_unflagged,
+        "entriesSummarized": run.entries_summarized,
+        "summariesWritten": run.summaries_written,
+        "summarizationFailures": run.summarization_failures,
+        "llmCostDollars": float(run.llm_cost),
+        "approval": run.approval or None,
         "startedAt": run.started_at.isoformat() if run.started_at else None,
         "finishedAt": run.finished_at.isoformat() if run.finished_at else None,
         "durationSeconds": duration.total_seconds() if duration is not None else None,

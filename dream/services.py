@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -27,10 +28,14 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from dream import metrics, selectors, store
+from dream import metrics, selectors, store, summarize
+from dream.meaning import dream_meaning_conflicts
 from dream.models import DreamRun
+from dream.summarize import SummaryTotals, summarize_policy
+from memoryplatform.llm import LLMError, build_llm
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent, TurnWriteCount
+from usermemory.selectors import current_q
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +86,7 @@ class _CycleTotals:
     flagged: int = 0
     unflagged: int = 0
     details: dict[str, Any] = field(default_factory=lambda: {"agents": {}})
+    summaries: SummaryTotals = field(default_factory=SummaryTotals)
 
 
 # --- Set-based batch machinery -----------------------------------------------------------------------
@@ -94,6 +100,11 @@ def _with_seen_at(qs: QuerySet[MemoryEntry]) -> QuerySet[MemoryEntry]:
 def _entries(exclude: Q | None = None) -> QuerySet[MemoryEntry]:
     qs = _with_seen_at(MemoryEntry.objects.all())
     return qs.exclude(exclude) if exclude is not None else qs
+
+
+def _current(exclude: Q | None = None) -> QuerySet[MemoryEntry]:
+    """The entries valid now (superseded and expired ones take part in no contradiction)."""
+    return _entries(exclude).filter(current_q())
 
 
 def _in_batches(
@@ -186,7 +197,7 @@ def _scope_q(agent_ids: list[str] | None) -> Q:
 def _set_disagrees(exclude: Q | None) -> Exists:
     """The entry's (user, key) set holds another value: compared by the value's text/JSON form."""
     return Exists(
-        _entries(exclude)
+        _current(exclude)
         .filter(user_id=OuterRef("user_id"), key=OuterRef("key"))
         .exclude(value_text=OuterRef("value_text"))
     )
@@ -210,9 +221,11 @@ def dream_detect_contradictions(
     """
     now = now or timezone.now()
     actor_id = actor_id or f"dream:{uuid.uuid4().hex[:12]}"
-    scope = _entries(exclude).filter(_scope_q(agent_ids))
-    to_flag = scope.filter(conflicted=False).filter(_set_disagrees(exclude))
-    to_clear = scope.filter(conflicted=True).exclude(_set_disagrees(exclude))
+    scope = _current(exclude).filter(_scope_q(agent_ids))
+    # A set of one key that disagrees, or a partner by meaning (dream.meaning) that does.
+    by_meaning = ~Q(meaning_conflicts=[])
+    to_flag = scope.filter(conflicted=False).filter(Q(_set_disagrees(exclude)) | by_meaning)
+    to_clear = scope.filter(conflicted=True).exclude(_set_disagrees(exclude)).exclude(by_meaning)
     if dry_run:
         return ContradictionResult(
             contradictions=to_flag.values("user_id", "key").distinct().count(),
@@ -347,7 +360,17 @@ def _heartbeat(run: DreamRun, totals: _CycleTotals) -> None:
         contradictions_found=totals.contradictions,
         entries_flagged=totals.flagged,
         entries_unflagged=totals.unflagged,
+        **_summary_counts(totals.summaries),
     )
+
+
+def _summary_counts(summaries: SummaryTotals) -> dict[str, Any]:
+    return {
+        "entries_summarized": summaries.summarized,
+        "summaries_written": summaries.written,
+        "summarization_failures": summaries.failures,
+        "llm_cost": Decimal(str(round(summaries.cost, 6))),
+    }
 
 
 def _finish(run: DreamRun, totals: _CycleTotals, *, status: str, error: str = "") -> None:
@@ -358,7 +381,11 @@ def _finish(run: DreamRun, totals: _CycleTotals, *, status: str, error: str = ""
     run.contradictions_found = totals.contradictions
     run.entries_flagged = totals.flagged
     run.entries_unflagged = totals.unflagged
+    if totals.summaries.proposals or totals.summaries.failed or totals.summaries.capped:
+        totals.details["summaries"] = totals.summaries.details()
     run.details = totals.details
+    for name, value in _summary_counts(totals.summaries).items():
+        setattr(run, name, value)
     updated = DreamRun.objects.filter(pk=run.pk, status=DreamRun.Status.RUNNING).update(
         status=status,
         error=error,
@@ -370,6 +397,8 @@ def _finish(run: DreamRun, totals: _CycleTotals, *, status: str, error: str = ""
         entries_flagged=run.entries_flagged,
         entries_unflagged=run.entries_unflagged,
         details=run.details,
+        approval=run.approval,
+        **_summary_counts(totals.summaries),
     )
     if not updated:
         logger.warning("Dream run #%s was marked abandoned before it finished as %s", run.pk, status)
@@ -455,13 +484,20 @@ def dream_run_cycle(
                 "pruneStaleAfterDays": policy.prune_stale_after_days,
                 "crossAgentMaintenance": policy.cross_agent_maintenance,
                 "detectContradictions": policy.detect_contradictions,
+                "summarizeInteractions": policy.summarize_interactions,
             }
             _heartbeat(run, totals)
             if on_progress:
                 on_progress(done, total_steps, f"pruned {policy.agent_id}")
 
+        summarizers = [p for p in policies if p.summarize_interactions]
+        if summarizers:
+            _summarize(run=run, policies=summarizers, totals=totals, dry_run=dry_run)
+            _heartbeat(run, totals)
+
         if detectors:
             cross = any(p.cross_agent_maintenance for p in detectors)
+            _meaning(detectors=detectors, cross=cross, totals=totals, dry_run=dry_run, exclude=counted)
             found = dream_detect_contradictions(
                 agent_ids=None if cross else [p.agent_id for p in detectors],
                 now=now,
@@ -494,6 +530,62 @@ def dream_run_cycle(
         metrics.duration_seconds.observe(time.monotonic() - started)
     _release(run_id=run.pk, dry_run=dry_run)
     return run
+
+
+def _meaning(
+    *, detectors: list[AgentMemoryPolicy], cross: bool, totals: _CycleTotals, dry_run: bool, exclude: Q | None
+) -> None:
+    """Contradictions by meaning (:mod:`dream.meaning`) over the detectors' scope, at the strictest of their
+    thresholds; the LLM confirms the pairs when one of them asks, within what the lowest of their
+    ``maxCostPerRun`` leaves after the cycle's summaries."""
+    confirming = [p for p in detectors if p.confirm_contradictions_with_llm]
+    llm = None
+    budget = 0.0
+    if confirming:
+        try:
+            llm = build_llm()
+        except LLMError as exc:
+            totals.details["meaningLlm"] = f"LLM settings: {exc}"
+        budget = min(float(p.max_cost_per_run) for p in confirming) - totals.summaries.cost
+    result = dream_meaning_conflicts(
+        current=_current(exclude),
+        scope=_scope_q(None if cross else [p.agent_id for p in detectors]),
+        threshold=max(p.semantic_contradiction_threshold for p in detectors),
+        llm=llm,
+        budget=budget,
+        dry_run=dry_run,
+    )
+    totals.summaries.cost += result.cost
+    metrics.llm_cost_dollars.inc(result.cost)
+    totals.details["meaning"] = result.details()
+
+
+def _summarize(
+    *, run: DreamRun, policies: list[AgentMemoryPolicy], totals: _CycleTotals, dry_run: bool
+) -> None:
+    """The summaries of the policies that ask for them (:mod:`dream.summarize`), with the LLM the settings
+    describe. Without one, or with wrong settings, the run says so and the cycle goes on."""
+    summaries = totals.summaries
+    try:
+        llm = build_llm()
+    except LLMError as exc:
+        summaries.failures += 1
+        summaries.failed.append({"error": f"LLM settings: {exc}"})
+        metrics.summarization_failed.inc()
+        return
+    if llm is None:
+        totals.details["summariesSkipped"] = "summarizeInteractions is on, but LLM_PROVIDER is empty."
+        return
+    for policy in policies:
+        if dry_run:
+            mode = summarize.DRY_RUN
+        elif policy.summarize_requires_approval:
+            mode = summarize.APPROVAL
+        else:
+            mode = summarize.WRITE
+        summarize_policy(policy=policy, llm=llm, run_id=run.pk, totals=summaries, mode=mode)
+    if any(p.get("pending") for p in summaries.proposals):
+        run.approval = DreamRun.Approval.PENDING
 
 
 def _release(*, run_id: int | None, dry_run: bool) -> None:

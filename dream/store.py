@@ -50,12 +50,17 @@ def write_events(
 
 
 def delete_entries(*, ids: list[int]) -> int:
-    """Delete entries and their group rows: one statement (the group rows go in a data-modifying CTE first),
-    no model instances loaded. Returns how many entries were deleted."""
+    """Delete entries and their group rows: one statement (the group rows go in a data-modifying CTE first,
+    and the entries a deleted summary superseded lose their ``superseded_by``, as the ORM's SET_NULL would;
+    their ``valid_to`` keeps them out of reads), no model instances loaded. Returns how many entries were
+    deleted."""
     qn = connection.ops.quote_name
+    entries = qn(MemoryEntry._meta.db_table)
     sql = (
         f"WITH group_rows AS (DELETE FROM {qn(MemoryEntryGroup._meta.db_table)} "  # noqa: S608 (identifiers)
-        f"WHERE {qn('entry_id')} = ANY(%(ids)s)) "
+        f"WHERE {qn('entry_id')} = ANY(%(ids)s)), "
+        f"sources AS (UPDATE {entries} SET {qn('superseded_by_id')} = NULL "
+        f"WHERE {qn('superseded_by_id')} = ANY(%(ids)s)) "
         f"DELETE FROM {qn(MemoryEntry._meta.db_table)} WHERE {qn('id')} = ANY(%(ids)s)"
     )
     with connection.cursor() as cursor:

@@ -240,6 +240,27 @@ EMBEDDINGS_BATCH_SIZE = env.int("EMBEDDINGS_BATCH_SIZE", default=64)
 EMBEDDINGS_REEMBED_INTERVAL = env.int("EMBEDDINGS_REEMBED_INTERVAL", default=300)
 EMBEDDINGS_REEMBED_SECONDS = env.float("EMBEDDINGS_REEMBED_SECONDS", default=120.0)
 
+# --- The LLM of Dream's summaries (memoryplatform/llm.py) -----------------------------------------
+# openai: OpenAI-compatible chat completions (OpenAI, Azure, Ollama, vLLM, LM Studio); anthropic: the
+# Messages API; empty: no LLM (Dream does not summarise).
+LLM_PROVIDER = env.str("LLM_PROVIDER", default="")
+LLM_MODEL = env.str("LLM_MODEL", default="")
+# The endpoint's base URL; empty: https://api.openai.com or https://api.anthropic.com.
+LLM_URL = env.str("LLM_URL", default="")
+LLM_API_KEY = env.str("LLM_API_KEY", default="")
+LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=60.0)
+LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=1024)  # of one answer
+# Dollars per million tokens, input and output, by model, over the defaults (memoryplatform.llm):
+# {"my-model": [0.15, 0.6]}. A model priced nowhere costs 0.
+LLM_PRICES = env.json("LLM_PRICES", default={})
+if not isinstance(LLM_PRICES, dict) or not all(
+    isinstance(v, list | tuple) and len(v) == 2 and all(isinstance(x, int | float) for x in v)
+    for v in LLM_PRICES.values()
+):
+    raise ImproperlyConfigured(
+        'LLM_PRICES must be a JSON object of model: [input, output], e.g. {"m": [1, 4]}'
+    )
+
 # The text search configuration of the ranked per-user search's full-text side (semantic and hybrid modes):
 # 'simple' (the default) only lowercases, for mixed languages; a language ('english', 'german', ...) stems and
 # drops that language's stop words.

@@ -44,12 +44,19 @@ def embedding_server(script: Script) -> Iterator[Script]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with serving(Handler) as script.url:
+        yield script
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A threading HTTP server of ``handler`` on a free local port, its URL while the block runs."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    script.url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        yield script
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()

@@ -60,6 +60,13 @@ class MemoryPolicyInline(admin.StackedInline):
                     "cross_agent_maintenance",
                     "summarize_interactions",
                     "max_cost_per_run",
+                    "summarize_min_entries",
+                    "summarize_target_entries",
+                    "summarize_group_by",
+                    "preserve_agent_provenance",
+                    "summarize_requires_approval",
+                    "semantic_contradiction_threshold",
+                    "confirm_contradictions_with_llm",
                 ]
             },
         ),
@@ -109,6 +116,24 @@ class StaleFilter(admin.SimpleListFilter):
         )
 
 
+class ValidityFilter(admin.SimpleListFilter):
+    """Valid now (what reads return: selectors.current_q), or no longer: superseded by a Dream summary or
+    past its validTo. Without a choice the list shows every entry."""
+
+    title = "validity"
+    parameter_name = "validity"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("current", "valid now"), ("superseded", "superseded or expired")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "current":
+            return queryset.filter(selectors.current_q())
+        if self.value() == "superseded":
+            return queryset.exclude(selectors.current_q())
+        return queryset
+
+
 class CategoryFilter(admin.SimpleListFilter):
     """The categories agents may use (their policies' allowedCategories) and legacy properties. Listing the
     table's distinct values instead would scan every row of a big table on each changelist view."""
@@ -156,6 +181,7 @@ class MemoryEntryAdmin(admin.ModelAdmin):
         "visibility",
         CategoryFilter,
         "conflicted",
+        ValidityFilter,
         StaleFilter,
         "source_agent",
     ]
@@ -190,6 +216,10 @@ class MemoryEntryAdmin(admin.ModelAdmin):
         "created_at",
         "updated_at",
         "last_accessed_at",
+        "valid_from",
+        "valid_to",
+        "superseded_by",
+        "provenance",
     )
     fields = readonly_fields
     inlines = [MemoryEventInline]

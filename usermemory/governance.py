@@ -22,6 +22,7 @@ from usermemory.models import (
     MemoryEvent,
     OnCapReached,
     RecallOrder,
+    SummarizeGroupBy,
     TurnWriteCount,
 )
 
@@ -46,6 +47,13 @@ POLICY_FIELDS = (
     "summarize_interactions",
     "max_cost_per_run",
     "cross_agent_maintenance",
+    "summarize_min_entries",
+    "summarize_target_entries",
+    "summarize_group_by",
+    "preserve_agent_provenance",
+    "summarize_requires_approval",
+    "semantic_contradiction_threshold",
+    "confirm_contradictions_with_llm",
 )
 
 
@@ -66,6 +74,12 @@ def policy_update(*, agent_id: str, **changes: Any) -> AgentMemoryPolicy:
         raise BadRequest(f"recallOrder must be one of {', '.join(RecallOrder.values)}.")
     if policy.on_cap_reached not in OnCapReached.values:
         raise BadRequest(f"onCapReached must be one of {', '.join(OnCapReached.values)}.")
+    if not 1 <= policy.summarize_target_entries < max(policy.summarize_min_entries, 2):
+        raise BadRequest("summarizeTargetEntries must be at least 1 and less than summarizeMinEntries.")
+    if policy.summarize_group_by not in SummarizeGroupBy.values:
+        raise BadRequest(f"summarizeGroupBy must be one of {', '.join(SummarizeGroupBy.values)}.")
+    if not 0 < policy.semantic_contradiction_threshold <= 1:
+        raise BadRequest("semanticContradictionThreshold must be in (0, 1].")
     policy.save()
     return policy
 

@@ -1,9 +1,11 @@
 """User memory entries (seed 002), their per-group index rows, history events and per-agent policies."""
 
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Now
 from pgvector.django import VectorField
 
 from apikeys.models import Agent
@@ -18,6 +20,11 @@ class Visibility(models.TextChoices):
 class RecallOrder(models.TextChoices):
     MOST_RECENT = "most_recent", "most recent"
     MOST_ACCESSED = "most_accessed", "most accessed"
+
+
+class SummarizeGroupBy(models.TextChoices):
+    CATEGORY = "category", "category"
+    KEY_PREFIX = "key_prefix", "key prefix"
 
 
 class OnCapReached(models.TextChoices):
@@ -60,10 +67,35 @@ class MemoryEntry(models.Model):
     group_ids = models.JSONField(default=list, blank=True)
     source_conversation_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 (null is "none")
     conflicted = models.BooleanField(default=False)
+    # Entries of the user whose keys differ from this one's but mean the same, with another value: Dream's
+    # contradictions by meaning (dream.meaning), both sides of each pair. Read only where conflicted is set.
+    meaning_conflicts = ArrayField(models.BigIntegerField(), default=list, db_default=[], blank=True)
     access_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     last_accessed_at = models.DateTimeField(null=True, blank=True)
+    # Validity in time. An entry is current (recall, search, list... show it) while it is not superseded and
+    # its valid_to, if any, is ahead: usermemory.store.CURRENT_WHERE and usermemory.selectors.current_q.
+    valid_from = models.DateTimeField(
+        db_default=Now(), help_text="When the stored value became true: its write."
+    )
+    valid_to = models.DateTimeField(
+        null=True, blank=True, help_text="Given on write, or set when Dream superseded the entry."
+    )
+    # No database constraint: Dream's raw deletes clear it themselves (dream.store.delete_entries), and the
+    # ORM's deletes set it null (GDPR erasure, deletes, conflict resolution).
+    superseded_by = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        db_constraint=False,
+        related_name="supersedes",
+        help_text="The Dream summary that replaced this entry; it is kept, hidden from reads by default.",
+    )
+    provenance = models.JSONField(
+        null=True, blank=True, help_text="A Dream summary's sources: entries, agents, model, cost, run."
+    )
 
     class Meta:
         verbose_name = "memory"
@@ -165,6 +197,7 @@ class MemoryEvent(models.Model):
         FLAGGED = "flagged", "flagged"
         UNFLAGGED = "unflagged", "unflagged"
         RESOLVED = "resolved", "resolved"
+        SUPERSEDED = "superseded", "superseded"
         ERASED = "erased", "erased"
 
     class ActorType(models.TextChoices):
@@ -256,7 +289,37 @@ class AgentMemoryPolicy(models.Model):
     prune_stale_after_days = models.PositiveIntegerField(default=90, help_text="0 disables pruning")
     detect_contradictions = models.BooleanField(default=True)
     summarize_interactions = models.BooleanField(default=False)
-    max_cost_per_run = models.DecimalField(max_digits=8, decimal_places=2, default=0.50)
+    max_cost_per_run = models.DecimalField(
+        max_digits=8,
+        decimal_places=2,
+        default=0.50,
+        help_text="Dollars of LLM calls one Dream cycle may spend",
+    )
+    summarize_min_entries = models.PositiveIntegerField(
+        default=10, help_text="A group of at least this many entries is summarised"
+    )
+    summarize_target_entries = models.PositiveIntegerField(
+        default=3, help_text="A group becomes at most this many summaries"
+    )
+    summarize_group_by = models.CharField(
+        max_length=16,
+        choices=SummarizeGroupBy.choices,
+        default=SummarizeGroupBy.CATEGORY,
+        help_text="category, or key_prefix: a key's part before its first '.', ':' or '/'",
+    )
+    preserve_agent_provenance = models.BooleanField(
+        default=True, help_text="A summary's provenance names the agents that wrote its sources"
+    )
+    summarize_requires_approval = models.BooleanField(
+        default=False, help_text="Summaries wait for staff approval on the Dream run's page before any write"
+    )
+    semantic_contradiction_threshold = models.FloatField(
+        default=0.96,
+        help_text="Cosine similarity from which two keys of one user mean the same thing",
+    )
+    confirm_contradictions_with_llm = models.BooleanField(
+        default=False, help_text="The LLM confirms each contradiction by meaning (within maxCostPerRun)"
+    )
     cross_agent_maintenance = models.BooleanField(default=False)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -20,9 +20,9 @@ from usermemory.store import (
     access_marks,
     entries_of_rows,
     entry_columns,
+    readable_where,
     rows_under_recall_lock,
     scope_params,
-    visible_where,
 )
 
 
@@ -83,7 +83,7 @@ def _ranked_sql(
     fulltext: bool,
     stored: bool,
 ) -> str:
-    where = visible_where(all_of_agent=all_of_agent) if agent_view else "user_id = %(user)s"
+    where = readable_where(agent_view=agent_view, all_of_agent=all_of_agent)
     if category:
         where += " AND category = %(category)s"
     lexemes = (", search_vector AS vec" if stored else f", {_PARSED} AS vec") if fulltext else ""
@@ -165,11 +165,14 @@ def ranked_search(
     category: str | None,
     limit: int,
     offset: int,
+    include_superseded: bool = False,
 ) -> list[ScoredEntry]:
-    """One page of the user's entries (an agent's read: the visible ones), best first by ``ranking``, each
-    with its score."""
+    """One page of the user's entries (an agent's read: the visible ones; valid now unless
+    ``include_superseded``), best first by ``ranking``, each with its score."""
     params: dict[str, Any] = {
-        **scope_params(user_id=user_id, agent_id=agent_id, group_ids=group_ids),
+        **scope_params(
+            user_id=user_id, agent_id=agent_id, group_ids=group_ids, include_superseded=include_superseded
+        ),
         **_ranking_params(ranking),
         "category": category,
         "limit": limit,

@@ -4,11 +4,14 @@ list, search, recall, category, key, count and history all show only what that a
 
 import logging
 import re
+from datetime import datetime
 from typing import Literal, NamedTuple, overload
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.search import SearchQueryField, SearchVector
 from django.db.models import (
+    BigIntegerField,
     BooleanField,
     Case,
     Exists,
@@ -21,6 +24,8 @@ from django.db.models import (
     When,
 )
 from django.db.models.expressions import CombinedExpression
+from django.db.models.functions import Now
+from django.utils import timezone
 from prometheus_client import Counter
 
 from apikeys import selectors as apikeys_selectors
@@ -123,18 +128,28 @@ def resolve_read_scope(
     return agent_id, ALL_OF_AGENT
 
 
+def current_q() -> Q:
+    """Entries valid now: not superseded, and no ``valid_to`` or one still ahead. The SQL form of the same
+    test, for the hand-written reads: :data:`usermemory.store.CURRENT_WHERE`."""
+    return Q(superseded_by__isnull=True) & (Q(valid_to__isnull=True) | Q(valid_to__gt=Now()))
+
+
 def memory_readable_for(
-    *, caller: Caller, user_id: str, group_ids: list[str] | None = None
+    *, caller: Caller, user_id: str, group_ids: list[str] | None = None, include_superseded: bool = False
 ) -> QuerySet[MemoryEntry]:
-    """The user's entries this caller may read: all for viewer and admin, the visible ones for an agent."""
-    qs = MemoryEntry.objects.all()
+    """The user's entries this caller may read: all for viewer and admin, the visible ones for an agent;
+    only those valid now (:func:`current_q`) unless ``include_superseded``."""
+    qs = MemoryEntry.objects.all() if include_superseded else MemoryEntry.objects.filter(current_q())
     if not caller.is_agent:
         return qs.filter(user_id=user_id)
     agent_id, groups = resolve_read_scope(
         caller=caller, agent_id=None, group_ids=group_ids, require_agent=True
     )
     visible = visible_q(user_id=user_id, agent_id=agent_id, group_ids=groups)
-    return qs.filter(visible).annotate(visible_conflict=visible_conflict(visible))
+    return qs.filter(visible).annotate(visible_conflict=visible_conflict(visible & current_q()))
+
+
+ENTRY_IDS = ArrayField(BigIntegerField())
 
 
 def visible_conflict(visible: Q) -> Case:
@@ -142,20 +157,71 @@ def visible_conflict(visible: Q) -> Case:
     flag, while another entry of the (user, key) set that the agent sees (``visible``) holds another value.
     Dream flags a set across all agents, so the stored flag alone would reveal that a hidden entry holds
     another value than the agent's guess. The output serializer shows it in place of the stored flag."""
-    others = MemoryEntry.objects.filter(visible, key=OuterRef("key")).exclude(
-        value_text=OuterRef("value_text")
-    )
+    # Partners by meaning name each other (dream.meaning): the other entry's list holds this one.
+    this_id = Func(OuterRef("id"), template="ARRAY[%(expressions)s]::bigint[]", output_field=ENTRY_IDS)
+    same_meaning = Q(key=OuterRef("key")) | Q(meaning_conflicts__contains=this_id)
+    others = MemoryEntry.objects.filter(visible, same_meaning).exclude(value_text=OuterRef("value_text"))
     return Case(When(conflicted=True, then=Exists(others)), default=Value(False), output_field=BooleanField())
 
 
-def memory_list(*, caller: Caller, user_id: str, group_ids: list[str] | None = None) -> QuerySet[MemoryEntry]:
-    return memory_readable_for(caller=caller, user_id=user_id, group_ids=group_ids).order_by(*LIST_ORDER)
+def memory_list(
+    *, caller: Caller, user_id: str, group_ids: list[str] | None = None, include_superseded: bool = False
+) -> QuerySet[MemoryEntry]:
+    return memory_readable_for(
+        caller=caller, user_id=user_id, group_ids=group_ids, include_superseded=include_superseded
+    ).order_by(*LIST_ORDER)
 
 
 def memory_by_category(
-    *, caller: Caller, user_id: str, category: str, group_ids: list[str] | None = None
+    *,
+    caller: Caller,
+    user_id: str,
+    category: str,
+    group_ids: list[str] | None = None,
+    include_superseded: bool = False,
 ) -> QuerySet[MemoryEntry]:
-    return memory_list(caller=caller, user_id=user_id, group_ids=group_ids).filter(category=category)
+    return memory_list(
+        caller=caller, user_id=user_id, group_ids=group_ids, include_superseded=include_superseded
+    ).filter(category=category)
+
+
+def memory_as_of(
+    *,
+    caller: Caller,
+    user_id: str,
+    as_of: datetime,
+    agent_id: str | None = None,
+    require_agent: bool = False,
+    limit: int = 1000,
+    offset: int = 0,
+) -> list[MemoryEntry]:
+    """What was known of the user at ``as_of``, from history (:func:`usermemory.store.entries_as_of`): the
+    entries as they were then, newest write first, unsaved. An agent key (or ``agent_id`` with a viewer or
+    admin key) sees only the values that agent could see when they were written."""
+    if as_of > timezone.now():
+        raise BadRequest("asOf must not be in the future: history answers for the past.")
+    reader, _ = resolve_read_scope(
+        caller=caller, agent_id=agent_id, group_ids=None, require_agent=require_agent
+    )
+    past = store.entries_as_of(user_id=user_id, agent_id=reader, as_of=as_of, limit=limit, offset=offset)
+    return [
+        MemoryEntry(
+            id=p.entry_id,
+            user_id=user_id,
+            key=p.key,
+            value=p.value,
+            category=p.category,
+            visibility=p.visibility,
+            source_agent_id=p.owner,
+            group_ids=p.group_ids,
+            conflicted=False,
+            access_count=0,
+            created_at=p.created_at,
+            updated_at=p.updated_at or p.created_at,
+            valid_from=p.updated_at or p.created_at,
+        )
+        for p in past
+    ]
 
 
 # Words of a full-text query: letters and digits, as PostgreSQL's parser splits them ('_' separates words).
@@ -217,6 +283,7 @@ def memory_search(
     limit: int = 1000,
     offset: int = 0,
     mode: str = "keyword",
+    include_superseded: bool = False,
 ) -> list[MemoryEntry]:
     """One page of search results. ``keyword`` (the default, EDDI's): case-insensitive literal substring
     match on the key or the value's text, newest first. ``semantic`` and ``hybrid``: by relevance
@@ -235,6 +302,7 @@ def memory_search(
             group_ids=group_ids,
             limit=limit,
             offset=offset,
+            include_superseded=include_superseded,
         )
         return [scored.entry for scored in ranked.entries]
     if not query:
@@ -249,6 +317,7 @@ def memory_search(
         category=category or None,
         limit=limit,
         offset=offset,
+        include_superseded=include_superseded,
     )
 
 
@@ -314,6 +383,7 @@ def memory_search_ranked(
     group_ids: list[str] | None = None,
     limit: int = 1000,
     offset: int = 0,
+    include_superseded: bool = False,
 ) -> RankedSearch:
     """``semantic``: the entries nearest the query's meaning (cosine similarity of the current model's
     vectors). ``hybrid``: a convex combination of that list's and a full-text list's scaled scores (the full
@@ -332,6 +402,7 @@ def memory_search_ranked(
         limit=limit,
         offset=offset,
         ranking=ranking,
+        include_superseded=include_superseded,
     )
     return RankedSearch(entries, fallback)
 
@@ -348,15 +419,22 @@ def memory_search_all_users(
     match = fulltext_match(query)
     if match is None:
         raise BadRequest("q has no word to search for (letters or digits).")
-    qs = MemoryEntry.objects.filter(match).order_by(*LIST_ORDER)
+    qs = MemoryEntry.objects.filter(match, current_q()).order_by(*LIST_ORDER)
     return qs.filter(category=category) if category else qs
 
 
 def memory_by_key(
-    *, caller: Caller, user_id: str, key: str, group_ids: list[str] | None = None
+    *,
+    caller: Caller,
+    user_id: str,
+    key: str,
+    group_ids: list[str] | None = None,
+    include_superseded: bool = False,
 ) -> MemoryEntry:
     """The entry with this key that the caller sees; its own first, then group, then global."""
-    qs = memory_readable_for(caller=caller, user_id=user_id, group_ids=group_ids).filter(key=key)
+    qs = memory_readable_for(
+        caller=caller, user_id=user_id, group_ids=group_ids, include_superseded=include_superseded
+    ).filter(key=key)
     rank = Case(
         When(
             source_agent_id=caller.agent_id, visibility__in=[Visibility.SELF, Visibility.GROUP], then=Value(0)
@@ -372,8 +450,12 @@ def memory_by_key(
     return entry
 
 
-def memory_count(*, caller: Caller, user_id: str, group_ids: list[str] | None = None) -> int:
-    return memory_readable_for(caller=caller, user_id=user_id, group_ids=group_ids).count()
+def memory_count(
+    *, caller: Caller, user_id: str, group_ids: list[str] | None = None, include_superseded: bool = False
+) -> int:
+    return memory_readable_for(
+        caller=caller, user_id=user_id, group_ids=group_ids, include_superseded=include_superseded
+    ).count()
 
 
 def entry_not_found(entry_id: int) -> NotFound:
@@ -386,7 +468,9 @@ def memory_get_readable(*, caller: Caller, entry_id: int) -> MemoryEntry:
     entry = MemoryEntry.objects.filter(id=entry_id).first()
     if entry is None or (
         caller.is_agent
-        and not memory_readable_for(caller=caller, user_id=entry.user_id).filter(id=entry_id).exists()
+        and not memory_readable_for(caller=caller, user_id=entry.user_id, include_superseded=True)
+        .filter(id=entry_id)
+        .exists()
     ):
         raise entry_not_found(entry_id)
     return entry

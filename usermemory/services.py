@@ -58,6 +58,7 @@ __all__ = [
     "memory_export_user",
     "memory_forget_key",
     "memory_recall",
+    "memory_recall_as_of",
     "memory_recall_ranked",
     "memory_resolve_conflict",
     "memory_upsert",
@@ -198,6 +199,29 @@ def memory_recall(
     if plan.order == RecallOrder.MOST_ACCESSED:  # the newest `head` first, then the most accessed of the rest
         entries[head:] = sorted(entries[head:], key=_most_accessed_first, reverse=True)
     return entries
+
+
+def memory_recall_as_of(
+    *,
+    caller: Caller,
+    user_id: str,
+    as_of: datetime,
+    agent_id: str | None = None,
+    group_ids: list[str] | None = None,
+    limit: int | None = None,
+) -> list[MemoryEntry]:
+    """Recall as of a past time: what the agent could have recalled then, from history
+    (:func:`usermemory.selectors.memory_as_of`), newest first, at most the recall limit. It reads history
+    only: no access is marked."""
+    plan = _recall_plan(caller=caller, agent_id=agent_id, group_ids=group_ids, order=None, limit=limit)
+    return selectors.memory_as_of(
+        caller=caller,
+        user_id=user_id,
+        as_of=as_of,
+        agent_id=plan.agent_id,
+        require_agent=True,
+        limit=plan.limit,
+    )
 
 
 def memory_recall_ranked(

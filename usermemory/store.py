@@ -64,21 +64,37 @@ def _agent_groups_sql(*, all_of_agent: bool) -> str:
     return f"SELECT {group_column} FROM {members} WHERE {agent_column} = %(agent)s"
 
 
+# Valid now: not superseded by a Dream summary, and no ``valid_to`` or one still ahead; ``%(all_times)s``
+# (``?includeSuperseded=true``) lifts it. The ORM's form of the same test: usermemory.selectors.current_q.
+CURRENT_WHERE = "(%(all_times)s OR (superseded_by_id IS NULL AND (valid_to IS NULL OR valid_to > now())))"
+
+
 @cache
 def visible_where(*, all_of_agent: bool) -> str:
     """Visible(user, agent, groups) over the entry columns in scope: ``%(user)s``, ``%(agent)s`` and the
-    groups (:func:`_agent_groups_sql`)."""
+    groups (:func:`_agent_groups_sql`), of the entries valid now (:data:`CURRENT_WHERE`)."""
     groups = _agent_groups_sql(all_of_agent=all_of_agent)
     return (
         f"user_id = %(user)s AND (visibility = 'global' OR "
         f"(visibility = 'self' AND source_agent_id = %(agent)s) OR "
         f"(visibility = 'group' AND id IN (SELECT entry_id FROM {GROUP_TABLE} WHERE user_id = %(user)s "
-        f"AND group_id IN ({groups}))))"
+        f"AND group_id IN ({groups})))) AND {CURRENT_WHERE}"
     )
 
 
-def scope_params(*, user_id: str, agent_id: str | None, group_ids: Groups) -> dict[str, Any]:
-    return {"user": user_id, "agent": agent_id, "groups": group_ids or []}
+@cache
+def readable_where(*, agent_view: bool, all_of_agent: bool) -> str:
+    """The user's entries a read returns: an agent's, the visible ones (:func:`visible_where`); a viewer's
+    or an admin's, all of them; valid now either way (:data:`CURRENT_WHERE`)."""
+    if agent_view:
+        return visible_where(all_of_agent=all_of_agent)
+    return f"user_id = %(user)s AND {CURRENT_WHERE}"
+
+
+def scope_params(
+    *, user_id: str, agent_id: str | None, group_ids: Groups, include_superseded: bool = False
+) -> dict[str, Any]:
+    return {"user": user_id, "agent": agent_id, "groups": group_ids or [], "all_times": include_superseded}
 
 
 @cache
@@ -91,7 +107,8 @@ def entry_columns(*, agent_view: bool, all_of_agent: bool) -> str:
         return ", ".join(f"{ENTRY_TABLE}.{c}" for c in columns)
     conflict = (
         f"CASE WHEN {ENTRY_TABLE}.conflicted THEN EXISTS (SELECT 1 FROM {ENTRY_TABLE} AS other "
-        f"WHERE other.key = {ENTRY_TABLE}.key AND other.value_text <> {ENTRY_TABLE}.value_text "
+        f"WHERE (other.key = {ENTRY_TABLE}.key OR other.id = ANY({ENTRY_TABLE}.meaning_conflicts)) "
+        f"AND other.value_text <> {ENTRY_TABLE}.value_text "
         f"AND {visible_where(all_of_agent=all_of_agent)}) ELSE false END"
     )
     return ", ".join(conflict if c == "conflicted" else f"{ENTRY_TABLE}.{c}" for c in columns)
@@ -248,7 +265,7 @@ def rows_under_recall_lock(sql: str, params: dict[str, Any]) -> list[tuple[Any, 
 
 @cache
 def _search_sql(*, agent_view: bool, all_of_agent: bool, category: bool) -> str:
-    where = visible_where(all_of_agent=all_of_agent) if agent_view else "user_id = %(user)s"
+    where = readable_where(agent_view=agent_view, all_of_agent=all_of_agent)
     # A literal substring of the casefolded key or value (strpos: no pattern characters), over the user's own
     # rows (memory_user_recent_idx); a trigram index cost every write more than it saved a user's search.
     where += " AND (strpos(key_folded, %(folded)s) > 0 OR strpos(text_folded, %(folded)s) > 0)"
@@ -270,12 +287,15 @@ def search(
     category: str | None,
     limit: int,
     offset: int,
+    include_superseded: bool = False,
 ) -> list[MemoryEntry]:
-    """One page of the user's entries (an agent's read: the visible ones) whose key or value text holds
-    ``query`` as a literal substring, ignoring case (full Unicode case folding: ``str.casefold``), newest
-    first."""
+    """One page of the user's entries (an agent's read: the visible ones; valid now unless
+    ``include_superseded``) whose key or value text holds ``query`` as a literal substring, ignoring case
+    (full Unicode case folding: ``str.casefold``), newest first."""
     params: dict[str, Any] = {
-        **scope_params(user_id=user_id, agent_id=agent_id, group_ids=group_ids),
+        **scope_params(
+            user_id=user_id, agent_id=agent_id, group_ids=group_ids, include_superseded=include_superseded
+        ),
         "folded": query.casefold(),
         "category": category,
         "limit": limit,
@@ -347,6 +367,86 @@ def events_seen_by_agent(
             event.new_value = None
         seen.append(SeenEvent(event, old_hidden, new_hidden))
     return seen
+
+
+# --- As of a past time ---------------------------------------------------------------------------------
+
+# The actions after which an entry still held a value (its last event's ``new_value``); after any other
+# (deleted, evicted, pruned, superseded) it was gone from reads.
+LIVE_ACTIONS = (
+    MemoryEvent.Action.CREATED,
+    MemoryEvent.Action.UPDATED,
+    MemoryEvent.Action.FLAGGED,
+    MemoryEvent.Action.UNFLAGGED,
+    MemoryEvent.Action.RESOLVED,
+)
+WRITE_ACTIONS = (MemoryEvent.Action.CREATED, MemoryEvent.Action.UPDATED)
+
+
+@dataclass(frozen=True)
+class PastEntry:
+    """An entry as history knew it at a past time: its value and scope then, when it was created and when
+    its value was last written (``updated_at``; ``None`` if history holds no write of it)."""
+
+    entry_id: int
+    key: str
+    value: Any
+    visibility: str
+    owner: str | None
+    group_ids: list[str]
+    created_at: datetime
+    updated_at: datetime | None
+    category: str
+
+
+def entries_as_of(
+    *, user_id: str, agent_id: str | None, as_of: datetime, limit: int, offset: int
+) -> list[PastEntry]:
+    """One page of the user's entries as history knew them at ``as_of``, newest write first: each entry
+    whose last event by then left it holding a value (:data:`LIVE_ACTIONS`), with that value. For an agent
+    (``agent_id``), only the values it could see when they were written (the scope the event recorded met
+    by the agent's groups now, as in :func:`events_seen_by_agent`). The category is the entry's current one
+    (history does not record it), "" for an entry gone since."""
+    seen = f"AND {_event_seen(old=False)}" if agent_id is not None else ""
+    sql = (
+        f"WITH past AS (SELECT * FROM {EVENT_TABLE} WHERE user_id = %(user)s AND entry_id IS NOT NULL "
+        f"AND created_at <= %(as_of)s), "
+        f"last AS (SELECT DISTINCT ON (entry_id) * FROM past ORDER BY entry_id, created_at DESC, id DESC), "
+        f"written AS (SELECT entry_id, min(created_at) AS created, "
+        f"max(created_at) FILTER (WHERE action = ANY(%(writes)s)) AS updated FROM past GROUP BY entry_id), "
+        f"live AS (SELECT * FROM last WHERE action = ANY(%(live)s) {seen}) "
+        f"SELECT live.entry_id, live.key, live.new_value, live.visibility, NULLIF(live.owner, ''), "
+        f"live.group_ids, written.created, written.updated, COALESCE(e.category, '') "
+        f"FROM live JOIN written ON written.entry_id = live.entry_id "
+        f"LEFT JOIN {ENTRY_TABLE} e ON e.id = live.entry_id "
+        f"ORDER BY written.updated DESC NULLS LAST, live.entry_id DESC LIMIT %(limit)s OFFSET %(offset)s"
+    )
+    params: dict[str, Any] = {
+        "user": user_id,
+        "agent": agent_id,
+        "as_of": as_of,
+        "writes": list(WRITE_ACTIONS),
+        "live": list(LIVE_ACTIONS),
+        "limit": limit,
+        "offset": offset,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return [
+        PastEntry(
+            entry_id,
+            key,
+            json.loads(value) if isinstance(value, str) else value,
+            visibility,
+            owner,
+            json.loads(groups) if isinstance(groups, str) else groups,
+            created,
+            updated,
+            category,
+        )
+        for entry_id, key, value, visibility, owner, groups, created, updated, category in rows
+    ]
 
 
 # --- Writes -------------------------------------------------------------------------------------------
@@ -422,16 +522,17 @@ def _upsert_sql(*, is_global: bool) -> str:
         f"up AS (INSERT INTO {ENTRY_TABLE} (user_id, key, value, value_text, key_folded, text_folded, "
         f"category, visibility, "
         f"source_agent_id, group_ids, source_conversation_id, conflicted, access_count, created_at, "
-        f"updated_at, last_accessed_at) "
+        f"updated_at, last_accessed_at, valid_from, valid_to) "
         f"SELECT %(user)s, %(key)s, %(value)s::jsonb, %(text)s, %(key_folded)s, %(text_folded)s, "
         f"COALESCE(%(category)s, (SELECT category FROM old), %(new_category)s), %(visibility)s, %(owner)s, "
-        f"%(groups)s::jsonb, %(conversation)s, false, 0, %(now)s, %(now)s, NULL "
+        f"%(groups)s::jsonb, %(conversation)s, false, 0, %(now)s, %(now)s, NULL, %(now)s, %(valid_to)s "
         f"WHERE EXISTS (SELECT 1 FROM old) OR (SELECT n FROM room) < %(cap)s "
         f"ON CONFLICT {target} DO UPDATE SET value = excluded.value, value_text = excluded.value_text, "
         f"text_folded = excluded.text_folded, "
         f"category = excluded.category, group_ids = excluded.group_ids, "
         f"source_conversation_id = excluded.source_conversation_id, conflicted = excluded.conflicted, "
-        f"updated_at = excluded.updated_at{visibility_update} "
+        f"updated_at = excluded.updated_at, valid_from = excluded.valid_from, valid_to = excluded.valid_to, "
+        f"superseded_by_id = NULL{visibility_update} "
         f"RETURNING id, created_at, access_count, last_accessed_at, source_agent_id, category), "
         f"event AS (INSERT INTO {EVENT_TABLE} ({event_columns}) SELECT up.id, %(user)s, %(key)s, "
         f"CASE WHEN EXISTS (SELECT 1 FROM old) THEN %(updated)s ELSE %(created)s END, %(actor_type)s, "
@@ -462,13 +563,16 @@ def upsert_with_event(
     actor_id: str,
     key_prefix: str,
     now: datetime,
+    valid_to: datetime | None = None,
 ) -> Upserted:
     """The whole write of one entry in one statement, run while the user's lock is held: read the entry on
     the upsert key, count the user's entries when there is none, insert or update only if the entry exists or
     the count is under ``cap``, and write the history event of what it did (who could see the old value: the
     stored entry's visibility and groups, else the new ones; its owner is the stored entry's).
 
-    ``category=None`` keeps the stored category, ``new_category`` on insert (legacy properties)."""
+    ``category=None`` keeps the stored category, ``new_category`` on insert (legacy properties). The value
+    is valid from ``now`` to ``valid_to`` (``None``: open); a write on a superseded entry makes it current
+    again, with the new value."""
     value_json, groups_json = json.dumps(value), json.dumps(group_ids)
     params: dict[str, Any] = {
         "user": user_id,
@@ -484,6 +588,7 @@ def upsert_with_event(
         "groups": groups_json,
         "conversation": conversation_id,
         "now": now,
+        "valid_to": valid_to,
         "cap": cap,
         "updated": MemoryEvent.Action.UPDATED,
         "created": MemoryEvent.Action.CREATED,

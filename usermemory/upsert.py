@@ -52,6 +52,7 @@ class MemoryWrite:
     source_agent_id: str | None = None
     group_ids: list[str] | None = None
     source_conversation_id: str | None = None
+    valid_to: datetime | None = None  # the value holds until then; None: until changed
 
 
 @dataclass
@@ -281,6 +282,8 @@ def _upsert_one(
     if len(write.key) > MAX_KEY_CHARS or len(write.user_id) > 255:
         raise BadRequest(f"key and userId are at most {MAX_KEY_CHARS} characters.")
     _check_storable(write)
+    if write.valid_to is not None and write.valid_to <= now:
+        raise BadRequest("validTo must be in the future: an entry is valid from its write until validTo.")
     text = value_as_text(write.value)
     _check_value_size(text)
     owner = _resolve_owner(caller, write)
@@ -324,6 +327,9 @@ def _upsert_one(
         created_at=written.created_at,
         updated_at=now,
         last_accessed_at=written.last_accessed_at,
+        valid_from=now,
+        valid_to=write.valid_to,
+        superseded_by_id=None,
     )
     return UpsertResult(entry=entry, created=created)
 
@@ -361,6 +367,7 @@ def _write_entry(
             actor_id=actor.actor_id,
             key_prefix=actor.key_prefix,
             now=now,
+            valid_to=write.valid_to,
         )
 
     written = attempt(policy.max_entries_per_user)

@@ -19,6 +19,7 @@ from dream.models import DreamRun
 from dream.tasks import dream_run_cycle_task
 from memoryplatform.celery import app, crontab_min_period, crontab_next_after, dream_expires_seconds
 from tests.helpers import REDIS_URL, needs_redis, url_of_the_test_database
+from tests.llm_server import Answer, LLMScript, llm_server
 from usermemory.models import MemoryEntry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,6 +112,9 @@ def test_web_metrics_show_dream_counters_after_a_cycle_in_this_process(client, a
         "dream_contradictions_found_total",
         "dream_cycles_failed_total",
         "dream_duration_seconds_count",
+        "dream_entries_summarized_total",
+        "dream_summarization_failed_total",
+        "dream_llm_cost_dollars_total",
     ):
         assert re.search(rf"^{name} [0-9.e+]+$", body, re.M), name
     assert scraped(body, "dream_entries_pruned_total") >= 1
@@ -186,6 +190,48 @@ def worker(tmp_path):  # type: ignore[no-untyped-def]
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+
+
+@pytest.fixture
+def llm_env(monkeypatch):  # type: ignore[no-untyped-def]
+    """A scripted chat-completions server, and the LLM_* environment a worker started after it reads."""
+    script = LLMScript([])
+    with llm_server(script):
+        for name, value in {
+            "LLM_PROVIDER": "openai",
+            "LLM_URL": script.url,
+            "LLM_MODEL": "test-model",
+            "LLM_PRICES": json.dumps({"test-model": [100.0, 100.0]}),
+        }.items():
+            monkeypatch.setenv(name, value)
+        yield script
+
+
+@needs_redis
+@pytest.mark.django_db(transaction=True)
+def test_summaries_in_a_worker_are_scraped_from_it(llm_env, worker, agent_a, dream_policy, memory):
+    ids = [memory(agent_a, f"trip.{n}", f"fact {n}", user="u-sum").pk for n in range(12)]
+    dream_policy(agent_a, prune_stale_after_days=0, summarize_interactions=True, summarize_min_entries=10)
+    answer = {"summaries": [{"key": "trip", "value": "all of it", "sources": ids}]}
+    llm_env.answers = [Answer(answer, input_tokens=1000, output_tokens=200)]
+    names = (
+        "dream_entries_summarized_total",
+        "dream_llm_cost_dollars_total",
+        "dream_summarization_failed_total",
+    )
+    before = worker.metrics()
+
+    summary = worker.send(trigger="schedule").get(timeout=90)
+
+    assert summary["status"] == "succeeded" and summary["entriesSummarized"] == 12, summary
+    after = worker.metrics()
+    delta = {name: round(scraped(after, name) - scraped(before, name), 6) for name in names}
+    assert delta == {
+        "dream_entries_summarized_total": 12,
+        "dream_llm_cost_dollars_total": 0.12,
+        "dream_summarization_failed_total": 0,
+    }
+    assert MemoryEntry.objects.filter(user_id="u-sum", superseded_by__isnull=False).count() == 12
 
 
 def make_stale(agent, memory, count: int) -> None:  # type: ignore[no-untyped-def]
@@ -273,3 +319,46 @@ def test_an_empty_multiprocess_dir_counts_as_unset():
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip() == "False"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_summaries_in_the_embedded_scheduler_are_in_the_webs_multiprocess_metrics(
+    llm_env, agent_a, dream_policy, memory, tmp_path
+):
+    """`manage.py dream_scheduler --run-now` (what `serve` starts without Redis) runs a cycle with summaries;
+    its counters land in PROMETHEUS_MULTIPROC_DIR, which the web's /metrics aggregates (read here the same
+    way, with prometheus_client's MultiProcessCollector)."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    ids = [memory(agent_a, f"trip.{n}", f"fact {n}", user="u-sched").pk for n in range(12)]
+    dream_policy(agent_a, prune_stale_after_days=0, summarize_interactions=True, summarize_min_entries=10)
+    answer = {"summaries": [{"key": "trip", "value": "all of it", "sources": ids}]}
+    llm_env.answers = [Answer(answer, input_tokens=1000, output_tokens=200)]
+    metrics_dir = tmp_path / "prometheus"
+    metrics_dir.mkdir()
+    env = {
+        **os.environ,
+        "DATABASE_URL": url_of_the_test_database(),
+        "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
+        "SECRET_KEY": "scheduler-test",
+    }
+    env.pop("REDIS_URL", None)
+    argv = [sys.executable, "manage.py", "dream_scheduler", "--run-now", "--parent-pid", str(os.getpid())]
+    log = tmp_path / "scheduler.log"
+    with log.open("w") as out:
+        scheduler = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)  # noqa: S603
+    try:
+        deadline = time.monotonic() + 90
+        while not DreamRun.objects.filter(status=DreamRun.Status.SUCCEEDED).exists():
+            assert scheduler.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"no cycle in 90 s:\n{log.read_text()}"
+            time.sleep(0.2)
+    finally:
+        scheduler.terminate()
+        scheduler.wait(timeout=30)
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(metrics_dir))
+    assert registry.get_sample_value("dream_entries_summarized_total") == 12
+    assert registry.get_sample_value("dream_llm_cost_dollars_total") == pytest.approx(0.12)
+    assert registry.get_sample_value("dream_summarization_failed_total") == 0

@@ -127,3 +127,24 @@ def test_memories_changelist_search_is_a_user_id_or_full_text_words(admin_client
     assert keys("city") == {"home_city"}  # a word of the key
     assert keys("u-2") == {"favourite_food"}  # a user id, exactly
     assert keys("%%") == set()  # no word: only the user id could match
+
+
+@pytest.mark.django_db
+def test_the_admin_shows_superseded_entries_and_filters_by_validity(admin_client, agent_a):
+    common = {"visibility": "global", "source_agent_id": agent_a.id, "user_id": "u-v"}
+    summary = MemoryEntryFactory(
+        key="summary", value="lives in Berlin", provenance={"writtenBy": "dream"}, **common
+    )
+    old = MemoryEntryFactory(key="city", value="Berlin", **common)
+    MemoryEntry.objects.filter(id=old.id).update(superseded_by=summary, valid_to=timezone.now())
+
+    def keys(**params: str) -> set[str]:
+        response = admin_client.get("/admin/usermemory/memoryentry/", params)
+        assert response.status_code == 200
+        return {entry.key for entry in response.context["cl"].result_list}
+
+    assert keys() == {"summary", "city"}
+    assert keys(validity="current") == {"summary"}
+    assert keys(validity="superseded") == {"city"}
+    page = admin_client.get(f"/admin/usermemory/memoryentry/{old.id}/change/").content.decode()
+    assert "Superseded by" in page and "Valid to" in page

@@ -116,6 +116,13 @@ def test_policy_read_and_patch(admin_api, agent_a):
             "summarizeInteractions": False,
             "maxCostPerRun": 0.5,
             "crossAgentMaintenance": False,
+            "summarizeMinEntries": 10,
+            "summarizeTargetEntries": 3,
+            "summarizeGroupBy": "category",
+            "preserveAgentProvenance": True,
+            "summarizeRequiresApproval": False,
+            "semanticContradictionThreshold": 0.96,
+            "confirmContradictionsWithLlm": False,
         },
     }
     patched = admin_api.patch(

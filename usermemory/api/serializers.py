@@ -14,6 +14,7 @@ from usermemory.models import (
     MemoryEvent,
     OnCapReached,
     RecallOrder,
+    SummarizeGroupBy,
     Visibility,
 )
 from usermemory.search_store import ScoredEntry
@@ -32,6 +33,13 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
     lastAccessedAt = serializers.DateTimeField(source="last_accessed_at", allow_null=True)
+    validFrom = serializers.DateTimeField(source="valid_from")
+    validTo = serializers.DateTimeField(
+        source="valid_to", allow_null=True, help_text="Given on write, or when a Dream summary superseded it."
+    )
+    supersededBy = serializers.CharField(
+        source="superseded_by_id", allow_null=True, help_text="The id of the Dream summary that replaced it."
+    )
 
     class Meta:
         model = MemoryEntry
@@ -50,6 +58,9 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
             "createdAt",
             "updatedAt",
             "lastAccessedAt",
+            "validFrom",
+            "validTo",
+            "supersededBy",
         ]
 
     def to_representation(self, instance: MemoryEntry) -> dict[str, Any]:
@@ -72,6 +83,9 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
             "createdAt": _iso(instance.created_at),
             "updatedAt": _iso(instance.updated_at),
             "lastAccessedAt": _iso(instance.last_accessed_at),
+            "validFrom": _iso(instance.valid_from),
+            "validTo": _iso(instance.valid_to),
+            "supersededBy": None if instance.superseded_by_id is None else str(instance.superseded_by_id),
         }
 
 
@@ -125,6 +139,9 @@ class MemoryUpsertInputSerializer(FieldsBuiltOnce):
     )
     sourceConversationId = StrictCharField(max_length=255, required=False, allow_null=True, default=None)
     turnId = StrictCharField(max_length=128, required=False, allow_null=True, default=None)
+    validTo = serializers.DateTimeField(
+        required=False, allow_null=True, default=None, help_text="The value holds until then (future)."
+    )
 
     def to_write(self) -> MemoryWrite:
         data = self.validated_data
@@ -137,6 +154,7 @@ class MemoryUpsertInputSerializer(FieldsBuiltOnce):
             source_agent_id=data["sourceAgentId"],
             group_ids=data["groupIds"],
             source_conversation_id=data["sourceConversationId"],
+            valid_to=data["validTo"],
         )
 
 
@@ -192,8 +210,24 @@ def _group_ids() -> serializers.ListField:
     )
 
 
+def _include_superseded() -> serializers.BooleanField:
+    return serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Also entries no longer valid: superseded by a Dream summary, or past their validTo.",
+    )
+
+
+def _as_of() -> serializers.DateTimeField:
+    return serializers.DateTimeField(
+        required=False,
+        help_text="An ISO 8601 time in the past: the entries as history knew them then (read-only).",
+    )
+
+
 class GroupQuerySerializer(FieldsBuiltOnce):
     groupId = _group_ids()
+    includeSuperseded = _include_superseded()
 
 
 class RecallQuerySerializer(FieldsBuiltOnce):
@@ -233,11 +267,14 @@ class VisibleQuerySerializer(RecallQuerySerializer):
         required=False,
         help_text="With q: hybrid (meaning and words, the default) or semantic (meaning only).",
     )
+    asOf = _as_of()
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)
         if "mode" in attrs and "q" not in attrs:
             raise serializers.ValidationError({"mode": "mode ranks by relevance to q: give q too."})
+        if "asOf" in attrs and "q" in attrs:
+            raise serializers.ValidationError({"asOf": "asOf answers from history, in order: leave q out."})
         return attrs
 
 
@@ -247,6 +284,20 @@ class ListQuerySerializer(FieldsBuiltOnce):
         required=False, min_value=1, max_value=1000, default=1000, help_text="At most this many."
     )
     offset = AsciiIntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
+    includeSuperseded = _include_superseded()
+
+
+class UserListQuerySerializer(ListQuerySerializer):
+    """A user's list: ``asOf`` reads it as history knew it then."""
+
+    asOf = _as_of()
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "asOf" in attrs and attrs.get("includeSuperseded"):
+            raise serializers.ValidationError(
+                {"asOf": "asOf answers with what was valid then: leave includeSuperseded out."}
+            )
+        return attrs
 
 
 class SearchQuerySerializer(ListQuerySerializer):
@@ -265,6 +316,7 @@ class SearchQuerySerializer(ListQuerySerializer):
 class SearchAllQuerySerializer(SearchQuerySerializer):
     groupId = None  # type: ignore[assignment]  # DRF drops an inherited field set to None: staff search has no group
     mode = None  # type: ignore[assignment]  # staff search across users is full-text only
+    includeSuperseded = None  # type: ignore[assignment]  # staff search reads the entries valid now
 
 
 class GuardrailsSerializer(serializers.Serializer):
@@ -285,6 +337,15 @@ class DreamConfigSerializer(serializers.Serializer):
         source="max_cost_per_run", max_digits=8, decimal_places=2, min_value=0, coerce_to_string=False
     )
     crossAgentMaintenance = serializers.BooleanField(source="cross_agent_maintenance")
+    summarizeMinEntries = AsciiIntegerField(source="summarize_min_entries", min_value=2, max_value=10_000)
+    summarizeTargetEntries = AsciiIntegerField(source="summarize_target_entries", min_value=1, max_value=1000)
+    summarizeGroupBy = serializers.ChoiceField(source="summarize_group_by", choices=SummarizeGroupBy.choices)
+    preserveAgentProvenance = serializers.BooleanField(source="preserve_agent_provenance")
+    summarizeRequiresApproval = serializers.BooleanField(source="summarize_requires_approval")
+    semanticContradictionThreshold = serializers.FloatField(
+        source="semantic_contradiction_threshold", min_value=0.01, max_value=1.0
+    )
+    confirmContradictionsWithLlm = serializers.BooleanField(source="confirm_contradictions_with_llm")
 
 
 class MemoryPolicySerializer(serializers.Serializer):

@@ -32,6 +32,7 @@ from usermemory.api.serializers import (
     ScoredMemoryEntryOutputSerializer,
     SearchAllQuerySerializer,
     SearchQuerySerializer,
+    UserListQuerySerializer,
     VisibleQuerySerializer,
     flatten_policy_changes,
 )
@@ -124,14 +125,27 @@ class MemoryUserView(MemoryView):
         return [IsAdminCaller()] if self.request.method == "DELETE" else super().get_permissions()
 
     @extend_schema(
-        parameters=[ListQuerySerializer],
+        parameters=[UserListQuerySerializer],
         responses=MemoryEntryOutputSerializer(many=True),
-        summary="All memories of a user that the caller may read, newest first",
+        summary="All memories of a user that the caller may read, newest first (asOf: as history knew them)",
     )
     def get(self, request: Request, user_id: str) -> Response:
-        query = _query(ListQuerySerializer, request)
+        query = _query(UserListQuerySerializer, request)
+        caller = request_caller(request)
+        if "asOf" in query:
+            past = selectors.memory_as_of(
+                caller=caller,
+                user_id=user_id,
+                as_of=query["asOf"],
+                limit=query["limit"],
+                offset=query["offset"],
+            )
+            return Response(MemoryEntryOutputSerializer(past, many=True).data)
         qs = selectors.memory_list(
-            caller=request_caller(request), user_id=user_id, group_ids=query.get("groupId")
+            caller=caller,
+            user_id=user_id,
+            group_ids=query.get("groupId"),
+            include_superseded=query["includeSuperseded"],
         )
         return _page(qs, query)
 
@@ -186,6 +200,10 @@ class MemoryVisibleView(MemoryView):
         if "q" in query:
             mode = query.get("mode", "hybrid")
             return ranked_response(services.memory_recall_ranked(query=query["q"], mode=mode, **args))
+        if "asOf" in query:
+            del args["order"]
+            past = services.memory_recall_as_of(as_of=query["asOf"], **args)
+            return Response(MemoryEntryOutputSerializer(past, many=True).data)
         return Response(MemoryEntryOutputSerializer(services.memory_recall(**args), many=True).data)
 
 
@@ -206,6 +224,7 @@ class MemorySearchView(MemoryView):
             "group_ids": query.get("groupId"),
             "limit": query["limit"],
             "offset": query["offset"],
+            "include_superseded": query["includeSuperseded"],
         }
         if query["mode"] == "keyword":
             return Response(MemoryEntryOutputSerializer(selectors.memory_search(**args), many=True).data)
@@ -217,7 +236,11 @@ class MemoryCategoryView(MemoryView):
     def get(self, request: Request, user_id: str, category: str) -> Response:
         query = _query(ListQuerySerializer, request)
         qs = selectors.memory_by_category(
-            caller=request_caller(request), user_id=user_id, category=category, group_ids=query.get("groupId")
+            caller=request_caller(request),
+            user_id=user_id,
+            category=category,
+            group_ids=query.get("groupId"),
+            include_superseded=query["includeSuperseded"],
         )
         return _page(qs, query)
 
@@ -225,9 +248,13 @@ class MemoryCategoryView(MemoryView):
 class MemoryKeyView(MemoryView):
     @extend_schema(parameters=[GroupQuerySerializer], responses=MemoryEntryOutputSerializer)
     def get(self, request: Request, user_id: str, key: str) -> Response:
-        group_ids = _query(GroupQuerySerializer, request).get("groupId")
+        query = _query(GroupQuerySerializer, request)
         entry = selectors.memory_by_key(
-            caller=request_caller(request), user_id=user_id, key=key, group_ids=group_ids
+            caller=request_caller(request),
+            user_id=user_id,
+            key=key,
+            group_ids=query.get("groupId"),
+            include_superseded=query["includeSuperseded"],
         )
         return Response(MemoryEntryOutputSerializer(entry).data)
 
@@ -235,8 +262,13 @@ class MemoryKeyView(MemoryView):
 class MemoryCountView(MemoryView):
     @extend_schema(parameters=[GroupQuerySerializer], responses=CountOutputSerializer)
     def get(self, request: Request, user_id: str) -> Response:
-        group_ids = _query(GroupQuerySerializer, request).get("groupId")
-        count = selectors.memory_count(caller=request_caller(request), user_id=user_id, group_ids=group_ids)
+        query = _query(GroupQuerySerializer, request)
+        count = selectors.memory_count(
+            caller=request_caller(request),
+            user_id=user_id,
+            group_ids=query.get("groupId"),
+            include_superseded=query["includeSuperseded"],
+        )
         return Response({"userId": user_id, "count": count})
 
 

@@ -5,7 +5,7 @@ from tqdm import tqdm
 
 from apikeys.models import Agent
 from dream.models import DreamRun
-from dream.selectors import dream_run_summary
+from dream.selectors import dream_run_summary, summary_diff
 from dream.services import MAX_BATCH_SIZE, dream_run_cycle
 from memoryplatform.management.progress import Unended
 
@@ -77,6 +77,23 @@ class Command(BaseCommand):
         ]
         for agent_id, counts in sorted(run.details.get("agents", {}).items()):
             lines.append(f"    {agent_id}: {would}pruned {counts['pruned']}")
+        pending = run.approval == DreamRun.Approval.PENDING
+        will = "would be " if run.dry_run else ("to be (after approval) " if pending else "")
+        lines.append(
+            f"  entries {will}summarized: {s['entriesSummarized']} into {s['summariesWritten']} summaries, "
+            f"{s['summarizationFailures']} failed, LLM cost ${s['llmCostDollars']:.6f}"
+        )
+        for change in summary_diff(run=run):
+            lines.append(f"    + {change['userId']} {change['key']!r}: {change['value']}")
+            lines.extend(
+                f"      - [{old['id']}] {old['key']!r}: {old['value']}" for old in change["supersedes"]
+            )
+        for failure in run.details.get("summaries", {}).get("failures", []):
+            lines.append(f"    ! {failure.get('userId', '')} {failure.get('label', '')}: {failure['error']}")
+        for agent_id in run.details.get("summaries", {}).get("stoppedByCostCap", []):
+            lines.append(f"    $ {agent_id}: stopped at maxCostPerRun")
+        if pending:
+            lines.append("  The summaries wait for staff approval on the Dream run's admin page.")
         if s["durationSeconds"] is not None:
             lines.append(f"  duration:             {s['durationSeconds']:.2f} s")
         if run.agents_processed == 0:

