@@ -27,6 +27,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from activity.services import tool_calls_prune
 from dream import metrics, selectors, store
 from dream.models import DreamRun
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
@@ -397,9 +398,10 @@ def dream_run_cycle(
     re-raised, ``failed``.
 
     Per agent, in agent order, stale pruning; then one contradiction pass over the entries of the agents
-    that detect contradictions (every entry when one of them has cross-agent maintenance). ``dry_run``
-    changes no entry and reports what the cycle would do. ``on_progress(done, total, label)`` follows the
-    steps.
+    that detect contradictions (every entry when one of them has cross-agent maintenance). Then, for every
+    agent (or only ``agent_id``), Dream enabled or not, the tool calls past the agent's retention are deleted.
+    ``dry_run`` changes no entry and reports what the cycle would do. ``on_progress(done, total, label)``
+    follows the steps.
     """
     batching = Batching.from_settings(size=batch_size, pause=batch_pause)
     run = _cycle_start(trigger=trigger, agent_id=agent_id, dry_run=dry_run)
@@ -477,6 +479,9 @@ def dream_run_cycle(
                 metrics.contradictions_found.inc(found.contradictions)
         if not dry_run:
             totals.details["turnCountersDeleted"] = dream_prune_turn_counters(now=now, batching=batching)
+            totals.details["toolCallsDeleted"] = tool_calls_prune(
+                now=now, batch_size=batching.size, agent_id=agent_id
+            )
         if on_progress:
             on_progress(total_steps, total_steps, "contradictions")
     except BaseException as exc:  # soft time limits and Ctrl-C too: the run must not stay "running"

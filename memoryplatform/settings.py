@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "usermemory",
     "dream",
     "conversations",
+    "activity",
 ]
 
 MIDDLEWARE = [
@@ -207,6 +208,10 @@ API_KEY_CACHE_SIZE = env.int("API_KEY_CACHE_SIZE", default=10_000)
 # The absolute limit on a memory value (characters of its text: a string's own, anything else as compact
 # JSON), for every key and door, admin keys included. An agent's maxValueLength guardrail can only lower it.
 MEMORY_MAX_VALUE_CHARS = env.int("MEMORY_MAX_VALUE_CHARS", default=100_000)
+
+# The tool-call log (activity): the most characters of a call's args and of its result, each as compact JSON.
+# A call logged over REST beyond it is refused (400); our own LLM and MCP tools log a longer result cut short.
+ACTIVITY_MAX_CHARS = env.int("ACTIVITY_MAX_CHARS", default=16_384)
 
 # Recall sets lastAccessedAt only where the stored value is older than this (seconds), to spare writes.
 MEMORY_ACCESS_GRANULARITY = env.int("MEMORY_ACCESS_GRANULARITY", default=3600)

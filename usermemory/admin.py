@@ -63,6 +63,7 @@ class MemoryPolicyInline(admin.StackedInline):
                 ]
             },
         ),
+        ("Activity", {"fields": ["tool_call_retention_days"]}),
     ]
 
 

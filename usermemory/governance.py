@@ -46,6 +46,7 @@ POLICY_FIELDS = (
     "summarize_interactions",
     "max_cost_per_run",
     "cross_agent_maintenance",
+    "tool_call_retention_days",
 )
 
 

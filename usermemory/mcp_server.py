@@ -42,6 +42,7 @@ import asyncio
 import contextvars
 import json
 import logging
+import time
 import weakref
 from typing import Any
 
@@ -55,12 +56,14 @@ from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from rest_framework.utils.encoders import JSONEncoder
 
+from activity import services as activity
+from activity.models import ToolCall
 from apikeys.authentication import presented_key
 from apikeys.caller import Caller
 from apikeys.services import KeyRefused, apikey_authenticate
 from memoryplatform import asgi_http
 from memoryplatform.api.errors import ServiceError
-from usermemory.mcp_tools import TOOLS, VALIDATORS, Noted, tools_for
+from usermemory.mcp_tools import TOOLS, VALIDATORS, McpTool, Noted, tools_for
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +107,27 @@ def tool_call(*, caller: Caller, name: str, arguments: dict[str, Any] | None) ->
     if caller.role not in tool.roles:
         return _error(f"The tool '{name}' is not available to {caller.role} keys.")
     arguments = dict(arguments or {})
-    problem = next(iter(sorted(VALIDATORS[name].iter_errors(arguments), key=lambda e: list(e.path))), None)
+    started = time.monotonic()
+    payload, is_error = _run(caller=caller, tool=tool, arguments=arguments)
+    # Every call that ran is logged with an agent key (the activity app), refusals as failures.
+    activity.tool_call_log(
+        caller=caller,
+        via=ToolCall.Via.MCP,
+        call=activity.ToolCallWrite(
+            tool=name,
+            args=arguments,
+            result=payload.payload if isinstance(payload, Noted) else payload,
+            success=not is_error,
+            duration_ms=round((time.monotonic() - started) * 1000),
+            error=payload["error"] if is_error else "",
+        ),
+    )
+    return payload, is_error
+
+
+def _run(*, caller: Caller, tool: McpTool, arguments: dict[str, Any]) -> tuple[Any, bool]:
+    problems = VALIDATORS[tool.name].iter_errors(arguments)
+    problem = next(iter(sorted(problems, key=lambda e: list(e.path))), None)
     if problem is not None:
         return _error(_invalid(problem))
     try:
@@ -112,7 +135,7 @@ def tool_call(*, caller: Caller, name: str, arguments: dict[str, Any] | None) ->
     except ServiceError as exc:
         return _error(exc.message)
     except Exception:
-        logger.exception("MCP tool %s by %s failed", name, caller.log_label())
+        logger.exception("MCP tool %s by %s failed", tool.name, caller.log_label())
         return _error(INTERNAL_ERROR)
 
 

@@ -258,6 +258,9 @@ class AgentMemoryPolicy(models.Model):
     summarize_interactions = models.BooleanField(default=False)
     max_cost_per_run = models.DecimalField(max_digits=8, decimal_places=2, default=0.50)
     cross_agent_maintenance = models.BooleanField(default=False)
+    tool_call_retention_days = models.PositiveIntegerField(
+        default=30, help_text="Dream deletes this agent's tool-call log older than this; 0 keeps it forever"
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -9,10 +9,13 @@ refusal as its text, as EDDI does, because the LLM must read why. So do argument
 the calling framework supplies (a tool name, the ``groupIds``) raises :class:`ServiceError` instead.
 """
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from activity import services as activity
+from activity.models import ToolCall
 from apikeys.caller import Caller
 from memoryplatform.api.errors import Forbidden, NotFound, ServiceError
 from usermemory import selectors, services
@@ -179,12 +182,39 @@ def tool_invoke(
         conversation_id=conversation_id,
         group_ids=group_ids or None,
     )
+    # Every call that ran is logged (the activity app), refusals as failures: also one that raised.
+    started = time.monotonic()
+    text, error = "", "The tool failed with an internal error."
     try:
-        return tool(context, dict(arguments or {}))
+        text, error = _run(tool, name, context, dict(arguments or {}))
+        return text
+    finally:
+        activity.tool_call_log(
+            caller=caller,
+            via=ToolCall.Via.LLM_TOOL,
+            call=activity.ToolCallWrite(
+                tool=name,
+                args={"userId": user_id, "arguments": arguments or {}},
+                result=text or None,
+                success=not error,
+                duration_ms=round((time.monotonic() - started) * 1000),
+                error=error,
+                conversation_id=conversation_id or "",
+            ),
+        )
+
+
+Tool = Callable[[ToolContext, dict[str, Any]], str]
+
+
+def _run(tool: Tool, name: str, context: ToolContext, arguments: dict[str, Any]) -> tuple[str, str]:
+    """The tool's text and, for a refusal, its reason (empty on success)."""
+    try:
+        return tool(context, arguments), ""
     except InvalidArguments as exc:
-        return f"❌ Invalid arguments for {name}: {exc}"
+        return f"❌ Invalid arguments for {name}: {exc}", str(exc)
     except ServiceError as exc:
-        return f"❌ {_FAILURE_VERB[name]}: {exc.message}"
+        return f"❌ {_FAILURE_VERB[name]}: {exc.message}", exc.message
 
 
 _FAILURE_VERB = {
@@ -290,7 +320,7 @@ def _forget(context: ToolContext, arguments: dict[str, Any]) -> str:
     return f"✅ Forgotten: {key}" if deleted else f"No memory with key '{key}' to forget."
 
 
-_TOOLS: dict[str, Callable[[ToolContext, dict[str, Any]], str]] = {
+_TOOLS: dict[str, Tool] = {
     REMEMBER: _remember,
     RECALL: _recall,
     SEARCH: _search,

@@ -296,6 +296,13 @@ class MemoryPolicySerializer(serializers.Serializer):
     onCapReached = serializers.ChoiceField(source="on_cap_reached", choices=OnCapReached.choices)
     guardrails = GuardrailsSerializer(source="*")
     dreamConfig = DreamConfigSerializer(source="*")
+    toolCallRetentionDays = AsciiIntegerField(
+        source="tool_call_retention_days",
+        min_value=0,
+        max_value=36500,
+        required=False,
+        help_text="Days the agent's tool-call log is kept (Dream deletes older calls); 0 keeps it forever.",
+    )
 
 
 def flatten_policy_changes(data: dict[str, Any]) -> dict[str, Any]:
