@@ -1,4 +1,5 @@
-"""Reads of the tool-call log: an agent reads its own; viewer and admin keys read any agent's."""
+"""Reads of agent activity: an agent reads its own tool calls and the tasks it created or is assigned;
+viewer and admin keys read any."""
 
 import base64
 import binascii
@@ -7,9 +8,9 @@ from datetime import datetime
 
 from django.db.models import Q, QuerySet
 
-from activity.models import ToolCall
+from activity.models import Task, ToolCall
 from apikeys.caller import Caller
-from memoryplatform.api.errors import BadRequest, Forbidden
+from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
 
 
 @dataclass(frozen=True)
@@ -85,3 +86,37 @@ def tool_call_list(
     more = len(calls) > limit
     calls = calls[:limit]
     return ToolCallPage(calls=calls, next=cursor_of(calls[-1]) if more else None)
+
+
+OPEN_STATUSES = (Task.Status.PENDING, Task.Status.IN_PROGRESS)
+
+
+def task_list(
+    *,
+    caller: Caller,
+    assignee_id: str | None = None,
+    creator_id: str | None = None,
+    status: str | None = None,
+    open_only: bool = False,
+) -> QuerySet[Task]:
+    """Tasks, newest first: an agent key those it created or is assigned, viewer and admin keys all; each
+    filter narrows (``open_only``: pending or in progress)."""
+    qs = Task.objects.all()
+    if caller.is_agent:
+        qs = qs.filter(Q(assignee_id=caller.agent_id) | Q(creator_id=caller.agent_id))
+    if assignee_id is not None:
+        qs = qs.filter(assignee_id=assignee_id)
+    if creator_id is not None:
+        qs = qs.filter(creator_id=creator_id)
+    if status is not None:
+        qs = qs.filter(status=status)
+    if open_only:
+        qs = qs.filter(status__in=OPEN_STATUSES)
+    return qs.order_by("-created_at", "-id")
+
+
+def task_get(*, caller: Caller, task_id: int) -> Task:
+    task = task_list(caller=caller).filter(pk=task_id).first()
+    if task is None:
+        raise NotFound(f"No task {task_id}.")
+    return task

@@ -1,4 +1,5 @@
-"""Writes of the tool-call log: agents log their calls (REST), our LLM and MCP tools log theirs, Dream prunes.
+"""Writes of agent activity. The tool-call log: agents log their calls (REST), our LLM and MCP tools log
+theirs, Dream prunes. Tasks: created by an agent, worked and completed by their assignee.
 
 The agent is always the key's. A call logged over REST whose ``args`` or ``result`` is longer than
 ``ACTIVITY_MAX_CHARS`` (as compact JSON) is refused with its whole batch; our own tools cut a long result
@@ -17,11 +18,13 @@ from django.db.models import DateTimeField, DurationField, ExpressionWrapper, F,
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from activity.models import ToolCall
+from activity.models import Task, ToolCall
 from apikeys.caller import Caller
+from apikeys.models import Agent
 from apikeys.services import caller_require_writer
-from memoryplatform.api.errors import BadRequest, Forbidden
-from usermemory.models import AgentMemoryPolicy
+from memoryplatform.api.errors import BadRequest, Conflict, Forbidden, NotFound
+from usermemory.models import AgentMemoryPolicy, MemoryEntry, Visibility
+from usermemory.services import MemoryWrite, memory_upsert
 
 MAX_BATCH = 100
 FUTURE_SLACK = timedelta(minutes=5)  # a client's clock may run a little ahead; further is a mistake
@@ -142,3 +145,110 @@ def tool_calls_prune(*, now: datetime, batch_size: int, agent_id: str | None = N
         if not ids:
             return total
         total += len(ids)
+
+
+# --- Tasks ------------------------------------------------------------------------------------------------
+
+TASK_RESULT_CATEGORY = "task_result"
+FINAL_STATUSES = frozenset({Task.Status.DONE, Task.Status.FAILED, Task.Status.CANCELLED})
+MAX_TASK_GROUPS = 50
+UNSET: Any = object()  # "leave the result as it is", distinct from a JSON null
+
+
+def task_create(
+    *,
+    caller: Caller,
+    title: str,
+    assignee_id: str | None = None,
+    user_id: str = "",
+    context: Any = None,
+    visibility: str = Visibility.SELF,
+    group_ids: list[str] | None = None,
+) -> Task:
+    """A task created by the caller's agent, assigned to ``assignee_id`` (itself by default), ``pending``."""
+    caller_require_writer(caller)
+    if not caller.is_agent:
+        raise Forbidden("Only an agent key creates tasks: the creator is the key's agent.")
+    if not title.strip():
+        raise BadRequest("title must not be empty.")
+    if visibility not in Visibility.values:
+        raise BadRequest(f"visibility must be one of {', '.join(Visibility.values)}.")
+    groups = list(dict.fromkeys(group_ids or []))
+    if len(groups) > MAX_TASK_GROUPS:
+        raise BadRequest(f"groupIds: at most {MAX_TASK_GROUPS}.")
+    assignee = assignee_id or caller.acting_agent_id
+    if not Agent.objects.filter(id=assignee).exists():
+        raise BadRequest(f"No agent '{assignee}' to assign the task to.", details={"assigneeId": assignee})
+    now = timezone.now()
+    return Task.objects.create(
+        creator_id=caller.acting_agent_id,
+        assignee_id=assignee,
+        title=title,
+        user_id=user_id,
+        context={} if context is None else context,
+        visibility=visibility,
+        group_ids=groups,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def _task_for_update(*, caller: Caller, task_id: int) -> Task:
+    task = Task.objects.select_for_update().filter(pk=task_id).first()
+    if task is None or (caller.is_agent and caller.agent_id not in {task.creator_id, task.assignee_id}):
+        raise NotFound(f"No task {task_id}.")  # an agent outside the task learns nothing of it
+    return task
+
+
+@transaction.atomic
+def task_update(*, caller: Caller, task_id: int, status: str | None = None, result: Any = UNSET) -> Task:
+    """Change a task's status and result: its assignee (and admins) any status and the result; its creator
+    only cancels it. A task that is done, failed or cancelled is final (409). Done with a user, its result is
+    stored as a memory of that user through :func:`usermemory.services.memory_upsert`, in this transaction,
+    so a refused memory (a guardrail, the cap) refuses the change and nothing is written."""
+    caller_require_writer(caller)
+    task = _task_for_update(caller=caller, task_id=task_id)
+    if status is not None and status not in Task.Status.values:
+        raise BadRequest(f"status must be one of {', '.join(Task.Status.values)}.")
+    may_work = caller.is_admin or task.assignee_id == caller.agent_id
+    if not may_work and (result is not UNSET or status not in {None, Task.Status.CANCELLED}):
+        raise Forbidden(
+            "Only the task's assignee changes its status and result; its creator may only cancel it.",
+            details={"assigneeId": task.assignee_id},
+        )
+    if task.status in FINAL_STATUSES:
+        message = f"Task {task.pk} is {task.status}: it changes no more."
+        raise Conflict(message, details={"status": task.status})
+    now = timezone.now()
+    if result is not UNSET:
+        if result is not None and json_chars(result) > settings.ACTIVITY_MAX_CHARS:
+            raise BadRequest(f"result is longer than {settings.ACTIVITY_MAX_CHARS} characters as JSON.")
+        task.result = result
+    if status is not None:
+        task.status = status
+        if status in FINAL_STATUSES:
+            task.finished_at = now
+    if task.status == Task.Status.DONE and task.user_id:
+        task.memory_entry_id = _store_result(caller=caller, task=task).id
+    task.updated_at = now
+    task.save()
+    return task
+
+
+def _store_result(*, caller: Caller, task: Task) -> MemoryEntry:
+    """The done task's result as a memory of its user, owned by the assignee: ``task:<id>`` =
+    ``{title, result}``, category ``task_result``, the task's visibility and groups."""
+    written = memory_upsert(
+        caller=caller,
+        write=MemoryWrite(
+            user_id=task.user_id,
+            key=f"task:{task.pk}",
+            value={"title": task.title, "result": task.result},
+            category=TASK_RESULT_CATEGORY,
+            visibility=task.visibility,
+            source_agent_id=task.assignee_id,
+            group_ids=task.group_ids or None,
+        ),
+        system_category=True,
+    )
+    return written.entry

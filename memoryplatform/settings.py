@@ -194,6 +194,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "ApiKeyRoleEnum": "apikeys.models.ApiKey.Role",
         "MessageRoleEnum": "conversations.models.MessageRole",
+        "TaskStatusEnum": "activity.models.Task.Status",
+        "AgentStatusEnum": "apikeys.models.Agent.Status",
     },
 }
 

@@ -1,4 +1,5 @@
-"""EDDI's 8 MCP tools over the user memory services, with the official ``mcp`` SDK's low-level ``Server``.
+"""EDDI's 8 MCP tools over the user memory services, and 3 task tools over the activity app's, with the
+official ``mcp`` SDK's low-level ``Server``.
 
 The key's role decides which tools are listed and callable:
 
@@ -13,7 +14,13 @@ tool                         viewer     agent      admin
 ``upsert_user_memory``       no         yes        yes
 ``delete_user_memory``       no         yes        yes
 ``delete_all_user_memories`` no         no         yes
+``create_task``              no         yes        no
+``complete_task``            no         yes        no
+``list_my_tasks``            no         yes        no
 ============================ ========== ========== ==========
+
+The task tools act as the key's agent (a task's creator and assignee are agents): agent keys only.
+Every tool call made with an agent key is logged in that agent's tool-call log (``activity``).
 
 An agent key reads only what its agent may see and writes as its agent, under its guardrails, deleting only
 entries it owns: the services hold those rules, as for every other door. GDPR erasure is admin only.

@@ -140,8 +140,12 @@ def _check_value_size(text: str) -> None:
         )
 
 
-def _check_guardrails(policy: AgentMemoryPolicy, write: MemoryWrite, text: str) -> None:
-    """EDDI's guardrails, for writes made with an agent key."""
+def _check_guardrails(
+    policy: AgentMemoryPolicy, write: MemoryWrite, text: str, *, system_category: bool = False
+) -> None:
+    """EDDI's guardrails, for writes made with an agent key. ``system_category``: the category is the
+    platform's own (a task's result, ``task_result``), not the agent's choice, so ``allowedCategories`` does
+    not apply; the sizes do."""
     if len(write.key) > policy.max_key_length:
         raise BadRequest(
             f"key is {len(write.key)} characters; the limit (maxKeyLength) is {policy.max_key_length}.",
@@ -153,7 +157,7 @@ def _check_guardrails(policy: AgentMemoryPolicy, write: MemoryWrite, text: str) 
             details={"limit": "maxValueLength", "max": policy.max_value_length},
         )
     allowed = policy.allowed_categories
-    if write.category is not None and allowed and write.category not in allowed:
+    if write.category is not None and allowed and write.category not in allowed and not system_category:
         raise BadRequest(
             f"category '{write.category}' is not allowed (allowedCategories: {', '.join(allowed)}).",
             details={"limit": "allowedCategories", "allowed": allowed},
@@ -273,6 +277,7 @@ def _upsert_one(
     log: EventLog,
     now: datetime,
     memo: _BatchMemo,
+    system_category: bool = False,
 ) -> UpsertResult:
     if write.visibility not in VISIBILITIES:
         raise BadRequest(f"visibility must be one of {', '.join(Visibility.values)}.")
@@ -287,7 +292,7 @@ def _upsert_one(
     groups = _resolve_groups(caller, write, owner, memo)
     policy = memo.policy_of(owner)
     if caller.is_agent:
-        _check_guardrails(policy, write, text)
+        _check_guardrails(policy, write, text, system_category=system_category)
         _count_turn_write(
             agent_id=caller.acting_agent_id,
             user_id=write.user_id,
@@ -387,12 +392,22 @@ def _write_entry(
 
 
 @transaction.atomic
-def memory_upsert(*, caller: Caller, write: MemoryWrite, turn_id: str | None = None) -> UpsertResult:
-    """Insert or update one entry on its upsert key. 201-worthy ``created`` tells which happened."""
+def memory_upsert(
+    *, caller: Caller, write: MemoryWrite, turn_id: str | None = None, system_category: bool = False
+) -> UpsertResult:
+    """Insert or update one entry on its upsert key. 201-worthy ``created`` tells which happened.
+    ``system_category``: the platform chose the category (a task's result), so the agent's
+    ``allowedCategories`` does not refuse it; no door lets a caller set it."""
     caller_require_writer(caller)
     log = EventLog(Actor.of(caller))
     result = _upsert_one(
-        caller=caller, write=write, turn_id=turn_id, log=log, now=timezone.now(), memo=_BatchMemo(caller)
+        caller=caller,
+        write=write,
+        turn_id=turn_id,
+        log=log,
+        now=timezone.now(),
+        memo=_BatchMemo(caller),
+        system_category=system_category,
     )
     log.flush()
     embeddings_schedule(entry_ids=[result.entry.id])  # after the commit, off the statement

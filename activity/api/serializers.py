@@ -2,10 +2,11 @@ from typing import Any
 
 from rest_framework import serializers
 
-from activity.models import ToolCall
+from activity.models import Task, ToolCall
 from activity.services import MAX_BATCH, ToolCallWrite
 from memoryplatform.api.serializers import AsciiIntegerField
 from usermemory.api.serializers import StrictCharField
+from usermemory.models import Visibility
 
 MAX_DURATION_MS = 2**31 - 1
 
@@ -121,3 +122,69 @@ class ToolCallQuerySerializer(serializers.Serializer):
         max_length=200, required=False, help_text="The `next` cursor of the previous page."
     )
     limit = AsciiIntegerField(required=False, min_value=1, max_value=500, default=50)
+
+
+class TaskOutputSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(read_only=True)
+    creatorId = serializers.CharField(source="creator_id")
+    assigneeId = serializers.CharField(source="assignee_id")
+    userId = serializers.SerializerMethodField()
+    context = serializers.JSONField()  # type: ignore[assignment]  # a declared field: DRF takes it off the class
+    result = serializers.JSONField()
+    groupIds = serializers.ListField(source="group_ids", child=serializers.CharField())
+    memoryEntryId = serializers.SerializerMethodField(help_text="The memory the result was stored as.")
+    createdAt = serializers.DateTimeField(source="created_at")
+    updatedAt = serializers.DateTimeField(source="updated_at")
+    finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
+
+    class Meta:
+        model = Task
+        fields = [
+            "id",
+            "title",
+            "creatorId",
+            "assigneeId",
+            "userId",
+            "context",
+            "status",
+            "result",
+            "visibility",
+            "groupIds",
+            "memoryEntryId",
+            "createdAt",
+            "updatedAt",
+            "finishedAt",
+        ]
+
+    def get_userId(self, task: Task) -> str | None:
+        return _blank_is_null(task.user_id)
+
+    def get_memoryEntryId(self, task: Task) -> str | None:
+        return None if task.memory_entry_id is None else str(task.memory_entry_id)
+
+
+class TaskCreateInputSerializer(serializers.Serializer):
+    title = StrictCharField(max_length=500)
+    assigneeId = StrictCharField(max_length=64, required=False, allow_null=True, default=None)
+    userId = StrictCharField(max_length=255, required=False, allow_null=True, default=None)
+    context = serializers.JSONField(required=False, default=None)  # type: ignore[assignment]  # a declared field: DRF takes it off the class
+    visibility = serializers.ChoiceField(
+        choices=Visibility.choices,
+        required=False,
+        default=Visibility.SELF,
+        help_text="Of the result's memory when the task is done with a user.",
+    )
+    groupIds = serializers.ListField(
+        child=StrictCharField(max_length=64), required=False, allow_null=True, default=None, max_length=50
+    )
+
+
+class TaskUpdateInputSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=Task.Status.choices, required=False)
+    result = serializers.JSONField(required=False, help_text="Any JSON; sent, it replaces the result.")
+
+
+class TaskQuerySerializer(serializers.Serializer):
+    assigneeId = StrictCharField(max_length=64, required=False)
+    creatorId = StrictCharField(max_length=64, required=False)
+    status = serializers.ChoiceField(choices=Task.Status.choices, required=False)

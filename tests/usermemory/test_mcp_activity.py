@@ -40,3 +40,24 @@ def test_mcp_calls_are_logged_for_the_keys_agent(connect, transport, http_url, m
     )
     assert not [c for c in _log(http_url, mcp_env.keys["agent-b"]) if user in json.dumps(c["args"])]
     assert not [c for c in _log(http_url, mcp_env.keys["viewer"]) if c["tool"] == "count_user_memories"]
+
+
+def test_mcp_task_tools_for_agent_keys(connect, transport):
+    user = f"{transport}-mcp-tasks"
+
+    async def main() -> None:
+        async with sessions(connect, "agent-a", "agent-b", "viewer") as (agent_a, agent_b, viewer):
+            task = await ok(
+                agent_a, "create_task", title="Check the order", assigneeId="agent-b", userId=user
+            )
+            assert task["creatorId"] == "agent-a" and task["status"] == "pending" and task["userId"] == user
+            assert [t["id"] for t in await ok(agent_b, "list_my_tasks")] == [task["id"]]
+            assert "assignee" in await error(agent_a, "complete_task", taskId=task["id"], result="x")
+            done = await ok(agent_b, "complete_task", taskId=task["id"], result={"ok": True})
+            assert done["status"] == "done" and done["memoryEntryId"]
+            memory = await ok(agent_b, "get_memory_by_key", userId=user, key=f"task:{task['id']}")
+            assert memory["category"] == "task_result" and memory["value"]["result"] == {"ok": True}
+            assert await ok(agent_b, "list_my_tasks") == []
+            assert "not available to viewer keys" in await error(viewer, "create_task", title="t")
+
+    run(main)
