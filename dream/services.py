@@ -28,6 +28,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from activity.services import tool_calls_prune
+from apikeys.services import agents_mark_idle
 from dream import metrics, selectors, store
 from dream.models import DreamRun
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
@@ -399,7 +400,8 @@ def dream_run_cycle(
 
     Per agent, in agent order, stale pruning; then one contradiction pass over the entries of the agents
     that detect contradictions (every entry when one of them has cross-agent maintenance). Then, for every
-    agent (or only ``agent_id``), Dream enabled or not, the tool calls past the agent's retention are deleted.
+    agent (or only ``agent_id``), Dream enabled or not, the tool calls past the agent's retention are deleted,
+    and (a cycle for every agent) active agents unused for ``AGENT_IDLE_AFTER`` are marked idle.
     ``dry_run`` changes no entry and reports what the cycle would do. ``on_progress(done, total, label)``
     follows the steps.
     """
@@ -482,6 +484,8 @@ def dream_run_cycle(
             totals.details["toolCallsDeleted"] = tool_calls_prune(
                 now=now, batch_size=batching.size, agent_id=agent_id
             )
+            if agent_id is None:
+                totals.details["agentsMarkedIdle"] = agents_mark_idle(now=now)
         if on_progress:
             on_progress(total_steps, total_steps, "contradictions")
     except BaseException as exc:  # soft time limits and Ctrl-C too: the run must not stay "running"

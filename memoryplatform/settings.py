@@ -202,6 +202,9 @@ SPECTACULAR_SETTINGS = {
 # API keys: how often last_used_at / last_active_at may be written (seconds). Reads inside the window
 # cost no write.
 API_KEY_TOUCH_INTERVAL = env.int("API_KEY_TOUCH_INTERVAL", default=60)
+# The agent directory: an active agent whose key has not been used for this long (seconds) is marked idle
+# by the next Dream cycle; its next request makes it active again.
+AGENT_IDLE_AFTER = env.int("AGENT_IDLE_AFTER", default=3600)
 # PostgreSQL: keep looked-up keys in each process, emptied by a notification on every change to a key, an
 # agent or a memory policy (apikeys/keycache.py). Turn off behind a transaction-pooling PgBouncer (no LISTEN).
 API_KEY_CACHE = env.bool("API_KEY_CACHE", default=True)
