@@ -176,6 +176,8 @@ def _upsert(caller: Caller, args: dict[str, Any]) -> Any:
             source_agent_id=_agent_id(args),
             group_ids=_group_ids(args),
             source_conversation_id=args.get("sourceConversationId"),
+            confidence=args.get("confidence"),
+            source=args.get("source"),
         ),
         turn_id=args.get("turnId"),
     )
@@ -358,6 +360,12 @@ TOOLS: dict[str, McpTool] = {
                     "sourceAgentId": {**_AGENT_ID, "description": "An older name for agentId."},
                     "groupIds": _GROUP_IDS,
                     "sourceConversationId": {"type": ["string", "null"], "maxLength": 255},
+                    "confidence": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+                    "source": {
+                        "type": ["string", "null"],
+                        "maxLength": 200,
+                        "description": "user_correction, observed_pattern, task_outcome, or free text.",
+                    },
                     "turnId": {
                         "type": ["string", "null"],
                         "maxLength": 128,

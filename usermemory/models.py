@@ -26,6 +26,17 @@ class OnCapReached(models.TextChoices):
 
 
 MAX_KEY_CHARS = 255
+MAX_SOURCE_CHARS = 200
+
+
+class InsightSource(models.TextChoices):
+    """The named sources of an entry; ``source`` may also hold free text."""
+
+    USER_CORRECTION = "user_correction", "user correction"
+    OBSERVED_PATTERN = "observed_pattern", "observed pattern"
+    TASK_OUTCOME = "task_outcome", "task outcome"
+
+
 DEFAULT_ALLOWED_CATEGORIES = ("preference", "fact", "context")
 
 
@@ -64,6 +75,10 @@ class MemoryEntry(models.Model):
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     last_accessed_at = models.DateTimeField(null=True, blank=True)
+    # Insights (seed 001): how sure the writer is (0 to 1; null: unsaid), and where the fact came from
+    # (user_correction, observed_pattern, task_outcome, or free text; null: unsaid).
+    confidence = models.FloatField(null=True, blank=True)
+    source = models.CharField(max_length=MAX_SOURCE_CHARS, null=True, blank=True)  # noqa: DJ001 (null is "unsaid")
 
     class Meta:
         verbose_name = "memory"
@@ -84,6 +99,11 @@ class MemoryEntry(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(visibility__in=["self", "group", "global"]), name="memory_visibility_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(confidence__isnull=True) | Q(confidence__gte=0, confidence__lte=1),
+                name="memory_confidence_range",
+                violation_error_message="confidence is between 0 and 1.",
             ),
         ]
         indexes = [

@@ -148,8 +148,23 @@ def visible_conflict(visible: Q) -> Case:
     return Case(When(conflicted=True, then=Exists(others)), default=Value(False), output_field=BooleanField())
 
 
-def memory_list(*, caller: Caller, user_id: str, group_ids: list[str] | None = None) -> QuerySet[MemoryEntry]:
-    return memory_readable_for(caller=caller, user_id=user_id, group_ids=group_ids).order_by(*LIST_ORDER)
+def memory_list(
+    *,
+    caller: Caller,
+    user_id: str,
+    group_ids: list[str] | None = None,
+    agent_id: str | None = None,
+    min_confidence: float | None = None,
+) -> QuerySet[MemoryEntry]:
+    """The user's entries the caller may read, newest first; with ``agent_id``, only those that agent owns
+    (seed 001's ``get_agent_insights``: what it wrote that the caller may see); with ``min_confidence``, only
+    entries at least that sure."""
+    qs = memory_readable_for(caller=caller, user_id=user_id, group_ids=group_ids)
+    if agent_id is not None:
+        qs = qs.filter(source_agent_id=agent_id)
+    if min_confidence is not None:
+        qs = qs.filter(confidence__gte=min_confidence)
+    return qs.order_by(*LIST_ORDER)
 
 
 def memory_by_category(
@@ -217,6 +232,7 @@ def memory_search(
     limit: int = 1000,
     offset: int = 0,
     mode: str = "keyword",
+    min_confidence: float | None = None,
 ) -> list[MemoryEntry]:
     """One page of search results. ``keyword`` (the default, EDDI's): case-insensitive literal substring
     match on the key or the value's text, newest first. ``semantic`` and ``hybrid``: by relevance
@@ -235,6 +251,7 @@ def memory_search(
             group_ids=group_ids,
             limit=limit,
             offset=offset,
+            min_confidence=min_confidence,
         )
         return [scored.entry for scored in ranked.entries]
     if not query:
@@ -249,6 +266,7 @@ def memory_search(
         category=category or None,
         limit=limit,
         offset=offset,
+        min_confidence=min_confidence,
     )
 
 
@@ -314,6 +332,7 @@ def memory_search_ranked(
     group_ids: list[str] | None = None,
     limit: int = 1000,
     offset: int = 0,
+    min_confidence: float | None = None,
 ) -> RankedSearch:
     """``semantic``: the entries nearest the query's meaning (cosine similarity of the current model's
     vectors). ``hybrid``: a convex combination of that list's and a full-text list's scaled scores (the full
@@ -332,6 +351,7 @@ def memory_search_ranked(
         limit=limit,
         offset=offset,
         ranking=ranking,
+        min_confidence=min_confidence,
     )
     return RankedSearch(entries, fallback)
 

@@ -92,6 +92,17 @@ def tool_definitions(*, caller: Caller) -> list[dict[str, Any]]:
                             "conversation's groups) or global (every agent serving this user)."
                         ),
                     },
+                    "confidence": {
+                        "type": "number",
+                        "minimum": 0,
+                        "maximum": 1,
+                        "description": "How sure you are, from 0 to 1 (optional).",
+                    },
+                    "source": {
+                        "type": "string",
+                        "description": "Where it came from: user_correction, observed_pattern, task_outcome, "
+                        "or your own words (optional).",
+                    },
                 },
                 "required": ["key", "value", "category"],
                 "additionalProperties": False,
@@ -316,7 +327,7 @@ def _only(arguments: dict[str, Any], allowed: Iterable[str]) -> None:
 
 
 def _remember(context: ToolContext, arguments: dict[str, Any]) -> str:
-    _only(arguments, ("key", "value", "category", "visibility"))
+    _only(arguments, ("key", "value", "category", "visibility", "confidence", "source"))
     key = _string(arguments, "key")
     if "value" not in arguments or arguments["value"] is None:
         raise InvalidArguments("value is required.")
@@ -333,6 +344,8 @@ def _remember(context: ToolContext, arguments: dict[str, Any]) -> str:
             visibility=visibility,
             group_ids=context.group_ids,
             source_conversation_id=context.conversation_id,
+            confidence=arguments.get("confidence"),
+            source=_string(arguments, "source", required=False),
         ),
         turn_id=context.turn_id,
     )

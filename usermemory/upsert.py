@@ -22,6 +22,7 @@ from usermemory.embedding import embeddings_schedule
 from usermemory.history import SCOPE_FIELDS, Actor, EventLog, Scope
 from usermemory.models import (
     MAX_KEY_CHARS,
+    MAX_SOURCE_CHARS,
     AgentMemoryPolicy,
     MemoryEntry,
     MemoryEntryGroup,
@@ -52,6 +53,8 @@ class MemoryWrite:
     source_agent_id: str | None = None
     group_ids: list[str] | None = None
     source_conversation_id: str | None = None
+    confidence: float | None = None
+    source: str | None = None
 
 
 @dataclass
@@ -128,6 +131,19 @@ def _check_storable(write: MemoryWrite) -> None:
     problem = json_problem(write.value)
     if problem:
         raise BadRequest(f"value: {problem}.")
+
+
+def _check_insight(write: MemoryWrite) -> None:
+    """``confidence`` from 0 to 1 (a number, not a boolean), ``source`` at most ``MAX_SOURCE_CHARS``."""
+    confidence = write.confidence
+    if confidence is not None and (
+        isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0 <= confidence <= 1
+    ):
+        raise BadRequest("confidence must be a number from 0 to 1.", details={"confidence": confidence})
+    if write.source is not None and (
+        not isinstance(write.source, str) or len(write.source) > MAX_SOURCE_CHARS
+    ):
+        raise BadRequest(f"source must be a text of at most {MAX_SOURCE_CHARS} characters.")
 
 
 def _check_value_size(text: str) -> None:
@@ -286,6 +302,7 @@ def _upsert_one(
     if len(write.key) > MAX_KEY_CHARS or len(write.user_id) > 255:
         raise BadRequest(f"key and userId are at most {MAX_KEY_CHARS} characters.")
     _check_storable(write)
+    _check_insight(write)
     text = value_as_text(write.value)
     _check_value_size(text)
     owner = _resolve_owner(caller, write)
@@ -324,6 +341,8 @@ def _upsert_one(
         source_agent_id=written.owner,
         group_ids=groups,
         source_conversation_id=write.source_conversation_id,
+        confidence=write.confidence,
+        source=write.source,
         conflicted=False,
         access_count=written.access_count,
         created_at=written.created_at,
@@ -361,6 +380,8 @@ def _write_entry(
             owner=owner,
             group_ids=groups,
             conversation_id=write.source_conversation_id,
+            confidence=write.confidence,
+            source=write.source,
             cap=cap,
             actor_type=actor.actor_type,
             actor_id=actor.actor_id,

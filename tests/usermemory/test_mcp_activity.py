@@ -39,7 +39,9 @@ def test_mcp_calls_are_logged_for_the_keys_agent(connect, transport, http_url, m
         missing["success"] is False and missing["error"] and missing["result"] == {"error": missing["error"]}
     )
     assert not [c for c in _log(http_url, mcp_env.keys["agent-b"]) if user in json.dumps(c["args"])]
-    assert not [c for c in _log(http_url, mcp_env.keys["viewer"]) if c["tool"] == "count_user_memories"]
+    # The viewer's call is nowhere in the log, which a viewer key reads whole.
+    counted = _log(http_url, mcp_env.keys["viewer"], tool="count_user_memories", limit="500")
+    assert not [c for c in counted if user in json.dumps(c["args"])]
 
 
 def test_mcp_task_tools_for_agent_keys(connect, transport):
@@ -59,5 +61,28 @@ def test_mcp_task_tools_for_agent_keys(connect, transport):
             assert memory["category"] == "task_result" and memory["value"]["result"] == {"ok": True}
             assert await ok(agent_b, "list_my_tasks") == []
             assert "not available to viewer keys" in await error(viewer, "create_task", title="t")
+
+    run(main)
+
+
+def test_mcp_upsert_writes_confidence_and_source(connect, transport):
+    user = f"{transport}-mcp-insights"
+
+    async def main() -> None:
+        async with connect("agent-a") as agent:
+            await ok(
+                agent,
+                "upsert_user_memory",
+                userId=user,
+                key="k",
+                value="v",
+                confidence=0.8,
+                source="task_outcome",
+            )
+            entry = await ok(agent, "get_memory_by_key", userId=user, key="k")
+            assert (entry["confidence"], entry["source"]) == (0.8, "task_outcome")
+            assert "confidence" in await error(
+                agent, "upsert_user_memory", userId=user, key="k", value="v", confidence=2
+            )
 
     run(main)

@@ -1,5 +1,6 @@
 """EDDI's field names (camelCase) in and out. Input serializers check types only; services hold the rules."""
 
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,6 +11,7 @@ from memoryplatform.api.pagination import MAX_OFFSET
 from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce
 from usermemory.models import (
     MAX_KEY_CHARS,
+    MAX_SOURCE_CHARS,
     MemoryEntry,
     MemoryEvent,
     OnCapReached,
@@ -32,6 +34,10 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
     lastAccessedAt = serializers.DateTimeField(source="last_accessed_at", allow_null=True)
+    confidence = serializers.FloatField(allow_null=True, help_text="0 to 1; null: unsaid.")
+    source = serializers.CharField(  # type: ignore[assignment]  # a declared field: DRF takes it off the class
+        allow_null=True, help_text="Where the fact came from; null: unsaid."
+    )
 
     class Meta:
         model = MemoryEntry
@@ -50,6 +56,8 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
             "createdAt",
             "updatedAt",
             "lastAccessedAt",
+            "confidence",
+            "source",
         ]
 
     def to_representation(self, instance: MemoryEntry) -> dict[str, Any]:
@@ -72,6 +80,8 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
             "createdAt": _iso(instance.created_at),
             "updatedAt": _iso(instance.updated_at),
             "lastAccessedAt": _iso(instance.last_accessed_at),
+            "confidence": instance.confidence,
+            "source": instance.source,
         }
 
 
@@ -111,6 +121,25 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class ConfidenceField(serializers.FloatField):
+    """A confidence: a finite number from 0 to 1; a boolean, ``NaN`` or an infinity is refused."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(min_value=0, max_value=1, **kwargs)
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool):
+            self.fail("invalid")
+        value = super().to_internal_value(data)
+        if not math.isfinite(value):
+            self.fail("invalid")
+        return value
+
+
+def _min_confidence() -> ConfidenceField:
+    return ConfidenceField(required=False, help_text="Only entries at least this sure (0 to 1).")
+
+
 class MemoryUpsertInputSerializer(FieldsBuiltOnce):
     """One entry of a PUT. ``id``, ``createdAt``, ``updatedAt`` and ``accessCount`` are ignored if sent."""
 
@@ -125,6 +154,16 @@ class MemoryUpsertInputSerializer(FieldsBuiltOnce):
     )
     sourceConversationId = StrictCharField(max_length=255, required=False, allow_null=True, default=None)
     turnId = StrictCharField(max_length=128, required=False, allow_null=True, default=None)
+    confidence = ConfidenceField(
+        required=False, allow_null=True, default=None, help_text="0 to 1; null: unsaid."
+    )
+    source = StrictCharField(  # type: ignore[assignment]  # a declared field: DRF takes it off the class
+        max_length=MAX_SOURCE_CHARS,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="user_correction, observed_pattern, task_outcome, or free text.",
+    )
 
     def to_write(self) -> MemoryWrite:
         data = self.validated_data
@@ -137,6 +176,8 @@ class MemoryUpsertInputSerializer(FieldsBuiltOnce):
             source_agent_id=data["sourceAgentId"],
             group_ids=data["groupIds"],
             source_conversation_id=data["sourceConversationId"],
+            confidence=data["confidence"],
+            source=data["source"],
         )
 
 
@@ -233,6 +274,7 @@ class VisibleQuerySerializer(RecallQuerySerializer):
         required=False,
         help_text="With q: hybrid (meaning and words, the default) or semantic (meaning only).",
     )
+    minConfidence = _min_confidence()
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)
@@ -249,6 +291,15 @@ class ListQuerySerializer(FieldsBuiltOnce):
     offset = AsciiIntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
 
 
+class UserListQuerySerializer(ListQuerySerializer):
+    agentId = StrictCharField(
+        required=False,
+        max_length=64,
+        help_text="Only the entries this agent wrote (that the caller may see).",
+    )
+    minConfidence = _min_confidence()
+
+
 class SearchQuerySerializer(ListQuerySerializer):
     q = serializers.CharField(
         max_length=1000, trim_whitespace=False, help_text="keyword: matched literally; else by relevance."
@@ -260,10 +311,12 @@ class SearchQuerySerializer(ListQuerySerializer):
         default="keyword",
         help_text="keyword (literal, newest first), semantic (by meaning), hybrid (meaning and words).",
     )
+    minConfidence = _min_confidence()
 
 
 class SearchAllQuerySerializer(SearchQuerySerializer):
     groupId = None  # type: ignore[assignment]  # DRF drops an inherited field set to None: staff search has no group
+    minConfidence = None  # type: ignore[assignment]  # staff search across users does not filter by it
     mode = None  # type: ignore[assignment]  # staff search across users is full-text only
 
 

@@ -32,6 +32,7 @@ from usermemory.api.serializers import (
     ScoredMemoryEntryOutputSerializer,
     SearchAllQuerySerializer,
     SearchQuerySerializer,
+    UserListQuerySerializer,
     VisibleQuerySerializer,
     flatten_policy_changes,
 )
@@ -124,14 +125,19 @@ class MemoryUserView(MemoryView):
         return [IsAdminCaller()] if self.request.method == "DELETE" else super().get_permissions()
 
     @extend_schema(
-        parameters=[ListQuerySerializer],
+        parameters=[UserListQuerySerializer],
         responses=MemoryEntryOutputSerializer(many=True),
-        summary="All memories of a user that the caller may read, newest first",
+        summary="All memories of a user that the caller may read, newest first; with agentId, that agent's "
+        "(its insights)",
     )
     def get(self, request: Request, user_id: str) -> Response:
-        query = _query(ListQuerySerializer, request)
+        query = _query(UserListQuerySerializer, request)
         qs = selectors.memory_list(
-            caller=request_caller(request), user_id=user_id, group_ids=query.get("groupId")
+            caller=request_caller(request),
+            user_id=user_id,
+            group_ids=query.get("groupId"),
+            agent_id=query.get("agentId"),
+            min_confidence=query.get("minConfidence"),
         )
         return _page(qs, query)
 
@@ -182,6 +188,7 @@ class MemoryVisibleView(MemoryView):
             "group_ids": query.get("groupId"),
             "order": query.get("order"),
             "limit": query.get("limit"),
+            "min_confidence": query.get("minConfidence"),
         }
         if "q" in query:
             mode = query.get("mode", "hybrid")
@@ -206,6 +213,7 @@ class MemorySearchView(MemoryView):
             "group_ids": query.get("groupId"),
             "limit": query["limit"],
             "offset": query["offset"],
+            "min_confidence": query.get("minConfidence"),
         }
         if query["mode"] == "keyword":
             return Response(MemoryEntryOutputSerializer(selectors.memory_search(**args), many=True).data)
