@@ -252,3 +252,15 @@ def _store_result(*, caller: Caller, task: Task) -> MemoryEntry:
         system_category=True,
     )
     return written.entry
+
+
+# --- GDPR ---------------------------------------------------------------------------------------------------
+
+
+def activity_erase_user(user_id: str) -> dict[str, int]:
+    """GDPR erasure's part here: the user's tasks, and the tool calls whose ``args`` name the user
+    (``userId``: every call of our own LLM and MCP tools about them). A call an agent logged over REST with
+    the user elsewhere in it cannot be told apart. No index serves the tool-call match: erasure is rare."""
+    tasks_deleted, _ = Task.objects.filter(user_id=user_id).delete()
+    calls_deleted, _ = ToolCall.objects.filter(args__userId=user_id).delete()
+    return {"tasksDeleted": tasks_deleted, "toolCallsDeleted": calls_deleted}

@@ -225,3 +225,22 @@ def test_the_admin_filters_tasks_and_changes_their_status(staff_client, agent_a_
     statuses = dict(Task.objects.values_list("title", "status"))
     assert statuses == {"open": "cancelled", "finished": "done"}  # final is final, in the admin too
     assert "is done: it changes no more" in response.content.decode()
+
+
+# --- GDPR -----------------------------------------------------------------------------------------------
+
+
+def test_gdpr_export_and_erasure_cover_tasks_and_tool_calls(agent_a_api, admin_api):
+    task = create(agent_a_api, title="Plan a trip", userId=U)
+    patch(agent_a_api, task, status="done", result="Lisbon")
+    invoke(agent_a_api, "recallMemories")  # a tool call about the user
+    other = create(agent_a_api, title="Someone else's", userId="user-other")
+
+    export = admin_api.get(f"{MEMORIES}/{U}/export").json()["activity"]
+    assert [t["title"] for t in export["tasks"]] == ["Plan a trip"]
+    assert [c["tool"] for c in export["toolCalls"]] == ["recallMemories"]
+    report = admin_api.delete(f"{MEMORIES}/{U}").json()
+
+    assert report["activity"] == {"tasksDeleted": 1, "toolCallsDeleted": 1}
+    assert list(Task.objects.values_list("id", flat=True)) == [int(other["id"])]
+    assert not MemoryEntry.objects.filter(user_id=U).exists()
