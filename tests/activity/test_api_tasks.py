@@ -244,3 +244,11 @@ def test_gdpr_export_and_erasure_cover_tasks_and_tool_calls(agent_a_api, admin_a
     assert report["activity"] == {"tasksDeleted": 1, "toolCallsDeleted": 1}
     assert list(Task.objects.values_list("id", flat=True)) == [int(other["id"])]
     assert not MemoryEntry.objects.filter(user_id=U).exists()
+
+
+def test_the_task_list_takes_a_fixed_number_of_queries(agent_a_api, django_assert_num_queries):
+    for n in range(3):
+        create(agent_a_api, title=f"t{n}", assigneeId="agent-a")
+    with django_assert_num_queries(3):  # the key, the count, the page
+        response = agent_a_api.get(URL, {"limit": 2})
+    assert [t["title"] for t in response.json()["results"]] == ["t2", "t1"]
