@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ('activity', '0001_tool_calls'),
         ('apikeys', '0002_auth_change_notify'),
-        ('usermemory', '0012_policy_tool_call_retention'),
+        ('usermemory', '0011_stored_search_vector'),
     ]
 
     operations = [
