@@ -42,6 +42,18 @@ class IsAdminCaller(BasePermission):
         return caller is not None and caller.is_admin
 
 
+class ReadAnyWriteAdmin(BasePermission):
+    """Every role reads; only admins write."""
+
+    message = "This change needs an admin key."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        caller = _caller(request)
+        if caller is None:
+            return False
+        return request.method in SAFE_METHODS or caller.is_admin
+
+
 class ReadAnyWriteAgentOrAdmin(BasePermission):
     """Every role reads; viewers may not write."""
 

@@ -13,6 +13,13 @@ def agent_list(*, status: str | None = None) -> QuerySet[Agent]:
     return qs.order_by("id")
 
 
+def agent_directory() -> QuerySet[Agent]:
+    """The directory as any key sees it: the public fields only (no groups, keys or policy loaded)."""
+    return Agent.objects.only(
+        "id", "display_name", "capabilities", "model", "status", "last_active_at"
+    ).order_by("id")
+
+
 def agent_group_ids(*, agent_id: str) -> QuerySet[AgentGroup, str]:
     """The ids of the agent's groups, lazily: usable as a subquery, or ``list()`` it."""
     return AgentGroup.objects.filter(members=agent_id).order_by("id").values_list("id", flat=True)

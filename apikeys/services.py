@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
+from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from apikeys import keycache, store
@@ -275,12 +275,28 @@ def _touch(key: ApiKey, now: datetime) -> bool:
         key.last_used_at = now
     agent = key.agent
     if agent is not None and (agent.last_active_at is None or agent.last_active_at < threshold):
+        # Use makes an idle agent active again (an unavailable one stays so: that is the admins' call).
         Agent.objects.filter(
             Q(last_active_at__isnull=True) | Q(last_active_at__lt=threshold), pk=agent.pk
-        ).update(last_active_at=now)
+        ).update(
+            last_active_at=now,
+            status=Case(When(status=Agent.Status.IDLE, then=Value(Agent.Status.ACTIVE)), default=F("status")),
+        )
         agent.last_active_at = now
+        if agent.status == Agent.Status.IDLE:
+            agent.status = Agent.Status.ACTIVE
         wrote = True
     return wrote
+
+
+def agents_mark_idle(*, now: datetime) -> int:
+    """Mark ``idle`` the active agents whose key has not been used for ``AGENT_IDLE_AFTER`` seconds (one
+    set-based update; Dream runs it each cycle). Returns how many changed. An agent never used stays as it
+    is; its next request makes an idle agent active again (:func:`_touch`)."""
+    cutoff = now - timedelta(seconds=settings.AGENT_IDLE_AFTER)
+    return Agent.objects.filter(status=Agent.Status.ACTIVE, last_active_at__lt=cutoff).update(
+        status=Agent.Status.IDLE
+    )
 
 
 class BootstrapResult(NamedTuple):

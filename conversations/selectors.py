@@ -5,7 +5,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar, overload
 
-from django.db.models import Exists, Max, OuterRef, Q, QuerySet
+from django.conf import settings
+from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVectorField
+from django.db.models import Exists, F, Func, Max, OuterRef, Q, QuerySet, Value
 
 from apikeys.caller import Caller
 from apikeys.models import Agent, AgentGroup
@@ -228,3 +230,65 @@ def checkpoint_get(*, conversation: Conversation, agent_id: str) -> Checkpoint |
 
 def conversations_of_user(*, user_id: str) -> QuerySet[Conversation]:
     return Conversation.objects.filter(user_id=user_id).order_by("created_at", "id")
+
+
+# --- Search across conversations (seed 001's search_all_conversations) --------------------------------------
+
+MAX_SEARCH = 100
+
+
+class _MessageDocument(Func):
+    """A message's text as a ``tsvector``: ``jsonb_to_tsvector`` over each content block's ``text`` (never
+    the block types or other keys), in the full-text configuration ``SEARCH_LANGUAGE``."""
+
+    template = "jsonb_to_tsvector(%(expressions)s, '$[*].text'), '[\"string\"]')"
+    arg_joiner = "::regconfig, jsonb_path_query_array("
+    output_field = SearchVectorField()
+
+
+def _seen_by_caller(caller: Caller) -> Q:
+    """The messages a key may search. An agent: those of the conversations it may take part in (any without a
+    group, and those of its groups: :func:`check_participation`), their history and case log, and of the
+    memory channel only its own stream, never another agent's. Viewer and admin keys: every message."""
+    if not caller.is_agent:
+        return Q()
+    agent_id = caller.acting_agent_id
+    member = Exists(
+        AgentGroup.members.through.objects.filter(
+            agentgroup_id=OuterRef("conversation__group_id"), agent_id=agent_id
+        )
+    )
+    in_conversation = Q(conversation__group__isnull=True) | Q(member)
+    return in_conversation & (~Q(channel=Channel.MEMORY) | Q(agent_id=agent_id))
+
+
+def message_search(
+    *,
+    caller: Caller,
+    query: str,
+    user_id: str | None = None,
+    agent_id: str | None = None,
+    channel: str | None = None,
+    limit: int = DEFAULT_PAGE,
+    offset: int = 0,
+) -> list[Message]:
+    """Ranked full-text search over the messages the caller may see (:func:`_seen_by_caller`), best first
+    (``rank``, then newest): of one user's conversations, of one agent's messages (``agent_id``, the author)
+    or every agent's, of one channel or all. Words and phrases as a web search writes them
+    (``websearch_to_tsquery``). Messages have no vectors yet, so the ranking is full text alone."""
+    if channel is not None and channel not in Channel.values:
+        raise BadRequest(f"channel must be one of {', '.join(Channel.values)}.")
+    if not 1 <= limit <= MAX_SEARCH:
+        raise BadRequest(f"limit must be between 1 and {MAX_SEARCH}.")
+    config = settings.SEARCH_LANGUAGE
+    words = SearchQuery(query, search_type="websearch", config=config)
+    qs = Message.objects.select_related("conversation").filter(_seen_by_caller(caller))
+    if user_id is not None:
+        qs = qs.filter(conversation__user_id=user_id)
+    if agent_id is not None:
+        qs = qs.filter(agent_id=agent_id)
+    if channel is not None:
+        qs = qs.filter(channel=channel)
+    qs = qs.annotate(document=_MessageDocument(Value(config), F("content")))
+    qs = qs.filter(document=words).annotate(rank=SearchRank(F("document"), words))
+    return list(qs.order_by("-rank", "-created_at", "-id")[offset : offset + limit])

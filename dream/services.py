@@ -28,6 +28,8 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from activity.services import tool_calls_prune
+from apikeys.services import agents_mark_idle
 from dream import metrics, selectors, store, summarize
 from dream.meaning import dream_meaning_conflicts
 from dream.models import DreamRun
@@ -426,9 +428,11 @@ def dream_run_cycle(
     re-raised, ``failed``.
 
     Per agent, in agent order, stale pruning; then one contradiction pass over the entries of the agents
-    that detect contradictions (every entry when one of them has cross-agent maintenance). ``dry_run``
-    changes no entry and reports what the cycle would do. ``on_progress(done, total, label)`` follows the
-    steps.
+    that detect contradictions (every entry when one of them has cross-agent maintenance). Then, for every
+    agent (or only ``agent_id``), Dream enabled or not, the tool calls past the agent's retention are deleted,
+    and (a cycle for every agent) active agents unused for ``AGENT_IDLE_AFTER`` are marked idle.
+    ``dry_run`` changes no entry and reports what the cycle would do. ``on_progress(done, total, label)``
+    follows the steps.
     """
     batching = Batching.from_settings(size=batch_size, pause=batch_pause)
     run = _cycle_start(trigger=trigger, agent_id=agent_id, dry_run=dry_run)
@@ -513,6 +517,11 @@ def dream_run_cycle(
                 metrics.contradictions_found.inc(found.contradictions)
         if not dry_run:
             totals.details["turnCountersDeleted"] = dream_prune_turn_counters(now=now, batching=batching)
+            totals.details["toolCallsDeleted"] = tool_calls_prune(
+                now=now, batch_size=batching.size, agent_id=agent_id
+            )
+            if agent_id is None:
+                totals.details["agentsMarkedIdle"] = agents_mark_idle(now=now)
         if on_progress:
             on_progress(total_steps, total_steps, "contradictions")
     except BaseException as exc:  # soft time limits and Ctrl-C too: the run must not stay "running"

@@ -36,14 +36,20 @@ _PLACEHOLDER = re.compile(r"<(?:(?P<kind>str|text|int):)?(?P<name>\w+)>")
 DECODED_PREFIXES = ("/admin/", "/static/")
 
 
+def _literal(text: str) -> str:
+    """A fixed part of a route as a regex. ``-`` stays unescaped (literal outside a character class), so
+    the schema generator, which shows the pattern's text, documents ``tool-calls``, not ``tool\\-calls``."""
+    return re.escape(text).replace("\\-", "-")
+
+
 def _pattern(route: str) -> str:
     """``a/<name>/b/<int:n>`` as a regex matching it with or without a trailing slash."""
     parts, end = [], 0
     for match in _PLACEHOLDER.finditer(route):
-        parts.append(re.escape(route[end : match.start()]))
+        parts.append(_literal(route[end : match.start()]))
         parts.append(f"(?P<{match['name']}>{KINDS[match['kind'] or 'str']})")
         end = match.end()
-    parts.append(re.escape(route[end:]))
+    parts.append(_literal(route[end:]))
     return "^" + "".join(parts) + "/?$"
 
 

@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "usermemory",
     "dream",
     "conversations",
+    "activity",
 ]
 
 MIDDLEWARE = [
@@ -193,12 +194,17 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "ApiKeyRoleEnum": "apikeys.models.ApiKey.Role",
         "MessageRoleEnum": "conversations.models.MessageRole",
+        "TaskStatusEnum": "activity.models.Task.Status",
+        "AgentStatusEnum": "apikeys.models.Agent.Status",
     },
 }
 
 # API keys: how often last_used_at / last_active_at may be written (seconds). Reads inside the window
 # cost no write.
 API_KEY_TOUCH_INTERVAL = env.int("API_KEY_TOUCH_INTERVAL", default=60)
+# The agent directory: an active agent whose key has not been used for this long (seconds) is marked idle
+# by the next Dream cycle; its next request makes it active again.
+AGENT_IDLE_AFTER = env.int("AGENT_IDLE_AFTER", default=3600)
 # PostgreSQL: keep looked-up keys in each process, emptied by a notification on every change to a key, an
 # agent or a memory policy (apikeys/keycache.py). Turn off behind a transaction-pooling PgBouncer (no LISTEN).
 API_KEY_CACHE = env.bool("API_KEY_CACHE", default=True)
@@ -207,6 +213,10 @@ API_KEY_CACHE_SIZE = env.int("API_KEY_CACHE_SIZE", default=10_000)
 # The absolute limit on a memory value (characters of its text: a string's own, anything else as compact
 # JSON), for every key and door, admin keys included. An agent's maxValueLength guardrail can only lower it.
 MEMORY_MAX_VALUE_CHARS = env.int("MEMORY_MAX_VALUE_CHARS", default=100_000)
+
+# The tool-call log (activity): the most characters of a call's args and of its result, each as compact JSON.
+# A call logged over REST beyond it is refused (400); our own LLM and MCP tools log a longer result cut short.
+ACTIVITY_MAX_CHARS = env.int("ACTIVITY_MAX_CHARS", default=16_384)
 
 # Recall sets lastAccessedAt only where the stored value is older than this (seconds), to spare writes.
 MEMORY_ACCESS_GRANULARITY = env.int("MEMORY_ACCESS_GRANULARITY", default=3600)

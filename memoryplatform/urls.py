@@ -26,6 +26,7 @@ urlpatterns = [
     path("", include("usermemory.api.tool_urls")),
     path("", include("dream.api.urls")),
     path("", include("conversations.api.urls")),
+    path("", include("activity.api.urls")),
     # Anything else outside the admin and static files is an unknown API path: JSON 404, even with DEBUG on,
     # and for writes too (exempt from CSRF: it changes nothing, and an API client has no CSRF cookie).
     re_path(r"^(?!admin/|static/).*$", csrf_exempt(errors.handler404)),

@@ -25,6 +25,7 @@ from usermemory import selectors, services
 from usermemory.models import (
     DEFAULT_ALLOWED_CATEGORIES,
     AgentMemoryPolicy,
+    InsightSource,
     MemoryConflict,
     MemoryEntry,
     MemoryEvent,
@@ -70,6 +71,7 @@ class MemoryPolicyInline(admin.StackedInline):
                 ]
             },
         ),
+        ("Activity", {"fields": ["tool_call_retention_days"]}),
     ]
 
 
@@ -164,6 +166,19 @@ class MemoryEventInline(ReadOnlyAdminMixin, admin.TabularInline):
     fields = readonly_fields
 
 
+class InsightSourceFilter(admin.SimpleListFilter):
+    """The named sources of an insight (a free-text source shows in the list)."""
+
+    title = "source"
+    parameter_name = "source"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return list(InsightSource.choices)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[MemoryEntry]) -> QuerySet[MemoryEntry]:
+        return queryset.filter(source=self.value()) if self.value() else queryset
+
+
 @admin.register(MemoryEntry)
 class MemoryEntryAdmin(admin.ModelAdmin):
     list_display = [
@@ -175,6 +190,8 @@ class MemoryEntryAdmin(admin.ModelAdmin):
         "source_agent",
         "conflicted",
         "access_count",
+        "confidence",
+        "source",
         "updated_at",
     ]
     list_filter = [
@@ -183,6 +200,7 @@ class MemoryEntryAdmin(admin.ModelAdmin):
         "conflicted",
         ValidityFilter,
         StaleFilter,
+        InsightSourceFilter,
         "source_agent",
     ]
     # The search box: a user id exactly, or the words of the key or value text (full-text, with prefixes;
@@ -220,6 +238,8 @@ class MemoryEntryAdmin(admin.ModelAdmin):
         "valid_to",
         "superseded_by",
         "provenance",
+        "confidence",
+        "source",
     )
     fields = readonly_fields
     inlines = [MemoryEventInline]

@@ -39,6 +39,8 @@ def _entry(entry: MemoryEntry) -> dict[str, Any]:
         "createdAt": iso(entry.created_at),
         "updatedAt": iso(entry.updated_at),
         "lastAccessedAt": iso(entry.last_accessed_at),
+        "confidence": entry.confidence,
+        "source": entry.source,
     }
 
 

@@ -54,6 +54,7 @@ POLICY_FIELDS = (
     "summarize_requires_approval",
     "semantic_contradiction_threshold",
     "confirm_contradictions_with_llm",
+    "tool_call_retention_days",
 )
 
 

@@ -1,4 +1,5 @@
-"""EDDI's 8 MCP tools over the user memory services, with the official ``mcp`` SDK's low-level ``Server``.
+"""EDDI's 8 MCP tools over the user memory services, and 3 task tools over the activity app's, with the
+official ``mcp`` SDK's low-level ``Server``.
 
 The key's role decides which tools are listed and callable:
 
@@ -13,7 +14,13 @@ tool                         viewer     agent      admin
 ``upsert_user_memory``       no         yes        yes
 ``delete_user_memory``       no         yes        yes
 ``delete_all_user_memories`` no         no         yes
+``create_task``              no         yes        no
+``complete_task``            no         yes        no
+``list_my_tasks``            no         yes        no
 ============================ ========== ========== ==========
+
+The task tools act as the key's agent (a task's creator and assignee are agents): agent keys only.
+Every tool call made with an agent key is logged in that agent's tool-call log (``activity``).
 
 An agent key reads only what its agent may see and writes as its agent, under its guardrails, deleting only
 entries it owns: the services hold those rules, as for every other door. GDPR erasure is admin only.
@@ -42,6 +49,7 @@ import asyncio
 import contextvars
 import json
 import logging
+import time
 import weakref
 from typing import Any
 
@@ -55,12 +63,14 @@ from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from rest_framework.utils.encoders import JSONEncoder
 
+from activity import services as activity
+from activity.models import ToolCall
 from apikeys.authentication import presented_key
 from apikeys.caller import Caller
 from apikeys.services import KeyRefused, apikey_authenticate
 from memoryplatform import asgi_http
 from memoryplatform.api.errors import ServiceError
-from usermemory.mcp_tools import TOOLS, VALIDATORS, Noted, tools_for
+from usermemory.mcp_tools import TOOLS, VALIDATORS, McpTool, Noted, tools_for
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +114,27 @@ def tool_call(*, caller: Caller, name: str, arguments: dict[str, Any] | None) ->
     if caller.role not in tool.roles:
         return _error(f"The tool '{name}' is not available to {caller.role} keys.")
     arguments = dict(arguments or {})
-    problem = next(iter(sorted(VALIDATORS[name].iter_errors(arguments), key=lambda e: list(e.path))), None)
+    started = time.monotonic()
+    payload, is_error = _run(caller=caller, tool=tool, arguments=arguments)
+    # Every call that ran is logged with an agent key (the activity app), refusals as failures.
+    activity.tool_call_log(
+        caller=caller,
+        via=ToolCall.Via.MCP,
+        call=activity.ToolCallWrite(
+            tool=name,
+            args=arguments,
+            result=payload.payload if isinstance(payload, Noted) else payload,
+            success=not is_error,
+            duration_ms=round((time.monotonic() - started) * 1000),
+            error=payload["error"] if is_error else "",
+        ),
+    )
+    return payload, is_error
+
+
+def _run(*, caller: Caller, tool: McpTool, arguments: dict[str, Any]) -> tuple[Any, bool]:
+    problems = VALIDATORS[tool.name].iter_errors(arguments)
+    problem = next(iter(sorted(problems, key=lambda e: list(e.path))), None)
     if problem is not None:
         return _error(_invalid(problem))
     try:
@@ -112,7 +142,7 @@ def tool_call(*, caller: Caller, name: str, arguments: dict[str, Any] | None) ->
     except ServiceError as exc:
         return _error(exc.message)
     except Exception:
-        logger.exception("MCP tool %s by %s failed", name, caller.log_label())
+        logger.exception("MCP tool %s by %s failed", tool.name, caller.log_label())
         return _error(INTERNAL_ERROR)
 
 

@@ -9,6 +9,10 @@ from typing import Any
 import mcp_types as types
 from jsonschema import Draft202012Validator
 
+from activity import selectors as activity_selectors
+from activity import services as activity
+from activity.api.serializers import TaskOutputSerializer
+from activity.models import Task
 from apikeys.caller import Caller
 from apikeys.models import ApiKey
 from memoryplatform.api.errors import BadRequest
@@ -172,6 +176,8 @@ def _upsert(caller: Caller, args: dict[str, Any]) -> Any:
             source_agent_id=_agent_id(args),
             group_ids=_group_ids(args),
             source_conversation_id=args.get("sourceConversationId"),
+            confidence=args.get("confidence"),
+            source=args.get("source"),
         ),
         turn_id=args.get("turnId"),
     )
@@ -192,6 +198,42 @@ def _delete_all(caller: Caller, args: dict[str, Any]) -> Any:
         )
     report = services.memory_erase_user(caller=caller, user_id=args["userId"])
     return {"userId": report["userId"], "entriesDeleted": report["entriesDeleted"], "status": "deleted"}
+
+
+def _tasks(tasks: Any) -> list[dict[str, Any]]:
+    return list(TaskOutputSerializer(tasks, many=True).data)
+
+
+def _create_task(caller: Caller, args: dict[str, Any]) -> Any:
+    task = activity.task_create(
+        caller=caller,
+        title=args["title"],
+        assignee_id=args.get("assigneeId"),
+        user_id=args.get("userId") or "",
+        context=args.get("context"),
+        visibility=args.get("visibility", Visibility.SELF),
+        group_ids=_group_ids(args),
+    )
+    return TaskOutputSerializer(task).data
+
+
+def _complete_task(caller: Caller, args: dict[str, Any]) -> Any:
+    task_id = ascii_int(str(args["taskId"]))
+    if task_id is None:
+        raise BadRequest("taskId must be a task's id: a positive whole number written in digits 0-9.")
+    task = activity.task_update(
+        caller=caller, task_id=task_id, status=args.get("status", Task.Status.DONE), result=args["result"]
+    )
+    return TaskOutputSerializer(task).data
+
+
+def _list_my_tasks(caller: Caller, args: dict[str, Any]) -> Any:
+    status = args.get("status")
+    tasks = activity_selectors.task_list(
+        caller=caller, assignee_id=caller.agent_id, status=status, open_only=status is None
+    )
+    offset = args.get("offset", 0)
+    return _tasks(tasks[offset : offset + args.get("limit", DEFAULT_LIST)])
 
 
 # --- The tools -------------------------------------------------------------------------------------------
@@ -318,6 +360,12 @@ TOOLS: dict[str, McpTool] = {
                     "sourceAgentId": {**_AGENT_ID, "description": "An older name for agentId."},
                     "groupIds": _GROUP_IDS,
                     "sourceConversationId": {"type": ["string", "null"], "maxLength": 255},
+                    "confidence": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+                    "source": {
+                        "type": ["string", "null"],
+                        "maxLength": 200,
+                        "description": "user_correction, observed_pattern, task_outcome, or free text.",
+                    },
                     "turnId": {
                         "type": ["string", "null"],
                         "maxLength": 128,
@@ -357,6 +405,55 @@ TOOLS: dict[str, McpTool] = {
             _delete_all,
             read_only=False,
             destructive=True,
+        ),
+        McpTool(
+            "create_task",
+            "Create a task as this agent, for another agent (assigneeId) or itself. Done with a userId, its "
+            "result is stored as a memory of that user (category task_result, the task's visibility).",
+            _schema(
+                {
+                    "title": {"type": "string", "minLength": 1, "maxLength": 500},
+                    "assigneeId": {**_AGENT_ID, "description": "The agent to do it (default: this one)."},
+                    "userId": {**_USER_ID, "description": "The end user the task is about, if any."},
+                    "context": {"type": "object", "description": "Anything the assignee needs."},
+                    "visibility": {"type": "string", "enum": list(Visibility.values), "default": "self"},
+                    "groupIds": _GROUP_IDS,
+                },
+                ["title"],
+            ),
+            frozenset({AGENT}),
+            _create_task,
+            read_only=False,
+        ),
+        McpTool(
+            "complete_task",
+            "Finish a task assigned to this agent: done with its result, or failed.",
+            _schema(
+                {
+                    "taskId": {"type": ["string", "integer"], "description": "The task's id."},
+                    "result": {"description": "Any JSON: the outcome."},
+                    "status": {"type": "string", "enum": ["done", "failed"], "default": "done"},
+                },
+                ["taskId", "result"],
+            ),
+            frozenset({AGENT}),
+            _complete_task,
+            read_only=False,
+        ),
+        McpTool(
+            "list_my_tasks",
+            "The tasks assigned to this agent, newest first: the open ones (pending, in progress) unless a "
+            "status is given.",
+            _schema(
+                {
+                    "status": {"type": "string", "enum": list(Task.Status.values)},
+                    "limit": _LIMIT,
+                    "offset": _OFFSET,
+                },
+                [],
+            ),
+            frozenset({AGENT}),
+            _list_my_tasks,
         ),
     )
 }

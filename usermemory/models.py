@@ -33,6 +33,17 @@ class OnCapReached(models.TextChoices):
 
 
 MAX_KEY_CHARS = 255
+MAX_SOURCE_CHARS = 200
+
+
+class InsightSource(models.TextChoices):
+    """The named sources of an entry; ``source`` may also hold free text."""
+
+    USER_CORRECTION = "user_correction", "user correction"
+    OBSERVED_PATTERN = "observed_pattern", "observed pattern"
+    TASK_OUTCOME = "task_outcome", "task outcome"
+
+
 DEFAULT_ALLOWED_CATEGORIES = ("preference", "fact", "context")
 
 
@@ -96,6 +107,10 @@ class MemoryEntry(models.Model):
     provenance = models.JSONField(
         null=True, blank=True, help_text="A Dream summary's sources: entries, agents, model, cost, run."
     )
+    # Insights (seed 001): how sure the writer is (0 to 1; null: unsaid), and where the fact came from
+    # (user_correction, observed_pattern, task_outcome, or free text; null: unsaid).
+    confidence = models.FloatField(null=True, blank=True)
+    source = models.CharField(max_length=MAX_SOURCE_CHARS, null=True, blank=True)  # noqa: DJ001 (null is "unsaid")
 
     class Meta:
         verbose_name = "memory"
@@ -116,6 +131,11 @@ class MemoryEntry(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(visibility__in=["self", "group", "global"]), name="memory_visibility_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(confidence__isnull=True) | Q(confidence__gte=0, confidence__lte=1),
+                name="memory_confidence_range",
+                violation_error_message="confidence is between 0 and 1.",
             ),
         ]
         indexes = [
@@ -321,6 +341,9 @@ class AgentMemoryPolicy(models.Model):
         default=False, help_text="The LLM confirms each contradiction by meaning (within maxCostPerRun)"
     )
     cross_agent_maintenance = models.BooleanField(default=False)
+    tool_call_retention_days = models.PositiveIntegerField(
+        default=30, help_text="Dream deletes this agent's tool-call log older than this; 0 keeps it forever"
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

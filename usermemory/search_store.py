@@ -16,6 +16,7 @@ from usermemory.models import MemoryEntry
 from usermemory.store import (
     EMBEDDING_TABLE,
     ENTRY_TABLE,
+    MIN_CONFIDENCE_WHERE,
     Groups,
     access_marks,
     entries_of_rows,
@@ -84,6 +85,7 @@ def _ranked_sql(
     stored: bool,
 ) -> str:
     where = readable_where(agent_view=agent_view, all_of_agent=all_of_agent)
+    where += MIN_CONFIDENCE_WHERE
     if category:
         where += " AND category = %(category)s"
     lexemes = (", search_vector AS vec" if stored else f", {_PARSED} AS vec") if fulltext else ""
@@ -166,12 +168,17 @@ def ranked_search(
     limit: int,
     offset: int,
     include_superseded: bool = False,
+    min_confidence: float | None = None,
 ) -> list[ScoredEntry]:
     """One page of the user's entries (an agent's read: the visible ones; valid now unless
     ``include_superseded``), best first by ``ranking``, each with its score."""
     params: dict[str, Any] = {
         **scope_params(
-            user_id=user_id, agent_id=agent_id, group_ids=group_ids, include_superseded=include_superseded
+            user_id=user_id,
+            agent_id=agent_id,
+            group_ids=group_ids,
+            include_superseded=include_superseded,
+            min_confidence=min_confidence,
         ),
         **_ranking_params(ranking),
         "category": category,
@@ -203,6 +210,7 @@ def ranked_recall(
     order: str,
     threshold: datetime,
     now: datetime,
+    min_confidence: float | None = None,
 ) -> list[ScoredEntry]:
     """Recall by relevance: the ``limit`` entries visible to ``agent_id`` (in ``group_ids``) that
     :func:`ranked_search` ranks first with ``ranking``, with their access marked as a recall marks it
@@ -214,7 +222,9 @@ def ranked_recall(
     flag the agent may see (an agent key's read), else the stored one; candidates are the agent's visible
     entries either way."""
     params: dict[str, Any] = {
-        **scope_params(user_id=user_id, agent_id=agent_id, group_ids=group_ids),
+        **scope_params(
+            user_id=user_id, agent_id=agent_id, group_ids=group_ids, min_confidence=min_confidence
+        ),
         **_ranking_params(ranking),
         "category": None,
         "limit": limit,

@@ -165,11 +165,25 @@ def visible_conflict(visible: Q) -> Case:
 
 
 def memory_list(
-    *, caller: Caller, user_id: str, group_ids: list[str] | None = None, include_superseded: bool = False
+    *,
+    caller: Caller,
+    user_id: str,
+    group_ids: list[str] | None = None,
+    include_superseded: bool = False,
+    agent_id: str | None = None,
+    min_confidence: float | None = None,
 ) -> QuerySet[MemoryEntry]:
-    return memory_readable_for(
+    """The user's entries the caller may read (valid now unless ``include_superseded``), newest first; with
+    ``agent_id``, only those that agent owns (seed 001's ``get_agent_insights``: what it wrote that the caller
+    may see); with ``min_confidence``, only entries at least that sure."""
+    qs = memory_readable_for(
         caller=caller, user_id=user_id, group_ids=group_ids, include_superseded=include_superseded
-    ).order_by(*LIST_ORDER)
+    )
+    if agent_id is not None:
+        qs = qs.filter(source_agent_id=agent_id)
+    if min_confidence is not None:
+        qs = qs.filter(confidence__gte=min_confidence)
+    return qs.order_by(*LIST_ORDER)
 
 
 def memory_by_category(
@@ -284,6 +298,7 @@ def memory_search(
     offset: int = 0,
     mode: str = "keyword",
     include_superseded: bool = False,
+    min_confidence: float | None = None,
 ) -> list[MemoryEntry]:
     """One page of search results. ``keyword`` (the default, EDDI's): case-insensitive literal substring
     match on the key or the value's text, newest first. ``semantic`` and ``hybrid``: by relevance
@@ -303,6 +318,7 @@ def memory_search(
             limit=limit,
             offset=offset,
             include_superseded=include_superseded,
+            min_confidence=min_confidence,
         )
         return [scored.entry for scored in ranked.entries]
     if not query:
@@ -318,6 +334,7 @@ def memory_search(
         limit=limit,
         offset=offset,
         include_superseded=include_superseded,
+        min_confidence=min_confidence,
     )
 
 
@@ -384,6 +401,7 @@ def memory_search_ranked(
     limit: int = 1000,
     offset: int = 0,
     include_superseded: bool = False,
+    min_confidence: float | None = None,
 ) -> RankedSearch:
     """``semantic``: the entries nearest the query's meaning (cosine similarity of the current model's
     vectors). ``hybrid``: a convex combination of that list's and a full-text list's scaled scores (the full
@@ -403,6 +421,7 @@ def memory_search_ranked(
         offset=offset,
         ranking=ranking,
         include_superseded=include_superseded,
+        min_confidence=min_confidence,
     )
     return RankedSearch(entries, fallback)
 

@@ -175,6 +175,7 @@ def memory_recall(
     group_ids: list[str] | None = None,
     order: str | None = None,
     limit: int | None = None,
+    min_confidence: float | None = None,
 ) -> list[MemoryEntry]:
     """The entries visible to the agent, in its policy's order and limit; counts the access of each.
 
@@ -194,6 +195,7 @@ def memory_recall(
         now=plan.now,
         # the conflicted flag an agent may see; viewer and admin keys see the stored one
         agent_view=caller.is_agent,
+        min_confidence=min_confidence,
     )
     entries.sort(key=_newest_first, reverse=True)
     if plan.order == RecallOrder.MOST_ACCESSED:  # the newest `head` first, then the most accessed of the rest
@@ -234,6 +236,7 @@ def memory_recall_ranked(
     group_ids: list[str] | None = None,
     order: str | None = None,
     limit: int | None = None,
+    min_confidence: float | None = None,
 ) -> selectors.RankedSearch:
     """Recall by relevance to ``query``: the context an agent loads for a turn. The same entries a recall
     may return (visible to the agent, in ``group_ids``), the same limit (at most the policy's
@@ -256,6 +259,7 @@ def memory_recall_ranked(
         order=plan.order,
         threshold=plan.threshold,
         now=plan.now,
+        min_confidence=min_confidence,
     )
     return selectors.RankedSearch(entries, fallback)
 

@@ -92,9 +92,24 @@ def readable_where(*, agent_view: bool, all_of_agent: bool) -> str:
 
 
 def scope_params(
-    *, user_id: str, agent_id: str | None, group_ids: Groups, include_superseded: bool = False
+    *,
+    user_id: str,
+    agent_id: str | None,
+    group_ids: Groups,
+    include_superseded: bool = False,
+    min_confidence: float | None = None,
 ) -> dict[str, Any]:
-    return {"user": user_id, "agent": agent_id, "groups": group_ids or [], "all_times": include_superseded}
+    return {
+        "user": user_id,
+        "agent": agent_id,
+        "groups": group_ids or [],
+        "all_times": include_superseded,
+        "min_confidence": min_confidence,
+    }
+
+
+# ``minConfidence``: only entries at least this sure (none without a confidence); NULL keeps every entry.
+MIN_CONFIDENCE_WHERE = " AND (%(min_confidence)s::float8 IS NULL OR confidence >= %(min_confidence)s::float8)"
 
 
 @cache
@@ -178,7 +193,7 @@ _RECALL_LOCK = "SELECT pg_advisory_xact_lock(%(namespace)s, hashtext(%(user)s))"
 
 @cache
 def _recall_sql(*, order: str, all_of_agent: bool, agent_view: bool) -> str:
-    where = visible_where(all_of_agent=all_of_agent)
+    where = visible_where(all_of_agent=all_of_agent) + MIN_CONFIDENCE_WHERE
     recent = "ORDER BY updated_at DESC, id DESC"
     picks = f"WITH head AS (SELECT id FROM {ENTRY_TABLE} WHERE {where} {recent} LIMIT %(head)s)"
     chosen = "SELECT id FROM head"
@@ -216,6 +231,7 @@ def recall(
     threshold: datetime,
     now: datetime,
     agent_view: bool,
+    min_confidence: float | None = None,
 ) -> list[MemoryEntry]:
     """Pick the entries to recall (the newest ``head``, then for ``most_accessed`` the ``rest`` most accessed
     of the others), mark their access and return them, unordered.
@@ -236,7 +252,9 @@ def recall(
     and a COMMIT as four round trips cost about 0.5 ms more a recall.)
     """
     params: dict[str, Any] = {
-        **scope_params(user_id=user_id, agent_id=agent_id, group_ids=group_ids),
+        **scope_params(
+            user_id=user_id, agent_id=agent_id, group_ids=group_ids, min_confidence=min_confidence
+        ),
         "head": head,
         "rest": rest,
         "threshold": threshold,
@@ -266,6 +284,7 @@ def rows_under_recall_lock(sql: str, params: dict[str, Any]) -> list[tuple[Any, 
 @cache
 def _search_sql(*, agent_view: bool, all_of_agent: bool, category: bool) -> str:
     where = readable_where(agent_view=agent_view, all_of_agent=all_of_agent)
+    where += MIN_CONFIDENCE_WHERE
     # A literal substring of the casefolded key or value (strpos: no pattern characters), over the user's own
     # rows (memory_user_recent_idx); a trigram index cost every write more than it saved a user's search.
     where += " AND (strpos(key_folded, %(folded)s) > 0 OR strpos(text_folded, %(folded)s) > 0)"
@@ -288,13 +307,18 @@ def search(
     limit: int,
     offset: int,
     include_superseded: bool = False,
+    min_confidence: float | None = None,
 ) -> list[MemoryEntry]:
     """One page of the user's entries (an agent's read: the visible ones; valid now unless
     ``include_superseded``) whose key or value text holds ``query`` as a literal substring, ignoring case
     (full Unicode case folding: ``str.casefold``), newest first."""
     params: dict[str, Any] = {
         **scope_params(
-            user_id=user_id, agent_id=agent_id, group_ids=group_ids, include_superseded=include_superseded
+            user_id=user_id,
+            agent_id=agent_id,
+            group_ids=group_ids,
+            include_superseded=include_superseded,
+            min_confidence=min_confidence,
         ),
         "folded": query.casefold(),
         "category": category,
@@ -522,17 +546,19 @@ def _upsert_sql(*, is_global: bool) -> str:
         f"up AS (INSERT INTO {ENTRY_TABLE} (user_id, key, value, value_text, key_folded, text_folded, "
         f"category, visibility, "
         f"source_agent_id, group_ids, source_conversation_id, conflicted, access_count, created_at, "
-        f"updated_at, last_accessed_at, valid_from, valid_to) "
+        f"updated_at, last_accessed_at, valid_from, valid_to, confidence, source) "
         f"SELECT %(user)s, %(key)s, %(value)s::jsonb, %(text)s, %(key_folded)s, %(text_folded)s, "
         f"COALESCE(%(category)s, (SELECT category FROM old), %(new_category)s), %(visibility)s, %(owner)s, "
-        f"%(groups)s::jsonb, %(conversation)s, false, 0, %(now)s, %(now)s, NULL, %(now)s, %(valid_to)s "
+        f"%(groups)s::jsonb, %(conversation)s, false, 0, %(now)s, %(now)s, NULL, %(now)s, %(valid_to)s, "
+        f"%(confidence)s::float8, %(source)s::varchar "
         f"WHERE EXISTS (SELECT 1 FROM old) OR (SELECT n FROM room) < %(cap)s "
         f"ON CONFLICT {target} DO UPDATE SET value = excluded.value, value_text = excluded.value_text, "
         f"text_folded = excluded.text_folded, "
         f"category = excluded.category, group_ids = excluded.group_ids, "
         f"source_conversation_id = excluded.source_conversation_id, conflicted = excluded.conflicted, "
         f"updated_at = excluded.updated_at, valid_from = excluded.valid_from, valid_to = excluded.valid_to, "
-        f"superseded_by_id = NULL{visibility_update} "
+        f"superseded_by_id = NULL, confidence = excluded.confidence, "
+        f"source = excluded.source{visibility_update} "
         f"RETURNING id, created_at, access_count, last_accessed_at, source_agent_id, category), "
         f"event AS (INSERT INTO {EVENT_TABLE} ({event_columns}) SELECT up.id, %(user)s, %(key)s, "
         f"CASE WHEN EXISTS (SELECT 1 FROM old) THEN %(updated)s ELSE %(created)s END, %(actor_type)s, "
@@ -564,6 +590,8 @@ def upsert_with_event(
     key_prefix: str,
     now: datetime,
     valid_to: datetime | None = None,
+    confidence: float | None = None,
+    source: str | None = None,
 ) -> Upserted:
     """The whole write of one entry in one statement, run while the user's lock is held: read the entry on
     the upsert key, count the user's entries when there is none, insert or update only if the entry exists or
@@ -572,7 +600,7 @@ def upsert_with_event(
 
     ``category=None`` keeps the stored category, ``new_category`` on insert (legacy properties). The value
     is valid from ``now`` to ``valid_to`` (``None``: open); a write on a superseded entry makes it current
-    again, with the new value."""
+    again, with the new value. ``confidence`` and ``source`` are set by every write (``None``: unsaid)."""
     value_json, groups_json = json.dumps(value), json.dumps(group_ids)
     params: dict[str, Any] = {
         "user": user_id,
@@ -587,6 +615,8 @@ def upsert_with_event(
         "visibility": visibility,
         "groups": groups_json,
         "conversation": conversation_id,
+        "confidence": confidence,
+        "source": source,
         "now": now,
         "valid_to": valid_to,
         "cap": cap,

@@ -1,4 +1,5 @@
-"""EDDI's four LLM tools: ``rememberFact``, ``recallMemories``, ``searchMemory`` and ``forgetFact``.
+"""The LLM tools: EDDI's four, ``rememberFact``, ``recallMemories``, ``searchMemory`` and ``forgetFact``, and
+the task tools, ``createTask``, ``completeTask`` and ``listMyTasks`` (the activity app's services).
 
 Each tool translates the LLM's arguments into one service or selector call and renders EDDI's text result.
 Only agent keys use them: the agent is the key's, never an argument. Every rule (guardrails, writes per turn,
@@ -9,12 +10,17 @@ refusal as its text, as EDDI does, because the LLM must read why. So do argument
 the calling framework supplies (a tool name, the ``groupIds``) raises :class:`ServiceError` instead.
 """
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from activity import selectors as activity_selectors
+from activity import services as activity
+from activity.models import Task, ToolCall
 from apikeys.caller import Caller
 from memoryplatform.api.errors import Forbidden, NotFound, ServiceError
+from memoryplatform.api.text import ascii_int
 from usermemory import selectors, services
 from usermemory.models import MemoryEntry, Visibility
 
@@ -22,8 +28,13 @@ REMEMBER = "rememberFact"
 RECALL = "recallMemories"
 SEARCH = "searchMemory"
 FORGET = "forgetFact"
-TOOL_NAMES = (REMEMBER, RECALL, SEARCH, FORGET)
+CREATE_TASK = "createTask"
+COMPLETE_TASK = "completeTask"
+LIST_MY_TASKS = "listMyTasks"
+TOOL_NAMES = (REMEMBER, RECALL, SEARCH, FORGET, CREATE_TASK, COMPLETE_TASK, LIST_MY_TASKS)
+MY_TASKS_LIMIT = 50
 SEARCH_DEFAULT_MODE = "hybrid"  # searchMemory's mode when the LLM names none
+TaskStatus = Task.Status
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,17 @@ def tool_definitions(*, caller: Caller) -> list[dict[str, Any]]:
                             "conversation's groups) or global (every agent serving this user)."
                         ),
                     },
+                    "confidence": {
+                        "type": "number",
+                        "minimum": 0,
+                        "maximum": 1,
+                        "description": "How sure you are, from 0 to 1 (optional).",
+                    },
+                    "source": {
+                        "type": "string",
+                        "description": "Where it came from: user_correction, observed_pattern, task_outcome, "
+                        "or your own words (optional).",
+                    },
                 },
                 "required": ["key", "value", "category"],
                 "additionalProperties": False,
@@ -131,8 +153,61 @@ def tool_definitions(*, caller: Caller) -> list[dict[str, Any]]:
                 "additionalProperties": False,
             },
         },
+        *_TASK_FUNCTIONS,
     ]
     return [{"type": "function", "function": function} for function in functions]
+
+
+_TASK_STATUS = {"type": "string", "enum": list(TaskStatus.values)}
+_TASK_FUNCTIONS: list[dict[str, Any]] = [
+    {
+        "name": CREATE_TASK,
+        "description": (
+            "Create a task about the current user for another agent (assigneeId) or for yourself. When it is "
+            "done, its result is remembered for the user."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "title": {"type": "string", "description": "What is to be done."},
+                "assigneeId": {"type": "string", "description": "The agent to do it (default: you)."},
+                "context": {"type": "object", "description": "Anything the assignee needs to know."},
+                "visibility": {
+                    "type": "string",
+                    "enum": list(Visibility.values),
+                    "default": Visibility.SELF,
+                    "description": "Who may see the remembered result: self (the assignee), group or global.",
+                },
+            },
+            "required": ["title"],
+            "additionalProperties": False,
+        },
+    },
+    {
+        "name": COMPLETE_TASK,
+        "description": "Finish a task assigned to you, with its result (done) or why it failed (failed).",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "taskId": {"type": "string", "description": "The task's id."},
+                "result": {"type": "string", "description": "The outcome, in words."},
+                "status": {"type": "string", "enum": ["done", "failed"], "default": "done"},
+            },
+            "required": ["taskId", "result"],
+            "additionalProperties": False,
+        },
+    },
+    {
+        "name": LIST_MY_TASKS,
+        "description": "List the tasks assigned to you, newest first: the open ones (pending, in progress) "
+        "unless a status is given.",
+        "parameters": {
+            "type": "object",
+            "properties": {"status": _TASK_STATUS},
+            "additionalProperties": False,
+        },
+    },
+]
 
 
 # --- Texts --------------------------------------------------------------------------------------------
@@ -179,12 +254,39 @@ def tool_invoke(
         conversation_id=conversation_id,
         group_ids=group_ids or None,
     )
+    # Every call that ran is logged (the activity app), refusals as failures: also one that raised.
+    started = time.monotonic()
+    text, error = "", "The tool failed with an internal error."
     try:
-        return tool(context, dict(arguments or {}))
+        text, error = _run(tool, name, context, dict(arguments or {}))
+        return text
+    finally:
+        activity.tool_call_log(
+            caller=caller,
+            via=ToolCall.Via.LLM_TOOL,
+            call=activity.ToolCallWrite(
+                tool=name,
+                args={"userId": user_id, "arguments": arguments or {}},
+                result=text or None,
+                success=not error,
+                duration_ms=round((time.monotonic() - started) * 1000),
+                error=error,
+                conversation_id=conversation_id or "",
+            ),
+        )
+
+
+Tool = Callable[[ToolContext, dict[str, Any]], str]
+
+
+def _run(tool: Tool, name: str, context: ToolContext, arguments: dict[str, Any]) -> tuple[str, str]:
+    """The tool's text and, for a refusal, its reason (empty on success)."""
+    try:
+        return tool(context, arguments), ""
     except InvalidArguments as exc:
-        return f"❌ Invalid arguments for {name}: {exc}"
+        return f"❌ Invalid arguments for {name}: {exc}", str(exc)
     except ServiceError as exc:
-        return f"❌ {_FAILURE_VERB[name]}: {exc.message}"
+        return f"❌ {_FAILURE_VERB[name]}: {exc.message}", exc.message
 
 
 _FAILURE_VERB = {
@@ -192,6 +294,9 @@ _FAILURE_VERB = {
     RECALL: "Could not recall memories",
     SEARCH: "Could not search memories",
     FORGET: "Not forgotten",
+    CREATE_TASK: "Task not created",
+    COMPLETE_TASK: "Task not completed",
+    LIST_MY_TASKS: "Could not list tasks",
 }
 
 
@@ -222,7 +327,7 @@ def _only(arguments: dict[str, Any], allowed: Iterable[str]) -> None:
 
 
 def _remember(context: ToolContext, arguments: dict[str, Any]) -> str:
-    _only(arguments, ("key", "value", "category", "visibility"))
+    _only(arguments, ("key", "value", "category", "visibility", "confidence", "source"))
     key = _string(arguments, "key")
     if "value" not in arguments or arguments["value"] is None:
         raise InvalidArguments("value is required.")
@@ -239,6 +344,8 @@ def _remember(context: ToolContext, arguments: dict[str, Any]) -> str:
             visibility=visibility,
             group_ids=context.group_ids,
             source_conversation_id=context.conversation_id,
+            confidence=arguments.get("confidence"),
+            source=_string(arguments, "source", required=False),
         ),
         turn_id=context.turn_id,
     )
@@ -290,9 +397,63 @@ def _forget(context: ToolContext, arguments: dict[str, Any]) -> str:
     return f"✅ Forgotten: {key}" if deleted else f"No memory with key '{key}' to forget."
 
 
-_TOOLS: dict[str, Callable[[ToolContext, dict[str, Any]], str]] = {
+def format_task(task: Task) -> str:
+    """``#12 [pending] Call the user back (from agent-a, for agent-b)``."""
+    return f"#{task.pk} [{task.status}] {task.title} (from {task.creator_id}, for {task.assignee_id})"
+
+
+def _create_task(context: ToolContext, arguments: dict[str, Any]) -> str:
+    _only(arguments, ("title", "assigneeId", "context", "visibility"))
+    task_context = arguments.get("context")
+    if task_context is not None and not isinstance(task_context, dict):
+        raise InvalidArguments("context must be an object.")
+    task = activity.task_create(
+        caller=context.caller,
+        title=_string(arguments, "title"),
+        assignee_id=_string(arguments, "assigneeId", required=False),
+        user_id=context.user_id,
+        context=task_context,
+        visibility=_string(arguments, "visibility", required=False) or Visibility.SELF,
+        group_ids=context.group_ids,
+    )
+    return f"✅ Task created: {format_task(task)}"
+
+
+def _complete_task(context: ToolContext, arguments: dict[str, Any]) -> str:
+    _only(arguments, ("taskId", "result", "status"))
+    task_id = ascii_int(str(arguments.get("taskId", "")))
+    if task_id is None:
+        raise InvalidArguments("taskId must be a task's id, digits 0-9.")
+    if "result" not in arguments or arguments["result"] is None:
+        raise InvalidArguments("result is required.")
+    status = _string(arguments, "status", required=False) or TaskStatus.DONE
+    if status not in (TaskStatus.DONE, TaskStatus.FAILED):
+        raise InvalidArguments("status must be done or failed.")
+    task = activity.task_update(
+        caller=context.caller, task_id=task_id, status=status, result=arguments["result"]
+    )
+    remembered = f" Its result is remembered as 'task:{task.pk}'." if task.memory_entry_id else ""
+    return f"✅ Task {status}: {format_task(task)}.{remembered}"
+
+
+def _list_my_tasks(context: ToolContext, arguments: dict[str, Any]) -> str:
+    _only(arguments, ("status",))
+    status = _string(arguments, "status", required=False)
+    if status is not None and status not in TaskStatus.values:
+        raise InvalidArguments(f"status must be one of {', '.join(TaskStatus.values)}.")
+    tasks = activity_selectors.task_list(
+        caller=context.caller, assignee_id=context.caller.agent_id, status=status, open_only=status is None
+    )
+    listed = list(tasks[:MY_TASKS_LIMIT])
+    return "\n".join(f"  • {format_task(task)}" for task in listed) if listed else "No tasks assigned to you."
+
+
+_TOOLS: dict[str, Tool] = {
     REMEMBER: _remember,
     RECALL: _recall,
     SEARCH: _search,
     FORGET: _forget,
+    CREATE_TASK: _create_task,
+    COMPLETE_TASK: _complete_task,
+    LIST_MY_TASKS: _list_my_tasks,
 }

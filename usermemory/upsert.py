@@ -22,6 +22,7 @@ from usermemory.embedding import embeddings_schedule
 from usermemory.history import SCOPE_FIELDS, Actor, EventLog, Scope
 from usermemory.models import (
     MAX_KEY_CHARS,
+    MAX_SOURCE_CHARS,
     AgentMemoryPolicy,
     MemoryEntry,
     MemoryEntryGroup,
@@ -53,6 +54,8 @@ class MemoryWrite:
     group_ids: list[str] | None = None
     source_conversation_id: str | None = None
     valid_to: datetime | None = None  # the value holds until then; None: until changed
+    confidence: float | None = None
+    source: str | None = None
 
 
 @dataclass
@@ -131,6 +134,19 @@ def _check_storable(write: MemoryWrite) -> None:
         raise BadRequest(f"value: {problem}.")
 
 
+def _check_insight(write: MemoryWrite) -> None:
+    """``confidence`` from 0 to 1 (a number, not a boolean), ``source`` at most ``MAX_SOURCE_CHARS``."""
+    confidence = write.confidence
+    if confidence is not None and (
+        isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0 <= confidence <= 1
+    ):
+        raise BadRequest("confidence must be a number from 0 to 1.", details={"confidence": confidence})
+    if write.source is not None and (
+        not isinstance(write.source, str) or len(write.source) > MAX_SOURCE_CHARS
+    ):
+        raise BadRequest(f"source must be a text of at most {MAX_SOURCE_CHARS} characters.")
+
+
 def _check_value_size(text: str) -> None:
     """The absolute limit on a value's text, for every key (admin included) and every door."""
     limit = settings.MEMORY_MAX_VALUE_CHARS
@@ -141,8 +157,12 @@ def _check_value_size(text: str) -> None:
         )
 
 
-def _check_guardrails(policy: AgentMemoryPolicy, write: MemoryWrite, text: str) -> None:
-    """EDDI's guardrails, for writes made with an agent key."""
+def _check_guardrails(
+    policy: AgentMemoryPolicy, write: MemoryWrite, text: str, *, system_category: bool = False
+) -> None:
+    """EDDI's guardrails, for writes made with an agent key. ``system_category``: the category is the
+    platform's own (a task's result, ``task_result``), not the agent's choice, so ``allowedCategories`` does
+    not apply; the sizes do."""
     if len(write.key) > policy.max_key_length:
         raise BadRequest(
             f"key is {len(write.key)} characters; the limit (maxKeyLength) is {policy.max_key_length}.",
@@ -154,7 +174,7 @@ def _check_guardrails(policy: AgentMemoryPolicy, write: MemoryWrite, text: str) 
             details={"limit": "maxValueLength", "max": policy.max_value_length},
         )
     allowed = policy.allowed_categories
-    if write.category is not None and allowed and write.category not in allowed:
+    if write.category is not None and allowed and write.category not in allowed and not system_category:
         raise BadRequest(
             f"category '{write.category}' is not allowed (allowedCategories: {', '.join(allowed)}).",
             details={"limit": "allowedCategories", "allowed": allowed},
@@ -274,6 +294,7 @@ def _upsert_one(
     log: EventLog,
     now: datetime,
     memo: _BatchMemo,
+    system_category: bool = False,
 ) -> UpsertResult:
     if write.visibility not in VISIBILITIES:
         raise BadRequest(f"visibility must be one of {', '.join(Visibility.values)}.")
@@ -284,13 +305,14 @@ def _upsert_one(
     _check_storable(write)
     if write.valid_to is not None and write.valid_to <= now:
         raise BadRequest("validTo must be in the future: an entry is valid from its write until validTo.")
+    _check_insight(write)
     text = value_as_text(write.value)
     _check_value_size(text)
     owner = _resolve_owner(caller, write)
     groups = _resolve_groups(caller, write, owner, memo)
     policy = memo.policy_of(owner)
     if caller.is_agent:
-        _check_guardrails(policy, write, text)
+        _check_guardrails(policy, write, text, system_category=system_category)
         _count_turn_write(
             agent_id=caller.acting_agent_id,
             user_id=write.user_id,
@@ -322,6 +344,8 @@ def _upsert_one(
         source_agent_id=written.owner,
         group_ids=groups,
         source_conversation_id=write.source_conversation_id,
+        confidence=write.confidence,
+        source=write.source,
         conflicted=False,
         access_count=written.access_count,
         created_at=written.created_at,
@@ -362,6 +386,8 @@ def _write_entry(
             owner=owner,
             group_ids=groups,
             conversation_id=write.source_conversation_id,
+            confidence=write.confidence,
+            source=write.source,
             cap=cap,
             actor_type=actor.actor_type,
             actor_id=actor.actor_id,
@@ -394,12 +420,22 @@ def _write_entry(
 
 
 @transaction.atomic
-def memory_upsert(*, caller: Caller, write: MemoryWrite, turn_id: str | None = None) -> UpsertResult:
-    """Insert or update one entry on its upsert key. 201-worthy ``created`` tells which happened."""
+def memory_upsert(
+    *, caller: Caller, write: MemoryWrite, turn_id: str | None = None, system_category: bool = False
+) -> UpsertResult:
+    """Insert or update one entry on its upsert key. 201-worthy ``created`` tells which happened.
+    ``system_category``: the platform chose the category (a task's result), so the agent's
+    ``allowedCategories`` does not refuse it; no door lets a caller set it."""
     caller_require_writer(caller)
     log = EventLog(Actor.of(caller))
     result = _upsert_one(
-        caller=caller, write=write, turn_id=turn_id, log=log, now=timezone.now(), memo=_BatchMemo(caller)
+        caller=caller,
+        write=write,
+        turn_id=turn_id,
+        log=log,
+        now=timezone.now(),
+        memo=_BatchMemo(caller),
+        system_category=system_category,
     )
     log.flush()
     embeddings_schedule(entry_ids=[result.entry.id])  # after the commit, off the statement

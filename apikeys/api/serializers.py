@@ -28,6 +28,17 @@ class AgentOutputSerializer(serializers.ModelSerializer):
         return sorted(group.id for group in agent.groups.all())
 
 
+class AgentPublicOutputSerializer(serializers.ModelSerializer):
+    """An agent as other agents see it in the directory: never its keys, groups or policy."""
+
+    displayName = serializers.CharField(source="display_name")
+    lastActiveAt = serializers.DateTimeField(source="last_active_at", allow_null=True)
+
+    class Meta:
+        model = Agent
+        fields = ["id", "displayName", "capabilities", "model", "status", "lastActiveAt"]
+
+
 class AgentCreateInputSerializer(serializers.Serializer):
     id = serializers.CharField(max_length=64, validators=[AGENT_ID_VALIDATOR])
     displayName = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")

@@ -4,7 +4,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema
-from rest_framework import generics, status
+from rest_framework import generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -13,6 +13,7 @@ from apikeys import selectors, services
 from apikeys.api.serializers import (
     AgentCreateInputSerializer,
     AgentOutputSerializer,
+    AgentPublicOutputSerializer,
     ApiKeyCreatedOutputSerializer,
     ApiKeyCreateInputSerializer,
     ApiKeyOutputSerializer,
@@ -22,7 +23,7 @@ from apikeys.api.serializers import (
 )
 from apikeys.filters import AgentFilter
 from apikeys.models import Agent, AgentGroup, ApiKey
-from apikeys.permissions import IsAdminCaller, IsAgentCaller, request_caller
+from apikeys.permissions import IsAdminCaller, IsAgentCaller, ReadAnyWriteAdmin, request_caller
 from memoryplatform.api.errors import NotFound
 
 
@@ -36,13 +37,31 @@ class AgentMeView(APIView):
 
 
 class AgentListCreateView(generics.ListAPIView):
-    permission_classes = [IsAdminCaller]
+    """The directory: every key lists it (agents find each other by status and capability); an admin key sees
+    each agent whole, any other key only its public fields. Only admin keys add agents."""
+
+    permission_classes = [ReadAnyWriteAdmin]
     serializer_class = AgentOutputSerializer
     filter_backends = [DjangoFilterBackend]
     filterset_class = AgentFilter
 
+    def _public(self) -> bool:
+        if getattr(self, "swagger_fake_view", False):  # the schema documents the admin's view
+            return False
+        return not request_caller(self.request).is_admin
+
     def get_queryset(self) -> QuerySet[Agent]:
-        return selectors.agent_list()
+        return selectors.agent_directory() if self._public() else selectors.agent_list()
+
+    def get_serializer_class(self) -> type[serializers.BaseSerializer]:
+        return AgentPublicOutputSerializer if self._public() else AgentOutputSerializer
+
+    @extend_schema(
+        summary="The agent directory, by status and capability: admin keys see agents whole; agent and "
+        "viewer keys only id, displayName, capabilities, model, status and lastActiveAt"
+    )
+    def get(self, request: Request, *args: str, **kwargs: str) -> Response:
+        return super().get(request, *args, **kwargs)
 
     @extend_schema(request=AgentCreateInputSerializer, responses={201: AgentOutputSerializer})
     def post(self, request: Request) -> Response:

@@ -7,8 +7,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
-from conversations.selectors import DEFAULT_PAGE, MAX_EPOCH, MAX_PAGE, VIEW_AGENT
+from conversations.selectors import DEFAULT_PAGE, MAX_EPOCH, MAX_PAGE, MAX_SEARCH, VIEW_AGENT
 from conversations.services import MAX_BLOCKS, MessageWrite, SyncMessage
+from memoryplatform.api.pagination import MAX_OFFSET
 from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce
 from usermemory.api.serializers import (
     MemoryEntryOutputSerializer,
@@ -237,3 +238,27 @@ class ContextOutputSerializer(serializers.Serializer):
 
 class ContextQuerySerializer(RecallQuerySerializer):
     """``q``: the user memories recalled by relevance to it (hybrid)."""
+
+
+# --- Search across conversations ---------------------------------------------------------------------------
+
+
+class MessageSearchQuerySerializer(serializers.Serializer):
+    q = StrictCharField(max_length=1000, help_text="Words and phrases, as a web search writes them.")
+    userId = StrictCharField(max_length=255, required=False, help_text="Only this user's conversations.")
+    agentId = StrictCharField(max_length=64, required=False, help_text="Only this agent's messages.")
+    channel = serializers.ChoiceField(choices=Channel.choices, required=False)
+    limit = AsciiIntegerField(required=False, min_value=1, max_value=MAX_SEARCH, default=DEFAULT_PAGE)
+    offset = AsciiIntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
+
+
+class MessageSearchResultSerializer(MessageOutputSerializer):
+    userId = serializers.CharField(source="conversation.user_id")
+    score = serializers.FloatField(source="rank", help_text="Full-text rank: higher is better.")
+
+    class Meta(MessageOutputSerializer.Meta):
+        fields = [*MessageOutputSerializer.Meta.fields, "userId", "score"]
+
+
+class MessageSearchPageSerializer(serializers.Serializer):
+    data = MessageSearchResultSerializer(many=True)  # type: ignore[assignment]  # a declared field: DRF takes it off the class

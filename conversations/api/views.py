@@ -25,6 +25,9 @@ from conversations.api.serializers import (
     MessageListQuerySerializer,
     MessageOutputSerializer,
     MessagePageSerializer,
+    MessageSearchPageSerializer,
+    MessageSearchQuerySerializer,
+    MessageSearchResultSerializer,
     SyncInputSerializer,
     SyncOutputSerializer,
 )
@@ -86,6 +89,33 @@ class ConversationListCreateView(ConversationView):
             group_id=data["groupId"],
         )
         return Response(ConversationOutputSerializer(conversation).data, status=status.HTTP_201_CREATED)
+
+
+class MessageSearchView(ConversationView):
+    @extend_schema(
+        tags=TAGS,
+        parameters=[MessageSearchQuerySerializer],
+        responses=MessageSearchPageSerializer,
+        summary="Ranked full-text search over the messages the caller may see, across conversations",
+        description=(
+            "An agent key searches the conversations it may take part in: their history and case log, and of "
+            "the memory channel only its own stream. Viewer and admin keys search every message. `agentId` "
+            "keeps one agent's messages (their author); `userId`, one user's conversations; `channel`, one "
+            "channel. Best first, each with its `score`."
+        ),
+    )
+    def get(self, request: Request) -> Response:
+        query = _valid(MessageSearchQuerySerializer, request.query_params)
+        found = selectors.message_search(
+            caller=request_caller(request),
+            query=query["q"],
+            user_id=query.get("userId"),
+            agent_id=query.get("agentId"),
+            channel=query.get("channel"),
+            limit=query["limit"],
+            offset=query["offset"],
+        )
+        return Response({"data": MessageSearchResultSerializer(found, many=True).data})
 
 
 class ConversationDetailView(ConversationView):

@@ -63,6 +63,7 @@ def test_every_documented_operation_answers_with_and_without_a_trailing_slash(ad
         "conversation_id": str(uuid.uuid4()),
         "prefix": "00000000",
         "name": "rememberFact",
+        "task_id": "987654",
     }
     checked = 0
     for path, operations in schema.json()["paths"].items():

@@ -39,6 +39,7 @@ READ_TOOLS = {
     "count_user_memories",
 }
 ALL_TOOLS = READ_TOOLS | {"upsert_user_memory", "delete_user_memory", "delete_all_user_memories"}
+TASK_TOOLS = {"create_task", "complete_task", "list_my_tasks"}
 
 PROVISION = """
 import json

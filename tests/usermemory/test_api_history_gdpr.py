@@ -56,7 +56,7 @@ def test_export_has_a_versioned_format_of_its_own(admin_api, agent_a_api, put):
     (memory,) = export["memories"]
     assert set(memory) == {
         "id", "key", "value", "category", "visibility", "ownerAgentId", "groupIds", "sourceConversationId",
-        "conflicted", "accessCount", "createdAt", "updatedAt", "lastAccessedAt",
+        "conflicted", "accessCount", "createdAt", "updatedAt", "lastAccessedAt", "confidence", "source",
     }  # fmt: skip
     assert (memory["ownerAgentId"], memory["groupIds"], memory["value"]) == ("agent-a", ["team"], "one")
     (event,) = export["history"]
@@ -124,6 +124,7 @@ def test_policy_read_and_patch(admin_api, agent_a):
             "semanticContradictionThreshold": 0.96,
             "confirmContradictionsWithLlm": False,
         },
+        "toolCallRetentionDays": 30,
     }
     patched = admin_api.patch(
         "/v1/agents/agent-a",

@@ -48,14 +48,17 @@ def test_tools_are_openai_function_schemas(agent_a_api):
         "recallMemories",
         "searchMemory",
         "forgetFact",
+        "createTask",
+        "completeTask",
+        "listMyTasks",
     ]
     for tool in tools:
         assert set(tool) == {"type", "function"} and tool["type"] == "function"
         assert set(tool["function"]) == {"name", "description", "parameters"}
         assert tool["function"]["description"]
         assert tool["function"]["parameters"]["type"] == "object"
-    remember, recall, search, forget = (t["function"]["parameters"] for t in tools)
-    assert set(remember["properties"]) == {"key", "value", "category", "visibility"}
+    remember, recall, search, forget, *_tasks = (t["function"]["parameters"] for t in tools)
+    assert set(remember["properties"]) == {"key", "value", "category", "visibility", "confidence", "source"}
     assert remember["required"] == ["key", "value", "category"]
     assert remember["properties"]["category"]["enum"] == ["preference", "fact", "context"]
     assert remember["properties"]["visibility"]["enum"] == ["self", "group", "global"]

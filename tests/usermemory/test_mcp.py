@@ -9,7 +9,7 @@ in ``test_mcp_transports.py``.
 
 import json
 
-from tests.usermemory.mcp_harness import ALL_TOOLS, READ_TOOLS, error, ok, run, sessions
+from tests.usermemory.mcp_harness import ALL_TOOLS, READ_TOOLS, TASK_TOOLS, error, ok, run, sessions
 
 # --- Listing ------------------------------------------------------------------------------------------------
 
@@ -28,7 +28,7 @@ def test_the_listed_tools_depend_on_the_role(connect):
     run(main)
     assert listed["admin"] == ALL_TOOLS and len(listed["admin"]) == 8
     assert listed["viewer"] == READ_TOOLS and len(listed["viewer"]) == 5
-    assert listed["agent-a"] == ALL_TOOLS - {"delete_all_user_memories"}
+    assert listed["agent-a"] == ALL_TOOLS - {"delete_all_user_memories"} | TASK_TOOLS
 
 
 # --- Every tool ---------------------------------------------------------------------------------------------

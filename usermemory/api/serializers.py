@@ -1,5 +1,6 @@
 """EDDI's field names (camelCase) in and out. Input serializers check types only; services hold the rules."""
 
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,6 +11,7 @@ from memoryplatform.api.pagination import MAX_OFFSET
 from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce
 from usermemory.models import (
     MAX_KEY_CHARS,
+    MAX_SOURCE_CHARS,
     MemoryEntry,
     MemoryEvent,
     OnCapReached,
@@ -40,6 +42,10 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
     supersededBy = serializers.CharField(
         source="superseded_by_id", allow_null=True, help_text="The id of the Dream summary that replaced it."
     )
+    confidence = serializers.FloatField(allow_null=True, help_text="0 to 1; null: unsaid.")
+    source = serializers.CharField(  # type: ignore[assignment]  # a declared field: DRF takes it off the class
+        allow_null=True, help_text="Where the fact came from; null: unsaid."
+    )
 
     class Meta:
         model = MemoryEntry
@@ -61,6 +67,8 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
             "validFrom",
             "validTo",
             "supersededBy",
+            "confidence",
+            "source",
         ]
 
     def to_representation(self, instance: MemoryEntry) -> dict[str, Any]:
@@ -86,6 +94,8 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
             "validFrom": _iso(instance.valid_from),
             "validTo": _iso(instance.valid_to),
             "supersededBy": None if instance.superseded_by_id is None else str(instance.superseded_by_id),
+            "confidence": instance.confidence,
+            "source": instance.source,
         }
 
 
@@ -125,6 +135,25 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class ConfidenceField(serializers.FloatField):
+    """A confidence: a finite number from 0 to 1; a boolean, ``NaN`` or an infinity is refused."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(min_value=0, max_value=1, **kwargs)
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool):
+            self.fail("invalid")
+        value = super().to_internal_value(data)
+        if not math.isfinite(value):
+            self.fail("invalid")
+        return value
+
+
+def _min_confidence() -> ConfidenceField:
+    return ConfidenceField(required=False, help_text="Only entries at least this sure (0 to 1).")
+
+
 class MemoryUpsertInputSerializer(FieldsBuiltOnce):
     """One entry of a PUT. ``id``, ``createdAt``, ``updatedAt`` and ``accessCount`` are ignored if sent."""
 
@@ -142,6 +171,16 @@ class MemoryUpsertInputSerializer(FieldsBuiltOnce):
     validTo = serializers.DateTimeField(
         required=False, allow_null=True, default=None, help_text="The value holds until then (future)."
     )
+    confidence = ConfidenceField(
+        required=False, allow_null=True, default=None, help_text="0 to 1; null: unsaid."
+    )
+    source = StrictCharField(  # type: ignore[assignment]  # a declared field: DRF takes it off the class
+        max_length=MAX_SOURCE_CHARS,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="user_correction, observed_pattern, task_outcome, or free text.",
+    )
 
     def to_write(self) -> MemoryWrite:
         data = self.validated_data
@@ -155,6 +194,8 @@ class MemoryUpsertInputSerializer(FieldsBuiltOnce):
             group_ids=data["groupIds"],
             source_conversation_id=data["sourceConversationId"],
             valid_to=data["validTo"],
+            confidence=data["confidence"],
+            source=data["source"],
         )
 
 
@@ -268,6 +309,7 @@ class VisibleQuerySerializer(RecallQuerySerializer):
         help_text="With q: hybrid (meaning and words, the default) or semantic (meaning only).",
     )
     asOf = _as_of()
+    minConfidence = _min_confidence()
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)
@@ -288,14 +330,25 @@ class ListQuerySerializer(FieldsBuiltOnce):
 
 
 class UserListQuerySerializer(ListQuerySerializer):
-    """A user's list: ``asOf`` reads it as history knew it then."""
+    """A user's list: ``asOf`` reads it as history knew it then; ``agentId`` only what that agent wrote (that
+    the caller may see); ``minConfidence`` only entries at least that sure."""
 
     asOf = _as_of()
+    agentId = StrictCharField(
+        required=False,
+        max_length=64,
+        help_text="Only the entries this agent wrote (that the caller may see).",
+    )
+    minConfidence = _min_confidence()
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "asOf" in attrs and attrs.get("includeSuperseded"):
             raise serializers.ValidationError(
                 {"asOf": "asOf answers with what was valid then: leave includeSuperseded out."}
+            )
+        if "asOf" in attrs and (attrs.get("agentId") or attrs.get("minConfidence") is not None):
+            raise serializers.ValidationError(
+                {"asOf": "asOf answers from history: leave agentId and minConfidence out."}
             )
         return attrs
 
@@ -311,10 +364,12 @@ class SearchQuerySerializer(ListQuerySerializer):
         default="keyword",
         help_text="keyword (literal, newest first), semantic (by meaning), hybrid (meaning and words).",
     )
+    minConfidence = _min_confidence()
 
 
 class SearchAllQuerySerializer(SearchQuerySerializer):
     groupId = None  # type: ignore[assignment]  # DRF drops an inherited field set to None: staff search has no group
+    minConfidence = None  # type: ignore[assignment]  # staff search across users does not filter by it
     mode = None  # type: ignore[assignment]  # staff search across users is full-text only
     includeSuperseded = None  # type: ignore[assignment]  # staff search reads the entries valid now
 
@@ -357,6 +412,13 @@ class MemoryPolicySerializer(serializers.Serializer):
     onCapReached = serializers.ChoiceField(source="on_cap_reached", choices=OnCapReached.choices)
     guardrails = GuardrailsSerializer(source="*")
     dreamConfig = DreamConfigSerializer(source="*")
+    toolCallRetentionDays = AsciiIntegerField(
+        source="tool_call_retention_days",
+        min_value=0,
+        max_value=36500,
+        required=False,
+        help_text="Days the agent's tool-call log is kept (Dream deletes older calls); 0 keeps it forever.",
+    )
 
 
 def flatten_policy_changes(data: dict[str, Any]) -> dict[str, Any]:

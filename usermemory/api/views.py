@@ -127,7 +127,8 @@ class MemoryUserView(MemoryView):
     @extend_schema(
         parameters=[UserListQuerySerializer],
         responses=MemoryEntryOutputSerializer(many=True),
-        summary="All memories of a user that the caller may read, newest first (asOf: as history knew them)",
+        summary="All memories of a user that the caller may read, newest first (asOf: as history knew them; "
+        "agentId: that agent's, its insights)",
     )
     def get(self, request: Request, user_id: str) -> Response:
         query = _query(UserListQuerySerializer, request)
@@ -146,6 +147,8 @@ class MemoryUserView(MemoryView):
             user_id=user_id,
             group_ids=query.get("groupId"),
             include_superseded=query["includeSuperseded"],
+            agent_id=query.get("agentId"),
+            min_confidence=query.get("minConfidence"),
         )
         return _page(qs, query)
 
@@ -196,6 +199,7 @@ class MemoryVisibleView(MemoryView):
             "group_ids": query.get("groupId"),
             "order": query.get("order"),
             "limit": query.get("limit"),
+            "min_confidence": query.get("minConfidence"),
         }
         if "q" in query:
             mode = query.get("mode", "hybrid")
@@ -225,6 +229,7 @@ class MemorySearchView(MemoryView):
             "limit": query["limit"],
             "offset": query["offset"],
             "include_superseded": query["includeSuperseded"],
+            "min_confidence": query.get("minConfidence"),
         }
         if query["mode"] == "keyword":
             return Response(MemoryEntryOutputSerializer(selectors.memory_search(**args), many=True).data)

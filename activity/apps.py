@@ -1,0 +1,15 @@
+from django.apps import AppConfig
+
+
+class ActivityConfig(AppConfig):
+    name = "activity"
+    verbose_name = "Agent activity"
+
+    def ready(self) -> None:
+        from activity import export, services
+        from usermemory.services import register_user_data
+
+        # GDPR erasure and export of a user also remove and export their tasks and the tool calls naming them.
+        register_user_data(
+            "activity", eraser=services.activity_erase_user, exporter=export.activity_export_user
+        )

@@ -1,0 +1,105 @@
+"""What agents did and do: the tool-call log and tasks (seed 001, issue 21)."""
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import models
+from django.db.models import Q
+
+from apikeys.models import Agent
+from usermemory.models import Visibility
+
+
+class ToolCall(models.Model):
+    """One call of a tool by an agent: logged by the agent over REST, or by our own LLM and MCP tools.
+
+    ``result`` is JSON or text (a JSON string), bounded by ``ACTIVITY_MAX_CHARS`` as ``args`` is.
+    Rows older than the agent's ``toolCallRetentionDays`` (its memory policy) are deleted by Dream.
+    """
+
+    class Via(models.TextChoices):
+        REST = "rest", "rest"
+        LLM_TOOL = "llm_tool", "LLM tool"
+        MCP = "mcp", "MCP"
+
+    # No index of its own: the indexes below lead with the agent.
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tool_calls", db_index=False)
+    tool = models.CharField(max_length=128)
+    args = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    result = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    success = models.BooleanField(default=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    task_id = models.CharField(max_length=64, blank=True)
+    conversation_id = models.CharField(max_length=255, blank=True)
+    session_id = models.CharField(max_length=255, blank=True)
+    via = models.CharField(max_length=8, choices=Via.choices, default=Via.REST)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            # An agent's log, newest first (keyset on created_at, id), and Dream's retention pass.
+            models.Index(fields=["agent", "-created_at", "-id"], name="toolcall_agent_recent_idx"),
+            models.Index(fields=["agent", "tool", "-created_at"], name="toolcall_agent_tool_idx"),
+            models.Index(fields=["task_id"], condition=~Q(task_id=""), name="toolcall_task_idx"),
+            models.Index(fields=["-created_at", "-id"], name="toolcall_recent_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}: {self.tool} ({'ok' if self.success else 'failed'})"
+
+
+class Task(models.Model):
+    """A unit of work one agent (``creator``) gives another, or itself (``assignee``).
+
+    Done with a ``user_id``, its result is stored as a memory of that user (category ``task_result``, with
+    the task's visibility, owned by the assignee), in the same transaction: ``memory_entry`` points at it.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "pending"
+        IN_PROGRESS = "in_progress", "in progress"
+        DONE = "done", "done"
+        FAILED = "failed", "failed"
+        CANCELLED = "cancelled", "cancelled"
+
+    # No indexes of their own: the indexes below lead with them.
+    creator = models.ForeignKey(Agent, models.CASCADE, related_name="tasks_created", db_index=False)
+    assignee = models.ForeignKey(Agent, models.CASCADE, related_name="tasks_assigned", db_index=False)
+    title = models.CharField(max_length=500)
+    user_id = models.CharField(max_length=255, blank=True)
+    context = models.JSONField(default=dict, blank=True, encoder=DjangoJSONEncoder)
+    status = models.CharField(max_length=11, choices=Status.choices, default=Status.PENDING)
+    result = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    visibility = models.CharField(max_length=6, choices=Visibility.choices, default=Visibility.SELF)
+    group_ids = models.JSONField(default=list, blank=True)
+    memory_entry = models.ForeignKey(
+        "usermemory.MemoryEntry",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The memory its result was stored as, when done with a user.",
+    )
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["pending", "in_progress", "done", "failed", "cancelled"]),
+                name="task_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(visibility__in=["self", "group", "global"]), name="task_visibility_valid"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["assignee", "status", "-created_at"], name="task_assignee_idx"),
+            models.Index(fields=["creator", "status", "-created_at"], name="task_creator_idx"),
+            models.Index(fields=["status", "-created_at"], name="task_status_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.title} ({self.status})"

@@ -1,0 +1,122 @@
+"""Reads of agent activity: an agent reads its own tool calls and the tasks it created or is assigned;
+viewer and admin keys read any."""
+
+import base64
+import binascii
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Q, QuerySet
+
+from activity.models import Task, ToolCall
+from apikeys.caller import Caller
+from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
+
+
+@dataclass(frozen=True)
+class ToolCallPage:
+    """One page, newest first, and the cursor of the next (``None`` on the last page)."""
+
+    calls: list[ToolCall]
+    next: str | None
+
+
+def cursor_of(call: ToolCall) -> str:
+    """An opaque cursor after ``call`` in the newest-first order: its time and id."""
+    return base64.urlsafe_b64encode(f"{call.created_at.isoformat()}|{call.pk}".encode()).decode()
+
+
+def _position(cursor: str) -> tuple[datetime, int]:
+    try:
+        created_at, _, pk = base64.urlsafe_b64decode(cursor.encode("ascii")).decode().partition("|")
+        position = datetime.fromisoformat(created_at), int(pk)
+    except (ValueError, UnicodeError, binascii.Error):
+        raise BadRequest("after is not a cursor this list gave.") from None
+    if position[0].tzinfo is None:
+        raise BadRequest("after is not a cursor this list gave.")
+    return position
+
+
+def tool_call_filter(
+    *,
+    agent_id: str | None = None,
+    tool: str | None = None,
+    task_id: str | None = None,
+    success: bool | None = None,
+    since: datetime | None = None,
+) -> QuerySet[ToolCall]:
+    """Tool calls matching the filters, newest first, with no rule of who may read them (the admin's and
+    :func:`tool_call_list`'s base)."""
+    qs = ToolCall.objects.all()
+    if agent_id is not None:
+        qs = qs.filter(agent_id=agent_id)
+    if tool is not None:
+        qs = qs.filter(tool=tool)
+    if task_id is not None:
+        qs = qs.filter(task_id=task_id)
+    if success is not None:
+        qs = qs.filter(success=success)
+    if since is not None:
+        qs = qs.filter(created_at__gte=since)
+    return qs.order_by("-created_at", "-id")
+
+
+def tool_call_list(
+    *,
+    caller: Caller,
+    agent_id: str | None = None,
+    tool: str | None = None,
+    task_id: str | None = None,
+    success: bool | None = None,
+    since: datetime | None = None,
+    after: str | None = None,
+    limit: int = 50,
+) -> ToolCallPage:
+    """A page of tool calls the caller may read: an agent key its own agent's only (another agent's is a
+    403), viewer and admin keys any agent's, or every agent's when ``agent_id`` is left out."""
+    if caller.is_agent:
+        if agent_id is not None and agent_id != caller.agent_id:
+            raise Forbidden("An agent reads only its own tool calls.", details={"agentId": agent_id})
+        agent_id = caller.acting_agent_id
+    qs = tool_call_filter(agent_id=agent_id, tool=tool, task_id=task_id, success=success, since=since)
+    if after is not None:
+        created_at, pk = _position(after)
+        qs = qs.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=pk))
+    calls = list(qs[: limit + 1])
+    more = len(calls) > limit
+    calls = calls[:limit]
+    return ToolCallPage(calls=calls, next=cursor_of(calls[-1]) if more else None)
+
+
+OPEN_STATUSES = (Task.Status.PENDING, Task.Status.IN_PROGRESS)
+
+
+def task_list(
+    *,
+    caller: Caller,
+    assignee_id: str | None = None,
+    creator_id: str | None = None,
+    status: str | None = None,
+    open_only: bool = False,
+) -> QuerySet[Task]:
+    """Tasks, newest first: an agent key those it created or is assigned, viewer and admin keys all; each
+    filter narrows (``open_only``: pending or in progress)."""
+    qs = Task.objects.all()
+    if caller.is_agent:
+        qs = qs.filter(Q(assignee_id=caller.agent_id) | Q(creator_id=caller.agent_id))
+    if assignee_id is not None:
+        qs = qs.filter(assignee_id=assignee_id)
+    if creator_id is not None:
+        qs = qs.filter(creator_id=creator_id)
+    if status is not None:
+        qs = qs.filter(status=status)
+    if open_only:
+        qs = qs.filter(status__in=OPEN_STATUSES)
+    return qs.order_by("-created_at", "-id")
+
+
+def task_get(*, caller: Caller, task_id: int) -> Task:
+    task = task_list(caller=caller).filter(pk=task_id).first()
+    if task is None:
+        raise NotFound(f"No task {task_id}.")
+    return task

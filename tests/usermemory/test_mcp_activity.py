@@ -1,0 +1,88 @@
+"""MCP tool calls made with an agent key appear in that agent's tool-call log (the activity app), over both
+transports, with duration and success; the log is read over REST from the harness's server."""
+
+import json
+import urllib.request
+
+from tests.usermemory.mcp_harness import error, ok, run, sessions
+
+
+def _log(http_url: str, key: str, **params: str) -> list[dict]:
+    query = "&".join(f"{name}={value}" for name, value in params.items())
+    request = urllib.request.Request(
+        f"{http_url}/v1/activity/tool-calls?{query}", headers={"Authorization": f"Bearer {key}"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (the test's own server)
+        return json.loads(response.read())["results"]
+
+
+def test_mcp_calls_are_logged_for_the_keys_agent(connect, transport, http_url, mcp_env):
+    user = f"{transport}-activity"
+    session = f"{transport}-session"
+
+    async def main() -> None:
+        async with sessions(connect, "agent-a", "viewer") as (agent, viewer):
+            await ok(
+                agent, "upsert_user_memory", userId=user, key=session, value="blue", category="preference"
+            )
+            await error(agent, "get_memory_by_key", userId=user, key="missing-" + session)
+            await ok(viewer, "count_user_memories", userId=user)  # a viewer acts as no agent: not logged
+
+    run(main)
+    logged = [c for c in _log(http_url, mcp_env.keys["agent-a"]) if user in json.dumps(c["args"])]
+    assert [c["tool"] for c in logged] == ["get_memory_by_key", "upsert_user_memory"]
+    missing, upserted = logged
+    assert upserted["via"] == "mcp" and upserted["agentId"] == "agent-a" and upserted["success"] is True
+    assert upserted["args"]["key"] == session and upserted["result"]["status"] == "upserted"
+    assert isinstance(upserted["durationMs"], int)
+    assert (
+        missing["success"] is False and missing["error"] and missing["result"] == {"error": missing["error"]}
+    )
+    assert not [c for c in _log(http_url, mcp_env.keys["agent-b"]) if user in json.dumps(c["args"])]
+    # The viewer's call is nowhere in the log, which a viewer key reads whole.
+    counted = _log(http_url, mcp_env.keys["viewer"], tool="count_user_memories", limit="500")
+    assert not [c for c in counted if user in json.dumps(c["args"])]
+
+
+def test_mcp_task_tools_for_agent_keys(connect, transport):
+    user = f"{transport}-mcp-tasks"
+
+    async def main() -> None:
+        async with sessions(connect, "agent-a", "agent-b", "viewer") as (agent_a, agent_b, viewer):
+            task = await ok(
+                agent_a, "create_task", title="Check the order", assigneeId="agent-b", userId=user
+            )
+            assert task["creatorId"] == "agent-a" and task["status"] == "pending" and task["userId"] == user
+            assert [t["id"] for t in await ok(agent_b, "list_my_tasks")] == [task["id"]]
+            assert "assignee" in await error(agent_a, "complete_task", taskId=task["id"], result="x")
+            done = await ok(agent_b, "complete_task", taskId=task["id"], result={"ok": True})
+            assert done["status"] == "done" and done["memoryEntryId"]
+            memory = await ok(agent_b, "get_memory_by_key", userId=user, key=f"task:{task['id']}")
+            assert memory["category"] == "task_result" and memory["value"]["result"] == {"ok": True}
+            assert await ok(agent_b, "list_my_tasks") == []
+            assert "not available to viewer keys" in await error(viewer, "create_task", title="t")
+
+    run(main)
+
+
+def test_mcp_upsert_writes_confidence_and_source(connect, transport):
+    user = f"{transport}-mcp-insights"
+
+    async def main() -> None:
+        async with connect("agent-a") as agent:
+            await ok(
+                agent,
+                "upsert_user_memory",
+                userId=user,
+                key="k",
+                value="v",
+                confidence=0.8,
+                source="task_outcome",
+            )
+            entry = await ok(agent, "get_memory_by_key", userId=user, key="k")
+            assert (entry["confidence"], entry["source"]) == (0.8, "task_outcome")
+            assert "confidence" in await error(
+                agent, "upsert_user_memory", userId=user, key="k", value="v", confidence=2
+            )
+
+    run(main)
