@@ -104,8 +104,12 @@ def test_bad_as_of_is_a_400(agent_a_api, put):
         {"asOf": "yesterday"},
         {"asOf": future},
         {"asOf": timezone.now().isoformat(), "includeSuperseded": "true"},
+        {"asOf": timezone.now().isoformat(), "agentId": "agent-a"},
+        {"asOf": timezone.now().isoformat(), "minConfidence": "0.5"},
     ):
         assert_envelope(agent_a_api.get(f"{BASE}/{U}", params), 400, "bad_request")
+    recalled_then = {"asOf": timezone.now().isoformat(), "minConfidence": "0.5"}
+    assert_envelope(agent_a_api.get(f"{BASE}/{U}/visible", recalled_then), 400, "bad_request")
     assert_envelope(agent_a_api.get(f"{BASE}/{U}/visible", {"asOf": "1 Jan"}), 400, "bad_request")
     assert_envelope(
         agent_a_api.get(f"{BASE}/{U}/visible", {"asOf": timezone.now().isoformat(), "q": "city"}),

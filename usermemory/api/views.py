@@ -205,7 +205,7 @@ class MemoryVisibleView(MemoryView):
             mode = query.get("mode", "hybrid")
             return ranked_response(services.memory_recall_ranked(query=query["q"], mode=mode, **args))
         if "asOf" in query:
-            del args["order"]
+            del args["order"], args["min_confidence"]  # refused together by the serializer
             past = services.memory_recall_as_of(as_of=query["asOf"], **args)
             return Response(MemoryEntryOutputSerializer(past, many=True).data)
         return Response(MemoryEntryOutputSerializer(services.memory_recall(**args), many=True).data)
