@@ -263,8 +263,8 @@ def fulltext_match(query: str) -> CombinedExpression | None:
 SEARCH_MODES = ("keyword", "semantic", "hybrid")
 # Hybrid fusion: the first FUSION_CANDIDATES of each list take part, each list's scores scaled to [0, 1] over
 # them (min-max); an entry's score is SEMANTIC_WEIGHT times its semantic part plus the rest times its
-# full-text part. On LoCoMo this convex combination found an answer in the top 5 for 0.67 of questions where
-# reciprocal rank fusion of the same lists found one for 0.61 (bench/RESULTS.md, session 9). Equal weights,
+# full-text part. On LoCoMo this convex combination found an answer in the top 5 for 0.676 of questions where
+# reciprocal rank fusion of the same lists found one for 0.604 (bench/RESULTS.md, session 9). Equal weights,
 # not tuned to the data.
 # The recency prior adds at most a tenth of one list's first place, decaying with the entry's age.
 FUSION_CANDIDATES = 100
