@@ -155,6 +155,7 @@ MAX_TASK_GROUPS = 50
 UNSET: Any = object()  # "leave the result as it is", distinct from a JSON null
 
 
+@transaction.atomic
 def task_create(
     *,
     caller: Caller,
@@ -177,7 +178,9 @@ def task_create(
     if len(groups) > MAX_TASK_GROUPS:
         raise BadRequest(f"groupIds: at most {MAX_TASK_GROUPS}.")
     assignee = assignee_id or caller.acting_agent_id
-    if not Agent.objects.filter(id=assignee).exists():
+    # The assignee's row stays locked (FOR NO KEY UPDATE) until the task is in: an agent deleted meanwhile
+    # waits for it, so the foreign key never fails at commit.
+    if Agent.objects.select_for_update(no_key=True).filter(id=assignee).values_list("id").first() is None:
         raise BadRequest(f"No agent '{assignee}' to assign the task to.", details={"assigneeId": assignee})
     now = timezone.now()
     return Task.objects.create(
