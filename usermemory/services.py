@@ -210,11 +210,16 @@ def memory_recall_as_of(
     as_of: datetime,
     agent_id: str | None = None,
     group_ids: list[str] | None = None,
+    order: str | None = None,
     limit: int | None = None,
+    min_confidence: float | None = None,
 ) -> list[MemoryEntry]:
     """Recall as of a past time: what the agent could have recalled then, from history
     (:func:`usermemory.selectors.memory_as_of`), newest first, at most the recall limit. It reads history
-    only: no access is marked."""
+    only: no access is marked. History keeps no confidence, so ``min_confidence`` is refused; ``order`` is
+    ignored (history answers newest first)."""
+    if min_confidence is not None:
+        raise BadRequest("asOf answers from history, which keeps no confidence: leave minConfidence out.")
     plan = _recall_plan(caller=caller, agent_id=agent_id, group_ids=group_ids, order=None, limit=limit)
     return selectors.memory_as_of(
         caller=caller,

@@ -317,8 +317,6 @@ class VisibleQuerySerializer(RecallQuerySerializer):
             raise serializers.ValidationError({"mode": "mode ranks by relevance to q: give q too."})
         if "asOf" in attrs and "q" in attrs:
             raise serializers.ValidationError({"asOf": "asOf answers from history, in order: leave q out."})
-        if "asOf" in attrs and attrs.get("minConfidence") is not None:
-            raise serializers.ValidationError({"asOf": "asOf answers from history: leave minConfidence out."})
         return attrs
 
 

@@ -202,10 +202,10 @@ class MemoryVisibleView(MemoryView):
             "min_confidence": query.get("minConfidence"),
         }
         if "q" in query:
-            mode = query.get("mode", "hybrid")
-            return ranked_response(services.memory_recall_ranked(query=query["q"], mode=mode, **args))
+            if "mode" in query:
+                args["mode"] = query["mode"]
+            return ranked_response(services.memory_recall_ranked(query=query["q"], **args))
         if "asOf" in query:
-            del args["order"], args["min_confidence"]  # refused together by the serializer
             past = services.memory_recall_as_of(as_of=query["asOf"], **args)
             return Response(MemoryEntryOutputSerializer(past, many=True).data)
         return Response(MemoryEntryOutputSerializer(services.memory_recall(**args), many=True).data)
