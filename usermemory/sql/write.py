@@ -7,7 +7,7 @@ travel as one array parameter (``= ANY(%(ids)s)``). Statements run on Django's `
 """
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from django.db import connection
 from psycopg import sql
@@ -44,7 +44,13 @@ def write_events(
         entries=sql.Identifier(MemoryEntry._meta.db_table),
         value_column=sql.Identifier(value_column),
     )
-    params = {"action": action, "actor_type": actor_type, "actor_id": actor_id, "at": at, "ids": ids}
+    params: dict[str, Any] = {
+        "action": action,
+        "actor_type": actor_type,
+        "actor_id": actor_id,
+        "at": at,
+        "ids": ids,
+    }
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
         return cursor.rowcount
