@@ -14,10 +14,10 @@ from django.views.decorators.http import require_POST
 
 from dream.models import DreamRun
 from dream.selectors import summary_diff
-from dream.summarize import approve_run
+from dream.services import approve_run
 from dream.tasks import dream_run_cycle_task
 from memoryplatform.admin_mixins import ReadOnlyAdminMixin
-from usermemory.upsert import value_as_text
+from usermemory.searchtext import value_as_text
 
 
 def dream_enqueue_from_admin() -> None:

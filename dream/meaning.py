@@ -8,8 +8,8 @@ where bare keys score every pair alike. Two keys mean the same from the policy's
 ignoring case and surrounding spaces.
 
 Each entry of a pair records the other in ``meaning_conflicts``; the contradiction pass then flags an
-in-scope entry whose list is not empty (:func:`dream.services.dream_detect_contradictions`), and an agent
-sees the flag only while a partner it can see disagrees, as for a key's set. With
+in-scope entry whose list is not empty (:func:`dream.contradictions.dream_detect_contradictions`), and an
+agent sees the flag only while a partner it can see disagrees, as for a key's set. With
 ``confirmContradictionsWithLlm`` the LLM confirms each pair before it counts, within the cycle's cost cap.
 """
 
@@ -24,8 +24,8 @@ from django.db.models import Q, QuerySet
 
 from memoryplatform.embeddings import EmbedderError, get_embedder
 from memoryplatform.llm import LLM, LLMError
+from usermemory.maintenance import meaning_conflicts_record
 from usermemory.models import MemoryEntry
-from usermemory.selectors import current_q
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ def dream_meaning_conflicts(
     """Find the pairs among the ``current`` entries (a dry run: minus those it would prune) with
     :func:`find_pairs`, have the LLM confirm them when ``llm`` is given, and record each
     entry's partners in ``meaning_conflicts`` (emptied where a pair is gone), for every current entry of the
-    users in scope. A dry run records nothing."""
+    users in scope (:func:`usermemory.maintenance.meaning_conflicts_record`). A dry run records nothing."""
     result = MeaningResult()
     if get_embedder() is None:
         result.skipped = "no embedder (EMBEDDINGS_PROVIDER=none)"
@@ -177,15 +177,5 @@ def dream_meaning_conflicts(
     for first, second in result.pairs:
         partners[first].add(second)
         partners[second].add(first)
-    users = MemoryEntry.objects.filter(current_q()).filter(scope).values("user_id").distinct()
-    stale = MemoryEntry.objects.filter(current_q(), user_id__in=users).exclude(meaning_conflicts=[])
-    for entry_id in stale.exclude(id__in=list(partners)).values_list("id", flat=True):
-        result.updated += MemoryEntry.objects.filter(id=entry_id).update(meaning_conflicts=[])
-    for entry_id, others in partners.items():
-        wanted = sorted(others)
-        result.updated += (
-            MemoryEntry.objects.filter(id=entry_id)
-            .exclude(meaning_conflicts=wanted)
-            .update(meaning_conflicts=wanted)
-        )
+    result.updated = meaning_conflicts_record(scope=scope, partners=partners)
     return result

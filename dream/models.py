@@ -9,7 +9,7 @@ from django.db.models import Q
 class DreamRun(models.Model):
     """One Dream cycle: when it ran, how it ended, and what it did.
 
-    One real (not dry) cycle runs at a time: a session advisory lock decides (``dream.services``), not this
+    One real (not dry) cycle runs at a time: a session advisory lock decides (``dream.cycle``), not this
     table. ``heartbeat_at`` is progress only (the last committed batch), never a lease.
     """
 

@@ -1,11 +1,13 @@
-"""Reads for Dream: which policies a cycle runs, and a run as plain JSON."""
+"""Reads for Dream: which policies a cycle runs, the entries its passes read, and a run as plain JSON."""
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
+from django.db.models.functions import Coalesce
 
 from dream.models import DreamRun
-from usermemory.models import AgentMemoryPolicy
+from usermemory.models import AgentMemoryPolicy, MemoryEntry
+from usermemory.selectors import current_q
 
 
 def dream_policies(*, agent_id: str | None = None) -> QuerySet[AgentMemoryPolicy]:
@@ -66,3 +68,15 @@ def dream_run_summary(*, run: DreamRun) -> dict[str, Any]:
         "error": run.error,
         "details": run.details,
     }
+
+
+def dream_entries(*, exclude: Q | None = None) -> QuerySet[MemoryEntry]:
+    """Every entry (minus ``exclude``), with ``seen_at`` aliased: the last access, or the last update when
+    never accessed."""
+    qs = MemoryEntry.objects.alias(seen_at=Coalesce("last_accessed_at", "updated_at"))
+    return qs.exclude(exclude) if exclude is not None else qs
+
+
+def dream_current_entries(*, exclude: Q | None = None) -> QuerySet[MemoryEntry]:
+    """The entries valid now (superseded and expired ones take part in no contradiction)."""
+    return dream_entries(exclude=exclude).filter(current_q())

@@ -9,36 +9,29 @@ summaries, each naming the entries it replaces (a JSON Schema checks the answer,
 
 Two steps, so that dry runs and staff approval show exactly what a real cycle writes:
 :func:`propose` asks the LLM and returns a :class:`Proposal` (plain JSON, kept in the run's ``details``);
-:func:`apply_proposal` writes it in one transaction: the summaries (provenance: source entries, agents,
-model, cost, run), a ``superseded`` event per original, and ``supersededBy``/``validTo`` on the originals. A
-proposal whose sources changed since it was made is skipped whole. Nothing is ever half applied.
+:func:`apply_proposal` writes it through usermemory's ``memory_supersede``, in one transaction: the
+summaries (provenance: source entries, agents, model, cost, run), a ``superseded`` event per original, and
+``supersededBy``/``validTo`` on the originals. A proposal whose sources changed since it was made is skipped
+whole. Nothing is ever half applied.
 """
 
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 from django.db.models import Count, F, Func, QuerySet, Value
 from django.db.models.fields import CharField
-from django.utils import timezone
 
-from dream import metrics, store
+from dream import metrics
 from dream.models import DreamRun
-from memoryplatform.llm import LLM, LLMError
-from memoryplatform.locks import LockId, advisory_xact_lock
-from usermemory.embedding import embeddings_schedule
-from usermemory.history import Actor, EventLog, Scope
-from usermemory.models import (
-    AgentMemoryPolicy,
-    MemoryEntry,
-    MemoryEntryGroup,
-    MemoryEvent,
-    SummarizeGroupBy,
-    Visibility,
-)
+from memoryplatform.llm import LLM, LLMError, build_llm
+from usermemory.history import Actor, Scope
+from usermemory.maintenance import Replacement, memory_supersede
+from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent, SummarizeGroupBy
+from usermemory.searchtext import value_as_text
 from usermemory.selectors import current_q
-from usermemory.upsert import value_as_text
 
 logger = logging.getLogger(__name__)
 
@@ -223,107 +216,42 @@ def estimate(*, proposal: Proposal, llm: LLM, target: int) -> float:
     return llm.estimate_cost(system=SYSTEM, prompt=prompt_of(proposal, target=target))
 
 
-def _free_key(*, proposal: Proposal, key: str, suffix: str) -> str:
-    """``key``, or ``key`` with ``suffix`` when the user already has an entry on that upsert key."""
-    taken = MemoryEntry.objects.filter(user_id=proposal.user_id, key=key)
-    if proposal.visibility == Visibility.GLOBAL:
-        taken = taken.filter(visibility=Visibility.GLOBAL)
-    else:
-        taken = taken.exclude(visibility=Visibility.GLOBAL).filter(source_agent_id=proposal.owner)
-    return f"{key[:MAX_SUMMARY_KEY]} ({suffix})" if taken.exists() else key
-
-
 def apply_proposal(*, proposal: Proposal, run_id: int, preserve_agents: bool) -> int:
-    """Write the proposal's summaries and supersede their sources, in one transaction under the user's lock.
-    Returns how many entries it superseded: 0 when any source changed (or went) since the proposal was
-    made, in which case nothing is written."""
-    now = timezone.now()
-    named = sorted({entry_id for s in proposal.summaries for entry_id in s["sources"]})
-    with transaction.atomic():
-        advisory_xact_lock(LockId.USER_MEMORY, proposal.user_id)
-        current = {
-            e.id: e
-            for e in MemoryEntry.objects.select_for_update().filter(
-                current_q(), id__in=named, provenance__isnull=True
-            )
-        }
-        unchanged = all(
-            entry_id in current
-            and current[entry_id].updated_at.isoformat() == proposal.sources[entry_id]["updatedAt"]
-            for entry_id in named
-        )
-        if not unchanged:
-            logger.info(
-                "Dream run #%s: a group of user %r changed since its proposal; skipped",
-                run_id,
-                proposal.user_id,
-            )
-            return 0
-        actor = Actor(MemoryEvent.ActorType.DREAM, f"run:{run_id}")
-        log = EventLog(actor)
-        scope = Scope(proposal.visibility, proposal.owner, proposal.group_ids)
-        written = []
-        for index, summary in enumerate(proposal.summaries, start=1):
-            sources = summary["sources"]
-            provenance: dict[str, Any] = {
+    """Write the proposal's summaries and supersede their sources, in one transaction under the user's lock
+    (:func:`usermemory.maintenance.memory_supersede`). Returns how many entries it superseded: 0 when any
+    source changed (or went) since the proposal was made, in which case nothing is written."""
+    replacements = [
+        Replacement(
+            key=summary["key"],
+            key_if_taken=f"{summary['key'][:MAX_SUMMARY_KEY]} (dream {run_id}.{index})",
+            text=summary["value"],
+            sources=summary["sources"],
+            provenance={
                 "writtenBy": "dream",
                 "run": run_id,
-                "sourceEntries": sources,
+                "sourceEntries": summary["sources"],
                 "model": proposal.model,
                 "cost": proposal.cost / len(proposal.summaries),
-            }
-            if preserve_agents:
-                provenance["agents"] = sorted(
-                    {str(current[i].source_agent_id) for i in sources if current[i].source_agent_id}
-                )
-            key = _free_key(proposal=proposal, key=summary["key"], suffix=f"dream {run_id}.{index}")
-            text = summary["value"]
-            entry = MemoryEntry.objects.create(
-                user_id=proposal.user_id,
-                key=key,
-                value=text,
-                value_text=text,
-                key_folded=key.casefold(),
-                text_folded=text.casefold(),
-                category=proposal.category,
-                visibility=proposal.visibility,
-                source_agent_id=proposal.owner,
-                group_ids=proposal.group_ids,
-                created_at=now,
-                updated_at=now,
-                valid_from=now,
-                provenance=provenance,
-            )
-            if proposal.group_ids:
-                MemoryEntryGroup.objects.bulk_create(
-                    [
-                        MemoryEntryGroup(entry=entry, user_id=proposal.user_id, group_id=g)
-                        for g in proposal.group_ids
-                    ]
-                )
-            log.add(
-                MemoryEvent.Action.CREATED,
-                entry_id=entry.id,
-                user_id=proposal.user_id,
-                key=key,
-                new=text,
-                at=now,
-                scope=scope,
-            )
-            store.write_events(
-                ids=sources,
-                action=MemoryEvent.Action.SUPERSEDED,
-                value_column="old_value",
-                actor_type=actor.actor_type,
-                actor_id=actor.actor_id,
-                at=now,
-            )
-            MemoryEntry.objects.filter(id__in=sources).update(superseded_by=entry, valid_to=now)
-            written.append(entry.id)
-        log.flush()
-        embeddings_schedule(entry_ids=written)  # after the commit
-    metrics.entries_summarized.inc(len(named))
-    return len(named)
+            },
+        )
+        for index, summary in enumerate(proposal.summaries, start=1)
+    ]
+    superseded = memory_supersede(
+        user_id=proposal.user_id,
+        scope=Scope(proposal.visibility, proposal.owner, proposal.group_ids),
+        category=proposal.category,
+        replacements=replacements,
+        sources_read={i: datetime.fromisoformat(s["updatedAt"]) for i, s in proposal.sources.items()},
+        actor=Actor(MemoryEvent.ActorType.DREAM, f"run:{run_id}"),
+        record_agents=preserve_agents,
+    )
+    if not superseded:
+        logger.info(
+            "Dream run #%s: a group of user %r changed since its proposal; skipped", run_id, proposal.user_id
+        )
+        return 0
+    metrics.entries_summarized.inc(superseded)
+    return superseded
 
 
 @dataclass
@@ -407,6 +335,39 @@ def summarize_policy(
             totals.summarized += sum(len(s["sources"]) for s in proposal.summaries)
             totals.written += len(proposal.summaries)
         totals.proposals.append(data)
+
+
+def dream_summarize(
+    *,
+    run: DreamRun,
+    policies: list[AgentMemoryPolicy],
+    totals: SummaryTotals,
+    details: dict[str, Any],
+    dry_run: bool,
+) -> None:
+    """The summaries of the policies that ask for them, with the LLM the settings describe: written now,
+    shown (``dry_run``), or kept for approval (``run.approval`` becomes pending). Without an LLM, or with
+    wrong settings, the run says so (in ``totals`` or ``details``) and the cycle goes on."""
+    try:
+        llm = build_llm()
+    except LLMError as exc:
+        totals.failures += 1
+        totals.failed.append({"error": f"LLM settings: {exc}"})
+        metrics.summarization_failed.inc()
+        return
+    if llm is None:
+        details["summariesSkipped"] = "summarizeInteractions is on, but LLM_PROVIDER is empty."
+        return
+    for policy in policies:
+        if dry_run:
+            mode = DRY_RUN
+        elif policy.summarize_requires_approval:
+            mode = APPROVAL
+        else:
+            mode = WRITE
+        summarize_policy(policy=policy, llm=llm, run_id=run.pk, totals=totals, mode=mode)
+    if any(p.get("pending") for p in totals.proposals):
+        run.approval = DreamRun.Approval.PENDING
 
 
 def approve_run(*, run_id: int, approve: bool) -> int:

@@ -25,6 +25,7 @@ from usermemory.models import (
     SummarizeGroupBy,
     TurnWriteCount,
 )
+from usermemory.searchtext import search_columns
 
 logger = logging.getLogger(__name__)
 RECALL_ORDERS = frozenset(RecallOrder.values)
@@ -193,10 +194,11 @@ def memory_resolve_conflict(
     if mode == "delete":
         MemoryEntry.objects.filter(id__in=other_ids).delete()
     else:
+        columns = search_columns(key=key, text=keep.value_text)  # the key is theirs already
         MemoryEntry.objects.filter(id__in=other_ids).update(
             value=keep.value,
-            value_text=keep.value_text,
-            text_folded=keep.value_text.casefold(),
+            value_text=columns.value_text,
+            text_folded=columns.text_folded,
             conflicted=False,
             updated_at=now,
         )

@@ -93,8 +93,9 @@ class MemoryEntry(models.Model):
     valid_to = models.DateTimeField(
         null=True, blank=True, help_text="Given on write, or set when Dream superseded the entry."
     )
-    # No database constraint: Dream's raw deletes clear it themselves (dream.store.delete_entries), and the
-    # ORM's deletes set it null (GDPR erasure, deletes, conflict resolution).
+    # No database constraint: the batch deletes of Dream's pruning clear it themselves
+    # (usermemory.sql.write.delete_entries), and the ORM's deletes set it null (GDPR erasure, deletes,
+    # conflict resolution).
     superseded_by = models.ForeignKey(
         "self",
         null=True,

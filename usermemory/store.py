@@ -29,6 +29,7 @@ from usermemory.models import (
     RecallOrder,
     TurnWriteCount,
 )
+from usermemory.searchtext import search_columns
 
 ENTRY_TABLE = MemoryEntry._meta.db_table
 GROUP_TABLE = MemoryEntryGroup._meta.db_table
@@ -602,14 +603,15 @@ def upsert_with_event(
     is valid from ``now`` to ``valid_to`` (``None``: open); a write on a superseded entry makes it current
     again, with the new value. ``confidence`` and ``source`` are set by every write (``None``: unsaid)."""
     value_json, groups_json = json.dumps(value), json.dumps(group_ids)
+    columns = search_columns(key=key, text=text)
     params: dict[str, Any] = {
         "user": user_id,
         "key": key,
         "owner": owner,
         "value": value_json,
         "text": text,
-        "key_folded": key.casefold(),  # the search columns, written with the key and value_text
-        "text_folded": text.casefold(),
+        "key_folded": columns.key_folded,  # the search columns, written with the key and value_text
+        "text_folded": columns.text_folded,
         "category": category,
         "new_category": new_category,
         "visibility": visibility,

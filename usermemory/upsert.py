@@ -1,7 +1,6 @@
 """Upserts: every rule of a write (identity, group membership, guardrails, turns, caps), one entry, a batch,
 and the legacy property map, each through one statement of :mod:`usermemory.store`."""
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -30,6 +29,7 @@ from usermemory.models import (
     OnCapReached,
     Visibility,
 )
+from usermemory.searchtext import value_as_text
 
 MAX_BATCH = 100
 PROPERTY_CATEGORY = "property"
@@ -62,13 +62,6 @@ class MemoryWrite:
 class UpsertResult:
     entry: MemoryEntry
     created: bool
-
-
-def value_as_text(value: Any) -> str:
-    """The searchable text of a value: a string's own content, anything else as compact JSON."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 # --- Rules shared by every write ---------------------------------------------------------------------

@@ -97,11 +97,11 @@ def test_dream_command_reports_no_enabled_agent(agent_a, dream_policy):
 
 @pytest.mark.django_db
 def test_dream_command_fails_loudly(agent_a, dream_policy, memory, monkeypatch):
-    from dream import services
+    from usermemory.sql import write
 
     dream_policy(agent_a)
     memory(agent_a, "old", updated_days=60)
-    monkeypatch.setattr(services.store, "delete_entries", lambda **kw: 1 / 0)
+    monkeypatch.setattr(write, "delete_entries", lambda **kw: 1 / 0)
 
     with pytest.raises(CommandError, match="Dream cycle failed: ZeroDivisionError"):
         run_dream("--no-progress")

@@ -4,11 +4,12 @@ import pytest
 from django.db import connection
 from prometheus_client import REGISTRY
 
-from dream import services, store
+from dream import services
 from dream.models import DreamRun
 from dream.services import Batching, dream_detect_contradictions, dream_prune_stale, dream_run_cycle
 from memoryplatform.locks import LockId
 from usermemory.models import MemoryEntry, MemoryEntryGroup, MemoryEvent
+from usermemory.sql import write as store
 
 pytestmark = pytest.mark.django_db
 

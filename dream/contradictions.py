@@ -1,0 +1,140 @@
+"""Dream's contradiction passes: a (user, key) set that holds more than one value, and keys that mean the
+same (:mod:`dream.meaning`) with values that disagree. Entries are flagged through
+:func:`usermemory.maintenance.memory_flag_batch`, in bounded batches."""
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.utils import timezone
+
+from dream import metrics
+from dream.batches import Batching, in_batches
+from dream.meaning import dream_meaning_conflicts
+from dream.selectors import dream_current_entries
+from dream.summarize import SummaryTotals
+from memoryplatform.llm import LLMError, build_llm
+from usermemory.maintenance import memory_flag_batch
+from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent
+
+
+@dataclass
+class ContradictionResult:
+    contradictions: int  # (user, key) sets with a newly flagged entry
+    flagged: int
+    unflagged: int
+    dry_run: bool
+
+
+def scope_q(agent_ids: list[str] | None) -> Q:
+    """``None``: every entry (cross-agent maintenance); else the entries these agents own."""
+    return Q() if agent_ids is None else Q(source_agent_id__in=agent_ids)
+
+
+def _set_disagrees(exclude: Q | None) -> Exists:
+    """The entry's (user, key) set holds another value: compared by the value's text/JSON form."""
+    return Exists(
+        dream_current_entries(exclude=exclude)
+        .filter(user_id=OuterRef("user_id"), key=OuterRef("key"))
+        .exclude(value_text=OuterRef("value_text"))
+    )
+
+
+def _sets_flagged(*, at: datetime, actor_id: str) -> int:
+    """The (user, key) sets a pass flagged, counted from its events: one set's entries may span batches."""
+    return (
+        MemoryEvent.objects.filter(
+            created_at=at,
+            action=MemoryEvent.Action.FLAGGED,
+            actor_type=MemoryEvent.ActorType.DREAM,
+            actor_id=actor_id,
+        )
+        .values("user_id", "key")
+        .distinct()
+        .count()
+    )
+
+
+def dream_detect_contradictions(
+    *,
+    agent_ids: list[str] | None,
+    now: datetime | None = None,
+    dry_run: bool = False,
+    batching: Batching | None = None,
+    actor_id: str | None = None,
+    exclude: Q | None = None,
+) -> ContradictionResult:
+    """Flag ``conflicted`` on every in-scope entry whose (user, key) set, across all agents and
+    visibilities, holds more than one distinct value; clear it where the set agrees again. Each change
+    leaves a ``flagged`` or ``unflagged`` event.
+
+    The scope is the entries ``agent_ids`` own, or every entry for ``None``. ``dry_run`` counts instead,
+    as if the ``exclude``d entries (those an earlier dry pass would prune) were gone.
+    """
+    at = now or timezone.now()
+    actor = actor_id or f"dream:{uuid.uuid4().hex[:12]}"
+    scope = dream_current_entries(exclude=exclude).filter(scope_q(agent_ids))
+    # A set of one key that disagrees, or a partner by meaning (dream.meaning) that does.
+    by_meaning = ~Q(meaning_conflicts=[])
+    to_flag = scope.filter(conflicted=False).filter(Q(_set_disagrees(exclude)) | by_meaning)
+    to_clear = scope.filter(conflicted=True).exclude(_set_disagrees(exclude)).exclude(by_meaning)
+    if dry_run:
+        return ContradictionResult(
+            contradictions=to_flag.values("user_id", "key").distinct().count(),
+            flagged=to_flag.count(),
+            unflagged=to_clear.count(),
+            dry_run=True,
+        )
+    batching = batching or Batching.from_settings()
+
+    def mark(select: QuerySet[MemoryEntry], conflicted: bool) -> int:
+        return in_batches(
+            select=select,
+            apply=lambda ids: memory_flag_batch(ids=ids, conflicted=conflicted, actor_id=actor, at=at),
+            batching=batching,
+            action=MemoryEvent.Action.FLAGGED if conflicted else MemoryEvent.Action.UNFLAGGED,
+        )
+
+    flagged = mark(to_flag, True)
+    unflagged = mark(to_clear, False)
+    contradictions = _sets_flagged(at=at, actor_id=actor) if flagged else 0
+    return ContradictionResult(
+        contradictions=contradictions, flagged=flagged, unflagged=unflagged, dry_run=False
+    )
+
+
+def dream_contradictions_by_meaning(
+    *,
+    detectors: list[AgentMemoryPolicy],
+    cross: bool,
+    summaries: SummaryTotals,
+    details: dict[str, Any],
+    dry_run: bool,
+    exclude: Q | None,
+) -> None:
+    """Contradictions by meaning (:mod:`dream.meaning`) over the detectors' scope, at the strictest of their
+    thresholds; the LLM confirms the pairs when one of them asks, within what the lowest of their
+    ``maxCostPerRun`` leaves after the cycle's ``summaries``. Its cost goes to ``summaries.cost``, its report
+    to ``details["meaning"]``."""
+    confirming = [p for p in detectors if p.confirm_contradictions_with_llm]
+    llm = None
+    budget = 0.0
+    if confirming:
+        try:
+            llm = build_llm()
+        except LLMError as exc:
+            details["meaningLlm"] = f"LLM settings: {exc}"
+        budget = min(float(p.max_cost_per_run) for p in confirming) - summaries.cost
+    result = dream_meaning_conflicts(
+        current=dream_current_entries(exclude=exclude),
+        scope=scope_q(None if cross else [p.agent_id for p in detectors]),
+        threshold=max(p.semantic_contradiction_threshold for p in detectors),
+        llm=llm,
+        budget=budget,
+        dry_run=dry_run,
+    )
+    summaries.cost += result.cost
+    metrics.llm_cost_dollars.inc(result.cost)
+    details["meaning"] = result.details()
