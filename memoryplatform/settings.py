@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "dream",
     "conversations",
     "activity",
+    "agenttools",
 ]
 
 MIDDLEWARE = [

@@ -1,6 +1,6 @@
 """The MCP tool table: each tool's input schema, the roles that may list and call it, and its handler, which
 translates the arguments, calls one service or selector and returns JSON-able data (see
-:mod:`usermemory.mcp_server` for the server, its transports and the table of tools by role)."""
+:mod:`agenttools.mcp_server` for the server, its transports and the table of tools by role)."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
