@@ -28,9 +28,9 @@ django_application = get_wsgi_application()
 
 from django.core.handlers.asgi import ASGIRequest  # noqa: E402 (once Django is set up)
 
+from agenttools.mcp_server import McpHttpApp  # noqa: E402
 from memoryplatform import asgi_http  # noqa: E402
 from memoryplatform.asgi_http import Receive, Scope, Send  # noqa: E402
-from usermemory.mcp_server import McpHttpApp  # noqa: E402
 
 
 def _is_mcp_path(path: str) -> bool:

@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "dream",
     "conversations",
     "activity",
+    "agenttools",
 ]
 
 MIDDLEWARE = [
@@ -92,7 +93,7 @@ WSGI_APPLICATION = "memoryplatform.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [],  # each app ships its templates (in the wheel too): APP_DIRS
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

@@ -23,7 +23,7 @@ urlpatterns = [
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
     path("", include("apikeys.api.urls")),
     path("", include("usermemory.api.urls")),
-    path("", include("usermemory.api.tool_urls")),
+    path("", include("agenttools.api.urls")),
     path("", include("dream.api.urls")),
     path("", include("conversations.api.urls")),
     path("", include("activity.api.urls")),

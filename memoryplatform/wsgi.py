@@ -48,7 +48,7 @@ class McpDispatcher:
                 if self._mcp_app is None:
                     from a2wsgi import ASGIMiddleware
 
-                    from usermemory.mcp_server import McpHttpApp
+                    from agenttools.mcp_server import McpHttpApp
 
                     self._mcp_app = ASGIMiddleware(McpHttpApp())  # type: ignore[arg-type]  # an ASGI app on plain-dict scopes
         return self._mcp_app

@@ -8,6 +8,7 @@ from rest_framework.test import APIClient
 from apikeys.models import Agent, ApiKey
 from apikeys.services import apikey_create
 from tests.factories import AgentFactory, AgentGroupFactory
+from usermemory.models import AgentMemoryPolicy
 
 
 class KeyedClient(APIClient):
@@ -66,3 +67,12 @@ def admin_api(db: None) -> KeyedClient:
 @pytest.fixture
 def anon_api() -> APIClient:
     return APIClient()
+
+
+@pytest.fixture
+def set_policy():
+    def _set(agent: Agent, **fields) -> AgentMemoryPolicy:
+        policy, _ = AgentMemoryPolicy.objects.update_or_create(agent=agent, defaults=fields)
+        return policy
+
+    return _set

@@ -5,13 +5,13 @@ from typing import Any
 
 import pytest
 
+from agenttools.mcp_server import tool_call
 from apikeys.caller import Caller
 from apikeys.services import apikey_authenticate
 from conversations.models import Conversation, Message
 from tests.conversations.utils import BASE as CONVERSATIONS
 from tests.conversations.utils import create, say, text
 from tests.helpers import assert_envelope
-from usermemory.mcp_server import tool_call
 from usermemory.models import MemoryEntry
 
 MEMORIES = "/usermemorystore/memories"

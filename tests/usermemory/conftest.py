@@ -1,10 +1,7 @@
 import pytest
 
-from apikeys.models import Agent
 from tests.factories import AgentFactory, AgentGroupFactory
-from tests.usermemory.mcp_harness import connect, http_url, mcp_env, transport, wsgi_url  # noqa: F401 (fixtures)
 from tests.usermemory.ranked import ENTRIES, U
-from usermemory.models import AgentMemoryPolicy
 
 BASE = "/usermemorystore/memories"
 
@@ -17,15 +14,6 @@ def put():
         return client.put(BASE, body, format="json", headers=headers or {})
 
     return _put
-
-
-@pytest.fixture
-def set_policy():
-    def _set(agent: Agent, **fields) -> AgentMemoryPolicy:
-        policy, _ = AgentMemoryPolicy.objects.update_or_create(agent=agent, defaults=fields)
-        return policy
-
-    return _set
 
 
 @pytest.fixture

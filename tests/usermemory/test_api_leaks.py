@@ -1,10 +1,10 @@
 """No answer reveals what the caller may not see (issue 16): delete and history of hidden entries, history
 across visibility changes, capacity refusals, the conflicted flag, and recall's side effects."""
 
+from agenttools.mcp_server import tool_call
 from apikeys.caller import Caller
 from tests.factories import AgentFactory, AgentGroupFactory
 from tests.helpers import assert_envelope
-from usermemory.mcp_server import tool_call
 
 BASE = "/usermemorystore/memories"
 U = "user-leak"

@@ -5,11 +5,11 @@ text answers when the embedder is down, and says so."""
 
 import pytest
 
+from agenttools.tools import FULLTEXT_NOTE
 from tests.conversations.utils import create
 from tests.helpers import assert_envelope
 from tests.usermemory.ranked import BASE, LIMITS, QUESTION, SEEN, U, embedder_down, fallbacks
 from usermemory.models import MemoryEntry
-from usermemory.tools import FULLTEXT_NOTE
 
 VISIBLE = f"{BASE}/{U}/visible"
 # A reader: an agent key (a, b, c) reads as itself; a viewer or admin key names the agent it reads for.

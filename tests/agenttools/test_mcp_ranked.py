@@ -1,13 +1,13 @@
 """``search_user_memories`` by relevance (``hybrid``, the default, and ``semantic``) through real MCP sessions
-over stdio and streamable HTTP (``tests/usermemory/mcp_harness.py``), with each role's key: only what the
+over stdio and streamable HTTP (``tests/agenttools/mcp_harness.py``), with each role's key: only what the
 key's agent sees, at any limit, best first with a score; with the embedder down, full text, said in a second
 text block."""
 
 import json
 
-from tests.usermemory.mcp_harness import ok, run, sessions, stdio_session
+from agenttools.mcp_tools import FULLTEXT_NOTE
+from tests.agenttools.mcp_harness import ok, run, sessions, stdio_session
 from tests.usermemory.ranked import LIMITS, QUESTION
-from usermemory.mcp_tools import FULLTEXT_NOTE
 
 # The harness's agents: agent-a, in group team, and agent-b, in none.
 ENTRIES = {  # key: (writer, visibility, groupIds, value)

@@ -13,7 +13,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.usermemory.mcp_harness import (
+from tests.agenttools.mcp_harness import (
     BASE_DIR,
     PYTHON,
     READ_TOOLS,

@@ -1,6 +1,10 @@
 """The MCP tool table: each tool's input schema, the roles that may list and call it, and its handler, which
 translates the arguments, calls one service or selector and returns JSON-able data (see
-:mod:`usermemory.mcp_server` for the server, its transports and the table of tools by role)."""
+:mod:`agenttools.mcp_server` for the server, its transports and the table of tools by role).
+
+An entry or a task is REST's JSON of it, by contract: the REST output serializers (``usermemory.api``,
+``activity.api``) are the one definition of those shapes, so this door renders with them rather than keep a
+second copy. A door may lean on another door's representation; no domain module imports either."""
 
 from collections.abc import Callable
 from dataclasses import dataclass

@@ -4,7 +4,7 @@ transports, with duration and success; the log is read over REST from the harnes
 import json
 import urllib.request
 
-from tests.usermemory.mcp_harness import error, ok, run, sessions
+from tests.agenttools.mcp_harness import error, ok, run, sessions
 
 
 def _log(http_url: str, key: str, **params: str) -> list[dict]:

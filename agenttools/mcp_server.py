@@ -30,7 +30,7 @@ category, visibility)`` returns ``{id, key, status: "upserted"}``, ``list_user_m
 memories}``, ``delete_user_memory`` ``{entryId, status: "deleted"}``, ``delete_all_user_memories``
 ``{userId, entriesDeleted, status: "deleted"}``; ``groupIds`` is a comma-separated string (a list works too).
 This server's older argument ``sourceAgentId`` is still taken for ``agentId``. Entries are REST's JSON.
-A result is one text block of JSON; a result with a note (:class:`usermemory.mcp_tools.Noted`: a search that
+A result is one text block of JSON; a result with a note (:class:`agenttools.mcp_tools.Noted`: a search that
 full text answered alone) has the note in a second text block.
 Errors are ``{"error": "<message>"}`` with ``isError``: a domain error's message, or a generic one for
 anything unexpected (logged), never an exception's text.
@@ -65,12 +65,12 @@ from rest_framework.utils.encoders import JSONEncoder
 
 from activity import services as activity
 from activity.models import ToolCall
+from agenttools.mcp_tools import TOOLS, VALIDATORS, McpTool, Noted, tools_for
 from apikeys.authentication import presented_key
 from apikeys.caller import Caller
 from apikeys.services import KeyRefused, apikey_authenticate
 from memoryplatform import asgi_http
 from memoryplatform.api.errors import ServiceError
-from usermemory.mcp_tools import TOOLS, VALIDATORS, McpTool, Noted, tools_for
 
 logger = logging.getLogger(__name__)
 

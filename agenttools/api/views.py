@@ -1,4 +1,4 @@
-"""`/v1/tools`: the LLM tools for the calling agent. The views parse input and call `usermemory.tools`."""
+"""`/v1/tools`: the LLM tools for the calling agent. The views parse input and call `agenttools.tools`."""
 
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import serializers
@@ -6,8 +6,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agenttools import tools
 from apikeys.permissions import IsAgentCaller, request_caller
-from usermemory import tools
 from usermemory.api.serializers import StrictCharField
 
 

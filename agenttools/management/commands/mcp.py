@@ -28,7 +28,7 @@ class Command(BaseCommand):
         except KeyRefused as exc:
             raise CommandError(f"{KEY_VARIABLE} was refused: {exc}") from None
         caller = Caller.for_key(key)
-        from usermemory.mcp_server import serve_stdio  # the SDK loads only once there is a key to serve
+        from agenttools.mcp_server import serve_stdio  # the SDK loads only once there is a key to serve
 
         # stdout is the protocol's wire: anything human goes to stderr.
         self.stderr.write(f"memoryplatform MCP server on stdio as {caller.log_label()}")

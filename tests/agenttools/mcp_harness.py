@@ -1,6 +1,6 @@
 """The MCP test harness: a migrated database and servers of their own (subprocesses), clients per role and
 transport, and the small helpers the MCP tests share. The fixtures are package-scoped and reach the tests
-through tests/usermemory/conftest.py: both MCP test modules share one database and one server of each kind."""
+through tests/agenttools/conftest.py: both MCP test modules share one database and one server of each kind."""
 
 import json
 import os

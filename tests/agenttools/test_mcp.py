@@ -3,13 +3,13 @@
 ``memoryplatform.wsgi`` for WSGI users).
 
 Both servers are subprocesses, so they run against a database of their own on the suite's PostgreSQL server
-(``tests/usermemory/mcp_harness.py``). Each test uses user ids of its own. The transports' own behaviour is
+(``tests/agenttools/mcp_harness.py``). Each test uses user ids of its own. The transports' own behaviour is
 in ``test_mcp_transports.py``.
 """
 
 import json
 
-from tests.usermemory.mcp_harness import ALL_TOOLS, READ_TOOLS, TASK_TOOLS, error, ok, run, sessions
+from tests.agenttools.mcp_harness import ALL_TOOLS, READ_TOOLS, TASK_TOOLS, error, ok, run, sessions
 
 # --- Listing ------------------------------------------------------------------------------------------------
 
