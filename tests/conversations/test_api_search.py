@@ -164,3 +164,15 @@ def test_the_case_log_and_memory_streams_are_indexed_the_same_way(agent_a_api, v
         assert search_ids(client, HUGE[0], channel=channel) == [huge]
         assert search_ids(client, HUGE[12_000], channel=channel) == []
         assert search_ids(client, "anything") == []
+
+
+def test_another_search_language_parses_the_same_bounded_text_per_query(settings, agent_a_api, viewer_api):
+    """Another SEARCH_LANGUAGE than the stored column's: each message is parsed per query, bounded alike."""
+    settings.SEARCH_LANGUAGE = "english"
+    conversation = create(agent_a_api, "user-big")
+    ordinary = say(agent_a_api, conversation, "the refunds were missing", role="assistant")["id"]
+    huge = say(agent_a_api, conversation, " ".join(HUGE))["id"]
+    for client in (agent_a_api, viewer_api):
+        assert search_ids(client, "refund") == [ordinary]  # stemmed: english, not memory_simple
+        assert search_ids(client, HUGE[0]) == [huge]
+        assert search_ids(client, HUGE[12_000]) == []
