@@ -7,7 +7,9 @@ from typing import Generic, Literal, TypeVar, overload
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVectorField
-from django.db.models import Exists, F, Func, Max, OuterRef, Q, QuerySet, Value
+from django.db import connection
+from django.db.models import Exists, F, Max, OuterRef, Q, QuerySet
+from django.db.models.expressions import RawSQL
 
 from apikeys.caller import Caller
 from apikeys.models import Agent, AgentGroup
@@ -237,13 +239,24 @@ def conversations_of_user(*, user_id: str) -> QuerySet[Conversation]:
 MAX_SEARCH = 100
 
 
-class _MessageDocument(Func):
-    """A message's text as a ``tsvector``: ``jsonb_to_tsvector`` over each content block's ``text`` (never
-    the block types or other keys), in the full-text configuration ``SEARCH_LANGUAGE``."""
+# The configuration of the stored ``search_vector`` column (migration 0003), as for memory entries.
+STORED_CONFIG = "memory_simple"
+_TABLE = Message._meta.db_table
 
-    template = "jsonb_to_tsvector(%(expressions)s, '$[*].text'), '[\"string\"]')"
-    arg_joiner = "::regconfig, jsonb_path_query_array("
-    output_field = SearchVectorField()
+
+def _message_document(config: str) -> RawSQL:
+    """A message's text as a ``tsvector``, computed when the message was written: ``search_vector``, which
+    holds the text of its first 100,000 characters (``conversations_message_document``, migration 0003), so no
+    stored message can make a search fail. With another ``SEARCH_LANGUAGE`` than ``memory_simple``, the same
+    bounded document is parsed per query in that configuration."""
+    table = connection.ops.quote_name(_TABLE)
+    if config == STORED_CONFIG:
+        return RawSQL(f"{table}.search_vector", [], output_field=SearchVectorField())  # noqa: S611
+    return RawSQL(  # noqa: S611 (no caller text: the config is a parameter)
+        f"conversations_message_document(%s::regconfig, {table}.content)",
+        [config],
+        output_field=SearchVectorField(),
+    )
 
 
 def _seen_by_caller(caller: Caller) -> Q:
@@ -275,7 +288,8 @@ def message_search(
     """Ranked full-text search over the messages the caller may see (:func:`_seen_by_caller`), best first
     (``rank``, then newest): of one user's conversations, of one agent's messages (``agent_id``, the author)
     or every agent's, of one channel or all. Words and phrases as a web search writes them
-    (``websearch_to_tsquery``). Messages have no vectors yet, so the ranking is full text alone."""
+    (``websearch_to_tsquery``) against each message's stored document (:func:`_message_document`), which holds
+    at most its first 100,000 characters. Messages have no vectors yet, so the ranking is full text alone."""
     if channel is not None and channel not in Channel.values:
         raise BadRequest(f"channel must be one of {', '.join(Channel.values)}.")
     if not 1 <= limit <= MAX_SEARCH:
@@ -289,6 +303,6 @@ def message_search(
         qs = qs.filter(agent_id=agent_id)
     if channel is not None:
         qs = qs.filter(channel=channel)
-    qs = qs.annotate(document=_MessageDocument(Value(config), F("content")))
+    qs = qs.annotate(document=_message_document(config))
     qs = qs.filter(document=words).annotate(rank=SearchRank(F("document"), words))
     return list(qs.order_by("-rank", "-created_at", "-id")[offset : offset + limit])

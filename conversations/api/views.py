@@ -101,7 +101,8 @@ class MessageSearchView(ConversationView):
             "An agent key searches the conversations it may take part in: their history and case log, and of "
             "the memory channel only its own stream. Viewer and admin keys search every message. `agentId` "
             "keeps one agent's messages (their author); `userId`, one user's conversations; `channel`, one "
-            "channel. Best first, each with its `score`."
+            "channel. Best first, each with its `score`. A message is found by the words of its first "
+            "100,000 characters of text: a longer one is stored whole and indexed in part."
         ),
     )
     def get(self, request: Request) -> Response:

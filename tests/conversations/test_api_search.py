@@ -98,3 +98,81 @@ def test_bad_searches_are_a_400(agent_a_api, params):
 
 def test_anonymous_is_401(anon_api, db):
     assert_envelope(anon_api.get(URL, {"q": "x"}), 401, "unauthorized")
+
+
+# --- A message too long to index whole (issue 33, finding 1) ----------------------------------------------
+
+# The characters of a message's text indexed for search (conversations migration 0003).
+INDEXED = 100_000
+
+
+def distinct_words(count: int) -> list[str]:
+    """``count`` distinct words of eight letters (their index in base 26), none a stop word."""
+    words = []
+    for index in range(count):
+        letters = []
+        for _ in range(8):
+            index, digit = divmod(index, 26)
+            letters.append(chr(ord("a") + digit))
+        words.append("".join(reversed(letters)))
+    return words
+
+
+# 100,000 distinct words, 900,000 characters: a tsvector of about 1.2 MB of lexemes, over PostgreSQL's 1 MB.
+HUGE = distinct_words(100_000)
+
+
+def search_ids(client, q, **params):
+    response = client.get(URL, {"q": q, **params})
+    assert response.status_code == 200, response.content[:300]
+    return [m["id"] for m in response.json()["data"]]
+
+
+def test_a_huge_message_is_indexed_in_part_and_no_search_fails(
+    agent_a_api, agent_b_api, viewer_api, admin_api
+):
+    """Any agent may post to an ungrouped conversation: a message of 900 KB of distinct words is stored whole,
+    its first 100,000 characters are searchable, and every key's search still answers, ranked as before."""
+    conversation = create(agent_b_api, "user-big")
+    ordinary = say(agent_a_api, conversation, "refund the missing parcel", role="assistant")["id"]
+    huge_text = " ".join(HUGE)
+    assert 890_000 < len(huge_text) < 1_000_000
+    huge = say(agent_b_api, conversation, huge_text)["id"]
+    stored = agent_a_api.get(f"/v1/conversations/{conversation}/messages", {"limit": 200}).json()["data"]
+    assert [m["content"][0]["text"] for m in stored] == ["refund the missing parcel", huge_text]
+    inside, outside = HUGE[10_000], HUGE[12_000]  # from character 90,000 and 108,000 of the text
+    assert huge_text.index(inside) < INDEXED - 100 < INDEXED + 100 < huge_text.index(outside)
+    for client in (agent_a_api, agent_b_api, viewer_api, admin_api):
+        assert search_ids(client, "refund parcel") == [ordinary]
+        assert search_ids(client, HUGE[0]) == [huge]
+        assert search_ids(client, f"{inside} {HUGE[1]}") == [huge]
+        assert search_ids(client, outside) == []  # stored, not indexed: past the first 100,000 characters
+        assert set(search_ids(client, f"{HUGE[0]} or parcel", userId="user-big")) == {ordinary, huge}
+
+
+@pytest.mark.parametrize("channel", ["summary", "memory"])
+def test_the_case_log_and_memory_streams_are_indexed_the_same_way(agent_a_api, viewer_api, channel):
+    conversation = create(agent_a_api, "user-big")
+    huge_text = " ".join(HUGE)
+    if channel == "memory":
+        response = sync(agent_a_api, conversation, huge_text)
+        assert response.status_code in (200, 201), response.content[:300]
+        huge = response.json()["messages"][0]["id"]
+    else:
+        huge = say(agent_a_api, conversation, huge_text, role="assistant", channel=channel)["id"]
+    for client in (agent_a_api, viewer_api):
+        assert search_ids(client, HUGE[0], channel=channel) == [huge]
+        assert search_ids(client, HUGE[12_000], channel=channel) == []
+        assert search_ids(client, "anything") == []
+
+
+def test_another_search_language_parses_the_same_bounded_text_per_query(settings, agent_a_api, viewer_api):
+    """Another SEARCH_LANGUAGE than the stored column's: each message is parsed per query, bounded alike."""
+    settings.SEARCH_LANGUAGE = "english"
+    conversation = create(agent_a_api, "user-big")
+    ordinary = say(agent_a_api, conversation, "the refunds were missing", role="assistant")["id"]
+    huge = say(agent_a_api, conversation, " ".join(HUGE))["id"]
+    for client in (agent_a_api, viewer_api):
+        assert search_ids(client, "refund") == [ordinary]  # stemmed: english, not memory_simple
+        assert search_ids(client, HUGE[0]) == [huge]
+        assert search_ids(client, HUGE[12_000]) == []
