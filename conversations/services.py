@@ -19,6 +19,7 @@ from apikeys.services import caller_require_writer
 from conversations import selectors
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
 from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
+from memoryplatform.batches import batch_size_check
 from usermemory.models import MemoryEntry
 from usermemory.selectors import RankedSearch
 from usermemory.services import memory_recall, memory_recall_ranked
@@ -187,10 +188,9 @@ def conversation_create(
 
 def message_batch_check(*, count: int) -> None:
     """A batch holds 1 to ``MAX_BATCH`` messages. Doors call it before parsing them, to refuse early."""
-    if not count:
-        raise BadRequest("A batch holds at least one message.")
-    if count > MAX_BATCH:
-        raise BadRequest(f"A batch holds at most {MAX_BATCH} messages; got {count}.")
+    batch_size_check(
+        count=count, most=MAX_BATCH, items="messages", empty="A batch holds at least one message."
+    )
 
 
 @transaction.atomic

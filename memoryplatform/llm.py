@@ -23,6 +23,8 @@ from django.conf import settings
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
+from memoryplatform.httpjson import post_json
+
 logger = logging.getLogger(__name__)
 
 PROTOCOLS = ("openai", "anthropic")
@@ -146,12 +148,7 @@ class LLM:
                 "temperature": 0,
                 "max_tokens": self._max_tokens,
             }
-        try:
-            response = self._client.post(self.endpoint, json=body)
-        except httpx.HTTPError as exc:
-            raise LLMError(f"{self.endpoint}: {type(exc).__name__}: {exc}") from exc
-        if response.status_code != 200:
-            raise LLMError(f"{self.endpoint} answered {response.status_code}: {response.text[:200]}")
+        response = post_json(self._client, self.endpoint, body, error=LLMError)
         try:
             payload = response.json()
             text, input_tokens, output_tokens = self._read(payload)

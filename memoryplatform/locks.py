@@ -20,16 +20,6 @@ class LockId:
     EMBEDDINGS = 7306  # one re-embedding pass (the scheduled job, `embed --missing`) at a time, by table
 
 
-# The lock as an SQL expression with parameters (namespace, key), for statements that take it inline.
-ADVISORY_XACT_LOCK = "pg_advisory_xact_lock(%s, hashtext(%s))"
-
-
-def advisory_xact_lock_sql(*, namespace: str, key: str) -> str:
-    """The lock as an SQL expression for a statement with named placeholders: ``namespace`` and ``key`` are
-    the names of its parameters (``%(namespace)s``, ``%(key)s``)."""
-    return f"pg_advisory_xact_lock(%({namespace})s, hashtext(%({key})s))"
-
-
 def advisory_xact_lock(namespace: int, key: str) -> None:
     """Block until this transaction holds the lock for (namespace, key)."""
     store.advisory_xact_lock(namespace=namespace, key=key)

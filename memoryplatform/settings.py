@@ -24,7 +24,12 @@ if (
 
 
 def _strict_bool(name: str, default: bool) -> bool:
-    """Parse a boolean strictly: a typo must fail at start-up, not silently become False."""
+    """The boolean variable ``name``, parsed strictly: a typo must fail at start-up, not silently become False
+    (django-environ's ``env.bool`` reads any unknown word as False). Every boolean setting is read here.
+
+    Accepted, in any case and with surrounding spaces: ``true``/``1``/``yes``/``on`` and
+    ``false``/``0``/``no``/``off``. Unset or empty: ``default``. Anything else: ImproperlyConfigured naming
+    the variable."""
     raw = env.str(name, default="")
     if raw == "":
         return default
@@ -127,11 +132,11 @@ else:
     DATABASES = {"default": {"ENGINE": "memoryplatform.embedded_db", **connection_settings(DATA_DIR)}}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 # Off by default: it costs a round trip on every request (a third of a recall's); see .env.example.
-DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CONN_HEALTH_CHECKS", default=False)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = _strict_bool("CONN_HEALTH_CHECKS", False)
 # Run the statements of every write (turn count, upsert) as prepared statements (usermemory.store,
 # psycopg's prepare=True). Behind PgBouncer in transaction mode this needs PgBouncer 1.21 or later with
 # max_prepared_statements set; otherwise turn it off.
-PREPARED_STATEMENTS = env.bool("PREPARED_STATEMENTS", default=True)
+PREPARED_STATEMENTS = _strict_bool("PREPARED_STATEMENTS", True)
 if PREPARED_STATEMENTS:
     # psycopg prepares only on a connection whose prepare_threshold is a number (Django's default, None, turns
     # preparing off). A threshold no statement reaches: only those run with prepare=True are prepared.
@@ -208,7 +213,7 @@ API_KEY_TOUCH_INTERVAL = env.int("API_KEY_TOUCH_INTERVAL", default=60)
 AGENT_IDLE_AFTER = env.int("AGENT_IDLE_AFTER", default=3600)
 # PostgreSQL: keep looked-up keys in each process, emptied by a notification on every change to a key, an
 # agent or a memory policy (apikeys/keycache.py). Turn off behind a transaction-pooling PgBouncer (no LISTEN).
-API_KEY_CACHE = env.bool("API_KEY_CACHE", default=True)
+API_KEY_CACHE = _strict_bool("API_KEY_CACHE", True)
 API_KEY_CACHE_SIZE = env.int("API_KEY_CACHE_SIZE", default=10_000)
 
 # The absolute limit on a memory value (characters of its text: a string's own, anything else as compact

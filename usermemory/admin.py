@@ -45,34 +45,7 @@ class MemoryPolicyInline(admin.StackedInline):
     can_delete = False
     extra = 1
     max_num = 1
-    fieldsets = [
-        (None, {"fields": ["max_entries_per_user", "max_recall_entries", "recall_order", "on_cap_reached"]}),
-        (
-            "Guardrails",
-            {"fields": ["max_key_length", "max_value_length", "max_writes_per_turn", "allowed_categories"]},
-        ),
-        (
-            "Dream",
-            {
-                "fields": [
-                    "dream_enabled",
-                    "prune_stale_after_days",
-                    "detect_contradictions",
-                    "cross_agent_maintenance",
-                    "summarize_interactions",
-                    "max_cost_per_run",
-                    "summarize_min_entries",
-                    "summarize_target_entries",
-                    "summarize_group_by",
-                    "preserve_agent_provenance",
-                    "summarize_requires_approval",
-                    "semantic_contradiction_threshold",
-                    "confirm_contradictions_with_llm",
-                ]
-            },
-        ),
-        ("Activity", {"fields": ["tool_call_retention_days"]}),
-    ]
+    fieldsets = [(title, {"fields": list(names)}) for title, names in services.POLICY_FIELD_GROUPS]
 
 
 class AgentWithPolicyAdmin(AgentAdmin):

@@ -33,30 +33,32 @@ RECALL_ORDERS = frozenset(RecallOrder.values)
 
 # --- Policy -------------------------------------------------------------------------------------------
 
-POLICY_FIELDS = (
-    "max_entries_per_user",
-    "max_recall_entries",
-    "recall_order",
-    "on_cap_reached",
-    "max_key_length",
-    "max_value_length",
-    "max_writes_per_turn",
-    "allowed_categories",
-    "dream_enabled",
-    "prune_stale_after_days",
-    "detect_contradictions",
-    "summarize_interactions",
-    "max_cost_per_run",
-    "cross_agent_maintenance",
-    "summarize_min_entries",
-    "summarize_target_entries",
-    "summarize_group_by",
-    "preserve_agent_provenance",
-    "summarize_requires_approval",
-    "semantic_contradiction_threshold",
-    "confirm_contradictions_with_llm",
-    "tool_call_retention_days",
+# The policy's fields, in the groups (and order) the admin shows them: one list, which the service accepts
+# and the admin lays out.
+POLICY_FIELD_GROUPS: tuple[tuple[str | None, tuple[str, ...]], ...] = (
+    (None, ("max_entries_per_user", "max_recall_entries", "recall_order", "on_cap_reached")),
+    ("Guardrails", ("max_key_length", "max_value_length", "max_writes_per_turn", "allowed_categories")),
+    (
+        "Dream",
+        (
+            "dream_enabled",
+            "prune_stale_after_days",
+            "detect_contradictions",
+            "cross_agent_maintenance",
+            "summarize_interactions",
+            "max_cost_per_run",
+            "summarize_min_entries",
+            "summarize_target_entries",
+            "summarize_group_by",
+            "preserve_agent_provenance",
+            "summarize_requires_approval",
+            "semantic_contradiction_threshold",
+            "confirm_contradictions_with_llm",
+        ),
+    ),
+    ("Activity", ("tool_call_retention_days",)),
 )
+POLICY_FIELDS = tuple(name for _, names in POLICY_FIELD_GROUPS for name in names)
 
 
 @transaction.atomic

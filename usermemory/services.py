@@ -15,6 +15,7 @@ from apikeys.services import caller_require_writer
 from memoryplatform.api.errors import BadRequest, Forbidden
 from usermemory import search_store, selectors, store
 from usermemory.governance import (
+    POLICY_FIELD_GROUPS,
     POLICY_FIELDS,
     RESOLVE_MODES,
     memory_erase_user,
@@ -47,6 +48,7 @@ __all__ = [
     "LEGACY_SKIPPED_KEYS",
     "MAX_BATCH",
     "MAX_RECALL_LIMIT",
+    "POLICY_FIELD_GROUPS",
     "POLICY_FIELDS",
     "PROPERTY_CATEGORY",
     "RESOLVE_MODES",

@@ -15,6 +15,7 @@ from apikeys.models import Agent
 from apikeys.services import caller_require_writer
 from memoryplatform.api.errors import BadRequest, CapacityReached, Forbidden, RateLimited
 from memoryplatform.api.text import json_problem, text_problem
+from memoryplatform.batches import batch_size_check
 from memoryplatform.locks import LockId, advisory_xact_lock
 from usermemory import selectors, store
 from usermemory.embedding import embeddings_schedule
@@ -437,10 +438,7 @@ def memory_upsert(
 
 def memory_batch_check(*, count: int) -> None:
     """A batch holds 1 to ``MAX_BATCH`` entries. Doors call it before parsing the entries, to refuse early."""
-    if not count:
-        raise BadRequest("A batch needs at least one entry.")
-    if count > MAX_BATCH:
-        raise BadRequest(f"A batch holds at most {MAX_BATCH} entries; got {count}.")
+    batch_size_check(count=count, most=MAX_BATCH, items="entries", empty="A batch needs at least one entry.")
 
 
 @transaction.atomic

@@ -31,7 +31,8 @@ from conversations.api.serializers import (
     SyncInputSerializer,
     SyncOutputSerializer,
 )
-from memoryplatform.api.errors import BadRequest, first_message
+from memoryplatform.api.errors import BadRequest
+from memoryplatform.api.serializers import require_valid_item
 from usermemory.api.views import FALLBACK_HEADER, fallback_headers
 
 TAGS = ["conversations"]
@@ -196,11 +197,8 @@ class MessagesView(ConversationView):
             data = MessageInputSerializer(data=item)
             if not batch:
                 data.is_valid(raise_exception=True)
-            elif not data.is_valid():
-                raise BadRequest(
-                    f"messages[{index}]: {first_message(data.errors)}",
-                    details={"index": index, "fields": data.errors},
-                )
+            else:
+                require_valid_item(data, items="messages", index=index)
             writes.append(data.to_write())
         messages = services.message_append(
             caller=request_caller(request), conversation_id=conversation_id, writes=writes

@@ -7,6 +7,8 @@ from typing import Any
 from rest_framework import serializers
 from rest_framework.utils.serializer_helpers import BindingDict
 
+from memoryplatform.api.errors import BadRequest, first_message
+
 
 class FieldsBuiltOnce(serializers.Serializer):
     """An input serializer whose declared fields are built once per thread, not once per instance.
@@ -57,3 +59,13 @@ class AsciiIntegerField(serializers.IntegerField):
 
 
 _ASCII_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def require_valid_item(data: serializers.Serializer, *, items: str, index: int) -> None:
+    """Validate one item of a batch body: a refusal names its place (``entries[3]: ...``) and carries DRF's
+    errors as ``details.fields``."""
+    if not data.is_valid():
+        raise BadRequest(
+            f"{items}[{index}]: {first_message(data.errors)}",
+            details={"index": index, "fields": data.errors},
+        )

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from memoryplatform.embeddings import EmbedderError
+from memoryplatform.httpjson import post_json
 
 
 class OpenAIEmbedder:
@@ -48,12 +49,7 @@ class OpenAIEmbedder:
         body: dict[str, Any] = {"model": self._model, "input": texts, "encoding_format": "float"}
         if self._dimensions:
             body["dimensions"] = self._dimensions
-        try:
-            response = self._client.post(self._endpoint, json=body)
-        except httpx.HTTPError as exc:
-            raise EmbedderError(f"{self._endpoint}: {type(exc).__name__}: {exc}") from exc
-        if response.status_code != 200:
-            raise EmbedderError(f"{self._endpoint} answered {response.status_code}: {response.text[:200]}")
+        response = post_json(self._client, self._endpoint, body, error=EmbedderError)
         try:
             data = sorted(response.json()["data"], key=lambda item: item["index"])
             vectors = [[float(x) for x in item["embedding"]] for item in data]

@@ -17,7 +17,8 @@ from apikeys.api.serializers import AgentOutputSerializer, AgentUpdateInputSeria
 from apikeys.models import Agent
 from apikeys.permissions import IsAdminCaller, ReadAnyWriteAgentOrAdmin, request_caller
 from apikeys.selectors import agent_list
-from memoryplatform.api.errors import BadRequest, NotFound, first_message
+from memoryplatform.api.errors import BadRequest, NotFound
+from memoryplatform.api.serializers import require_valid_item
 from memoryplatform.api.text import text_problem
 from usermemory import selectors, services
 from usermemory.api.serializers import (
@@ -108,11 +109,7 @@ class MemoryBatchView(MemoryView):
         writes = []
         for index, item in enumerate(items):
             data = MemoryUpsertInputSerializer(data=item)
-            if not data.is_valid():
-                raise BadRequest(
-                    f"entries[{index}]: {first_message(data.errors)}",
-                    details={"index": index, "fields": data.errors},
-                )
+            require_valid_item(data, items="entries", index=index)
             writes.append(data.to_write())
         results = services.memory_upsert_batch(
             caller=request_caller(request), writes=writes, turn_id=_turn_id(request, body)
