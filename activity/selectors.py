@@ -138,7 +138,8 @@ def task_page(
     offset: int = 0,
 ) -> list[Task]:
     """One page of :func:`task_list`: at most :data:`MAX_TASK_PAGE` tasks whatever ``limit`` asks, from
-    ``offset``: the list for the agent doors (the LLM tool, MCP), bounded here as REST's is by its paginator."""
+    ``offset``. The list for the agent doors (the LLM tool, MCP), bounded here as REST's is by its
+    paginator."""
     limit = max(1, min(limit, MAX_TASK_PAGE))
     offset = max(0, offset)
     qs = task_list(

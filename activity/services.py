@@ -106,7 +106,13 @@ def clip_result(value: Any) -> Any:
         return value
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     mark = CUT_MARK.format(total=total)
-    return text[: max(0, limit - len(mark) - 2)] + mark  # - 2: the quotes of the stored JSON string
+    keep = limit - len(mark) - 2  # - 2: the quotes of the stored JSON string
+    while True:
+        cut = text[: max(0, keep)] + mark
+        over = json_chars(cut) - limit  # what escaping the kept text (its quotes, say) added
+        if over <= 0 or keep <= 0:
+            return cut
+        keep -= over
 
 
 def tool_call_log(*, caller: Caller, via: str, call: ToolCallWrite) -> ToolCall | None:

@@ -11,17 +11,27 @@ from django.db import migrations
 from django.db.models import Q, TextField
 from django.db.models.functions import Cast, Length
 
-CUT_MARK = "… [cut: {total} characters as JSON]"  # activity.services.CUT_MARK, frozen here
+CUT_MARK = "… [cut: {total} characters as JSON]"  # activity.services.CUT_MARK and clip_result, frozen here
 
 
 def _clipped(value, limit):
     """The value itself when it fits, else its JSON text cut short with the mark (None: it fits)."""
-    total = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str))
+    total = _json_chars(value)
     if total <= limit:
         return None
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     mark = CUT_MARK.format(total=total)
-    return text[: max(0, limit - len(mark) - 2)] + mark
+    keep = limit - len(mark) - 2  # - 2: the quotes of the stored JSON string
+    while True:
+        cut = text[: max(0, keep)] + mark
+        over = _json_chars(cut) - limit  # what escaping the kept text (its quotes, say) added
+        if over <= 0 or keep <= 0:
+            return cut
+        keep -= over
+
+
+def _json_chars(value):
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str))
 
 
 def cut_long_tasks(apps, schema_editor):
