@@ -9,11 +9,11 @@ from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from activity.models import Task
-from activity.selectors import MAX_TASK_PAGE
 from tests.helpers import assert_envelope
 from usermemory.models import MemoryEntry
 
 URL = "/v1/tasks"
+MAX_TASK_PAGE = 100  # the contract (README): activity.selectors.MAX_TASK_PAGE
 U = "user-task-bounds"
 
 
