@@ -89,6 +89,11 @@ def tool_call_list(
 
 
 OPEN_STATUSES = (Task.Status.PENDING, Task.Status.IN_PROGRESS)
+# The most tasks one page answers, at every door. A task is at most ``ACTIVITY_MAX_CHARS`` of context and as
+# much of result (the service refuses more; migration 0003 cut older rows), so a page is bounded whatever
+# other agents assign: at the default 16,384, about 3.4 MB at 100 tasks, and 1.7 MB at the default 50.
+MAX_TASK_PAGE = 100
+DEFAULT_TASK_PAGE = 50
 
 
 def task_list(
@@ -120,3 +125,24 @@ def task_get(*, caller: Caller, task_id: int) -> Task:
     if task is None:
         raise NotFound(f"No task {task_id}.")
     return task
+
+
+def task_page(
+    *,
+    caller: Caller,
+    assignee_id: str | None = None,
+    creator_id: str | None = None,
+    status: str | None = None,
+    open_only: bool = False,
+    limit: int = DEFAULT_TASK_PAGE,
+    offset: int = 0,
+) -> list[Task]:
+    """One page of :func:`task_list`: at most :data:`MAX_TASK_PAGE` tasks whatever ``limit`` asks, from
+    ``offset``. The list for the agent doors (the LLM tool, MCP), bounded here as REST's is by its
+    paginator."""
+    limit = max(1, min(limit, MAX_TASK_PAGE))
+    offset = max(0, offset)
+    qs = task_list(
+        caller=caller, assignee_id=assignee_id, creator_id=creator_id, status=status, open_only=open_only
+    )
+    return list(qs[offset : offset + limit])

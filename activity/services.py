@@ -3,7 +3,8 @@ theirs, Dream prunes. Tasks: created by an agent, worked and completed by their 
 
 The agent is always the key's. A call logged over REST whose ``args`` or ``result`` is longer than
 ``ACTIVITY_MAX_CHARS`` (as compact JSON) is refused with its whole batch; our own tools cut a long result
-short instead, since the call has already happened.
+short instead, since the call has already happened. A task's ``context`` and ``result`` have the same limit,
+refused (rows stored before it were cut short by migration 0003).
 """
 
 import json
@@ -21,6 +22,7 @@ from django.utils import timezone
 from activity.models import Task, ToolCall
 from apikeys.caller import Caller
 from apikeys.models import Agent
+from apikeys.selectors import agent_group_ids
 from apikeys.services import caller_require_writer
 from memoryplatform.api.errors import BadRequest, Conflict, Forbidden, NotFound
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, Visibility
@@ -104,7 +106,13 @@ def clip_result(value: Any) -> Any:
         return value
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     mark = CUT_MARK.format(total=total)
-    return text[: max(0, limit - len(mark) - 2)] + mark  # - 2: the quotes of the stored JSON string
+    keep = limit - len(mark) - 2  # - 2: the quotes of the stored JSON string
+    while True:
+        cut = text[: max(0, keep)] + mark
+        over = json_chars(cut) - limit  # what escaping the kept text (its quotes, say) added
+        if over <= 0 or keep <= 0:
+            return cut
+        keep -= over
 
 
 def tool_call_log(*, caller: Caller, via: str, call: ToolCallWrite) -> ToolCall | None:
@@ -166,7 +174,9 @@ def task_create(
     visibility: str = Visibility.SELF,
     group_ids: list[str] | None = None,
 ) -> Task:
-    """A task created by the caller's agent, assigned to ``assignee_id`` (itself by default), ``pending``."""
+    """A task created by the caller's agent, assigned to ``assignee_id`` (itself by default), ``pending``.
+    The agent must be in every group it names (else 403), and ``context`` fit ``ACTIVITY_MAX_CHARS`` (else
+    400): every door (REST, the LLM tool, MCP) creates through here, so the rules hold at each."""
     caller_require_writer(caller)
     if not caller.is_agent:
         raise Forbidden("Only an agent key creates tasks: the creator is the key's agent.")
@@ -177,6 +187,8 @@ def task_create(
     groups = list(dict.fromkeys(group_ids or []))
     if len(groups) > MAX_TASK_GROUPS:
         raise BadRequest(f"groupIds: at most {MAX_TASK_GROUPS}.")
+    _require_within_limit("context", context)
+    _require_member(agent_id=caller.acting_agent_id, group_ids=groups)
     assignee = assignee_id or caller.acting_agent_id
     # The assignee's row stays locked (FOR NO KEY UPDATE) until the task is in: an agent deleted meanwhile
     # waits for it, so the foreign key never fails at commit.
@@ -194,6 +206,30 @@ def task_create(
         created_at=now,
         updated_at=now,
     )
+
+
+def _require_within_limit(field: str, value: Any) -> None:
+    """A task's ``context`` or ``result`` is at most ``ACTIVITY_MAX_CHARS`` characters as compact JSON, the
+    limit of a tool call's ``args`` and ``result``: what one agent gives another stays a bounded read."""
+    limit = settings.ACTIVITY_MAX_CHARS
+    if value is not None and json_chars(value) > limit:
+        raise BadRequest(
+            f"{field} is longer than {limit} characters as JSON.", details={"field": field, "limit": limit}
+        )
+
+
+def _require_member(*, agent_id: str, group_ids: list[str]) -> None:
+    """The agent a task is created as is a member of every group it names: the groups are those of the
+    result's memory, which the assignee writes on completion, so a task is no way into a group its creator
+    is not in. Only an agent key creates tasks; an admin door acting for an agent would pass that agent."""
+    if not group_ids:
+        return
+    outside = sorted(set(group_ids) - set(agent_group_ids(agent_id=agent_id)))
+    if outside:
+        raise Forbidden(
+            f"Agent '{agent_id}' is not a member of group(s): {', '.join(outside)}.",
+            details={"groups": outside},
+        )
 
 
 def _task_for_update(*, caller: Caller, task_id: int) -> Task:
@@ -224,8 +260,7 @@ def task_update(*, caller: Caller, task_id: int, status: str | None = None, resu
         raise Conflict(message, details={"status": task.status})
     now = timezone.now()
     if result is not UNSET:
-        if result is not None and json_chars(result) > settings.ACTIVITY_MAX_CHARS:
-            raise BadRequest(f"result is longer than {settings.ACTIVITY_MAX_CHARS} characters as JSON.")
+        _require_within_limit("result", result)
         task.result = result
     if status is not None:
         task.status = status

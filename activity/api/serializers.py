@@ -167,7 +167,12 @@ class TaskCreateInputSerializer(serializers.Serializer):
     title = StrictCharField(max_length=500)
     assigneeId = StrictCharField(max_length=64, required=False, allow_null=True, default=None)
     userId = StrictCharField(max_length=255, required=False, allow_null=True, default=None)
-    context = serializers.JSONField(required=False, default=None)  # type: ignore[assignment]  # a declared field: DRF takes it off the class
+    context = serializers.JSONField(  # type: ignore[assignment]  # a declared field: DRF takes it off the class
+        required=False,
+        default=None,
+        help_text="Any JSON the assignee needs: at most ACTIVITY_MAX_CHARS (default 16,384) characters as "
+        "compact JSON, else a 400.",
+    )
     visibility = serializers.ChoiceField(
         choices=Visibility.choices,
         required=False,
@@ -175,13 +180,22 @@ class TaskCreateInputSerializer(serializers.Serializer):
         help_text="Of the result's memory when the task is done with a user.",
     )
     groupIds = serializers.ListField(
-        child=StrictCharField(max_length=64), required=False, allow_null=True, default=None, max_length=50
+        child=StrictCharField(max_length=64),
+        required=False,
+        allow_null=True,
+        default=None,
+        max_length=50,
+        help_text="Groups of the result's memory: the creating agent must be in each (else a 403).",
     )
 
 
 class TaskUpdateInputSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=Task.Status.choices, required=False)
-    result = serializers.JSONField(required=False, help_text="Any JSON; sent, it replaces the result.")
+    result = serializers.JSONField(
+        required=False,
+        help_text="Any JSON; sent, it replaces the result. At most ACTIVITY_MAX_CHARS (default 16,384) "
+        "characters as compact JSON, else a 400.",
+    )
 
 
 class TaskQuerySerializer(serializers.Serializer):

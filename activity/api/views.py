@@ -21,6 +21,14 @@ from activity.api.serializers import (
 )
 from activity.models import Task
 from apikeys.permissions import IsAuthenticatedCaller, request_caller
+from memoryplatform.api.pagination import LimitOffsetPagination
+
+
+class TaskPagination(LimitOffsetPagination):
+    """``limit`` 1 to :data:`activity.selectors.MAX_TASK_PAGE`: a page of tasks stays bounded in size."""
+
+    default_limit = selectors.DEFAULT_TASK_PAGE
+    max_limit = selectors.MAX_TASK_PAGE
 
 
 class ToolCallsView(APIView):
@@ -64,6 +72,7 @@ class ToolCallsView(APIView):
 class TaskListCreateView(generics.ListAPIView):
     permission_classes = [IsAuthenticatedCaller]
     serializer_class = TaskOutputSerializer
+    pagination_class = TaskPagination
 
     def get_queryset(self) -> QuerySet[Task]:
         if getattr(self, "swagger_fake_view", False):
