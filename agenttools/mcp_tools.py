@@ -233,11 +233,15 @@ def _complete_task(caller: Caller, args: dict[str, Any]) -> Any:
 
 def _list_my_tasks(caller: Caller, args: dict[str, Any]) -> Any:
     status = args.get("status")
-    tasks = activity_selectors.task_list(
-        caller=caller, assignee_id=caller.agent_id, status=status, open_only=status is None
+    tasks = activity_selectors.task_page(
+        caller=caller,
+        assignee_id=caller.agent_id,
+        status=status,
+        open_only=status is None,
+        limit=args.get("limit", activity_selectors.MAX_TASK_PAGE),
+        offset=args.get("offset", 0),
     )
-    offset = args.get("offset", 0)
-    return _tasks(tasks[offset : offset + args.get("limit", DEFAULT_LIST)])
+    return _tasks(tasks)
 
 
 # --- The tools -------------------------------------------------------------------------------------------
@@ -451,7 +455,7 @@ TOOLS: dict[str, McpTool] = {
             _schema(
                 {
                     "status": {"type": "string", "enum": list(Task.Status.values)},
-                    "limit": _LIMIT,
+                    "limit": {"type": "integer", "minimum": 1, "maximum": activity_selectors.MAX_TASK_PAGE},
                     "offset": _OFFSET,
                 },
                 [],

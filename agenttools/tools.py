@@ -441,10 +441,13 @@ def _list_my_tasks(context: ToolContext, arguments: dict[str, Any]) -> str:
     status = _string(arguments, "status", required=False)
     if status is not None and status not in TaskStatus.values:
         raise InvalidArguments(f"status must be one of {', '.join(TaskStatus.values)}.")
-    tasks = activity_selectors.task_list(
-        caller=context.caller, assignee_id=context.caller.agent_id, status=status, open_only=status is None
+    listed = activity_selectors.task_page(
+        caller=context.caller,
+        assignee_id=context.caller.agent_id,
+        status=status,
+        open_only=status is None,
+        limit=MY_TASKS_LIMIT,
     )
-    listed = list(tasks[:MY_TASKS_LIMIT])
     return "\n".join(f"  • {format_task(task)}" for task in listed) if listed else "No tasks assigned to you."
 
 

@@ -1,4 +1,4 @@
-"""Issue 33 through the LLM tools (``/v1/tools/{name}/invoke``, as tests/usermemory/test_llm_tools.py calls
+"""Issue 33 through the LLM tools (``/v1/tools/{name}/invoke``, as tests/agenttools/test_llm_tools.py calls
 them): the task tools obey the task service's rules on groups (5) and sizes (6); a logged call stays within
 ``ACTIVITY_MAX_CHARS`` when cut short."""
 

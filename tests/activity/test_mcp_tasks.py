@@ -1,10 +1,10 @@
-"""Issue 33 through MCP (stdio and streamable HTTP, tests/usermemory/mcp_harness.py): ``create_task`` names
+"""Issue 33 through MCP (stdio and streamable HTTP, tests/agenttools/mcp_harness.py): ``create_task`` names
 only groups of its agent (5), and a task's context and result are bounded, so ``list_my_tasks`` is too (6).
 The harness's agents: agent-a in group ``team``, agent-b in none; ACTIVITY_MAX_CHARS is the default 16,384."""
 
 import json
 
-from tests.usermemory.mcp_harness import error, ok, run, sessions
+from tests.agenttools.mcp_harness import error, ok, run, sessions
 
 LIMIT = 16_384
 
@@ -39,7 +39,9 @@ def test_mcp_task_context_and_result_are_bounded_and_so_is_the_list(connect, tra
             task = await ok(agent_a, "create_task", title=f"{transport}: small", assigneeId="agent-b")
             refused = await error(agent_b, "complete_task", taskId=task["id"], result="r" * LIMIT)
             assert f"result is longer than {LIMIT} characters as JSON" in refused
-            listed = await ok(agent_b, "list_my_tasks", limit=1000)
+            refused = await error(agent_b, "list_my_tasks", limit=101)
+            assert "maximum 100" in refused
+            listed = await ok(agent_b, "list_my_tasks", limit=100)
             assert f"{transport}: small" in [t["title"] for t in listed]
             assert not any("big" in t["title"] for t in listed)
             assert len(json.dumps(listed)) < 100_000
