@@ -45,11 +45,9 @@ class SeenEvent:
     new_value_hidden: bool
 
 
-_EVENTS_SEEN = """
-SELECT {columns}, NOT {seen_old}, NOT {seen_new} FROM {event}
+_EVENTS_SEEN = """SELECT {columns}, NOT {seen_old}, NOT {seen_new} FROM {event}
 WHERE entry_id = %(entry)s AND NOT (action = ANY(%(skip)s)) AND ({seen_old} OR {seen_new})
-ORDER BY created_at, id LIMIT %(limit)s
-"""
+ORDER BY created_at, id LIMIT %(limit)s"""
 
 
 @cache
@@ -117,8 +115,7 @@ class PastEntry:
 
 # Each entry's last event by %(as_of)s that left it holding a value, with when it was created and last
 # written; {seen}: only the values the agent could see (TRUE for a viewer or an admin).
-_AS_OF = """
-WITH past AS (
+_AS_OF = """WITH past AS (
     SELECT * FROM {event} WHERE user_id = %(user)s AND entry_id IS NOT NULL AND created_at <= %(as_of)s
 ), last AS (
     SELECT DISTINCT ON (entry_id) * FROM past ORDER BY entry_id, created_at DESC, id DESC
@@ -133,8 +130,7 @@ SELECT live.entry_id, live.key, live.new_value, live.visibility, NULLIF(live.own
     written.created, written.updated, COALESCE(e.category, '')
 FROM live JOIN written ON written.entry_id = live.entry_id
 LEFT JOIN {entry} e ON e.id = live.entry_id
-ORDER BY written.updated DESC NULLS LAST, live.entry_id DESC LIMIT %(limit)s OFFSET %(offset)s
-"""
+ORDER BY written.updated DESC NULLS LAST, live.entry_id DESC LIMIT %(limit)s OFFSET %(offset)s"""
 
 
 @cache

@@ -20,19 +20,16 @@ from usermemory.sql.base import (
 )
 
 # The newest %(head)s visible entries.
-_MOST_RECENT = """
-WITH head AS (
+_MOST_RECENT = """WITH head AS (
     SELECT id FROM {entry} WHERE {visible} AND {min_confidence}
     ORDER BY updated_at DESC, id DESC LIMIT %(head)s
 )
 UPDATE {entry} SET {access_marks}
 WHERE id IN (SELECT id FROM head)
-RETURNING {columns}
-"""
+RETURNING {columns}"""
 
 # The newest %(head)s visible entries, then the %(rest)s most accessed of the others.
-_MOST_ACCESSED = """
-WITH head AS (
+_MOST_ACCESSED = """WITH head AS (
     SELECT id FROM {entry} WHERE {visible} AND {min_confidence}
     ORDER BY updated_at DESC, id DESC LIMIT %(head)s
 ), rest AS (
@@ -41,8 +38,7 @@ WITH head AS (
 )
 UPDATE {entry} SET {access_marks}
 WHERE id IN (SELECT id FROM head UNION ALL SELECT id FROM rest)
-RETURNING {columns}
-"""
+RETURNING {columns}"""
 
 
 @cache

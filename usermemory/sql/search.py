@@ -2,8 +2,7 @@
 (``semantic``, ``hybrid`` and its full-text side).
 
 Every candidate of every ranked list comes from the caller's readable entries (:func:`readable`) in the same
-statement: visibility is applied before ranking, never after, so it can neither leak nor shorten a list.
-"""
+statement: visibility is applied before ranking, never after, so it can neither leak nor shorten a list."""
 
 from datetime import datetime
 from functools import cache
@@ -30,13 +29,11 @@ from usermemory.sql.base import (
 
 # A literal substring of the casefolded key or value (strpos: no pattern characters), over the user's own
 # rows (memory_user_recent_idx); a trigram index cost every write more than it saved a user's search.
-_KEYWORD = """
-SELECT {columns} FROM {entry}
+_KEYWORD = """SELECT {columns} FROM {entry}
 WHERE {readable} AND {min_confidence}
     AND (strpos(key_folded, %(folded)s) > 0 OR strpos(text_folded, %(folded)s) > 0)
     AND (%(category)s::text IS NULL OR category = %(category)s)
-ORDER BY updated_at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s
-"""
+ORDER BY updated_at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s"""
 
 
 @cache
@@ -171,19 +168,15 @@ _FUSED = """fused AS (
 )"""
 
 # One page of a ranked list ({ranked}: sem, ft or fused), best first.
-_RANKED = """
-WITH {ctes}
+_RANKED = """WITH {ctes}
 SELECT {columns}, s.score::float8 FROM {ranked} s JOIN {entry} ON {entry}.id = s.id
-ORDER BY s.score DESC, {entry}.id LIMIT %(limit)s OFFSET %(offset)s
-"""
+ORDER BY s.score DESC, {entry}.id LIMIT %(limit)s OFFSET %(offset)s"""
 
 # A ranked recall: the first page of the ranked list, its access marked as a recall marks it.
-_RANKED_RECALL = """
-UPDATE {entry} SET {access_marks}
+_RANKED_RECALL = """UPDATE {entry} SET {access_marks}
 FROM (SELECT r.id, r.score FROM ({ranked}) AS r) AS ranked
 WHERE {entry}.id = ranked.id
-RETURNING {columns}, ranked.score
-"""
+RETURNING {columns}, ranked.score"""
 
 
 @cache

@@ -98,8 +98,7 @@ class Upserted:
 # insert or update, only if the entry exists or there is room under %(cap)s ({conflict}: the upsert key's
 # unique index; {set_visibility}: a global entry stays global and keeps its owner); event: what it did, and
 # who could see the old value (the stored entry's visibility and groups, else the new ones).
-_UPSERT = """
-WITH old AS (
+_UPSERT = """WITH old AS (
     SELECT id, value, category, group_ids, visibility FROM {entry} WHERE {on_key}
 ), room AS (
     SELECT count(*) AS n FROM {entry} WHERE user_id = %(user)s AND NOT EXISTS (SELECT 1 FROM old)
@@ -135,8 +134,7 @@ WITH old AS (
 )
 SELECT (SELECT group_ids FROM old), (SELECT n FROM room), up.id, up.created_at, up.access_count,
     up.last_accessed_at, up.source_agent_id, up.category
-FROM (SELECT 1 AS one) AS o LEFT JOIN up ON true
-"""
+FROM (SELECT 1 AS one) AS o LEFT JOIN up ON true"""
 
 # The upsert key of a global entry: one per user and key.
 _GLOBAL_KEY = sql.SQL("user_id = %(user)s AND key = %(key)s AND visibility = 'global'")
