@@ -1,5 +1,5 @@
-"""A write's statements run prepared (``usermemory.store``, psycopg's ``prepare=True``, and
-``usermemory.store._prepared_row`` for the turn count and the upsert): parsed once per
+"""A write's statements run prepared (``usermemory.sql``, psycopg's ``prepare=True``, and
+``usermemory.sql.base.prepared_row`` for the turn count and the upsert): parsed once per
 connection, then run again by name; logged with their values like any statement; dropped by psycopg with a
 rolled-back write, and prepared again by the next one; off with ``PREPARED_STATEMENTS=false``."""
 

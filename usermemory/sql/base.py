@@ -126,8 +126,10 @@ def entry_columns(*, agent_view: bool, all_of_agent: bool) -> sql.Composed:
     ).format(entry=ENTRY, visible=visible(all_of_agent=all_of_agent))
     table = MemoryEntry._meta.db_table
     return sql.SQL(", ").join(
-        seen_conflict if agent_view and f.column == "conflicted" else sql.Identifier(table, f.column)
-        for f in ENTRY_FIELDS
+        [
+            seen_conflict if agent_view and f.column == "conflicted" else sql.Identifier(table, str(f.column))
+            for f in ENTRY_FIELDS
+        ]
     )
 
 
@@ -176,7 +178,7 @@ def fetch_one(statement: sql.Composable, params: dict[str, Any]) -> tuple[Any, .
     return tuple(row)
 
 
-def prepared_row(statement: sql.Composable, params: dict[str, Any]) -> tuple[Any, ...]:
+def prepared_row(statement: sql.Composed, params: dict[str, Any]) -> tuple[Any, ...]:
     """Run one of a write's statements (the turn count, the upsert) and return its one row, as a prepared
     statement when ``PREPARED_STATEMENTS`` is on: parsed once per connection, then run by name, and once
     PostgreSQL settles on the generic plan, not planned again.

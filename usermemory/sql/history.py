@@ -53,7 +53,7 @@ ORDER BY created_at, id LIMIT %(limit)s"""
 @cache
 def _events_seen_sql() -> sql.Composed:
     return sql.SQL(_EVENTS_SEEN).format(
-        columns=sql.SQL(", ").join(sql.Identifier(f.column) for f in EVENT_FIELDS),
+        columns=sql.SQL(", ").join([sql.Identifier(str(f.column)) for f in EVENT_FIELDS]),
         seen_old=_seen(old=True),
         seen_new=_seen(old=False),
         event=EVENT,

@@ -232,16 +232,8 @@ def _ranked_recall_sql(
 
 
 def _ranking_params(ranking: Ranking) -> dict[str, Any]:
-    return {
-        "query": ranking.query,
-        "vector": ranking.vector,
-        "model": ranking.model,
-        "config": ranking.config,
-        "depth": ranking.depth,
-        "semantic_weight": ranking.semantic_weight,
-        "recency": ranking.recency,
-        "half_life": ranking.half_life_seconds,
-    }
+    """The ranking's placeholders: each field by its name (``half_life`` in seconds)."""
+    return {**ranking._asdict(), "half_life": ranking.half_life_seconds}
 
 
 def _scored(rows: list[tuple[Any, ...]]) -> list[ScoredEntry]:
@@ -255,16 +247,20 @@ def ranked_search(
     agent_id: str | None,
     group_ids: Groups,
     agent_view: bool,
-    ranking: Ranking,
     category: str | None,
     limit: int,
     offset: int,
     include_superseded: bool = False,
     min_confidence: float | None = None,
+    ranking: Ranking,
 ) -> list[ScoredEntry]:
     """One page of the user's entries (an agent's read: the visible ones; valid now unless
     ``include_superseded``), best first by ``ranking``, each with its score."""
     params: dict[str, Any] = {
+        **_ranking_params(ranking),
+        "category": category or None,
+        "limit": limit,
+        "offset": offset,
         **scope_params(
             user_id=user_id,
             agent_id=agent_id,
@@ -272,10 +268,6 @@ def ranked_search(
             include_superseded=include_superseded,
             min_confidence=min_confidence,
         ),
-        **_ranking_params(ranking),
-        "category": category or None,
-        "limit": limit,
-        "offset": offset,
     }
     statement = _ranking_sql(agent_view=agent_view, all_of_agent=group_ids is None, ranking=ranking)
     return _scored(fetch_all(statement, params))
@@ -283,11 +275,11 @@ def ranked_search(
 
 def ranked_recall(
     *,
+    ranking: Ranking,
     user_id: str,
     agent_id: str,
     group_ids: Groups,
     agent_view: bool,
-    ranking: Ranking,
     limit: int,
     order: str,
     threshold: datetime,
