@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Case, F, Prefetch, Q, Value, When, prefetch_related_objects
 from django.utils import timezone
 
@@ -16,6 +16,7 @@ from apikeys.caller import Caller
 from apikeys.keys import digest_matches, key_generate, key_parse
 from apikeys.models import Agent, AgentGroup, ApiKey
 from memoryplatform.api.errors import BadRequest, Conflict, Forbidden, NotFound
+from memoryplatform.store import instances_from_rows
 
 AGENT_EDITABLE_FIELDS = ("display_name", "capabilities", "model", "status")
 RESERVED_AGENT_IDS = frozenset({"me"})
@@ -236,14 +237,8 @@ def apikey_authenticate(*, raw_key: str) -> ApiKey:
 
 
 def _instance(columns: store.ModelColumns, values: tuple[Any, ...]) -> Any:
-    """A model instance as loaded from the database: each field's documented ``from_db_value`` (JSON text to
-    values), then ``Model.from_db``."""
-    fields = columns.model._meta.concrete_fields
-    converted = [
-        field.from_db_value(value, None, connection) if hasattr(field, "from_db_value") else value
-        for field, value in zip(fields, values, strict=True)
-    ]
-    return columns.model.from_db(connection.alias, list(columns.attnames), converted)
+    """A model instance as loaded from the database (:func:`memoryplatform.store.instances_from_rows`)."""
+    return instances_from_rows(columns.model, columns.model._meta.concrete_fields, [values])[0]
 
 
 def _key_from_row(row: store.KeyLookupRow) -> ApiKey:

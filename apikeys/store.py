@@ -2,15 +2,16 @@
 in one round trip (the ORM's compilation of this join cost more than running it; ``bench/RESULTS.md``).
 
 One function per statement, keyword arguments, ``%(name)s`` placeholders filled here, identifiers from the
-models, and a typed result: each model's column values by attribute name, in the model's field order, ready
-for the documented ``Model.from_db``.
-"""
+models composed with ``psycopg.sql.Identifier``, and a typed result: each model's column values, in the
+model's field order, as the database returned them (``memoryplatform.store.instances_from_rows`` makes the
+instances)."""
 
 from functools import cache
 from typing import Any, NamedTuple
 
 from django.db import connection
 from django.db.models import Model
+from psycopg import sql
 
 from apikeys.models import Agent, ApiKey
 
@@ -18,7 +19,6 @@ from apikeys.models import Agent, ApiKey
 class ModelColumns(NamedTuple):
     model: type[Model]
     alias: str
-    attnames: tuple[str, ...]
     columns: tuple[str, ...]
 
 
@@ -36,7 +36,6 @@ def _columns(model: type[Model], alias: str) -> ModelColumns:
     return ModelColumns(
         model=model,
         alias=alias,
-        attnames=tuple(f.attname for f in fields),
         columns=tuple(str(f.column) for f in fields),
     )
 
@@ -45,24 +44,29 @@ def _columns(model: type[Model], alias: str) -> ModelColumns:
 def lookup_columns() -> tuple[ModelColumns, ModelColumns, ModelColumns]:
     """The key's, the agent's and the policy's columns (built on first use, when every app is loaded)."""
     policy_model = Agent._meta.get_field("memory_policy").related_model
-    assert isinstance(policy_model, type)  # noqa: S101  (a reverse one-to-one names its model class)
+    if not isinstance(policy_model, type):  # a reverse one-to-one names its model class
+        raise TypeError("Agent.memory_policy does not name a model class")
     return _columns(ApiKey, "k"), _columns(Agent, "a"), _columns(policy_model, "p")
 
 
+# The key, its agent and the agent's policy: {columns} are each table's concrete columns, in field order.
+_LOOKUP = """SELECT {columns} FROM {key} k
+LEFT JOIN {agent} a ON a.id = k.agent_id
+LEFT JOIN {policy} p ON p.{policy_agent} = a.id
+WHERE k.prefix = %(prefix)s"""
+
+
 @cache
-def _lookup_sql() -> str:
-    qn = connection.ops.quote_name
+def _lookup_sql() -> sql.Composed:
     key, agent, policy = lookup_columns()
-    policy_fk = Agent._meta.get_field("memory_policy").field.column
-    select = ", ".join(
-        f"{part.alias}.{qn(column)}" for part in (key, agent, policy) for column in part.columns
-    )
-    return (
-        f"SELECT {select} "  # noqa: S608 (identifiers from model metadata; the prefix is bound)
-        f"FROM {qn(ApiKey._meta.db_table)} k "
-        f"LEFT JOIN {qn(Agent._meta.db_table)} a ON a.{qn('id')} = k.{qn('agent_id')} "
-        f"LEFT JOIN {qn(policy.model._meta.db_table)} p ON p.{qn(policy_fk)} = a.{qn('id')} "
-        f"WHERE k.{qn('prefix')} = %(prefix)s"
+    return sql.SQL(_LOOKUP).format(
+        columns=sql.SQL(", ").join(
+            sql.Identifier(part.alias, column) for part in (key, agent, policy) for column in part.columns
+        ),
+        key=sql.Identifier(ApiKey._meta.db_table),
+        agent=sql.Identifier(Agent._meta.db_table),
+        policy=sql.Identifier(policy.model._meta.db_table),
+        policy_agent=sql.Identifier(Agent._meta.get_field("memory_policy").field.column),
     )
 
 

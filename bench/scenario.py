@@ -249,7 +249,7 @@ class Bench:
             ),
         }
         # Recall by meaning (issue 18): a question in words of the data set, its top 10, the query's
-        # embedding included. No raw door: the ranked statement is the platform's (usermemory/search_store).
+        # embedding included. No raw door: the ranked statement is the platform's (usermemory/sql/search.py).
         question = f"what did the user say about {self.common}?"
         for label, who in (("typical", self.typical), ("heaviest", self.heavy)):
             for mode in ("hybrid", "semantic"):

@@ -12,7 +12,7 @@ from django.db import Error as DatabaseError
 from memoryplatform import store
 from memoryplatform.embedded_db.server import EmbeddedServerError
 from memoryplatform.embeddings import EmbedderError, build_embedder
-from usermemory.search_store import STORED_CONFIG
+from usermemory.sql.search import STORED_CONFIG
 
 MIN_SERVER_VERSION_NUM = 150000  # PostgreSQL 15
 DATABASE_URL_SCHEMES = ("postgres", "postgresql")

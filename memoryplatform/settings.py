@@ -133,7 +133,7 @@ else:
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 # Off by default: it costs a round trip on every request (a third of a recall's); see .env.example.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = _strict_bool("CONN_HEALTH_CHECKS", False)
-# Run the statements of every write (turn count, upsert) as prepared statements (usermemory.store,
+# Run the statements of every write (turn count, upsert) as prepared statements (usermemory.sql.write,
 # psycopg's prepare=True). Behind PgBouncer in transaction mode this needs PgBouncer 1.21 or later with
 # max_prepared_statements set; otherwise turn it off.
 PREPARED_STATEMENTS = _strict_bool("PREPARED_STATEMENTS", True)

@@ -1,62 +1,92 @@
 """The core's hand-written statements: advisory locks, the readiness probe, a table's size estimate and the
-facts the database system check needs.
+facts the database system check needs; and the one way rows of hand-written statements become model
+instances (:func:`instances_from_rows`).
 
 One function per statement, keyword arguments, ``%(name)s`` placeholders filled from a dict here, and a typed
 result. Nothing else in the core calls ``cursor()``.
 """
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple, TypeVar
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.models import Field, Model
+from psycopg import sql
+
+M = TypeVar("M", bound=Model)
 
 
-def _advisory(function: str, *, namespace: int, key: str, using: str) -> bool:
-    """Run one of PostgreSQL's advisory lock functions on (namespace, hashtext(key)); its boolean answer
-    (``pg_advisory_xact_lock`` returns none: ``True`` once it holds the lock)."""
+def instances_from_rows(
+    model: type[M], fields: "Sequence[Field[Any, Any]]", rows: Sequence[Sequence[Any]]
+) -> list[M]:
+    """Instances of ``model`` from rows holding the columns of ``fields`` (concrete fields of the model, in
+    that order), as Django loads them: each field's ``from_db_value`` converts its column (JSON text to
+    values), then the documented ``Model.from_db`` builds the instance; the model's other fields stay
+    deferred."""
+    attnames = [f.attname for f in fields]
+    converted = [(i, f) for i, f in enumerate(fields) if hasattr(f, "from_db_value")]
+    built = []
+    for row in rows:
+        values = list(row)
+        for index, field in converted:
+            values[index] = field.from_db_value(values[index], None, connection)
+        built.append(model.from_db(connection.alias, attnames, values))
+    return built
+
+
+# (namespace, hashtext(key)) with each of PostgreSQL's advisory lock functions.
+_XACT_LOCK = sql.SQL("SELECT pg_advisory_xact_lock(%(namespace)s, hashtext(%(key)s))")
+_XACT_TRY_LOCK = sql.SQL("SELECT pg_try_advisory_xact_lock(%(namespace)s, hashtext(%(key)s))")
+_TRY_LOCK = sql.SQL("SELECT pg_try_advisory_lock(%(namespace)s, hashtext(%(key)s))")
+_UNLOCK = sql.SQL("SELECT pg_advisory_unlock(%(namespace)s, hashtext(%(key)s))")
+
+
+def _advisory(statement: sql.SQL, *, namespace: int, key: str, using: str) -> bool:
+    """Run one of the advisory lock statements; its boolean answer (``pg_advisory_xact_lock`` returns none:
+    ``True`` once it holds the lock)."""
     with connections[using].cursor() as cursor:
-        cursor.execute(
-            f"SELECT {function}(%(namespace)s, hashtext(%(key)s))", {"namespace": namespace, "key": key}
-        )
+        cursor.execute(statement, {"namespace": namespace, "key": key})
         row = cursor.fetchone()
-    return function == "pg_advisory_xact_lock" or bool(row and row[0])
+    return statement is _XACT_LOCK or bool(row and row[0])
 
 
 def advisory_xact_lock(*, namespace: int, key: str, using: str = DEFAULT_DB_ALIAS) -> None:
     """Block until this transaction holds the advisory lock (namespace, hashtext(key))."""
-    _advisory("pg_advisory_xact_lock", namespace=namespace, key=key, using=using)
+    _advisory(_XACT_LOCK, namespace=namespace, key=key, using=using)
 
 
 def advisory_xact_try_lock(*, namespace: int, key: str, using: str = DEFAULT_DB_ALIAS) -> bool:
     """Take the advisory lock (namespace, hashtext(key)) if it is free: ``False`` if another transaction
     holds it."""
-    return _advisory("pg_try_advisory_xact_lock", namespace=namespace, key=key, using=using)
+    return _advisory(_XACT_TRY_LOCK, namespace=namespace, key=key, using=using)
 
 
 def advisory_try_lock(*, namespace: int, key: str, using: str = DEFAULT_DB_ALIAS) -> bool:
     """Take the session advisory lock (namespace, hashtext(key)) if it is free: held until
     :func:`advisory_unlock` or the end of the session (a dead process's locks go with its connection)."""
-    return _advisory("pg_try_advisory_lock", namespace=namespace, key=key, using=using)
+    return _advisory(_TRY_LOCK, namespace=namespace, key=key, using=using)
 
 
 def advisory_unlock(*, namespace: int, key: str, using: str = DEFAULT_DB_ALIAS) -> bool:
     """Release a session advisory lock this session holds; ``False`` if it did not hold it."""
-    return _advisory("pg_advisory_unlock", namespace=namespace, key=key, using=using)
+    return _advisory(_UNLOCK, namespace=namespace, key=key, using=using)
 
 
 def ping(*, using: str = DEFAULT_DB_ALIAS) -> None:
     """One round trip to the server (readiness); raises whatever the connection raises."""
     with connections[using].cursor() as cursor:
-        cursor.execute("SELECT 1")
+        cursor.execute(sql.SQL("SELECT 1"))
         cursor.fetchone()
+
+
+_TABLE_ESTIMATE = sql.SQL("SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%(table)s)")
 
 
 def table_estimate(*, table: str, using: str = DEFAULT_DB_ALIAS) -> int | None:
     """The planner's estimate of a table's rows (``pg_class.reltuples``, free to read); ``None`` when the
     table was never analysed (-1) or does not exist."""
     with connections[using].cursor() as cursor:
-        cursor.execute(
-            "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%(table)s)", {"table": table}
-        )
+        cursor.execute(_TABLE_ESTIMATE, {"table": table})
         row = cursor.fetchone()
     if row is None or row[0] is None or row[0] < 0:
         return None
@@ -70,16 +100,19 @@ class ServerFacts(NamedTuple):
     search_language_known: bool  # the server has a text search configuration of SEARCH_LANGUAGE's name
 
 
+_SERVER_FACTS = sql.SQL(
+    """SELECT current_setting('server_version_num')::int,
+        current_setting('server_version'),
+        EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = %(extension)s),
+        EXISTS (SELECT 1 FROM pg_ts_config WHERE cfgname = split_part(%(config)s, '.', -1))"""
+)
+
+
 def server_facts(*, search_language: str, using: str = DEFAULT_DB_ALIAS) -> ServerFacts:
     """What the database system check decides on: the server's version, whether ``vector`` is available, and
     whether a text search configuration named ``search_language`` (optionally schema-qualified) exists."""
     with connections[using].cursor() as cursor:
-        cursor.execute(
-            "SELECT current_setting('server_version_num')::int, current_setting('server_version'), "
-            "EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = %(extension)s), "
-            "EXISTS (SELECT 1 FROM pg_ts_config WHERE cfgname = split_part(%(config)s, '.', -1))",
-            {"extension": "vector", "config": search_language},
-        )
+        cursor.execute(_SERVER_FACTS, {"extension": "vector", "config": search_language})
         row = cursor.fetchone()
     if row is None:  # a SELECT without FROM always returns its one row
         raise RuntimeError("the server returned no row for its own settings")

@@ -21,7 +21,8 @@ from prometheus_client import Counter, Gauge
 
 from memoryplatform.embeddings import Embedder, EmbedderError, background, get_embedder
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
-from usermemory import store
+from usermemory.models import MemoryEntry
+from usermemory.sql import vectors as vectors_sql
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,8 @@ reembed_runs = Counter(
 
 
 def embedding_text(*, key: str, value_text: str) -> str:
-    """The text an entry's vector is computed from (usermemory.store writes the same expression in SQL)."""
+    """The text an entry's vector is computed from (usermemory.sql.vectors writes the same expression in
+    SQL)."""
     return f"{key}: {value_text}"
 
 
@@ -56,7 +58,7 @@ def _vector_literal(vector: list[float]) -> str:
     return "[" + ",".join(repr(x) for x in vector) + "]"
 
 
-def embeddings_compute(*, embedder: Embedder, pending: list[store.PendingText]) -> int:
+def embeddings_compute(*, embedder: Embedder, pending: list[vectors_sql.PendingText]) -> int:
     """Embed these texts and store their vectors; returns how many were written. Raises EmbedderError."""
     if not pending:
         return 0
@@ -65,7 +67,7 @@ def embeddings_compute(*, embedder: Embedder, pending: list[store.PendingText]) 
     vectors = embedder.embed_passages([text[: settings.EMBEDDINGS_MAX_CHARS] for text in texts])
     if len(vectors) != len(texts):
         raise EmbedderError(f"{len(vectors)} vectors for {len(texts)} texts.")
-    written = store.embeddings_write(
+    written = vectors_sql.embeddings_write(
         model=embedder.model_id,
         dimensions=len(vectors[0]),
         entry_ids=[p.entry_id for p in pending],
@@ -84,7 +86,7 @@ def memory_embed_entries(*, entry_ids: list[int]) -> int:
     if embedder is None or not entry_ids:
         return 0
     try:
-        pending = store.embeddings_pending(
+        pending = vectors_sql.embeddings_pending(
             model=embedder.model_id, entry_ids=entry_ids, after_id=0, limit=len(entry_ids)
         )
         return embeddings_compute(embedder=embedder, pending=pending)
@@ -123,14 +125,14 @@ def memory_embed_missing(
     embedder = get_embedder()
     if embedder is None:
         raise EmbedderError("EMBEDDINGS_PROVIDER is 'none': there is no embedder.")
-    if not advisory_session_try_lock(LockId.EMBEDDINGS, store.ENTRY_TABLE):
+    if not advisory_session_try_lock(LockId.EMBEDDINGS, MemoryEntry._meta.db_table):
         raise ReembedBusy("Another process is re-embedding memory entries.")
     try:
-        total = store.embeddings_pending_count(model=embedder.model_id)
+        total = vectors_sql.embeddings_pending_count(model=embedder.model_id)
         embeddings_pending.set(total)
         written = done = after = 0
         while True:
-            pending = store.embeddings_pending(
+            pending = vectors_sql.embeddings_pending(
                 model=embedder.model_id, entry_ids=None, after_id=after, limit=batch_size
             )
             if not pending:
@@ -145,7 +147,7 @@ def memory_embed_missing(
             if deadline is not None and time.monotonic() >= deadline:
                 return Reembedded(written, total, complete=False)
     finally:
-        advisory_session_unlock(LockId.EMBEDDINGS, store.ENTRY_TABLE)
+        advisory_session_unlock(LockId.EMBEDDINGS, MemoryEntry._meta.db_table)
 
 
 def memory_reembed_scheduled() -> str:
@@ -201,7 +203,7 @@ def _embed_short_now(entry_ids: list[int]) -> None:
         embedder = get_embedder()
         if embedder is None:
             return
-        pending = store.embeddings_pending(
+        pending = vectors_sql.embeddings_pending(
             model=embedder.model_id, entry_ids=entry_ids, after_id=0, limit=len(entry_ids)
         )
         short = [p for p in pending if len(p.text) <= settings.EMBEDDINGS_INLINE_MAX_CHARS]

@@ -86,7 +86,7 @@ class MemoryEntry(models.Model):
     updated_at = models.DateTimeField()
     last_accessed_at = models.DateTimeField(null=True, blank=True)
     # Validity in time. An entry is current (recall, search, list... show it) while it is not superseded and
-    # its valid_to, if any, is ahead: usermemory.store.CURRENT_WHERE and usermemory.selectors.current_q.
+    # its valid_to, if any, is ahead: usermemory.sql.base.CURRENT and usermemory.selectors.current_q.
     valid_from = models.DateTimeField(
         db_default=Now(), help_text="When the stored value became true: its write."
     )

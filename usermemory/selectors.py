@@ -1,5 +1,5 @@
 """Reads of user memory. Every read made with an agent key goes through :func:`memory_readable_for`, or for
-search and recall (the hottest reads) the same condition written as SQL (:mod:`usermemory.store`), so
+search and recall (the hottest reads) the same condition written as SQL (:mod:`usermemory.sql.base`), so
 list, search, recall, category, key, count and history all show only what that agent may see."""
 
 import logging
@@ -33,9 +33,10 @@ from apikeys.caller import Caller
 from apikeys.models import Agent
 from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
 from memoryplatform.embeddings import EmbedderError, get_embedder
-from usermemory import search_store, store
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
-from usermemory.search_store import Ranking, ScoredEntry
+from usermemory.sql import history as history_sql
+from usermemory.sql import search as search_sql
+from usermemory.sql.search import Ranking, ScoredEntry
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +131,7 @@ def resolve_read_scope(
 
 def current_q() -> Q:
     """Entries valid now: not superseded, and no ``valid_to`` or one still ahead. The SQL form of the same
-    test, for the hand-written reads: :data:`usermemory.store.CURRENT_WHERE`."""
+    test, for the hand-written reads: :data:`usermemory.sql.base.CURRENT`."""
     return Q(superseded_by__isnull=True) & (Q(valid_to__isnull=True) | Q(valid_to__gt=Now()))
 
 
@@ -153,7 +154,7 @@ ENTRY_IDS = ArrayField(BigIntegerField())
 
 
 def visible_conflict(visible: Q) -> Case:
-    """An agent's ``conflicted``, as :func:`usermemory.store.entry_columns` writes it in SQL: the stored
+    """An agent's ``conflicted``, as :func:`usermemory.sql.base.entry_columns` writes it in SQL: the stored
     flag, while another entry of the (user, key) set that the agent sees (``visible``) holds another value.
     Dream flags a set across all agents, so the stored flag alone would reveal that a hidden entry holds
     another value than the agent's guess. The output serializer shows it in place of the stored flag."""
@@ -209,15 +210,18 @@ def memory_as_of(
     limit: int = 1000,
     offset: int = 0,
 ) -> list[MemoryEntry]:
-    """What was known of the user at ``as_of``, from history (:func:`usermemory.store.entries_as_of`): the
-    entries as they were then, newest write first, unsaved. An agent key (or ``agent_id`` with a viewer or
-    admin key) sees only the values that agent could see when they were written."""
+    """What was known of the user at ``as_of``, from history
+    (:func:`usermemory.sql.history.entries_as_of`): the entries as they were then, newest write first,
+    unsaved. An agent key (or ``agent_id`` with a viewer or admin key) sees only the values that agent could
+    see when they were written."""
     if as_of > timezone.now():
         raise BadRequest("asOf must not be in the future: history answers for the past.")
     reader, _ = resolve_read_scope(
         caller=caller, agent_id=agent_id, group_ids=None, require_agent=require_agent
     )
-    past = store.entries_as_of(user_id=user_id, agent_id=reader, as_of=as_of, limit=limit, offset=offset)
+    past = history_sql.entries_as_of(
+        user_id=user_id, agent_id=reader, as_of=as_of, limit=limit, offset=offset
+    )
     return [
         MemoryEntry(
             id=p.entry_id,
@@ -304,7 +308,7 @@ def memory_search(
     match on the key or the value's text, newest first. ``semantic`` and ``hybrid``: by relevance
     (:func:`memory_search_ranked`, whose scores and fallback this drops).
 
-    One hand-written statement (:func:`usermemory.store.search`); compiling the visible-entries
+    One hand-written statement (:func:`usermemory.sql.search.search`); compiling the visible-entries
     query with the ORM cost several times what PostgreSQL spends running it.
     """
     if mode != "keyword":
@@ -324,7 +328,7 @@ def memory_search(
     if not query:
         raise BadRequest("q is required: the text to search for.")
     agent_id, groups = _search_scope(caller=caller, group_ids=group_ids)
-    return store.search(
+    return search_sql.search(
         user_id=user_id,
         agent_id=agent_id,
         group_ids=groups,
@@ -411,7 +415,7 @@ def memory_search_ranked(
     (``fallback``, :func:`search_ranking`)."""
     agent_id, groups = _search_scope(caller=caller, group_ids=group_ids)
     ranking, fallback = search_ranking(query=query, mode=mode, window=limit + offset)
-    entries = search_store.ranked_search(
+    entries = search_sql.ranked_search(
         user_id=user_id,
         agent_id=agent_id,
         group_ids=groups,
@@ -515,7 +519,7 @@ def memory_history(*, caller: Caller, entry_id: int, limit: int = 1000) -> list[
             raise entry_not_found(entry_id)
         return list(events[:limit])
     memory_get_readable(caller=caller, entry_id=entry_id)
-    seen = store.events_seen_by_agent(
+    seen = history_sql.events_seen_by_agent(
         entry_id=entry_id, agent_id=caller.acting_agent_id, skip_actions=CONFLICT_ACTIONS, limit=limit
     )
     for row in seen:  # the output serializer shows which values were hidden

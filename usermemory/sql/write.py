@@ -1,18 +1,200 @@
-"""Batch writes of entries (Dream's maintenance): the history events of a batch, and the deletion of a batch.
+"""Writes: the turn count, and the upsert of one entry with its history event, each one statement run while
+the user's lock is held (prepared: :func:`usermemory.sql.base.prepared_row`); and Dream's batch writes, the
+history events of a batch and the deletion of a batch, on Django's ``connection.cursor()``. A batch's ids
+travel as one array parameter (``= ANY(%(ids)s)``)."""
 
-One function per statement, in the manner of Zulip's ``zerver/lib/retention.py``: the statement a whole
-template that reads as SQL, its identifiers (tables from the models, the event's value column) composed with
-``psycopg.sql.Identifier``, its ``%(name)s`` parameters filled in the function that runs it. A batch's ids
-travel as one array parameter (``= ANY(%(ids)s)``). Statements run on Django's ``connection.cursor()``.
-"""
-
+import json
+from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any, Literal
 
 from django.db import connection
 from psycopg import sql
 
-from usermemory.models import MemoryEntry, MemoryEntryGroup, MemoryEvent
+from memoryplatform.locks import LockId
+from usermemory.models import MemoryEvent
+from usermemory.searchtext import search_columns
+from usermemory.sql.base import ENTRY, ENTRY_GROUP, EVENT, TURN, prepared_row
+
+# The same statement first takes the user's advisory lock, which every upsert holds. A window older than
+# %(cutoff)s starts again at 1.
+_TURN_COUNT = sql.SQL(
+    """INSERT INTO {turn} (agent_id, user_id, turn_id, window_start, count)
+    SELECT %(agent)s, %(user)s, %(turn)s, %(now)s, 1
+    FROM (SELECT pg_advisory_xact_lock(%(namespace)s, hashtext(%(user)s))) AS user_lock
+    ON CONFLICT (agent_id, user_id, turn_id) DO UPDATE SET
+        count = CASE WHEN {turn}.window_start < %(cutoff)s THEN 1 ELSE {turn}.count + 1 END,
+        window_start = CASE WHEN {turn}.window_start < %(cutoff)s THEN excluded.window_start
+            ELSE {turn}.window_start END
+    RETURNING count"""
+).format(turn=TURN)
+
+
+def turn_count(*, agent_id: str, user_id: str, turn_id: str, now: datetime, cutoff: datetime) -> int:
+    """Count one write in the agent's turn and return the turn's count: ``INSERT .. ON CONFLICT DO UPDATE``,
+    so concurrent writes count exactly. A window older than ``cutoff`` starts again at 1. The same statement
+    first takes the user's advisory lock, which every upsert holds."""
+    params: dict[str, Any] = {
+        "agent": agent_id,
+        "user": user_id,
+        "turn": turn_id,
+        "now": now,
+        "cutoff": cutoff,
+        "namespace": LockId.USER_MEMORY,
+    }
+    return int(prepared_row(_TURN_COUNT, params)[0])
+
+
+# --- Upsert with its event -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EntryWrite:
+    """One upsert as the statement takes it. ``category=None`` keeps the stored category, ``new_category`` on
+    insert (legacy properties). The value is valid from ``now`` to ``valid_to`` (``None``: open);
+    ``confidence`` and ``source`` are set by every write (``None``: unsaid). ``cap``: the user's most
+    entries; the actor and ``key_prefix`` go to the event."""
+
+    user_id: str
+    key: str
+    value: Any
+    text: str
+    category: str | None
+    new_category: str
+    visibility: str
+    owner: str | None
+    group_ids: list[str]
+    conversation_id: str | None
+    cap: int
+    actor_type: str
+    actor_id: str
+    key_prefix: str
+    now: datetime
+    valid_to: datetime | None = None
+    confidence: float | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class Stored:
+    """The stored columns of the entry an upsert wrote."""
+
+    entry_id: int
+    created_at: datetime
+    access_count: int
+    last_accessed_at: datetime | None
+    owner: str | None
+    category: str
+
+
+@dataclass(frozen=True)
+class Upserted:
+    """What one upsert statement did. ``stored is None``: the cap stopped a new entry (``count`` is the
+    user's number of entries then). ``old_groups is None``: there was no entry on the key."""
+
+    old_groups: list[str] | None
+    count: int
+    stored: Stored | None
+
+
+# old: the entry on the upsert key ({on_key}); room: the user's number of entries when there is none; up: the
+# insert or update, only if the entry exists or there is room under %(cap)s ({conflict}: the upsert key's
+# unique index; {set_visibility}: a global entry stays global and keeps its owner); event: what it did, and
+# who could see the old value (the stored entry's visibility and groups, else the new ones).
+_UPSERT = """WITH old AS (
+    SELECT id, value, category, group_ids, visibility FROM {entry} WHERE {on_key}
+), room AS (
+    SELECT count(*) AS n FROM {entry} WHERE user_id = %(user)s AND NOT EXISTS (SELECT 1 FROM old)
+), up AS (
+    INSERT INTO {entry} (
+        user_id, key, value, value_text, key_folded, text_folded, category, visibility, source_agent_id,
+        group_ids, source_conversation_id, conflicted, access_count, created_at, updated_at,
+        last_accessed_at, valid_from, valid_to, confidence, source
+    )
+    SELECT %(user)s, %(key)s, %(value)s::jsonb, %(text)s, %(key_folded)s, %(text_folded)s,
+        COALESCE(%(category)s, (SELECT category FROM old), %(new_category)s), %(visibility)s, %(owner)s,
+        %(groups)s::jsonb, %(conversation)s, false, 0, %(now)s, %(now)s,
+        NULL, %(now)s, %(valid_to)s, %(confidence)s::float8, %(source)s::varchar
+    WHERE EXISTS (SELECT 1 FROM old) OR (SELECT n FROM room) < %(cap)s
+    ON CONFLICT {conflict} DO UPDATE SET
+        value = excluded.value, value_text = excluded.value_text, text_folded = excluded.text_folded,
+        category = excluded.category, group_ids = excluded.group_ids,
+        source_conversation_id = excluded.source_conversation_id, conflicted = excluded.conflicted,
+        updated_at = excluded.updated_at, valid_from = excluded.valid_from, valid_to = excluded.valid_to,
+        superseded_by_id = NULL, confidence = excluded.confidence, source = excluded.source{set_visibility}
+    RETURNING id, created_at, access_count, last_accessed_at, source_agent_id, category
+), event AS (
+    INSERT INTO {event} (
+        entry_id, user_id, key, action, actor_type, actor_id, key_prefix, old_value, new_value, owner,
+        old_visibility, old_group_ids, visibility, group_ids, created_at
+    )
+    SELECT up.id, %(user)s, %(key)s,
+        CASE WHEN EXISTS (SELECT 1 FROM old) THEN %(updated)s ELSE %(created)s END,
+        %(actor_type)s, %(actor_id)s, %(key_prefix)s, (SELECT value FROM old), %(value)s::jsonb,
+        COALESCE(up.source_agent_id, ''), COALESCE((SELECT visibility FROM old), %(visibility)s),
+        COALESCE((SELECT group_ids FROM old), %(groups)s::jsonb), %(visibility)s, %(groups)s::jsonb, %(now)s
+    FROM up
+)
+SELECT (SELECT group_ids FROM old), (SELECT n FROM room), up.id, up.created_at, up.access_count,
+    up.last_accessed_at, up.source_agent_id, up.category
+FROM (SELECT 1 AS one) AS o LEFT JOIN up ON true"""
+
+# The upsert key of a global entry: one per user and key.
+_GLOBAL_KEY = sql.SQL("user_id = %(user)s AND key = %(key)s AND visibility = 'global'")
+_GLOBAL_CONFLICT = sql.SQL("(user_id, key) WHERE visibility = 'global'")
+# The upsert key of any other entry: one per user, key and owning agent.
+_OWNED_KEY = sql.SQL(
+    "user_id = %(user)s AND key = %(key)s AND NOT (visibility = 'global') AND source_agent_id = %(owner)s"
+)
+_OWNED_CONFLICT = sql.SQL("(user_id, key, source_agent_id) WHERE NOT (visibility = 'global')")
+
+
+@cache
+def _upsert_sql(*, is_global: bool) -> sql.Composed:
+    return sql.SQL(_UPSERT).format(
+        entry=ENTRY,
+        event=EVENT,
+        on_key=_GLOBAL_KEY if is_global else _OWNED_KEY,
+        conflict=_GLOBAL_CONFLICT if is_global else _OWNED_CONFLICT,
+        set_visibility=sql.SQL("" if is_global else ", visibility = excluded.visibility"),
+    )
+
+
+def upsert_with_event(write: EntryWrite) -> Upserted:
+    """The whole write of one entry in one statement (:data:`_UPSERT`), run while the user's lock is held:
+    read the entry on the upsert key, count the user's entries when there is none, insert or update only if
+    the entry exists or the count is under ``cap``, and write the history event of what it did. A write on
+    a superseded entry makes it current again, with the new value."""
+    columns = search_columns(key=write.key, text=write.text)
+    params: dict[str, Any] = {
+        "user": write.user_id,
+        "key": write.key,
+        "owner": write.owner,
+        "value": json.dumps(write.value),
+        "text": columns.value_text,
+        "key_folded": columns.key_folded,  # the search columns, written with the key and value_text
+        "text_folded": columns.text_folded,
+        "category": write.category,
+        "new_category": write.new_category,
+        "visibility": write.visibility,
+        "groups": json.dumps(write.group_ids),
+        "conversation": write.conversation_id,
+        "confidence": write.confidence,
+        "source": write.source,
+        "now": write.now,
+        "valid_to": write.valid_to,
+        "cap": write.cap,
+        "updated": MemoryEvent.Action.UPDATED,
+        "created": MemoryEvent.Action.CREATED,
+        "actor_type": write.actor_type,
+        "actor_id": write.actor_id,
+        "key_prefix": write.key_prefix,
+    }
+    old_groups, count, *stored = prepared_row(_upsert_sql(is_global=write.visibility == "global"), params)
+    if isinstance(old_groups, str):  # Django's connection reads jsonb as text; JSONField parses it
+        old_groups = json.loads(old_groups)
+    return Upserted(old_groups, count or 0, None if stored[0] is None else Stored(*stored))
 
 
 def write_events(
@@ -40,8 +222,8 @@ def write_events(
         WHERE id = ANY(%(ids)s)
         """
     ).format(
-        events=sql.Identifier(MemoryEvent._meta.db_table),
-        entries=sql.Identifier(MemoryEntry._meta.db_table),
+        events=EVENT,
+        entries=ENTRY,
         value_column=sql.Identifier(value_column),
     )
     params: dict[str, Any] = {
@@ -71,8 +253,8 @@ def delete_entries(*, ids: list[int]) -> int:
         DELETE FROM {entries} WHERE id = ANY(%(ids)s)
         """
     ).format(
-        groups=sql.Identifier(MemoryEntryGroup._meta.db_table),
-        entries=sql.Identifier(MemoryEntry._meta.db_table),
+        groups=ENTRY_GROUP,
+        entries=ENTRY,
     )
     with connection.cursor() as cursor:
         cursor.execute(statement, {"ids": ids})

@@ -1,0 +1,91 @@
+"""Entry vectors: the entries whose vector is missing or stale, and the vectors written.
+
+The text an entry's vector is computed from (``usermemory.embedding.embedding_text``: ``key: value_text``)
+and its SHA-256 are written here in SQL too, so that "missing or stale" is one set-based statement.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+from psycopg import sql
+
+from usermemory.sql.base import EMBEDDING, ENTRY, fetch_all, fetch_one
+
+# Entries after %(after)s (of %(ids)s, or all) whose vector is missing, of another model, or of another text.
+_PENDING_WHERE = sql.SQL(
+    """e.id > %(after)s AND (%(ids)s::bigint[] IS NULL OR e.id = ANY(%(ids)s))
+    AND (v.entry_id IS NULL OR v.model <> %(model)s
+        OR v.text_hash <> encode(sha256(convert_to(e.key || ': ' || e.value_text, 'UTF8')), 'hex'))"""
+)
+
+_PENDING = sql.SQL(
+    """SELECT e.id, e.key || ': ' || e.value_text FROM {entry} e
+    LEFT JOIN {embedding} v ON v.entry_id = e.id
+    WHERE {pending}
+    ORDER BY e.id LIMIT %(limit)s"""
+).format(entry=ENTRY, embedding=EMBEDDING, pending=_PENDING_WHERE)
+
+_PENDING_COUNT = sql.SQL(
+    """SELECT count(*) FROM {entry} e LEFT JOIN {embedding} v ON v.entry_id = e.id
+    WHERE {pending}"""
+).format(entry=ENTRY, embedding=EMBEDDING, pending=_PENDING_WHERE)
+
+# Insert, or replace a vector of another model or text; not for an entry gone or whose text changed since.
+_WRITE = sql.SQL(
+    """INSERT INTO {embedding} AS v (entry_id, model, dimensions, text_hash, embedding, embedded_at)
+    SELECT n.id, %(model)s, %(dimensions)s, n.text_hash, n.vector::vector, %(now)s
+    FROM unnest(%(ids)s::bigint[], %(hashes)s::text[], %(vectors)s::text[]) AS n(id, text_hash, vector)
+    JOIN {entry} e ON e.id = n.id
+        AND encode(sha256(convert_to(e.key || ': ' || e.value_text, 'UTF8')), 'hex') = n.text_hash
+    ON CONFLICT (entry_id) DO UPDATE SET model = EXCLUDED.model, dimensions = EXCLUDED.dimensions,
+        text_hash = EXCLUDED.text_hash, embedding = EXCLUDED.embedding, embedded_at = EXCLUDED.embedded_at
+    WHERE (v.model, v.text_hash) IS DISTINCT FROM (EXCLUDED.model, EXCLUDED.text_hash)"""
+).format(entry=ENTRY, embedding=EMBEDDING)
+
+
+@dataclass(frozen=True)
+class PendingText:
+    entry_id: int
+    text: str
+
+
+def embeddings_pending(
+    *, model: str, entry_ids: list[int] | None, after_id: int, limit: int
+) -> list[PendingText]:
+    """Entries (of ``entry_ids``, or all) after ``after_id`` whose vector is missing, of another model, or of
+    another text, in id order, with the text to embed."""
+    params = {"model": model, "ids": entry_ids, "after": after_id, "limit": limit}
+    return [PendingText(entry_id, text) for entry_id, text in fetch_all(_PENDING, params)]
+
+
+def embeddings_pending_count(*, model: str) -> int:
+    """How many entries :func:`embeddings_pending` would return in all."""
+    return int(fetch_one(_PENDING_COUNT, {"model": model, "ids": None, "after": 0})[0])
+
+
+def embeddings_write(
+    *,
+    model: str,
+    dimensions: int,
+    entry_ids: list[int],
+    text_hashes: list[str],
+    vectors: list[str],
+    now: datetime,
+) -> int:
+    """Store vectors (pgvector text literals) computed from texts of these hashes: insert, or replace a vector
+    of another model or text (ON CONFLICT, so concurrent writers need no check first). A vector whose entry
+    is gone, or whose text changed since it was read, is not written: it would be stale. Returns the rows
+    written."""
+    params: dict[str, Any] = {
+        "model": model,
+        "dimensions": dimensions,
+        "ids": entry_ids,
+        "hashes": text_hashes,
+        "vectors": vectors,
+        "now": now,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_WRITE, params)
+        return cursor.rowcount
