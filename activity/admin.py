@@ -11,7 +11,7 @@ from activity import services
 from activity.models import Task, ToolCall
 from apikeys.caller import Caller
 from memoryplatform.admin_mixins import ReadOnlyAdminMixin
-from memoryplatform.api.errors import ServiceError
+from memoryplatform.errors import ServiceError
 from memoryplatform.paginator import LargeTablePaginator
 
 

@@ -10,7 +10,7 @@ from django.db.models import Q, QuerySet
 
 from activity.models import Task, ToolCall
 from apikeys.caller import Caller
-from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
+from memoryplatform.errors import BadRequest, Forbidden, NotFound
 
 
 @dataclass(frozen=True)

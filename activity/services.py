@@ -24,7 +24,7 @@ from apikeys.caller import Caller
 from apikeys.models import Agent
 from apikeys.selectors import agent_group_ids
 from apikeys.services import caller_require_writer
-from memoryplatform.api.errors import BadRequest, Conflict, Forbidden, NotFound
+from memoryplatform.errors import BadRequest, Conflict, Forbidden, NotFound
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, Visibility
 from usermemory.services import MemoryWrite, memory_upsert
 

@@ -70,7 +70,7 @@ from apikeys.authentication import presented_key
 from apikeys.caller import Caller
 from apikeys.services import KeyRefused, apikey_authenticate
 from memoryplatform import asgi_http
-from memoryplatform.api.errors import ServiceError
+from memoryplatform.errors import ServiceError
 
 logger = logging.getLogger(__name__)
 

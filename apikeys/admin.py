@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from apikeys import services
 from apikeys.models import Agent, AgentGroup, ApiKey
-from memoryplatform.api.errors import ServiceError
+from memoryplatform.errors import ServiceError
 
 
 def _service_error_to_form(form: forms.BaseForm, exc: ServiceError) -> None:

@@ -3,7 +3,7 @@
 from django.db.models import Prefetch, QuerySet
 
 from apikeys.models import Agent, AgentGroup, ApiKey
-from memoryplatform.api.errors import NotFound
+from memoryplatform.errors import NotFound
 
 
 def agent_list(*, status: str | None = None) -> QuerySet[Agent]:

@@ -15,7 +15,7 @@ from apikeys import keycache, store
 from apikeys.caller import Caller
 from apikeys.keys import digest_matches, key_generate, key_parse
 from apikeys.models import Agent, AgentGroup, ApiKey
-from memoryplatform.api.errors import BadRequest, Conflict, Forbidden, NotFound
+from memoryplatform.errors import BadRequest, Conflict, Forbidden, NotFound
 from memoryplatform.store import instances_from_rows
 
 AGENT_EDITABLE_FIELDS = ("display_name", "capabilities", "model", "status")

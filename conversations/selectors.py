@@ -14,8 +14,8 @@ from django.db.models.expressions import RawSQL
 from apikeys.caller import Caller
 from apikeys.models import Agent, AgentGroup
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
-from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
 from memoryplatform.api.text import ascii_int
+from memoryplatform.errors import BadRequest, Forbidden, NotFound
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 200

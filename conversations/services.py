@@ -18,8 +18,8 @@ from apikeys.models import AgentGroup
 from apikeys.services import caller_require_writer
 from conversations import selectors
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
-from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
 from memoryplatform.batches import batch_size_check
+from memoryplatform.errors import BadRequest, Forbidden, NotFound
 from usermemory.models import MemoryEntry
 from usermemory.selectors import RankedSearch
 from usermemory.services import memory_recall, memory_recall_ranked

@@ -1,6 +1,6 @@
 """The size rule every batch write shares (memories, messages): all or nothing, 1 to a bound."""
 
-from memoryplatform.api.errors import BadRequest
+from memoryplatform.errors import BadRequest
 
 
 def batch_size_check(*, count: int, most: int, items: str, empty: str) -> None:

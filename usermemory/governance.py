@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from apikeys.caller import Caller
 from apikeys.models import Agent
-from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
+from memoryplatform.errors import BadRequest, Forbidden, NotFound
 from memoryplatform.locks import LockId, advisory_xact_lock
 from usermemory.embedding import embeddings_schedule
 from usermemory.export import user_export

@@ -31,8 +31,8 @@ from prometheus_client import Counter
 from apikeys import selectors as apikeys_selectors
 from apikeys.caller import Caller
 from apikeys.models import Agent
-from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
 from memoryplatform.embeddings import EmbedderError, get_embedder
+from memoryplatform.errors import BadRequest, Forbidden, NotFound
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
 from usermemory.sql import history as history_sql
 from usermemory.sql import search as search_sql

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from apikeys.caller import Caller
 from apikeys.services import caller_require_writer
-from memoryplatform.api.errors import BadRequest, Forbidden
+from memoryplatform.errors import BadRequest, Forbidden
 from usermemory import selectors
 from usermemory.governance import (
     POLICY_FIELD_GROUPS,

@@ -24,7 +24,7 @@ from apikeys.api.serializers import (
 from apikeys.filters import AgentFilter
 from apikeys.models import Agent, AgentGroup, ApiKey
 from apikeys.permissions import IsAdminCaller, IsAgentCaller, ReadAnyWriteAdmin, request_caller
-from memoryplatform.api.errors import NotFound
+from memoryplatform.errors import NotFound
 
 
 class AgentMeView(APIView):

@@ -31,8 +31,8 @@ from conversations.api.serializers import (
     SyncInputSerializer,
     SyncOutputSerializer,
 )
-from memoryplatform.api.errors import BadRequest
 from memoryplatform.api.serializers import require_valid_item
+from memoryplatform.errors import BadRequest
 from usermemory.api.views import FALLBACK_HEADER, fallback_headers
 
 TAGS = ["conversations"]

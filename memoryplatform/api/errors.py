@@ -2,8 +2,8 @@
 
 ``{"error": "<human message>", "code": "<machine code>", "details": {...}}``
 
-Services raise :class:`ServiceError` subclasses; DRF's own exceptions (parse errors, auth, throttling,
-405) and Django's 404/500 handlers are translated to the same shape here.
+Services raise :class:`memoryplatform.errors.ServiceError` subclasses; DRF's own exceptions (parse errors,
+auth, throttling, 405) and Django's 404/500 handlers are translated to the same shape here.
 """
 
 import logging
@@ -16,48 +16,9 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
+from memoryplatform.errors import ServiceError
+
 logger = logging.getLogger("memoryplatform.api")
-
-
-class ServiceError(Exception):
-    """A refusal from a service, carrying its HTTP status and machine code."""
-
-    status_code: int = status.HTTP_400_BAD_REQUEST
-    code = "bad_request"
-
-    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.details = details or {}
-
-
-class BadRequest(ServiceError):
-    pass
-
-
-class Forbidden(ServiceError):
-    status_code = status.HTTP_403_FORBIDDEN
-    code = "forbidden"
-
-
-class NotFound(ServiceError):
-    status_code = status.HTTP_404_NOT_FOUND
-    code = "not_found"
-
-
-class Conflict(ServiceError):
-    status_code = status.HTTP_409_CONFLICT
-    code = "conflict"
-
-
-class CapacityReached(ServiceError):
-    status_code = status.HTTP_409_CONFLICT
-    code = "capacity"
-
-
-class RateLimited(ServiceError):
-    status_code = status.HTTP_429_TOO_MANY_REQUESTS
-    code = "rate_limited"
 
 
 _CODES_BY_STATUS = {

@@ -7,7 +7,8 @@ from typing import Any
 from rest_framework import serializers
 from rest_framework.utils.serializer_helpers import BindingDict
 
-from memoryplatform.api.errors import BadRequest, first_message
+from memoryplatform.api.errors import first_message
+from memoryplatform.errors import BadRequest
 
 
 class FieldsBuiltOnce(serializers.Serializer):

@@ -8,7 +8,7 @@ from django.db import connection
 from apikeys.caller import Caller
 from conversations import selectors, services
 from conversations.models import Conversation, Message
-from memoryplatform.api.errors import BadRequest, Forbidden
+from memoryplatform.errors import BadRequest, Forbidden
 from tests.factories import AgentFactory, AgentGroupFactory
 
 

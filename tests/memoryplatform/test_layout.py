@@ -136,3 +136,19 @@ def test_the_wiring_mounts_the_agent_tools():
     asgi = {name for name, _ in imported(f"{PROJECT}.asgi", ROOT / PROJECT / "asgi.py")}
     assert f'include("{DOORS}.api.urls")' in urls
     assert f"{DOORS}.mcp_server" in asgi
+
+
+def test_the_domain_imports_no_door_of_the_project():
+    """Services, selectors and the SQL layer raise the domain's errors (``memoryplatform.errors``) and never
+    import the REST layer (``memoryplatform.api``, an app's ``api``): the doors translate, not the domain."""
+    found = []
+    for app in local_apps():
+        if app in (DOORS, PROJECT):
+            continue
+        for module, path in modules(app):
+            if ".api" in module or ".management" in module or ".migrations" in module or module.endswith("admin"):
+                continue
+            for name, line in imported(module, path):
+                if name == f"{PROJECT}.api" or name.startswith(f"{PROJECT}.api.") or ".api." in f"{name}.":
+                    found.append(f"{path.relative_to(ROOT)}:{line} {name}")
+    assert found == []

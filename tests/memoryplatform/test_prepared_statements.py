@@ -1,6 +1,6 @@
 """A write's statements run prepared (``usermemory.sql``, psycopg's ``prepare=True``, and
-``usermemory.sql.base.prepared_row`` for the turn count and the upsert): parsed once per
-connection, then run again by name (Django's query log shows them only when they are not prepared); dropped by psycopg with a
+``usermemory.sql.base.prepared_row`` for the turn count and the upsert): parsed once per connection, then run
+again by name (Django's query log shows them only when they are not prepared); dropped by psycopg with a
 rolled-back write, and prepared again by the next one; off with ``PREPARED_STATEMENTS=false``."""
 
 import pytest

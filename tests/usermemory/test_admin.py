@@ -90,7 +90,7 @@ def test_resolve_conflict_keeps_one_value(mode):
 
 @pytest.mark.django_db
 def test_resolve_conflict_refuses_a_non_admin_and_a_stranger_entry(agent_a):
-    from memoryplatform.api.errors import Forbidden, NotFound
+    from memoryplatform.errors import Forbidden, NotFound
 
     with pytest.raises(Forbidden):
         memory_resolve_conflict(caller=Caller(role="viewer"), user_id="u", key="k", keep_entry_id=1)

@@ -17,9 +17,9 @@ from apikeys.api.serializers import AgentOutputSerializer, AgentUpdateInputSeria
 from apikeys.models import Agent
 from apikeys.permissions import IsAdminCaller, ReadAnyWriteAgentOrAdmin, request_caller
 from apikeys.selectors import agent_list
-from memoryplatform.api.errors import BadRequest, NotFound
 from memoryplatform.api.serializers import require_valid_item
 from memoryplatform.api.text import text_problem
+from memoryplatform.errors import BadRequest, NotFound
 from usermemory import selectors, services
 from usermemory.api.serializers import (
     CountOutputSerializer,

@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from apikeys.models import ApiKey
 from apikeys.services import apikey_create
-from memoryplatform.api.errors import ServiceError
+from memoryplatform.errors import ServiceError
 
 
 class Command(BaseCommand):

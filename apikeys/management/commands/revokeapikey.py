@@ -3,7 +3,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apikeys.services import apikey_revoke
-from memoryplatform.api.errors import ServiceError
+from memoryplatform.errors import ServiceError
 
 
 class Command(BaseCommand):

@@ -1,0 +1,51 @@
+"""The domain's errors: what a service raises when it refuses. Every door translates them: REST to the error
+envelope (:mod:`memoryplatform.api.errors`), the LLM tools and MCP to their own refusals, the admin to a
+message, the commands to ``CommandError``.
+
+Each carries a human ``message``, machine ``details``, the envelope's ``code`` and the HTTP status a web door
+answers with, so that every door says the same thing of one refusal.
+"""
+
+from http import HTTPStatus
+from typing import Any
+
+
+class ServiceError(Exception):
+    """A refusal from a service, carrying its HTTP status and machine code."""
+
+    status_code: int = HTTPStatus.BAD_REQUEST
+    code = "bad_request"
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+
+class BadRequest(ServiceError):
+    pass
+
+
+class Forbidden(ServiceError):
+    status_code = HTTPStatus.FORBIDDEN
+    code = "forbidden"
+
+
+class NotFound(ServiceError):
+    status_code = HTTPStatus.NOT_FOUND
+    code = "not_found"
+
+
+class Conflict(ServiceError):
+    status_code = HTTPStatus.CONFLICT
+    code = "conflict"
+
+
+class CapacityReached(ServiceError):
+    status_code = HTTPStatus.CONFLICT
+    code = "capacity"
+
+
+class RateLimited(ServiceError):
+    status_code = HTTPStatus.TOO_MANY_REQUESTS
+    code = "rate_limited"
