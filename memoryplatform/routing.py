@@ -102,6 +102,14 @@ def _raw_path(request: HttpRequest) -> str | None:
     return raw_path.split("?", 1)[0].split("#", 1)[0]
 
 
+def sent_path(request: HttpRequest) -> str:
+    """The path percent-encoded as the client sent it: the raw path when the server passes it on; else the
+    decoded path encoded again, where Django has already re-escaped bytes that are not UTF-8 (``%FF``), so
+    that they are found again (as is a literal ``%FF`` sent as ``%25FF``: the two read alike there)."""
+    raw = _raw_path(request)
+    return raw if raw is not None else quote(request.path_info, safe="/%")
+
+
 def encoded_path_info(request: HttpRequest) -> str:
     """``request.path_info`` percent-encoded as the client sent it, or encoded again when the raw form is not
     available or does not match the decoded path (a proxy that rewrote it)."""
