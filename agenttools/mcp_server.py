@@ -324,7 +324,7 @@ class McpHttpApp:
             )
             return
         body = await asgi_http.read_body_or_refuse(scope, receive, send)
-        if body is None:
+        if body is None or await asgi_http.refuse_duplicate_keys(body, send):
             return
         await self._answer(scope, asgi_http.replay(body, receive), send)
 

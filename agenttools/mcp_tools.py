@@ -19,8 +19,8 @@ from activity.api.serializers import TaskOutputSerializer
 from activity.models import Task
 from apikeys.caller import Caller
 from apikeys.models import ApiKey
-from memoryplatform.api.text import ascii_int
 from memoryplatform.errors import BadRequest
+from memoryplatform.text import ascii_int
 from usermemory import selectors, services
 from usermemory.api.serializers import MemoryEntryOutputSerializer, ScoredMemoryEntryOutputSerializer
 from usermemory.models import RecallOrder, Visibility

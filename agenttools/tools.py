@@ -19,8 +19,8 @@ from activity import selectors as activity_selectors
 from activity import services as activity
 from activity.models import Task, ToolCall
 from apikeys.caller import Caller
-from memoryplatform.api.text import ascii_int
 from memoryplatform.errors import Forbidden, NotFound, ServiceError
+from memoryplatform.text import ascii_int
 from usermemory import selectors, services
 from usermemory.models import MemoryEntry, Visibility
 

@@ -1,5 +1,5 @@
-"""Reads of conversations. Every read goes through :func:`conversation_get_for`, so group gating holds for
-list, checkpoint and context alike, and the memory channel is always scoped to one agent."""
+"""Reads of conversations. Every read goes through :func:`conversation_queryset_for`, so group gating holds
+for get, list, checkpoint and context alike, and the memory channel is always scoped to one agent."""
 
 import uuid
 from dataclasses import dataclass
@@ -14,8 +14,8 @@ from django.db.models.expressions import RawSQL
 from apikeys.caller import Caller
 from apikeys.models import Agent, AgentGroup
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
-from memoryplatform.api.text import ascii_int
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
+from memoryplatform.text import ascii_int
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
@@ -52,20 +52,17 @@ def _membership(agent_id: str) -> Exists:
 
 
 def conversation_queryset_for(*, caller: Caller) -> QuerySet[Conversation]:
-    """Conversations with ``caller_is_member`` annotated for an agent key (always true for other roles)."""
+    """The conversations the caller may take part in: for an agent key, those without a group and those of
+    its groups (``caller_is_member`` annotated); every conversation for other roles.
+
+    A conversation an agent may not take part in is, to it, one that does not exist: its id answers the
+    same 404 as an unknown one, and names no group (a 403 would confirm the conversation and its group).
+    """
     qs = Conversation.objects.all()
     if caller.is_agent:
-        return qs.annotate(caller_is_member=_membership(caller.acting_agent_id))
+        qs = qs.annotate(caller_is_member=_membership(caller.acting_agent_id))
+        return qs.filter(Q(group__isnull=True) | Q(caller_is_member=True))
     return qs
-
-
-def check_participation(*, caller: Caller, conversation: Conversation) -> None:
-    """A conversation with a group admits only its member agents; one without a group, any agent key."""
-    if caller.is_agent and conversation.group_id and not conversation.caller_is_member:  # type: ignore[attr-defined]  # annotated by conversation_queryset_for
-        raise Forbidden(
-            f"Agent '{caller.agent_id}' is not a member of group '{conversation.group_id}' "
-            "of this conversation."
-        )
 
 
 def conversation_list_for(
@@ -74,8 +71,6 @@ def conversation_list_for(
     """The conversations the caller may take part in (the rule of :func:`conversation_get_for`), newest
     first, optionally of one user, and after the ``after`` cursor (a conversation id) if given."""
     qs = conversation_queryset_for(caller=caller)
-    if caller.is_agent:
-        qs = qs.filter(Q(group__isnull=True) | Q(caller_is_member=True))
     if user_id is not None:
         qs = qs.filter(user_id=user_id)
     if after is not None:
@@ -90,14 +85,14 @@ def conversation_list_for(
 
 
 def conversation_get_for(*, caller: Caller, conversation_id: str) -> Conversation:
-    """The conversation, if the caller may take part in it (one query); 404 if unknown, 403 if gated."""
+    """The conversation, if the caller may take part in it (one query); else 404, whether it is unknown or
+    of a group the agent is not in."""
     pk = uuid_or_none(conversation_id)
     if pk is None:
         raise NotFound(f"No conversation '{conversation_id}'.")
     conversation = conversation_queryset_for(caller=caller).filter(pk=pk).first()
     if conversation is None:
         raise NotFound(f"No conversation '{conversation_id}'.")
-    check_participation(caller=caller, conversation=conversation)
     return conversation
 
 
@@ -261,7 +256,7 @@ def _message_document(config: str) -> RawSQL:
 
 def _seen_by_caller(caller: Caller) -> Q:
     """The messages a key may search. An agent: those of the conversations it may take part in (any without a
-    group, and those of its groups: :func:`check_participation`), their history and case log, and of the
+    group, and those of its groups: :func:`conversation_queryset_for`), their history and case log, and of the
     memory channel only its own stream, never another agent's. Viewer and admin keys: every message."""
     if not caller.is_agent:
         return Q()

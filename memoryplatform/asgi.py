@@ -60,6 +60,8 @@ class Application:
             return
         if scope["type"] != "http":  # no websockets here
             return
+        if await asgi_http.refuse_bad_target(scope, send):
+            return
         if _is_mcp_path(scope["path"]):
             if not _host_allowed(scope):
                 await asgi_http.send_error(send, 400, "Invalid Host header for this server.", "bad_request")

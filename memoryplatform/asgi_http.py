@@ -11,10 +11,12 @@ import contextlib
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import quote, unquote_to_bytes
 
 from django.conf import settings
 
 from memoryplatform.api.errors import envelope
+from memoryplatform.text import duplicate_key_problem, path_bytes_problem, target_too_long
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -160,3 +162,32 @@ async def read_body_or_refuse(scope: Scope, receive: Receive, send: Send) -> byt
     except ClientGone:
         pass
     return None
+
+
+async def refuse_duplicate_keys(body: bytes, send: Send) -> bool:
+    """For a door that hands its JSON body to a parser of its own (the MCP SDK's, where the last of two equal
+    keys wins): a 400 in the envelope naming a key given twice in one object, as the REST parser answers.
+    True: refused, the request is over."""
+    problem = duplicate_key_problem(body)
+    if problem is None:
+        return False
+    await send_error(send, 400, f"JSON parse error - {problem}.", "bad_request")
+    return True
+
+
+async def refuse_bad_target(scope: Scope, send: Send) -> bool:
+    """A 414 in the envelope for a path and query string over ``MAX_REQUEST_TARGET`` bytes as sent, and a 400
+    for a path that is not UTF-8 once percent-decoded (an ASGI server decodes it leniently: ``%FF`` and
+    ``%FE`` would both arrive as ``\ufffd``). Checked on ``raw_path``, before a body is read. True: refused,
+    the request is over."""
+    raw = scope.get("raw_path") or quote(scope["path"]).encode()
+    query = scope.get("query_string", b"")
+    too_long = target_too_long(len(raw) + (len(query) + 1 if query else 0))
+    if too_long:
+        await send_error(send, 414, too_long, "uri_too_long", [(b"connection", b"close")])
+        return True
+    undecodable = path_bytes_problem(unquote_to_bytes(raw))
+    if undecodable:
+        await send_error(send, 400, undecodable, "bad_request", [(b"connection", b"close")])
+        return True
+    return False

@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from django.contrib.auth.middleware import AuthenticationMiddleware as DjangoAuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware as DjangoMessageMiddleware
@@ -19,7 +20,8 @@ from django.middleware.csrf import CsrfViewMiddleware as DjangoCsrfViewMiddlewar
 
 from apikeys.authentication import presented_key
 from memoryplatform.api.errors import envelope
-from memoryplatform.api.text import text_problem
+from memoryplatform.routing import sent_path
+from memoryplatform.text import path_bytes_problem, target_too_long, text_problem
 
 logger = logging.getLogger("memoryplatform.requests")
 
@@ -55,17 +57,28 @@ class RequestLogMiddleware:
 
 
 class RefuseUnstorableTextMiddleware:
-    """A 400 in the envelope for a path or query string that holds a NUL, before any view reads it.
+    """Before any view reads them: a 414 in the envelope for a path and query string over
+    ``MAX_REQUEST_TARGET`` bytes, and a 400 for a path that is not UTF-8 once percent-decoded, or a path or
+    query string that holds a NUL.
 
     A user id, key, category or search term with a NUL would reach the database, which refuses it (a 500).
-    Lone surrogates cannot arrive here: Django re-escapes undecodable bytes of a path and replaces them in a
-    query string.
+    Lone surrogates cannot arrive here: Django re-escapes undecodable bytes of a path (so they are refused
+    here, from the raw path or Django's escapes: :func:`~memoryplatform.routing.sent_path`) and replaces them
+    in a query string. ``memoryplatform.asgi`` makes the first two checks itself, on the raw path, before a
+    body is read: uvicorn passes Django the path decoded, with U+FFFD for undecodable bytes.
     """
 
     def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        path, target_length = _sent_path(request)
+        too_long = target_too_long(target_length)
+        if too_long:
+            return JsonResponse(envelope(too_long, "uri_too_long"), status=414)
+        undecodable = path_bytes_problem(path)
+        if undecodable:
+            return JsonResponse(envelope(undecodable, "bad_request"), status=400)
         for where, text in [("path", request.path), *(("query", value) for value in _query_texts(request))]:
             problem = text_problem(text)
             if problem:
@@ -75,6 +88,14 @@ class RefuseUnstorableTextMiddleware:
 
 def _query_texts(request: HttpRequest) -> list[str]:
     return [text for name, values in request.GET.lists() for text in (name, *values)]
+
+
+def _sent_path(request: HttpRequest) -> tuple[bytes, int]:
+    """The path's bytes as the client sent them (percent-decoded), and the length of the request target (path
+    and query string, percent-encoded)."""
+    path = sent_path(request)
+    query = request.META.get("QUERY_STRING", "")
+    return unquote_to_bytes(path), len(path) + (len(query) + 1 if query else 0)
 
 
 ADMIN_PREFIX = "/admin/"  # memoryplatform.urls mounts the admin here

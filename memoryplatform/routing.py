@@ -24,7 +24,7 @@ from urllib.parse import quote, unquote, urlsplit
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import URLPattern, re_path
 
-from memoryplatform.api.text import ascii_int
+from memoryplatform.text import ascii_int
 
 # What each kind of placeholder matches. "str": one path segment (with the raw path, an encoded "/" stays
 # inside it). "int": one segment that must be an id, else the 404 of an unknown id. "text": any text, "/"
@@ -100,6 +100,14 @@ def _raw_path(request: HttpRequest) -> str | None:
             return None
         raw_path = urlsplit(target).path if "://" in target.split("?", 1)[0] else target
     return raw_path.split("?", 1)[0].split("#", 1)[0]
+
+
+def sent_path(request: HttpRequest) -> str:
+    """The path percent-encoded as the client sent it: the raw path when the server passes it on; else the
+    decoded path encoded again, where Django has already re-escaped bytes that are not UTF-8 (``%FF``), so
+    that they are found again (as is a literal ``%FF`` sent as ``%25FF``: the two read alike there)."""
+    raw = _raw_path(request)
+    return raw if raw is not None else quote(request.path_info, safe="/%")
 
 
 def encoded_path_info(request: HttpRequest) -> str:

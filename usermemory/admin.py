@@ -18,9 +18,9 @@ from apikeys.admin import AgentAdmin
 from apikeys.caller import Caller
 from apikeys.models import Agent
 from memoryplatform.admin_mixins import ReadOnlyAdminMixin
-from memoryplatform.api.text import ascii_int
 from memoryplatform.errors import ServiceError
 from memoryplatform.paginator import LargeTablePaginator
+from memoryplatform.text import ascii_int
 from usermemory import selectors, services
 from usermemory.models import (
     DEFAULT_ALLOWED_CATEGORIES,

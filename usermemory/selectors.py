@@ -512,6 +512,9 @@ def memory_history(*, caller: Caller, entry_id: int, limit: int = 1000) -> list[
     Dream's ``flagged`` and ``unflagged`` events are not shown to agents: Dream flags a (user, key) set
     across every agent, so such an event on an agent's own entry would tell it that an entry it cannot see
     holds another value (the leak its ``conflicted`` flag avoids, :func:`visible_conflict`).
+
+    Key prefixes are for staff (viewer and admin keys, staff): an agent sees no ``key_prefix``, its own keys'
+    included, and a change made with a viewer or admin key names only the role (:func:`_without_key_prefix`).
     """
     events = MemoryEvent.objects.filter(entry_id=entry_id).order_by("created_at", "id")
     if not caller.is_agent:
@@ -525,7 +528,17 @@ def memory_history(*, caller: Caller, entry_id: int, limit: int = 1000) -> list[
     for row in seen:  # the output serializer shows which values were hidden
         row.event.old_value_hidden = row.old_value_hidden  # type: ignore[attr-defined]  # set for the serializer only
         row.event.new_value_hidden = row.new_value_hidden  # type: ignore[attr-defined]  # set for the serializer only
+        _without_key_prefix(row.event)
     return [row.event for row in seen]
+
+
+def _without_key_prefix(event: MemoryEvent) -> None:
+    """An event as an agent sees it, naming no key: a key's prefix picks one key out of its agent's (or an
+    admin's) keys, which is for staff to know. ``actor_id`` keeps the agent, or the role of a viewer or admin
+    key (its ``role:prefix``, as :class:`~usermemory.history.Actor` records it). Not saved."""
+    event.key_prefix = ""
+    if event.actor_type == MemoryEvent.ActorType.KEY:
+        event.actor_id = event.actor_id.split(":", 1)[0]
 
 
 def properties_for_user(*, user_id: str) -> dict[str, object]:

@@ -13,10 +13,10 @@ from django.utils import timezone
 from apikeys.caller import Caller
 from apikeys.models import Agent
 from apikeys.services import caller_require_writer
-from memoryplatform.api.text import json_problem, text_problem
 from memoryplatform.batches import batch_size_check
 from memoryplatform.errors import BadRequest, CapacityReached, Forbidden, RateLimited
 from memoryplatform.locks import LockId, advisory_xact_lock
+from memoryplatform.text import json_problem, text_problem
 from usermemory import selectors
 from usermemory.embedding import embeddings_schedule
 from usermemory.history import SCOPE_FIELDS, Actor, EventLog, Scope

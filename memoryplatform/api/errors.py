@@ -7,8 +7,11 @@ auth, throttling, 405) and Django's 404/500 handlers are translated to the same 
 """
 
 import logging
+import re
+import uuid
 from typing import Any
 
+import psycopg
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import InterfaceError, OperationalError
@@ -30,6 +33,7 @@ _CODES_BY_STATUS = {
     406: "not_acceptable",
     409: "conflict",
     413: "payload_too_large",
+    414: "uri_too_long",
     415: "unsupported_media_type",
     429: "rate_limited",
     500: "server_error",
@@ -62,9 +66,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
             envelope("Request body is too large.", "payload_too_large"),
             status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
-    if isinstance(exc, OperationalError | InterfaceError):
-        # The database went away mid-request (a restart, a crash, a lost connection) or cancelled the
-        # statement: nothing was half-written (the transaction is gone with it); the next request reconnects.
+    if database_unreachable(exc):
+        # The database went away mid-request (a restart, a crash, a lost connection) or takes no more
+        # connections: nothing was half-written (the transaction is gone with it); the next request
+        # reconnects.
         logger.warning("Database unavailable in %s: %s", context.get("view").__class__.__name__, exc)
         return Response(
             envelope("The database is unavailable; retry the request.", "unavailable"),
@@ -79,8 +84,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         exc = exceptions.ValidationError(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
 
     if not isinstance(exc, exceptions.APIException):
-        logger.exception("Unhandled error in %s", context.get("view").__class__.__name__)
-        return Response(envelope("Internal server error.", "server_error"), status=500)
+        return _server_error(exc, context)
 
     auth_header = getattr(exc, "auth_header", None)
     if auth_header:
@@ -94,6 +98,58 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         details = {"fields": exc.detail} if isinstance(exc.detail, dict) else {"errors": exc.detail}
         return Response(envelope(first_message(exc.detail), code, details), status=exc.status_code)
     return Response(envelope(first_message(exc.detail), code), status=exc.status_code, headers=headers)
+
+
+# SQLSTATEs of a server that cannot serve the connection, whatever the statement: admin_shutdown,
+# crash_shutdown, cannot_connect_now (starting up or shutting down), idle_session_timeout,
+# too_many_connections. Class 08 (connection_exception) is one too. Every other error the server raises (a
+# data error, a program limit such as a tsvector over 1 MB, a lock or statement timeout, a deadlock) is the
+# request's, not an outage.
+UNREACHABLE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "57P05", "53300"})
+
+
+def database_unreachable(exc: Exception) -> bool:
+    """Whether a database error means the database cannot be reached (a 503 worth retrying), rather than a
+    failure of this request's statement (a 500). psycopg raises a lost or refused connection without a
+    SQLSTATE; Django wraps it, and ``InterfaceError`` is its closed connection. The prepared writes
+    (``usermemory.sql.base.prepared_row``) run on a psycopg cursor, whose errors arrive unwrapped."""
+    if isinstance(exc, InterfaceError | psycopg.InterfaceError):
+        return True
+    if isinstance(exc, psycopg.OperationalError):
+        sqlstate = exc.sqlstate
+    elif isinstance(exc, OperationalError):
+        sqlstate = getattr(exc.__cause__, "sqlstate", None)
+    else:
+        return False
+    return sqlstate is None or sqlstate.startswith("08") or sqlstate in UNREACHABLE_SQLSTATES
+
+
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+def request_id_of(request: HttpRequest | None) -> str:
+    """The request's id for the log: the ``X-Request-Id`` a proxy or client sent, if it is a plain token,
+    else a new one."""
+    sent = request.headers.get("X-Request-Id", "") if request is not None else ""
+    return sent if _REQUEST_ID.fullmatch(sent) else uuid.uuid4().hex
+
+
+def _server_error(exc: Exception, context: dict[str, Any]) -> Response:
+    """A 500 in the envelope, never retried by our clients, and logged with the traceback under an id the
+    answer gives (``details.requestId`` and ``X-Request-Id``): an operator finds the one from the other."""
+    request_id = request_id_of(context.get("request"))
+    logger.error(
+        "Unhandled error in %s, request id %s",
+        context.get("view").__class__.__name__,
+        request_id,
+        exc_info=exc,
+        extra={"request_id": request_id},
+    )
+    return Response(
+        envelope("Internal server error.", "server_error", {"requestId": request_id}),
+        status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+        headers={"X-Request-Id": request_id},
+    )
 
 
 def _wants_html(request: HttpRequest) -> bool:

@@ -1,22 +1,18 @@
-"""The JSON parser of every REST door: DRF's, plus the checks of :mod:`memoryplatform.api.text`."""
+"""The JSON parser of every REST door: DRF's, plus the checks of :mod:`memoryplatform.text`."""
 
 import codecs
-import json
 from typing import Any
 
 from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from memoryplatform.api.text import json_problem
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+from memoryplatform.text import json_loads, json_problem
 
 
 class StrictJSONParser(JSONParser):
-    """JSON bodies only as the database can store them: no NUL, no lone surrogate, at most 64 levels deep.
+    """JSON bodies only as the database can store them: no NUL, no lone surrogate, at most 64 levels deep,
+    and no key given twice in one object (a 400 naming it).
 
     Python's decoder raises ``RecursionError`` on very deep input; that is a parse error too, not a 500.
     """
@@ -25,10 +21,10 @@ class StrictJSONParser(JSONParser):
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
         try:
             text = codecs.getreader(encoding)(stream).read()
-            data = json.loads(text, parse_constant=_refuse_constant if self.strict else None)
+            data = json_loads(text, strict=self.strict)
         except RecursionError:
             raise ParseError("JSON parse error - the body is nested too deeply.") from None
-        except ValueError as exc:  # also UnicodeDecodeError
+        except ValueError as exc:  # also UnicodeDecodeError and DuplicateKey
             raise ParseError(f"JSON parse error - {exc}") from None
         problem = json_problem(data)
         if problem:

@@ -42,7 +42,9 @@ def test_group_gates_participation(agent_a_api, agent_b_api):
         agent_b_api.get(f"{BASE}/{gated}/checkpoint"),
         agent_b_api.get(f"{BASE}/{gated}/context"),
     ]:
-        assert_envelope(response, 403, "forbidden")
+        # Issue 33: the same 404 as an id that does not exist, naming no group (it was a 403 naming "team").
+        assert_envelope(response, 404, "not_found")
+        assert response.json()["error"] == f"No conversation '{gated}'."
     assert Message.objects.count() == 1
 
     # Without a group any agent key takes part.
@@ -132,3 +134,34 @@ def test_unknown_conversation_is_404(agent_a_api):
         assert_envelope(agent_a_api.get(f"{BASE}/{conversation}/messages"), 404, "not_found")
         assert_envelope(post(agent_a_api, conversation, content="x"), 404, "not_found")
         assert_envelope(agent_a_api.get(f"{BASE}/{conversation}/context"), 404, "not_found")
+
+
+def test_a_conversation_the_caller_cannot_see_answers_as_one_that_does_not_exist(agent_a_api, agent_b_api):
+    """Issue 33, finding 14: agent B is not in group ``team``. Every route of the team's conversation answers
+    B exactly as for an unknown id (status and body, the id aside); nothing names the group."""
+    gated = create(agent_a_api, groupId="team")
+    unknown = str(uuid.uuid4())
+
+    def answers(conversation_id: str) -> list[tuple[int, dict]]:
+        sync = {"sessionId": "s", "messages": [{"role": "user", "content": text("x")}]}
+        responses = [
+            agent_b_api.get(f"{BASE}/{conversation_id}"),
+            agent_b_api.get(f"{BASE}/{conversation_id}/messages"),
+            agent_b_api.get(f"{BASE}/{conversation_id}/messages", {"channel": "memory"}),
+            post(agent_b_api, conversation_id, content="let me in"),
+            agent_b_api.post(f"{BASE}/{conversation_id}/memory/messages/sync", sync, format="json"),
+            agent_b_api.get(f"{BASE}/{conversation_id}/checkpoint"),
+            agent_b_api.put(f"{BASE}/{conversation_id}/checkpoint", {"lastEntryId": unknown}, format="json"),
+            agent_b_api.get(f"{BASE}/{conversation_id}/context"),
+        ]
+        bodies = [r.json() for r in responses]
+        return [
+            (r.status_code, {**b, "error": b["error"].replace(conversation_id, "<id>")})
+            for r, b in zip(responses, bodies, strict=True)
+        ]
+
+    seen, alike = answers(gated), answers(unknown)
+    assert seen == alike
+    assert {status for status, _ in seen} == {404}
+    assert not any("team" in body["error"] or body["details"] for _, body in seen)
+    assert not Message.objects.filter(conversation_id=gated).exists()

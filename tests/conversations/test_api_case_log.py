@@ -88,7 +88,7 @@ def test_context_holds_exactly_the_agents_own_streams(agent_a_api, agent_b_api, 
     assert {m["key"] for m in context["userMemories"]} == {"a_private", "shared", "team_note"}
 
     # Agent B may not read A's context, nor take part in the team's conversation.
-    assert_envelope(agent_b_api.get(f"{BASE}/{conversation}/context"), 403, "forbidden")
+    assert_envelope(agent_b_api.get(f"{BASE}/{conversation}/context"), 404, "not_found")  # issue 33: was 403
     b_context = agent_b_api.get(f"{BASE}/{b_conversation}/context").json()
     assert texts(b_context["memory"]["messages"]) == ["b memory"]
     assert texts(b_context["history"]) == ["b answers"]

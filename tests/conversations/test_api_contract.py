@@ -102,7 +102,7 @@ def test_listing_pages_newest_first_with_the_visibility_of_get(
         b_sees = _page(agent_b_api)
     assert [c["id"] for c in b_sees["data"]] == [other_user, *reversed(open_ids)]
     assert gated not in {c["id"] for c in _page(agent_b_api, userId="u1")["data"]}
-    assert_envelope(agent_b_api.get(f"{BASE}/{gated}"), 403, "forbidden")
+    assert_envelope(agent_b_api.get(f"{BASE}/{gated}"), 404, "not_found")  # issue 33: was 403
     for client in (viewer_api, admin_api):
         assert len(_page(client)["data"]) == 5
     assert _page(admin_api, userId="nobody") == {"data": [], "nextCursor": None}

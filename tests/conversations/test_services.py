@@ -8,7 +8,7 @@ from django.db import connection
 from apikeys.caller import Caller
 from conversations import selectors, services
 from conversations.models import Conversation, Message
-from memoryplatform.errors import BadRequest, Forbidden
+from memoryplatform.errors import BadRequest, Forbidden, NotFound
 from tests.factories import AgentFactory, AgentGroupFactory
 
 
@@ -46,7 +46,7 @@ def test_service_rules_hold_without_the_rest_door():
     outsider = agent_caller("outsider")
     AgentGroupFactory(id="crew", members=[member.agent])
     conversation = services.conversation_create(caller=member, user_id="u", group_id="crew")
-    with pytest.raises(Forbidden):
+    with pytest.raises(NotFound):  # issue 33: an outsider sees no such conversation (was 403)
         services.message_append(caller=outsider, conversation_id=str(conversation.id), writes=[write()])
     with pytest.raises(BadRequest):
         services.message_append(caller=member, conversation_id=str(conversation.id), writes=[write()] * 21)

@@ -1,5 +1,7 @@
 """History events, GDPR export and erasure, legacy properties, and the policy API."""
 
+from apikeys.models import AgentGroup, ApiKey
+from tests.factories import AgentFactory
 from tests.helpers import assert_envelope
 from usermemory.models import MemoryEntry, MemoryEvent
 
@@ -16,11 +18,36 @@ def test_every_change_leaves_an_event(agent_a_api, agent_b_api, put):
         ("updated", "one", "two"),
     ]
     assert events[0]["actorType"] == "agent" and events[0]["actorId"] == "agent-a"
-    assert events[0]["keyPrefix"] == agent_a_api.key.prefix
+    assert events[0]["keyPrefix"] == ""  # issue 33: key prefixes are for staff, an agent's own included
     # Another agent cannot read the history of an entry it cannot see.
     assert_envelope(agent_b_api.get(f"{BASE}/entry/{entry['id']}/history"), 404, "not_found")
     agent_a_api.delete(f"{BASE}/entry/{entry['id']}")
     assert MemoryEvent.objects.filter(entry_id=entry["id"], action="deleted", old_value="two").exists()
+
+
+def test_history_shows_key_prefixes_to_staff_only(agent_a_api, admin_api, viewer_api, make_api_client, put):
+    """Issue 33, finding 10: agent C, in group ``team`` with agent A, reads the history of A's group entry and
+    of an admin's global one. It sees who changed them (the agent, or the admin role), never a key's prefix;
+    viewer and admin keys see every prefix."""
+    agent_c = AgentFactory(id="agent-c")
+    AgentGroup.objects.get(id="team").members.add(agent_c)
+    agent_c_api = make_api_client(ApiKey.Role.AGENT, agent_c)
+    shared = put(agent_a_api, userId=U, key="k", value=1, visibility="group", groupIds=["team"]).json()
+    put(agent_a_api, userId=U, key="k", value=2, visibility="group", groupIds=["team"])
+    public = put(admin_api, userId=U, key="g", value=1, visibility="global").json()
+    a_prefix, admin_prefix = agent_a_api.key.prefix, admin_api.key.prefix
+
+    def actors(client, entry):
+        events = client.get(f"{BASE}/entry/{entry['id']}/history").json()
+        return [(e["actorType"], e["actorId"], e["keyPrefix"]) for e in events]
+
+    for agent in (agent_c_api, agent_a_api):
+        assert actors(agent, shared) == [("agent", "agent-a", "")] * 2
+        assert actors(agent, public) == [("key", "admin", "")]
+    for staff in (viewer_api, admin_api):
+        assert actors(staff, shared) == [("agent", "agent-a", a_prefix)] * 2
+        assert actors(staff, public) == [("key", f"admin:{admin_prefix}", admin_prefix)]
+    assert a_prefix not in agent_c_api.get(f"{BASE}/entry/{shared['id']}/history").content.decode()
 
 
 def test_history_of_a_deleted_entry_is_readable_by_admin(admin_api, put):

@@ -18,8 +18,8 @@ from apikeys.models import Agent
 from apikeys.permissions import IsAdminCaller, ReadAnyWriteAgentOrAdmin, request_caller
 from apikeys.selectors import agent_list
 from memoryplatform.api.serializers import require_valid_item
-from memoryplatform.api.text import text_problem
 from memoryplatform.errors import BadRequest, NotFound
+from memoryplatform.text import text_problem
 from usermemory import selectors, services
 from usermemory.api.serializers import (
     CountOutputSerializer,

@@ -168,3 +168,19 @@ def test_mcp_config_prints_http_and_stdio(capsys, tmp_path):
         "args": [str(tmp_path / "manage.py"), "mcp"],
         "env": {"MEMORYPLATFORM_API_KEY": "mp_k"},
     }
+
+
+def test_a_server_error_is_not_retried_even_for_an_idempotent_call():
+    """A 500 ``server_error`` is the request's failure, not an outage (issue 33): sending it again would fail
+    again, so only 503 ``unavailable`` (and 429) are retried. Its request id stays readable for a report."""
+    failed = httpx.Response(
+        500,
+        json={"error": "Internal server error.", "code": "server_error", "details": {"requestId": "r-1"}},
+        headers={"X-Request-Id": "r-1"},
+    )
+    handle, seen = _scripted(failed, httpx.Response(200, json={"userId": "u", "count": 3}))
+    with pytest.raises(ServerError) as refused:
+        _client(handle).count_memories("u")
+    assert len(seen) == 1
+    assert not isinstance(refused.value, UnavailableError)
+    assert refused.value.details == {"requestId": "r-1"}

@@ -1,0 +1,138 @@
+"""Checks on text and JSON that every door applies before a value can reach the database.
+
+PostgreSQL refuses NUL (``\\u0000``) in text and jsonb, and no database can store a lone surrogate
+(``"\\ud800"``: not encodable as UTF-8). A number such as ``1e400`` parses as infinity, which no JSON
+column stores and no JSON answer can carry. A value nested deeper than :data:`MAX_JSON_DEPTH` is refused too,
+so no later step (rendering, search text, Dream) recurses without bound. A key given twice in one object
+is refused too (:func:`json_loads`): a proxy or an audit log that reads the first one would otherwise see
+another value than the one written.
+"""
+
+import json
+import math
+from typing import Any
+
+MAX_JSON_DEPTH = 64
+MAX_REQUEST_TARGET = 16 * 1024
+"""Bytes of a request's path and query string as sent (percent-encoded): a longer one is a 414 in the
+envelope. Well above what any route needs (a 1,000-character ``q`` of 4-byte characters is 12,000 bytes
+encoded), and below the servers' own limits, which answer in plain text (uvicorn's about 64 KB)."""
+MAX_ID = 2**63 - 1
+"""The largest id a 64-bit primary key holds."""
+
+
+def ascii_int(text: str, *, low: int = 0, high: int = MAX_ID) -> int | None:
+    """The whole number ``text`` writes in ASCII digits, if it lies in ``low..high``; else ``None``.
+
+    ``str.isdigit`` and ``int()`` also read other scripts' digits (``"١"`` is 1), so one id would answer to
+    many spellings; and an unbounded number reaches the database as an out-of-range error.
+    """
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(high)):
+        return None
+    value = int(text)
+    return value if low <= value <= high else None
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored, or ``None`` when it can."""
+    if "\x00" in text:
+        return "contains a NUL character (\\u0000)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone surrogate (not valid Unicode)"
+    return None
+
+
+def target_too_long(length: int) -> str | None:
+    """Why a request target (path and query string, as sent) of ``length`` bytes is refused (a 414), or
+    ``None``."""
+    if length <= MAX_REQUEST_TARGET:
+        return None
+    return (
+        f"The request line is too long: its path and query string hold at most {MAX_REQUEST_TARGET} bytes "
+        f"as sent; got {length}."
+    )
+
+
+def path_bytes_problem(path: bytes) -> str | None:
+    """Why a path, percent-decoded to its bytes, is refused (a 400), or ``None``. Bytes that are not UTF-8
+    (``%FF``, or ``%ED%A0%80``, an encoded surrogate) name no text: decoded leniently, as servers do, two such
+    paths would become one ``\ufffd`` and name one user."""
+    try:
+        path.decode("utf-8")
+    except UnicodeDecodeError:
+        return "The path is not valid UTF-8 once percent-decoded; encode each value's text as UTF-8."
+    return None
+
+
+def json_problem(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> str | None:
+    """Why a parsed JSON value cannot be stored (a bad string or key anywhere, or too deep), or ``None``.
+
+    Walks with an explicit stack, so a deep value cannot exhaust Python's recursion limit here.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            problem = text_problem(item)
+            if problem:
+                return f"a string {problem}"
+        elif isinstance(item, float) and not math.isfinite(item):
+            return "a number is out of range (JSON numbers are finite)"
+        elif isinstance(item, dict | list):
+            if depth > max_depth:
+                return f"nested more than {max_depth} levels deep"
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    stack.append((key, depth))
+                    stack.append((child, depth + 1))
+            else:
+                stack.extend((child, depth + 1) for child in item)
+    return None
+
+
+class DuplicateKey(ValueError):
+    """A JSON object names one key twice: which value was meant is not for the server to guess."""
+
+    def __init__(self, key: str) -> None:
+        shown = key if len(key) <= 100 else f"{key[:100]}..."
+        # Named as JSON: a key holding a lone surrogate or a NUL is escaped, so the answer can always be sent.
+        super().__init__(f"the key {json.dumps(shown)} appears more than once in one object")
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key)
+            seen.add(key)
+    return obj
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def json_loads(text: str | bytes, *, strict: bool = True) -> Any:
+    """``json.loads`` for a request body, as every door parses one: a key given twice in one object raises
+    :class:`DuplicateKey` (a ``ValueError``), naming it; with ``strict``, ``NaN`` and ``Infinity`` are
+    refused. Other checks on the value are :func:`json_problem`'s."""
+    return json.loads(
+        text, object_pairs_hook=_unique_keys, parse_constant=_refuse_constant if strict else None
+    )
+
+
+def duplicate_key_problem(body: bytes) -> str | None:
+    """Why a JSON body is refused for naming a key twice in one object, or ``None`` (for any other body,
+    valid or not: a door that parses the body itself answers the rest)."""
+    try:
+        json_loads(body, strict=False)
+    except DuplicateKey as exc:
+        return str(exc)
+    except (ValueError, RecursionError):
+        return None
+    return None
