@@ -1,6 +1,6 @@
 """History events, GDPR export and erasure, legacy properties, and the policy API."""
 
-from tests.helpers import assert_envelope
+from tests.helpers import assert_envelope, internal_id
 from usermemory.models import MemoryEntry, MemoryEvent
 
 BASE = "/usermemorystore/memories"
@@ -20,7 +20,8 @@ def test_every_change_leaves_an_event(agent_a_api, agent_b_api, put):
     # Another agent cannot read the history of an entry it cannot see.
     assert_envelope(agent_b_api.get(f"{BASE}/entry/{entry['id']}/history"), 404, "not_found")
     agent_a_api.delete(f"{BASE}/entry/{entry['id']}")
-    assert MemoryEvent.objects.filter(entry_id=entry["id"], action="deleted", old_value="two").exists()
+    row = internal_id(entry["id"])
+    assert MemoryEvent.objects.filter(entry_id=row, action="deleted", old_value="two").exists()
 
 
 def test_history_of_a_deleted_entry_is_readable_by_admin(admin_api, put):
