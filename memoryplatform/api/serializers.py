@@ -72,7 +72,7 @@ class PublicIdField(serializers.CharField):
         kwargs.setdefault("help_text", f"The {kind.replace('_', ' ')}'s public id: opaque digits.")
         super().__init__(**kwargs)
 
-    def to_representation(self, value: int) -> str:
+    def to_representation(self, value: Any) -> str:  # the row's id, an int (CharField's stubs say str)
         return str(publicids.to_public(self.kind, value))
 
 
