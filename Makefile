@@ -29,10 +29,10 @@ $(VENV)/.installed-dev: pyproject.toml clients/python/pyproject.toml | $(VENV)/b
 	$(PY) -m pip install --quiet -e ./clients/python
 	touch $(VENV)/.installed $@
 
-# A local .env with a random SECRET_KEY; never committed.
+# A local .env with a random SECRET_KEY and PUBLIC_ID_KEY; never committed.
 .env:
-	$(PYTHON) -c "import secrets; print('SECRET_KEY=' + secrets.token_urlsafe(50))" > .env
-	@echo "Wrote .env with a random SECRET_KEY (see .env.example for every setting)."
+	$(PYTHON) -c "import secrets; print('SECRET_KEY=' + secrets.token_urlsafe(50)); print('PUBLIC_ID_KEY=' + secrets.token_urlsafe(32))" > .env
+	@echo "Wrote .env with a random SECRET_KEY and PUBLIC_ID_KEY (see .env.example for every setting)."
 
 install: $(VENV)/.installed .env
 install-dev: $(VENV)/.installed-dev .env

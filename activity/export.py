@@ -4,6 +4,7 @@ export's own versioned format (``usermemory.export``), not the API's shapes."""
 from typing import Any
 
 from activity.models import Task, ToolCall
+from memoryplatform import publicids
 from usermemory.export import iso
 
 
@@ -13,7 +14,7 @@ def activity_export_user(user_id: str) -> dict[str, Any]:
     return {
         "tasks": [
             {
-                "id": task.id,
+                "id": publicids.to_public(publicids.TASK, task.id),
                 "title": task.title,
                 "creatorAgentId": task.creator_id,
                 "assigneeAgentId": task.assignee_id,
@@ -27,7 +28,7 @@ def activity_export_user(user_id: str) -> dict[str, Any]:
         ],
         "toolCalls": [
             {
-                "id": call.id,
+                "id": publicids.to_public(publicids.TOOL_CALL, call.id),
                 "agentId": call.agent_id,
                 "tool": call.tool,
                 "args": call.args,

@@ -10,6 +10,7 @@ from django.db.models import Q, QuerySet
 
 from activity.models import Task, ToolCall
 from apikeys.caller import Caller
+from memoryplatform import publicids
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
 
 
@@ -22,19 +23,22 @@ class ToolCallPage:
 
 
 def cursor_of(call: ToolCall) -> str:
-    """An opaque cursor after ``call`` in the newest-first order: its time and id."""
-    return base64.urlsafe_b64encode(f"{call.created_at.isoformat()}|{call.pk}".encode()).decode()
+    """An opaque cursor after ``call`` in the newest-first order: its time and its public id (the row's own
+    number would count every agent's calls)."""
+    public_id = publicids.to_public(publicids.TOOL_CALL, call.pk)
+    return base64.urlsafe_b64encode(f"{call.created_at.isoformat()}|{public_id}".encode()).decode()
 
 
 def _position(cursor: str) -> tuple[datetime, int]:
+    """A cursor's time and internal id; a cursor given before public ids holds a legacy id."""
     try:
-        created_at, _, pk = base64.urlsafe_b64decode(cursor.encode("ascii")).decode().partition("|")
-        position = datetime.fromisoformat(created_at), int(pk)
+        created_at, _, given = base64.urlsafe_b64decode(cursor.encode("ascii")).decode().partition("|")
+        moment, pk = datetime.fromisoformat(created_at), publicids.parse(publicids.TOOL_CALL, given)
     except (ValueError, UnicodeError, binascii.Error):
         raise BadRequest("after is not a cursor this list gave.") from None
-    if position[0].tzinfo is None:
+    if moment.tzinfo is None or pk is None:
         raise BadRequest("after is not a cursor this list gave.")
-    return position
+    return moment, pk
 
 
 def tool_call_filter(
@@ -123,7 +127,7 @@ def task_list(
 def task_get(*, caller: Caller, task_id: int) -> Task:
     task = task_list(caller=caller).filter(pk=task_id).first()
     if task is None:
-        raise NotFound(f"No task {task_id}.")
+        raise NotFound(f"No task {publicids.to_public(publicids.TASK, task_id)}.")
     return task
 
 

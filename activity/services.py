@@ -24,6 +24,7 @@ from apikeys.caller import Caller
 from apikeys.models import Agent
 from apikeys.selectors import agent_group_ids
 from apikeys.services import caller_require_writer
+from memoryplatform import publicids
 from memoryplatform.errors import BadRequest, Conflict, Forbidden, NotFound
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, Visibility
 from usermemory.services import MemoryWrite, memory_upsert
@@ -235,7 +236,8 @@ def _require_member(*, agent_id: str, group_ids: list[str]) -> None:
 def _task_for_update(*, caller: Caller, task_id: int) -> Task:
     task = Task.objects.select_for_update().filter(pk=task_id).first()
     if task is None or (caller.is_agent and caller.agent_id not in {task.creator_id, task.assignee_id}):
-        raise NotFound(f"No task {task_id}.")  # an agent outside the task learns nothing of it
+        # an agent outside the task learns nothing of it
+        raise NotFound(f"No task {publicids.to_public(publicids.TASK, task_id)}.")
     return task
 
 
@@ -256,7 +258,7 @@ def task_update(*, caller: Caller, task_id: int, status: str | None = None, resu
             details={"assigneeId": task.assignee_id},
         )
     if task.status in FINAL_STATUSES:
-        message = f"Task {task.pk} is {task.status}: it changes no more."
+        message = f"Task {publicids.to_public(publicids.TASK, task.pk)} is {task.status}: it changes no more."
         raise Conflict(message, details={"status": task.status})
     now = timezone.now()
     if result is not UNSET:
@@ -273,14 +275,20 @@ def task_update(*, caller: Caller, task_id: int, status: str | None = None, resu
     return task
 
 
+def task_memory_key(task: Task) -> str:
+    """The key of a done task's result memory: ``task:`` and the task's public id (the id its creator was
+    given; the row's own number would count every agent's tasks)."""
+    return f"task:{publicids.to_public(publicids.TASK, task.pk)}"
+
+
 def _store_result(*, caller: Caller, task: Task) -> MemoryEntry:
-    """The done task's result as a memory of its user, owned by the assignee: ``task:<id>`` =
+    """The done task's result as a memory of its user, owned by the assignee: ``task:<public id>`` =
     ``{title, result}``, category ``task_result``, the task's visibility and groups."""
     written = memory_upsert(
         caller=caller,
         write=MemoryWrite(
             user_id=task.user_id,
-            key=f"task:{task.pk}",
+            key=task_memory_key(task),
             value={"title": task.title, "result": task.result},
             category=TASK_RESULT_CATEGORY,
             visibility=task.visibility,

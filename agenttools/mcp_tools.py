@@ -19,8 +19,8 @@ from activity.api.serializers import TaskOutputSerializer
 from activity.models import Task
 from apikeys.caller import Caller
 from apikeys.models import ApiKey
+from memoryplatform import publicids
 from memoryplatform.errors import BadRequest
-from memoryplatform.text import ascii_int
 from usermemory import selectors, services
 from usermemory.api.serializers import MemoryEntryOutputSerializer, ScoredMemoryEntryOutputSerializer
 from usermemory.models import RecallOrder, Visibility
@@ -96,10 +96,10 @@ def _agent_id(args: dict[str, Any]) -> str | None:
 
 
 def _entry_id(args: dict[str, Any]) -> int:
-    """An entry id: ASCII digits only (``str.isdigit`` also takes other scripts' digits), within a bigint."""
-    entry_id = ascii_int(str(args["entryId"]))
+    """An entry's public id (or a legacy one) as the internal id it names: ASCII digits only."""
+    entry_id = publicids.parse(publicids.ENTRY, args["entryId"])
     if entry_id is None:
-        raise BadRequest("entryId must be a memory entry id: a positive whole number written in digits 0-9.")
+        raise BadRequest("entryId must be a memory entry id as this server gave it, in digits 0-9.")
     return entry_id
 
 
@@ -185,13 +185,14 @@ def _upsert(caller: Caller, args: dict[str, Any]) -> Any:
         ),
         turn_id=args.get("turnId"),
     )
-    return {"id": str(result.entry.pk), "key": result.entry.key, "status": "upserted"}
+    entry_id = publicids.public_str(publicids.ENTRY, result.entry.pk)
+    return {"id": entry_id, "key": result.entry.key, "status": "upserted"}
 
 
 def _delete(caller: Caller, args: dict[str, Any]) -> Any:
     entry_id = _entry_id(args)
     services.memory_delete(caller=caller, entry_id=entry_id)
-    return {"entryId": str(entry_id), "status": "deleted"}
+    return {"entryId": publicids.public_str(publicids.ENTRY, entry_id), "status": "deleted"}
 
 
 def _delete_all(caller: Caller, args: dict[str, Any]) -> Any:
@@ -222,9 +223,9 @@ def _create_task(caller: Caller, args: dict[str, Any]) -> Any:
 
 
 def _complete_task(caller: Caller, args: dict[str, Any]) -> Any:
-    task_id = ascii_int(str(args["taskId"]))
+    task_id = publicids.parse(publicids.TASK, args["taskId"])
     if task_id is None:
-        raise BadRequest("taskId must be a task's id: a positive whole number written in digits 0-9.")
+        raise BadRequest("taskId must be a task's id as this server gave it, in digits 0-9.")
     task = activity.task_update(
         caller=caller, task_id=task_id, status=args.get("status", Task.Status.DONE), result=args["result"]
     )

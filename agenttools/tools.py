@@ -19,8 +19,8 @@ from activity import selectors as activity_selectors
 from activity import services as activity
 from activity.models import Task, ToolCall
 from apikeys.caller import Caller
+from memoryplatform import publicids
 from memoryplatform.errors import Forbidden, NotFound, ServiceError
-from memoryplatform.text import ascii_int
 from usermemory import selectors, services
 from usermemory.models import MemoryEntry, Visibility
 
@@ -398,8 +398,9 @@ def _forget(context: ToolContext, arguments: dict[str, Any]) -> str:
 
 
 def format_task(task: Task) -> str:
-    """``#12 [pending] Call the user back (from agent-a, for agent-b)``."""
-    return f"#{task.pk} [{task.status}] {task.title} (from {task.creator_id}, for {task.assignee_id})"
+    """``#4503599627370508 [pending] Call the user back (from agent-a, for agent-b)``: the public id."""
+    task_id = publicids.to_public(publicids.TASK, task.pk)
+    return f"#{task_id} [{task.status}] {task.title} (from {task.creator_id}, for {task.assignee_id})"
 
 
 def _create_task(context: ToolContext, arguments: dict[str, Any]) -> str:
@@ -421,7 +422,7 @@ def _create_task(context: ToolContext, arguments: dict[str, Any]) -> str:
 
 def _complete_task(context: ToolContext, arguments: dict[str, Any]) -> str:
     _only(arguments, ("taskId", "result", "status"))
-    task_id = ascii_int(str(arguments.get("taskId", "")))
+    task_id = publicids.parse(publicids.TASK, arguments.get("taskId"))
     if task_id is None:
         raise InvalidArguments("taskId must be a task's id, digits 0-9.")
     if "result" not in arguments or arguments["result"] is None:
@@ -432,7 +433,8 @@ def _complete_task(context: ToolContext, arguments: dict[str, Any]) -> str:
     task = activity.task_update(
         caller=context.caller, task_id=task_id, status=status, result=arguments["result"]
     )
-    remembered = f" Its result is remembered as 'task:{task.pk}'." if task.memory_entry_id else ""
+    key = activity.task_memory_key(task)
+    remembered = f" Its result is remembered as '{key}'." if task.memory_entry_id else ""
     return f"✅ Task {status}: {format_task(task)}.{remembered}"
 
 

@@ -34,6 +34,21 @@ def check_metrics_exposure(app_configs: Any, **kwargs: Any) -> list[Warning]:
     return []
 
 
+@register(Tags.security, deploy=True)
+def check_public_id_key(app_configs: Any, **kwargs: Any) -> list[Warning]:
+    """Public ids are keyed by PUBLIC_ID_KEY, or by SECRET_KEY when it is unset: then rotating SECRET_KEY
+    (a routine step after a leak) would change every public id that clients hold."""
+    if not settings.PUBLIC_ID_KEY and not settings.DEBUG:
+        return [
+            Warning(
+                "PUBLIC_ID_KEY is not set: public ids are keyed by SECRET_KEY, and change with it.",
+                hint="Set PUBLIC_ID_KEY to a random value, once, and keep it (.env.example).",
+                id="memoryplatform.W002",
+            )
+        ]
+    return []
+
+
 @register()
 def check_embeddings(app_configs: Any, **kwargs: Any) -> list[Error]:
     """The EMBEDDINGS_* settings describe an embedder (provider, model, URL); it is not called."""

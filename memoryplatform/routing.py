@@ -24,13 +24,17 @@ from urllib.parse import quote, unquote, urlsplit
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import URLPattern, re_path
 
+from memoryplatform import publicids
 from memoryplatform.text import ascii_int
 
 # What each kind of placeholder matches. "str": one path segment (with the raw path, an encoded "/" stays
-# inside it). "int": one segment that must be an id, else the 404 of an unknown id. "text": any text, "/"
-# included, as few characters as will do, so the fixed parts after it decide where it ends.
-KINDS = {"str": r"[^/]+", "int": r"[^/]+", "text": r"[\s\S]+?"}
-_PLACEHOLDER = re.compile(r"<(?:(?P<kind>str|text|int):)?(?P<name>\w+)>")
+# inside it). "int": one segment that must be an id, else the 404 of an unknown id. "entry", "task": one
+# segment that must be such a public id (or a legacy one, memoryplatform.publicids), given to the view as the
+# internal id, else that 404. "text": any text, "/" included, as few characters as will do, so the fixed parts
+# after it decide where it ends.
+KINDS = {"str": r"[^/]+", "int": r"[^/]+", "entry": r"[^/]+", "task": r"[^/]+", "text": r"[\s\S]+?"}
+PUBLIC_ID_KINDS: dict[str, publicids.Kind] = {"entry": publicids.ENTRY, "task": publicids.TASK}
+_PLACEHOLDER = re.compile(r"<(?:(?P<kind>str|text|int|entry|task):)?(?P<name>\w+)>")
 
 # Paths the resolver sees as sent (percent-encoded); the admin and static files keep Django's decoded path.
 DECODED_PREFIXES = ("/admin/", "/static/")
@@ -53,22 +57,25 @@ def _pattern(route: str) -> str:
     return "^" + "".join(parts) + "/?$"
 
 
-def _id(value: str) -> int:
-    """An ``<int:...>`` path value as an id; 404 (no such id) unless it is ASCII digits of a 64-bit id."""
-    entry_id = ascii_int(value)
+def _id(value: str, kind: str) -> int:
+    """An ``<int:...>`` path value as an id, an ``<entry:...>`` or ``<task:...>`` one as the internal id its
+    public id names; 404 (no such id) unless it is one."""
+    public_kind = PUBLIC_ID_KINDS.get(kind)
+    entry_id = ascii_int(value) if public_kind is None else publicids.parse(public_kind, value)
     if entry_id is None:
         raise Http404(f"No id '{value}'.")
     return entry_id
 
 
-def _decoded(view: Callable[..., HttpResponse], integers: frozenset[str]) -> Callable[..., HttpResponse]:
-    """The view, given each path value decoded once (and ``<int:...>`` values as ints)."""
+def _decoded(view: Callable[..., HttpResponse], integers: dict[str, str]) -> Callable[..., HttpResponse]:
+    """The view, given each path value decoded once (and id values as ints)."""
 
     @wraps(view)  # keeps the DRF view's attributes (cls, initkwargs, csrf_exempt) for the schema generator
     def decoded_view(request: HttpRequest, *args: Any, **kwargs: str) -> HttpResponse:
         values: dict[str, Any] = {name: unquote(v) for name, v in kwargs.items()}
-        for name in integers & values.keys():
-            values[name] = _id(values[name])
+        for name, kind in integers.items():
+            if name in values:
+                values[name] = _id(values[name], kind)
         return view(request, *args, **values)
 
     return decoded_view
@@ -78,11 +85,14 @@ def api_path(route: str, view: Callable[..., HttpResponse], name: str) -> URLPat
     """One API route, answering ``route`` and ``route/``.
 
     ``<name>`` captures one segment and ``<text:name>`` any text (``/`` included), each decoded;
-    ``<int:name>`` one segment that must be a 64-bit id, as an ``int`` (anything else is a 404). List a
+    ``<int:name>`` one segment that must be a 64-bit id, as an ``int`` (anything else is a 404);
+    ``<entry:name>``, ``<task:name>`` one that must be such a public id, as the internal ``int``. List a
     route whose fixed suffix a ``text`` value would otherwise swallow (``<text:user_id>/count``) before the
     bare one (``<text:user_id>``).
     """
-    integers = frozenset(m["name"] for m in _PLACEHOLDER.finditer(route) if m["kind"] == "int")
+    integers = {
+        m["name"]: m["kind"] for m in _PLACEHOLDER.finditer(route) if m["kind"] in ("int", *PUBLIC_ID_KINDS)
+    }
     return re_path(_pattern(route), _decoded(view, integers), name=name)
 
 

@@ -48,6 +48,12 @@ if not SECRET_KEY:
         "SECRET_KEY is not set. Put it in the environment or in .env (`make .env` writes a random one)."
     )
 
+# Public ids of entries, tasks, tool calls and history events are a keyed permutation of their row ids
+# (memoryplatform/publicids.py). Unset: a key derived from SECRET_KEY. Changing it changes every public id.
+PUBLIC_ID_KEY = env.str("PUBLIC_ID_KEY", default="")
+# Whole numbers below 2**52 given as ids are the internal ids shown before public ids (deprecated).
+PUBLIC_IDS_ACCEPT_LEGACY = _strict_bool("PUBLIC_IDS_ACCEPT_LEGACY", True)
+
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 

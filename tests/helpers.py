@@ -53,3 +53,20 @@ def url_of_the_test_database() -> str:
     else:
         host, query = db["HOST"], ""
     return f"postgres://{user}{password}@{host}:{db['PORT'] or 5432}/{db['NAME']}{query}"
+
+
+def internal_id(public: str | int, kind: str = "entry") -> int:
+    """The row id that a door's public id names (``memoryplatform.publicids``), for a test that reads the row
+    through the ORM or gives it to a scripted model that sees row ids."""
+    from memoryplatform import publicids
+
+    internal = publicids.parse(kind, public)  # type: ignore[arg-type]  # a Kind's name, checked by parse's lookup
+    assert internal is not None and int(public) >= publicids.PUBLIC_BASE, public
+    return internal
+
+
+def public_id(pk: int, kind: str = "entry") -> str:
+    """The id a door shows of the row ``pk`` (``memoryplatform.publicids``)."""
+    from memoryplatform import publicids
+
+    return str(publicids.to_public(kind, pk))  # type: ignore[arg-type]  # a Kind's name

@@ -13,10 +13,13 @@ from typing import Any
 
 from django.utils import timezone
 
+from memoryplatform import publicids
 from usermemory.models import MemoryEntry, MemoryEvent
 
 EXPORT_FORMAT = 1
-"""1: the user's memories, their history (with who could see each value), and each registered app's part."""
+"""1: the user's memories, their history (with who could see each value), and each registered app's part.
+Ids are the public ids the API shows (``memoryplatform.publicids``), as integers; before public ids, they were
+the rows' own numbers, in the same field and type."""
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -26,7 +29,7 @@ def iso(moment: datetime | None) -> str | None:
 
 def _entry(entry: MemoryEntry) -> dict[str, Any]:
     return {
-        "id": entry.id,
+        "id": publicids.to_public(publicids.ENTRY, entry.id),
         "key": entry.key,
         "value": entry.value,
         "category": entry.category,
@@ -46,8 +49,8 @@ def _entry(entry: MemoryEntry) -> dict[str, Any]:
 
 def _event(event: MemoryEvent) -> dict[str, Any]:
     return {
-        "id": event.id,
-        "entryId": event.entry_id,
+        "id": publicids.to_public(publicids.EVENT, event.id),
+        "entryId": None if event.entry_id is None else publicids.to_public(publicids.ENTRY, event.entry_id),
         "key": event.key,
         "action": event.action,
         "actorType": event.actor_type,

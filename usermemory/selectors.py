@@ -31,6 +31,7 @@ from prometheus_client import Counter
 from apikeys import selectors as apikeys_selectors
 from apikeys.caller import Caller
 from apikeys.models import Agent
+from memoryplatform import publicids
 from memoryplatform.embeddings import EmbedderError, get_embedder
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
@@ -483,7 +484,7 @@ def memory_count(
 
 def entry_not_found(entry_id: int) -> NotFound:
     """The one 404 of an entry id, the same whether the entry does not exist or the caller may not read it."""
-    return NotFound(f"No memory entry with id {entry_id}.")
+    return NotFound(f"No memory entry with id {publicids.to_public(publicids.ENTRY, entry_id)}.")
 
 
 def memory_get_readable(*, caller: Caller, entry_id: int) -> MemoryEntry:

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from apikeys.caller import Caller
 from apikeys.services import caller_require_writer
+from memoryplatform import publicids
 from memoryplatform.errors import BadRequest, Forbidden
 from usermemory import selectors
 from usermemory.governance import (
@@ -88,7 +89,8 @@ def memory_delete(*, caller: Caller, entry_id: int) -> None:
     entry = MemoryEntry.objects.select_for_update().filter(id=entry_id).first()
     if entry is not None and caller.is_agent and entry.source_agent_id != caller.agent_id:
         selectors.memory_get_readable(caller=caller, entry_id=entry_id)  # 404 when hidden
-        raise Forbidden(f"Memory entry {entry_id} is not owned by agent '{caller.agent_id}'.")
+        public_id = publicids.to_public(publicids.ENTRY, entry_id)
+        raise Forbidden(f"Memory entry {public_id} is not owned by agent '{caller.agent_id}'.")
     if entry is None:
         raise selectors.entry_not_found(entry_id)
     log = EventLog(Actor.of(caller))

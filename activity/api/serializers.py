@@ -4,7 +4,8 @@ from rest_framework import serializers
 
 from activity.models import Task, ToolCall
 from activity.services import MAX_BATCH, ToolCallWrite
-from memoryplatform.api.serializers import AsciiIntegerField
+from memoryplatform import publicids
+from memoryplatform.api.serializers import AsciiIntegerField, PublicIdField
 from usermemory.api.serializers import StrictCharField
 from usermemory.models import Visibility
 
@@ -63,7 +64,7 @@ def _blank_is_null(value: str) -> str | None:
 
 
 class ToolCallOutputSerializer(serializers.ModelSerializer):
-    id = serializers.CharField(read_only=True)
+    id = PublicIdField(publicids.TOOL_CALL)
     agentId = serializers.CharField(source="agent_id")
     args = serializers.JSONField()
     result = serializers.JSONField()
@@ -125,14 +126,19 @@ class ToolCallQuerySerializer(serializers.Serializer):
 
 
 class TaskOutputSerializer(serializers.ModelSerializer):
-    id = serializers.CharField(read_only=True)
+    id = PublicIdField(publicids.TASK)
     creatorId = serializers.CharField(source="creator_id")
     assigneeId = serializers.CharField(source="assignee_id")
     userId = serializers.SerializerMethodField()
     context = serializers.JSONField()  # type: ignore[assignment]  # a declared field: DRF takes it off the class
     result = serializers.JSONField()
     groupIds = serializers.ListField(source="group_ids", child=serializers.CharField())
-    memoryEntryId = serializers.SerializerMethodField(help_text="The memory the result was stored as.")
+    memoryEntryId = PublicIdField(
+        publicids.ENTRY,
+        source="memory_entry_id",
+        allow_null=True,
+        help_text="The memory the result was stored as.",
+    )
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
     finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
@@ -158,9 +164,6 @@ class TaskOutputSerializer(serializers.ModelSerializer):
 
     def get_userId(self, task: Task) -> str | None:
         return _blank_is_null(task.user_id)
-
-    def get_memoryEntryId(self, task: Task) -> str | None:
-        return None if task.memory_entry_id is None else str(task.memory_entry_id)
 
 
 class TaskCreateInputSerializer(serializers.Serializer):

@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import serializers
 from rest_framework.utils.serializer_helpers import BindingDict
 
+from memoryplatform import publicids
 from memoryplatform.api.errors import first_message
 from memoryplatform.errors import BadRequest
 
@@ -60,6 +61,20 @@ class AsciiIntegerField(serializers.IntegerField):
 
 
 _ASCII_INTEGER = re.compile(r"-?[0-9]+")
+
+
+class PublicIdField(serializers.CharField):
+    """The id of an entry, task, tool call or history event as every REST output writes it: its public id
+    (:mod:`memoryplatform.publicids`), a string of digits, never the row's own number. Output only."""
+
+    def __init__(self, kind: publicids.Kind, **kwargs: Any) -> None:
+        self.kind = kind
+        kwargs.setdefault("read_only", True)
+        kwargs.setdefault("help_text", f"The {kind.replace('_', ' ')}'s public id: opaque digits.")
+        super().__init__(**kwargs)
+
+    def to_representation(self, value: Any) -> str:  # the row's id, an int (CharField's stubs say str)
+        return str(publicids.to_public(self.kind, value))
 
 
 def require_valid_item(data: serializers.Serializer, *, items: str, index: int) -> None:

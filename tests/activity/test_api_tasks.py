@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from activity.models import Task
 from tests.factories import AgentFactory
-from tests.helpers import assert_envelope
+from tests.helpers import assert_envelope, internal_id, public_id
 from usermemory.models import AgentMemoryPolicy, MemoryEntry
 
 URL = "/v1/tasks"
@@ -177,25 +177,25 @@ def invoke(client, name, **arguments):
 def test_the_llm_task_tools(agent_a_api, agent_b_api):
     created = invoke(agent_a_api, "createTask", title="Book a table", assigneeId="agent-b")
     task = Task.objects.get()
-    assert created == f"✅ Task created: #{task.pk} [pending] Book a table (from agent-a, for agent-b)"
+    tid = public_id(task.pk, "task")  # the tools show the public id
+    assert created == f"✅ Task created: #{tid} [pending] Book a table (from agent-a, for agent-b)"
     assert task.user_id == U
 
     assert (
-        invoke(agent_b_api, "listMyTasks")
-        == f"  • #{task.pk} [pending] Book a table (from agent-a, for agent-b)"
+        invoke(agent_b_api, "listMyTasks") == f"  • #{tid} [pending] Book a table (from agent-a, for agent-b)"
     )
     assert invoke(agent_a_api, "listMyTasks") == "No tasks assigned to you."
-    refused = invoke(agent_a_api, "completeTask", taskId=str(task.pk), result="booked")
+    refused = invoke(agent_a_api, "completeTask", taskId=tid, result="booked")
     assert refused.startswith("❌ Task not completed: Only the task's assignee")
 
-    done = invoke(agent_b_api, "completeTask", taskId=str(task.pk), result="Booked for 8pm")
+    done = invoke(agent_b_api, "completeTask", taskId=tid, result="Booked for 8pm")
     assert done == (
-        f"✅ Task done: #{task.pk} [done] Book a table (from agent-a, for agent-b). "
-        f"Its result is remembered as 'task:{task.pk}'."
+        f"✅ Task done: #{tid} [done] Book a table (from agent-a, for agent-b). "
+        f"Its result is remembered as 'task:{tid}'."
     )
-    assert memory_of(agent_b_api, f"task:{task.pk}").json()["value"]["result"] == "Booked for 8pm"
+    assert memory_of(agent_b_api, f"task:{tid}").json()["value"]["result"] == "Booked for 8pm"
     assert invoke(agent_b_api, "listMyTasks") == "No tasks assigned to you."
-    assert invoke(agent_b_api, "listMyTasks", status="done").startswith(f"  • #{task.pk} [done]")
+    assert invoke(agent_b_api, "listMyTasks", status="done").startswith(f"  • #{tid} [done]")
     assert invoke(agent_b_api, "completeTask", taskId="x", result="r").startswith("❌ Invalid arguments")
 
 
@@ -217,7 +217,11 @@ def test_the_admin_filters_tasks_and_changes_their_status(staff_client, agent_a_
     assert staff_client.get(changelist + "?status__exact=pending").context["cl"].result_count == 1
     response = staff_client.post(
         changelist,
-        {"action": "mark_cancelled", "_selected_action": [open_task["id"], finished["id"]]},
+        # the admin (staff only) works on the rows' own ids
+        {
+            "action": "mark_cancelled",
+            "_selected_action": [internal_id(t["id"], "task") for t in (open_task, finished)],
+        },
         follow=True,
     )
 
@@ -238,11 +242,12 @@ def test_gdpr_export_and_erasure_cover_tasks_and_tool_calls(agent_a_api, admin_a
 
     export = admin_api.get(f"{MEMORIES}/{U}/export").json()["activity"]
     assert [t["title"] for t in export["tasks"]] == ["Plan a trip"]
+    assert [t["id"] for t in export["tasks"]] == [int(task["id"])]  # the id the API gave, as an integer
     assert [c["tool"] for c in export["toolCalls"]] == ["recallMemories"]
     report = admin_api.delete(f"{MEMORIES}/{U}").json()
 
     assert report["activity"] == {"tasksDeleted": 1, "toolCallsDeleted": 1}
-    assert list(Task.objects.values_list("id", flat=True)) == [int(other["id"])]
+    assert list(Task.objects.values_list("id", flat=True)) == [internal_id(other["id"], "task")]
     assert not MemoryEntry.objects.filter(user_id=U).exists()
 
 

@@ -99,6 +99,7 @@ def test_an_admin_calls_each_of_the_eight_tools(connect, transport):
 
             assert await ok(client, "count_user_memories", userId=user) == {"userId": user, "count": 2}
 
+            assert 2**52 <= int(color["id"]) < 2**53  # a public id (memoryplatform.publicids)
             deleted = await ok(client, "delete_user_memory", entryId=color["id"])
             assert deleted == {"entryId": color["id"], "status": "deleted"}
             assert "No memory entry" in await error(client, "delete_user_memory", entryId=color["id"])

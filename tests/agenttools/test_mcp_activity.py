@@ -53,6 +53,7 @@ def test_mcp_task_tools_for_agent_keys(connect, transport):
                 agent_a, "create_task", title="Check the order", assigneeId="agent-b", userId=user
             )
             assert task["creatorId"] == "agent-a" and task["status"] == "pending" and task["userId"] == user
+            assert 2**52 <= int(task["id"]) < 2**53  # a public id (memoryplatform.publicids)
             assert [t["id"] for t in await ok(agent_b, "list_my_tasks")] == [task["id"]]
             assert "assignee" in await error(agent_a, "complete_task", taskId=task["id"], result="x")
             done = await ok(agent_b, "complete_task", taskId=task["id"], result={"ok": True})

@@ -13,6 +13,7 @@ from prometheus_client import REGISTRY
 
 from dream.models import DreamRun
 from tests.dream.test_commands import run_dream
+from tests.helpers import internal_id
 from tests.llm_server import Answer, LLMScript, llm_server
 from usermemory.models import MemoryEntry
 
@@ -67,7 +68,7 @@ TRIP = [
 
 
 def summaries_of(ids: list[str]) -> dict[str, Any]:
-    ints = [int(i) for i in ids]
+    ints = [internal_id(i) for i in ids]  # Dream's model sees the rows' own ids
     return {
         "summaries": [
             {
@@ -120,8 +121,8 @@ def test_twelve_related_entries_become_three_summaries_and_nothing_is_lost(
     plan = next(e for e in recalled if e["key"] == "trip.plan")
     assert [by_id[i]["supersededBy"] for i in ids[:4]] == [plan["id"]] * 4
     assert all(by_id[i]["validTo"] for i in ids)
-    provenance = MemoryEntry.objects.get(id=plan["id"]).provenance
-    assert provenance["sourceEntries"] == [int(i) for i in ids[:4]]
+    provenance = MemoryEntry.objects.get(id=internal_id(plan["id"])).provenance
+    assert provenance["sourceEntries"] == [internal_id(i) for i in ids[:4]]
     assert (
         provenance["agents"] == ["agent-a"]
         and provenance["model"] == "test-model"
@@ -154,7 +155,7 @@ def _groups(client: Any) -> dict[str, list[str]]:
 
 
 def _one_summary(ids: list[str], key: str) -> Answer:
-    body = {"summaries": [{"key": key, "value": f"all of {key}", "sources": [int(i) for i in ids]}]}
+    body = {"summaries": [{"key": key, "value": f"all of {key}", "sources": [internal_id(i) for i in ids]}]}
     return Answer(body, input_tokens=1000, output_tokens=200)
 
 
@@ -215,7 +216,8 @@ def test_a_failed_or_malformed_answer_changes_nothing_and_is_counted(
         (e["key"], e["value"]) for e in agent_a_api.get(f"{BASE}/{U}", {"includeSuperseded": "true"}).json()
     )
     assert after == before
-    assert not MemoryEntry.objects.filter(id__in=ids, superseded_by__isnull=False).exists()
+    rows = [internal_id(i) for i in ids]
+    assert not MemoryEntry.objects.filter(id__in=rows, superseded_by__isnull=False).exists()
 
 
 def test_a_failure_does_not_stop_the_other_groups(llm, agent_a, agent_a_api, dream_policy):
@@ -279,12 +281,12 @@ def test_a_dry_run_shows_the_diff_in_the_command_and_the_admin_and_changes_nothi
     assert run.dry_run and run.entries_summarized == 12 and run.summaries_written == 3
     assert "entries would be summarized: 12 into 3 summaries" in out
     assert "+ traveller 'trip.plan': Lisbon in May" in out
-    assert f"- [{ids[0]}] 'trip.city': Lisbon" in out
+    assert f"- [{internal_id(ids[0])}] 'trip.city': Lisbon" in out  # staff see the rows' own ids
     assert len(agent_a_api.get(f"{BASE}/{U}").json()) == 12
     assert not MemoryEntry.objects.filter(superseded_by__isnull=False).exists()
     page = staff_client.get(reverse("admin:dream_dreamrun_change", args=[run.pk])).content.decode()
     assert "trip.plan" in page and "Hotel Avenida" in page and "not applied" in page
-    assert f"[{ids[0]}] <code>trip.city</code>: Lisbon" in page
+    assert f"[{internal_id(ids[0])}] <code>trip.city</code>: Lisbon" in page
     assert "Approve summaries" not in page
 
 

@@ -2,7 +2,7 @@
 
 from apikeys.models import AgentGroup, ApiKey
 from tests.factories import AgentFactory
-from tests.helpers import assert_envelope
+from tests.helpers import assert_envelope, internal_id
 from usermemory.models import MemoryEntry, MemoryEvent
 
 BASE = "/usermemorystore/memories"
@@ -22,7 +22,8 @@ def test_every_change_leaves_an_event(agent_a_api, agent_b_api, put):
     # Another agent cannot read the history of an entry it cannot see.
     assert_envelope(agent_b_api.get(f"{BASE}/entry/{entry['id']}/history"), 404, "not_found")
     agent_a_api.delete(f"{BASE}/entry/{entry['id']}")
-    assert MemoryEvent.objects.filter(entry_id=entry["id"], action="deleted", old_value="two").exists()
+    row = internal_id(entry["id"])
+    assert MemoryEvent.objects.filter(entry_id=row, action="deleted", old_value="two").exists()
 
 
 def test_history_shows_key_prefixes_to_staff_only(agent_a_api, admin_api, viewer_api, make_api_client, put):

@@ -5,7 +5,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from tests.helpers import assert_envelope
+from tests.helpers import assert_envelope, internal_id
 from usermemory.models import MemoryEntry
 
 BASE = "/usermemorystore/memories"
@@ -14,7 +14,9 @@ U = "user-valid"
 
 def _supersede(old_id: str, summary_id: str) -> None:
     """What a Dream summary does to an original (dream.services): kept, superseded, valid until now."""
-    MemoryEntry.objects.filter(id=old_id).update(superseded_by_id=summary_id, valid_to=timezone.now())
+    MemoryEntry.objects.filter(id=internal_id(old_id)).update(
+        superseded_by_id=internal_id(summary_id), valid_to=timezone.now()
+    )
 
 
 def test_an_entry_is_valid_from_its_write_until_its_valid_to(agent_a_api, put):

@@ -3,7 +3,7 @@
 import pytest
 
 from tests.factories import AgentGroupFactory
-from tests.helpers import assert_envelope
+from tests.helpers import assert_envelope, internal_id
 from usermemory.models import MemoryEntry
 
 BASE = "/usermemorystore/memories"
@@ -121,7 +121,7 @@ def test_non_member_group_is_forbidden(agent_a_api, agent_b_api, put):
 def test_b_deleting_a_s_private_entry_is_not_found(agent_a_api, agent_b_api, put):
     entry = put(agent_a_api, userId=U, key="k", value="v").json()
     assert_envelope(agent_b_api.delete(f"{BASE}/entry/{entry['id']}"), 404, "not_found")
-    assert MemoryEntry.objects.filter(id=entry["id"]).exists()
+    assert MemoryEntry.objects.filter(id=internal_id(entry["id"])).exists()
     assert_envelope(agent_b_api.delete(f"{BASE}/entry/999999"), 404, "not_found")
 
 

@@ -13,6 +13,7 @@ from prometheus_client import REGISTRY
 
 from memoryplatform.embeddings import background, get_embedder
 from tests.embedding_server import Script, embedding_server
+from tests.helpers import internal_id
 from usermemory.embedding import text_hash
 from usermemory.models import EntryEmbedding, MemoryEntry
 
@@ -32,8 +33,9 @@ def _failures() -> float:
     return REGISTRY.get_sample_value("memory_embedding_failures_total") or 0.0
 
 
-def _vector(entry_id: int) -> EntryEmbedding:
-    return EntryEmbedding.objects.get(entry_id=entry_id)
+def _vector(entry_id: str) -> EntryEmbedding:
+    """The stored vector of the entry a door gave this (public) id."""
+    return EntryEmbedding.objects.get(entry_id=internal_id(entry_id))
 
 
 def test_an_upsert_gets_a_vector_of_its_key_and_value_with_the_local_model(
@@ -92,7 +94,7 @@ def test_deleting_an_entry_or_erasing_the_user_removes_the_vectors(
         put(agent_a_api, userId="someone-else", key="a", value="kept")
     assert EntryEmbedding.objects.count() == 3
     assert agent_a_api.delete(f"{BASE}/entry/{one['id']}").status_code == 204
-    assert not EntryEmbedding.objects.filter(entry_id=one["id"]).exists()
+    assert not EntryEmbedding.objects.filter(entry_id=internal_id(one["id"])).exists()
     assert admin_api.delete(f"{BASE}/{U}").status_code == 200
     assert list(EntryEmbedding.objects.values_list("entry__user_id", flat=True)) == ["someone-else"]
 
@@ -106,10 +108,11 @@ def test_the_database_cascade_removes_a_vector_whatever_deletes_the_entry(
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM usermemory_memoryentrygroup WHERE entry_id = %s", [entry["id"]])
-        cursor.execute("DELETE FROM usermemory_memoryentry WHERE id = %s", [entry["id"]])
+        row = internal_id(entry["id"])
+        cursor.execute("DELETE FROM usermemory_memoryentrygroup WHERE entry_id = %s", [row])
+        cursor.execute("DELETE FROM usermemory_memoryentry WHERE id = %s", [row])
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-    assert not EntryEmbedding.objects.filter(entry_id=entry["id"]).exists()
+    assert not EntryEmbedding.objects.filter(entry_id=internal_id(entry["id"])).exists()
 
 
 def test_the_openai_provider_against_a_real_server():
@@ -154,7 +157,7 @@ def test_a_down_embedder_never_fails_a_write_and_embed_missing_fills_it_later(ag
         response = put(agent_a_api, userId=U, key="pet", value="a cat called Miso")
         assert response.status_code == 201, response.content
         background.drain()
-    entry_id = response.json()["id"]
+    entry_id = internal_id(response.json()["id"])
     assert MemoryEntry.objects.filter(id=entry_id).exists()
     assert not EntryEmbedding.objects.filter(entry_id=entry_id).exists()
     assert _failures() == before + 1
@@ -163,7 +166,7 @@ def test_a_down_embedder_never_fails_a_write_and_embed_missing_fills_it_later(ag
     script = Script(vectors={"pet: a cat called Miso": [1.0, 0.0]})
     with embedding_server(script), override_settings(**remote, EMBEDDINGS_URL=script.url):
         call_command("embed", "--missing", "--no-progress")
-        stored = _vector(entry_id)
+        stored = _vector(response.json()["id"])
         assert stored.model == "openai/tiny" and list(stored.embedding) == [1.0, 0.0]
         call_command("embed", "--missing", "--no-progress")  # idempotent: nothing left to ask
         assert len(script.requests) == 1
@@ -201,9 +204,11 @@ def test_the_celery_task_embeds_what_a_write_left_missing(agent_a_api, put):
 
     entry = put(agent_a_api, userId=U, key="sport", value="plays padel").json()  # no commit: no hook ran
     assert not EntryEmbedding.objects.exists()
-    assert embed_entries_task.apply(kwargs={"entry_ids": [entry["id"]]}).get() == 1
+    assert embed_entries_task.apply(kwargs={"entry_ids": [internal_id(entry["id"])]}).get() == 1
     assert _vector(entry["id"]).text_hash == text_hash("sport: plays padel")
-    assert embed_entries_task.apply(kwargs={"entry_ids": [entry["id"]]}).get() == 0  # nothing stale
+    assert (
+        embed_entries_task.apply(kwargs={"entry_ids": [internal_id(entry["id"])]}).get() == 0
+    )  # nothing stale
 
 
 def test_a_system_check_names_wrong_embeddings_settings():

@@ -7,8 +7,9 @@ from typing import Any
 from django.utils import timezone
 from rest_framework import serializers
 
+from memoryplatform import publicids
 from memoryplatform.api.pagination import MAX_OFFSET
-from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce
+from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce, PublicIdField
 from usermemory.models import (
     MAX_KEY_CHARS,
     MAX_SOURCE_CHARS,
@@ -25,7 +26,7 @@ from usermemory.sql.search import ScoredEntry
 
 
 class MemoryEntryOutputSerializer(serializers.ModelSerializer):
-    id = serializers.CharField(read_only=True)
+    id = PublicIdField(publicids.ENTRY)
     userId = serializers.CharField(source="user_id")
     value = serializers.JSONField()
     sourceAgentId = serializers.CharField(source="source_agent_id", allow_null=True)
@@ -39,8 +40,11 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
     validTo = serializers.DateTimeField(
         source="valid_to", allow_null=True, help_text="Given on write, or when a Dream summary superseded it."
     )
-    supersededBy = serializers.CharField(
-        source="superseded_by_id", allow_null=True, help_text="The id of the Dream summary that replaced it."
+    supersededBy = PublicIdField(
+        publicids.ENTRY,
+        source="superseded_by_id",
+        allow_null=True,
+        help_text="The id of the Dream summary that replaced it.",
     )
     confidence = serializers.FloatField(allow_null=True, help_text="0 to 1; null: unsaid.")
     source = serializers.CharField(  # type: ignore[assignment]  # a declared field: DRF takes it off the class
@@ -75,7 +79,7 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
         """The declared fields above, built directly: recall and list render many entries per request, and
         DRF's field-by-field path costs several times more. A test holds the two to the same output."""
         return {
-            "id": str(instance.id),
+            "id": publicids.public_str(publicids.ENTRY, instance.id),
             "userId": instance.user_id,
             "key": instance.key,
             "value": instance.value,
@@ -93,7 +97,7 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
             "lastAccessedAt": _iso(instance.last_accessed_at),
             "validFrom": _iso(instance.valid_from),
             "validTo": _iso(instance.valid_to),
-            "supersededBy": None if instance.superseded_by_id is None else str(instance.superseded_by_id),
+            "supersededBy": publicids.public_str(publicids.ENTRY, instance.superseded_by_id),
             "confidence": instance.confidence,
             "source": instance.source,
         }
@@ -200,8 +204,8 @@ class MemoryUpsertInputSerializer(FieldsBuiltOnce):
 
 
 class MemoryEventOutputSerializer(serializers.ModelSerializer):
-    id = serializers.CharField(read_only=True)
-    entryId = serializers.CharField(source="entry_id", allow_null=True)
+    id = PublicIdField(publicids.EVENT)
+    entryId = PublicIdField(publicids.ENTRY, source="entry_id", allow_null=True)
     userId = serializers.CharField(source="user_id")
     actorType = serializers.CharField(source="actor_type")
     actorId = serializers.CharField(source="actor_id")

@@ -13,9 +13,9 @@ USER = f"{MEMORIES}/<text:user_id>"
 urlpatterns = [
     api_path(MEMORIES, views.MemoryUpsertView.as_view(), name="memory-upsert"),
     api_path(f"{MEMORIES}/batch", views.MemoryBatchView.as_view(), name="memory-batch"),
-    api_path(f"{MEMORIES}/entry/<int:entry_id>", views.MemoryEntryView.as_view(), name="memory-entry"),
+    api_path(f"{MEMORIES}/entry/<entry:entry_id>", views.MemoryEntryView.as_view(), name="memory-entry"),
     api_path(
-        f"{MEMORIES}/entry/<int:entry_id>/history", views.MemoryHistoryView.as_view(), name="memory-history"
+        f"{MEMORIES}/entry/<entry:entry_id>/history", views.MemoryHistoryView.as_view(), name="memory-history"
     ),
     api_path(f"{USER}/visible", views.MemoryVisibleView.as_view(), name="memory-visible"),
     api_path(f"{USER}/search", views.MemorySearchView.as_view(), name="memory-search"),
