@@ -32,6 +32,7 @@ from apikeys import selectors as apikeys_selectors
 from apikeys.caller import Caller
 from apikeys.models import Agent
 from memoryplatform.api.errors import BadRequest, Forbidden, NotFound
+from memoryplatform.api.text import check_query
 from memoryplatform.embeddings import EmbedderError, get_embedder
 from usermemory import search_store, store
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
@@ -323,6 +324,7 @@ def memory_search(
         return [scored.entry for scored in ranked.entries]
     if not query:
         raise BadRequest("q is required: the text to search for.")
+    check_query(query)
     agent_id, groups = _search_scope(caller=caller, group_ids=group_ids)
     return store.search(
         user_id=user_id,
@@ -371,6 +373,7 @@ def search_ranking(*, query: str, mode: str, window: int) -> tuple[Ranking, str 
         raise BadRequest(f"mode must be one of {', '.join(RANKED_MODES)} to rank by relevance.")
     if not query:
         raise BadRequest("q is required: the text to search for.")
+    check_query(query)
     embedded = _query_vector(query)
     fallback = None
     if embedded is None:
