@@ -24,7 +24,13 @@ from apikeys.caller import Caller
 from memoryplatform.api.errors import Forbidden, NotFound, ServiceError
 from memoryplatform.api.text import MAX_QUERY_CHARS, ascii_int, query_problem
 from usermemory import selectors, services
-from usermemory.models import MAX_KEY_CHARS, MAX_SOURCE_CHARS, MemoryEntry, Visibility
+from usermemory.models import (
+    MAX_KEY_CHARS,
+    MAX_SOURCE_CHARS,
+    AgentMemoryPolicy,
+    MemoryEntry,
+    Visibility,
+)
 
 REMEMBER = "rememberFact"
 RECALL = "recallMemories"
@@ -69,6 +75,12 @@ def tool_definitions(*, caller: Caller) -> list[dict[str, Any]]:
     """
     _require_agent(caller)
     policy = selectors.policy_for_caller(caller=caller, agent_id=caller.agent_id)
+    functions = [_remember_function(policy), *_MEMORY_FUNCTIONS, *_TASK_FUNCTIONS]
+    return [{"type": "function", "function": function} for function in functions]
+
+
+def _remember_function(policy: AgentMemoryPolicy) -> dict[str, Any]:
+    """``rememberFact``, offering what the agent's guardrails accept."""
     max_key = min(policy.max_key_length, MAX_KEY_CHARS)
     max_value = min(policy.max_value_length, settings.MEMORY_MAX_VALUE_CHARS)
     category: dict[str, Any] = {
@@ -80,110 +92,110 @@ def tool_definitions(*, caller: Caller) -> list[dict[str, Any]]:
     if policy.allowed_categories:
         category["enum"] = list(policy.allowed_categories)
         category["description"] = f"One of: {', '.join(policy.allowed_categories)}."
-    functions = [
-        {
-            "name": REMEMBER,
-            "description": (
-                "Store a fact about the user so it is remembered across conversations. Storing the same key "
-                "again updates it."
-            ),
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "key": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": max_key,
-                        "description": 'Short key name, e.g. "favorite_color" or "dietary_restriction".',
-                    },
-                    "value": {
-                        "type": "string",
-                        "maxLength": max_value,
-                        "description": "The value to remember.",
-                    },
-                    "category": category,
-                    "visibility": {
-                        "type": "string",
-                        "enum": list(Visibility.values),
-                        "default": Visibility.SELF,
-                        "description": (
-                            "Who may see it: self (only this agent, the default), group (the agents of this "
-                            "conversation's groups) or global (every agent serving this user)."
-                        ),
-                    },
-                    "confidence": {
-                        "type": "number",
-                        "minimum": 0,
-                        "maximum": 1,
-                        "description": "How sure you are, from 0 to 1 (optional).",
-                    },
-                    "source": {
-                        "type": "string",
-                        "maxLength": MAX_SOURCE_CHARS,
-                        "description": "Where it came from: user_correction, observed_pattern, task_outcome, "
-                        "or your own words (optional).",
-                    },
+    return {
+        "name": REMEMBER,
+        "description": (
+            "Store a fact about the user so it is remembered across conversations. Storing the same key "
+            "again updates it."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "key": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": max_key,
+                    "description": 'Short key name, e.g. "favorite_color" or "dietary_restriction".',
                 },
-                "required": ["key", "value", "category"],
-                "additionalProperties": False,
-            },
-        },
-        {
-            "name": RECALL,
-            "description": "Retrieve all memories visible to this agent for the current user.",
-            "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
-        },
-        {
-            "name": SEARCH,
-            "description": (
-                "Search the user's memories, best match first, by meaning and words: a question such as "
-                '"what does the user eat?" can find "diet = vegetarian". Says so when only words could be '
-                "matched."
-            ),
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "query": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": MAX_QUERY_CHARS,
-                        "description": 'What to look for, e.g. "color" or "what does the user eat?" '
-                        f"(at most {MAX_QUERY_CHARS} characters).",
-                    },
-                    "mode": {
-                        "type": "string",
-                        "enum": list(selectors.SEARCH_MODES),
-                        "default": SEARCH_DEFAULT_MODE,
-                        "description": (
-                            "hybrid (meaning and words, the default), semantic (meaning only) or keyword "
-                            "(the query as a literal piece of a key or value, newest first)."
-                        ),
-                    },
+                "value": {
+                    "type": "string",
+                    "maxLength": max_value,
+                    "description": "The value to remember.",
                 },
-                "required": ["query"],
-                "additionalProperties": False,
-            },
-        },
-        {
-            "name": FORGET,
-            "description": "Delete a specific memory of this agent by key.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "key": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": MAX_KEY_CHARS,
-                        "description": 'The key name to forget, e.g. "favorite_color".',
-                    }
+                "category": category,
+                "visibility": {
+                    "type": "string",
+                    "enum": list(Visibility.values),
+                    "default": Visibility.SELF,
+                    "description": (
+                        "Who may see it: self (only this agent, the default), group (the agents of this "
+                        "conversation's groups) or global (every agent serving this user)."
+                    ),
                 },
-                "required": ["key"],
-                "additionalProperties": False,
+                "confidence": {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": 1,
+                    "description": "How sure you are, from 0 to 1 (optional).",
+                },
+                "source": {
+                    "type": "string",
+                    "maxLength": MAX_SOURCE_CHARS,
+                    "description": "Where it came from: user_correction, observed_pattern, task_outcome, "
+                    "or your own words (optional).",
+                },
             },
+            "required": ["key", "value", "category"],
+            "additionalProperties": False,
         },
-        *_TASK_FUNCTIONS,
-    ]
-    return [{"type": "function", "function": function} for function in functions]
+    }
+
+
+_MEMORY_FUNCTIONS: list[dict[str, Any]] = [
+    {
+        "name": RECALL,
+        "description": "Retrieve all memories visible to this agent for the current user.",
+        "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+    },
+    {
+        "name": SEARCH,
+        "description": (
+            "Search the user's memories, best match first, by meaning and words: a question such as "
+            '"what does the user eat?" can find "diet = vegetarian". Says so when only words could be '
+            "matched."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_QUERY_CHARS,
+                    "description": 'What to look for, e.g. "color" or "what does the user eat?" '
+                    f"(at most {MAX_QUERY_CHARS} characters).",
+                },
+                "mode": {
+                    "type": "string",
+                    "enum": list(selectors.SEARCH_MODES),
+                    "default": SEARCH_DEFAULT_MODE,
+                    "description": (
+                        "hybrid (meaning and words, the default), semantic (meaning only) or keyword "
+                        "(the query as a literal piece of a key or value, newest first)."
+                    ),
+                },
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    },
+    {
+        "name": FORGET,
+        "description": "Delete a specific memory of this agent by key.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "key": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_KEY_CHARS,
+                    "description": 'The key name to forget, e.g. "favorite_color".',
+                }
+            },
+            "required": ["key"],
+            "additionalProperties": False,
+        },
+    },
+]
 
 
 _TASK_STATUS = {"type": "string", "enum": list(TaskStatus.values)}
