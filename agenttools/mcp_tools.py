@@ -21,9 +21,10 @@ from apikeys.caller import Caller
 from apikeys.models import ApiKey
 from memoryplatform import publicids
 from memoryplatform.errors import BadRequest
+from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory import selectors, services
 from usermemory.api.serializers import MemoryEntryOutputSerializer, ScoredMemoryEntryOutputSerializer
-from usermemory.models import RecallOrder, Visibility
+from usermemory.models import MAX_KEY_CHARS, RecallOrder, Visibility
 
 CONFIRMATION = "CONFIRM"
 MAX_LIST = 1000
@@ -44,6 +45,7 @@ _GROUP_IDS = {
     "description": "Group context, comma-separated (EDDI) or a list. With an agent key: groups the agent is "
     "in (default: all of them).",
 }
+_KEY = {"type": "string", "minLength": 1, "maxLength": MAX_KEY_CHARS, "description": "The memory's key."}
 _AGENT_ID = {
     "type": ["string", "null"],
     "maxLength": 64,
@@ -314,7 +316,12 @@ TOOLS: dict[str, McpTool] = {
             _schema(
                 {
                     "userId": _USER_ID,
-                    "query": {"type": "string", "minLength": 1, "maxLength": 1000},
+                    "query": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": MAX_QUERY_CHARS,
+                        "description": f"What to look for (at most {MAX_QUERY_CHARS} characters).",
+                    },
                     "mode": {
                         "type": "string",
                         "enum": list(selectors.SEARCH_MODES),
@@ -334,7 +341,7 @@ TOOLS: dict[str, McpTool] = {
             "get_memory_by_key",
             "Look up a user's memory by key name.",
             _schema(
-                {"userId": _USER_ID, "key": {"type": "string", "minLength": 1}, "groupIds": _GROUP_IDS},
+                {"userId": _USER_ID, "key": _KEY, "groupIds": _GROUP_IDS},
                 ["userId", "key"],
             ),
             _EVERY_ROLE,
@@ -354,7 +361,7 @@ TOOLS: dict[str, McpTool] = {
             _schema(
                 {
                     "userId": _USER_ID,
-                    "key": {"type": "string", "minLength": 1, "maxLength": 255},
+                    "key": _KEY,
                     "value": {"description": "Any JSON value."},
                     "category": {"type": "string", "minLength": 1, "maxLength": 64, "default": "fact"},
                     "visibility": {

@@ -15,14 +15,23 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+
 from activity import selectors as activity_selectors
 from activity import services as activity
 from activity.models import Task, ToolCall
 from apikeys.caller import Caller
 from memoryplatform import publicids
 from memoryplatform.errors import Forbidden, NotFound, ServiceError
+from memoryplatform.text import MAX_QUERY_CHARS, query_problem
 from usermemory import selectors, services
-from usermemory.models import MemoryEntry, Visibility
+from usermemory.models import (
+    MAX_KEY_CHARS,
+    MAX_SOURCE_CHARS,
+    AgentMemoryPolicy,
+    MemoryEntry,
+    Visibility,
+)
 
 REMEMBER = "rememberFact"
 RECALL = "recallMemories"
@@ -33,6 +42,9 @@ COMPLETE_TASK = "completeTask"
 LIST_MY_TASKS = "listMyTasks"
 TOOL_NAMES = (REMEMBER, RECALL, SEARCH, FORGET, CREATE_TASK, COMPLETE_TASK, LIST_MY_TASKS)
 MY_TASKS_LIMIT = 50
+CATEGORY_MAX = MemoryEntry._meta.get_field("category").max_length
+TASK_TITLE_MAX = Task._meta.get_field("title").max_length
+AGENT_ID_MAX = 64
 SEARCH_DEFAULT_MODE = "hybrid"  # searchMemory's mode when the LLM names none
 TaskStatus = Task.Status
 
@@ -58,104 +70,133 @@ class InvalidArguments(Exception):
 def tool_definitions(*, caller: Caller) -> list[dict[str, Any]]:
     """The four tools as ``[{"type": "function", "function": {name, description, parameters}}]``.
 
-    ``rememberFact``'s category enum is the calling agent's ``allowedCategories``, so the LLM is offered only
-    what its guardrails accept.
+    ``rememberFact``'s category enum is the calling agent's ``allowedCategories``, and its key's and value's
+    ``maxLength`` the agent's ``maxKeyLength`` and ``maxValueLength``, so the LLM is offered only what its
+    guardrails accept. ``searchMemory``'s query states the one query limit, MAX_QUERY_CHARS.
     """
     _require_agent(caller)
     policy = selectors.policy_for_caller(caller=caller, agent_id=caller.agent_id)
-    category: dict[str, Any] = {"type": "string", "description": "The kind of memory."}
+    functions = [_remember_function(policy), *_MEMORY_FUNCTIONS, *_TASK_FUNCTIONS]
+    return [{"type": "function", "function": function} for function in functions]
+
+
+def _remember_function(policy: AgentMemoryPolicy) -> dict[str, Any]:
+    """``rememberFact``, offering what the agent's guardrails accept."""
+    max_key = min(policy.max_key_length, MAX_KEY_CHARS)
+    max_value = min(policy.max_value_length, settings.MEMORY_MAX_VALUE_CHARS)
+    category: dict[str, Any] = {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": CATEGORY_MAX,
+        "description": "The kind of memory.",
+    }
     if policy.allowed_categories:
         category["enum"] = list(policy.allowed_categories)
         category["description"] = f"One of: {', '.join(policy.allowed_categories)}."
-    functions = [
-        {
-            "name": REMEMBER,
-            "description": (
-                "Store a fact about the user so it is remembered across conversations. Storing the same key "
-                "again updates it."
-            ),
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "key": {
-                        "type": "string",
-                        "description": 'Short key name, e.g. "favorite_color" or "dietary_restriction".',
-                    },
-                    "value": {"type": "string", "description": "The value to remember."},
-                    "category": category,
-                    "visibility": {
-                        "type": "string",
-                        "enum": list(Visibility.values),
-                        "default": Visibility.SELF,
-                        "description": (
-                            "Who may see it: self (only this agent, the default), group (the agents of this "
-                            "conversation's groups) or global (every agent serving this user)."
-                        ),
-                    },
-                    "confidence": {
-                        "type": "number",
-                        "minimum": 0,
-                        "maximum": 1,
-                        "description": "How sure you are, from 0 to 1 (optional).",
-                    },
-                    "source": {
-                        "type": "string",
-                        "description": "Where it came from: user_correction, observed_pattern, task_outcome, "
-                        "or your own words (optional).",
-                    },
+    return {
+        "name": REMEMBER,
+        "description": (
+            "Store a fact about the user so it is remembered across conversations. Storing the same key "
+            "again updates it."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "key": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": max_key,
+                    "description": 'Short key name, e.g. "favorite_color" or "dietary_restriction".',
                 },
-                "required": ["key", "value", "category"],
-                "additionalProperties": False,
-            },
-        },
-        {
-            "name": RECALL,
-            "description": "Retrieve all memories visible to this agent for the current user.",
-            "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
-        },
-        {
-            "name": SEARCH,
-            "description": (
-                "Search the user's memories, best match first, by meaning and words: a question such as "
-                '"what does the user eat?" can find "diet = vegetarian". Says so when only words could be '
-                "matched."
-            ),
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "query": {
-                        "type": "string",
-                        "description": 'What to look for, e.g. "color" or "what does the user eat?".',
-                    },
-                    "mode": {
-                        "type": "string",
-                        "enum": list(selectors.SEARCH_MODES),
-                        "default": SEARCH_DEFAULT_MODE,
-                        "description": (
-                            "hybrid (meaning and words, the default), semantic (meaning only) or keyword "
-                            "(the query as a literal piece of a key or value, newest first)."
-                        ),
-                    },
+                "value": {
+                    "type": "string",
+                    "maxLength": max_value,
+                    "description": "The value to remember.",
                 },
-                "required": ["query"],
-                "additionalProperties": False,
-            },
-        },
-        {
-            "name": FORGET,
-            "description": "Delete a specific memory of this agent by key.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "key": {"type": "string", "description": 'The key name to forget, e.g. "favorite_color".'}
+                "category": category,
+                "visibility": {
+                    "type": "string",
+                    "enum": list(Visibility.values),
+                    "default": Visibility.SELF,
+                    "description": (
+                        "Who may see it: self (only this agent, the default), group (the agents of this "
+                        "conversation's groups) or global (every agent serving this user)."
+                    ),
                 },
-                "required": ["key"],
-                "additionalProperties": False,
+                "confidence": {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": 1,
+                    "description": "How sure you are, from 0 to 1 (optional).",
+                },
+                "source": {
+                    "type": "string",
+                    "maxLength": MAX_SOURCE_CHARS,
+                    "description": "Where it came from: user_correction, observed_pattern, task_outcome, "
+                    "or your own words (optional).",
+                },
             },
+            "required": ["key", "value", "category"],
+            "additionalProperties": False,
         },
-        *_TASK_FUNCTIONS,
-    ]
-    return [{"type": "function", "function": function} for function in functions]
+    }
+
+
+_MEMORY_FUNCTIONS: list[dict[str, Any]] = [
+    {
+        "name": RECALL,
+        "description": "Retrieve all memories visible to this agent for the current user.",
+        "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+    },
+    {
+        "name": SEARCH,
+        "description": (
+            "Search the user's memories, best match first, by meaning and words: a question such as "
+            '"what does the user eat?" can find "diet = vegetarian". Says so when only words could be '
+            "matched."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_QUERY_CHARS,
+                    "description": 'What to look for, e.g. "color" or "what does the user eat?" '
+                    f"(at most {MAX_QUERY_CHARS} characters).",
+                },
+                "mode": {
+                    "type": "string",
+                    "enum": list(selectors.SEARCH_MODES),
+                    "default": SEARCH_DEFAULT_MODE,
+                    "description": (
+                        "hybrid (meaning and words, the default), semantic (meaning only) or keyword "
+                        "(the query as a literal piece of a key or value, newest first)."
+                    ),
+                },
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    },
+    {
+        "name": FORGET,
+        "description": "Delete a specific memory of this agent by key.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "key": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_KEY_CHARS,
+                    "description": 'The key name to forget, e.g. "favorite_color".',
+                }
+            },
+            "required": ["key"],
+            "additionalProperties": False,
+        },
+    },
+]
 
 
 _TASK_STATUS = {"type": "string", "enum": list(TaskStatus.values)}
@@ -169,8 +210,17 @@ _TASK_FUNCTIONS: list[dict[str, Any]] = [
         "parameters": {
             "type": "object",
             "properties": {
-                "title": {"type": "string", "description": "What is to be done."},
-                "assigneeId": {"type": "string", "description": "The agent to do it (default: you)."},
+                "title": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": TASK_TITLE_MAX,
+                    "description": "What is to be done.",
+                },
+                "assigneeId": {
+                    "type": "string",
+                    "maxLength": AGENT_ID_MAX,
+                    "description": "The agent to do it (default: you).",
+                },
                 "context": {"type": "object", "description": "Anything the assignee needs to know."},
                 "visibility": {
                     "type": "string",
@@ -366,6 +416,9 @@ FULLTEXT_NOTE = "(Matched by words only: search by meaning is unavailable right 
 def _search(context: ToolContext, arguments: dict[str, Any]) -> str:
     _only(arguments, ("query", "mode"))
     query = _string(arguments, "query")
+    problem = query_problem(query, name="query")
+    if problem:  # refused before anything embeds or parses it, as every door does
+        raise InvalidArguments(problem)
     mode = _string(arguments, "mode", required=False) or SEARCH_DEFAULT_MODE
     if mode not in selectors.SEARCH_MODES:
         raise InvalidArguments(f"mode must be one of {', '.join(selectors.SEARCH_MODES)}.")

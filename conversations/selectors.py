@@ -15,7 +15,7 @@ from apikeys.caller import Caller
 from apikeys.models import Agent, AgentGroup
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
-from memoryplatform.text import ascii_int
+from memoryplatform.text import ascii_int, check_query
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
@@ -289,6 +289,7 @@ def message_search(
         raise BadRequest(f"channel must be one of {', '.join(Channel.values)}.")
     if not 1 <= limit <= MAX_SEARCH:
         raise BadRequest(f"limit must be between 1 and {MAX_SEARCH}.")
+    check_query(query)
     config = settings.SEARCH_LANGUAGE
     words = SearchQuery(query, search_type="websearch", config=config)
     qs = Message.objects.select_related("conversation").filter(_seen_by_caller(caller))

@@ -251,8 +251,9 @@ EMBEDDINGS_THREADS = env.int("EMBEDDINGS_THREADS", default=2)
 # quiet machine: 10 ms at 11 characters, 28 ms at 99, 93 ms at 400); 48 keeps the request's share under
 # about 20 ms, the line for embedding in the request.
 EMBEDDINGS_INLINE_MAX_CHARS = env.int("EMBEDDINGS_INLINE_MAX_CHARS", default=48)
-# The head of a text that is embedded (the hash covers all of it). The local model takes about 0.7 s for
-# 2,000 characters (one 512-token window) and 35 s for 100,000 here.
+# The most an embedder ever sees of one text: queries, entries (whose hash covers all of them) and Dream's
+# keys alike are cut to their first this many characters (memoryplatform.embeddings.BoundedEmbedder). The
+# local model takes about 0.7 s for 2,000 characters (one 512-token window) and 35 s for 100,000 here.
 EMBEDDINGS_MAX_CHARS = env.int("EMBEDDINGS_MAX_CHARS", default=2000)
 # Entries per embedder call (the write path's background work and `manage.py embed`).
 EMBEDDINGS_BATCH_SIZE = env.int("EMBEDDINGS_BATCH_SIZE", default=64)

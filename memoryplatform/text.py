@@ -5,18 +5,28 @@ PostgreSQL refuses NUL (``\\u0000``) in text and jsonb, and no database can stor
 column stores and no JSON answer can carry. A value nested deeper than :data:`MAX_JSON_DEPTH` is refused too,
 so no later step (rendering, search text, Dream) recurses without bound. A key given twice in one object
 is refused too (:func:`json_loads`): a proxy or an audit log that reads the first one would otherwise see
-another value than the one written.
+another value than the one written. A query longer than :data:`MAX_QUERY_CHARS` is refused at every door,
+before anything embeds or parses it.
 """
 
 import json
 import math
 from typing import Any
 
+from memoryplatform.errors import BadRequest
+
 MAX_JSON_DEPTH = 64
 MAX_REQUEST_TARGET = 16 * 1024
 """Bytes of a request's path and query string as sent (percent-encoded): a longer one is a 414 in the
 envelope. Well above what any route needs (a 1,000-character ``q`` of 4-byte characters is 12,000 bytes
 encoded), and below the servers' own limits, which answer in plain text (uvicorn's about 64 KB)."""
+
+MAX_QUERY_CHARS = 1000
+"""The longest query any door takes, defined here once: REST's ``q`` (a user's search, search across users,
+recall by relevance, a conversation's context, conversation search), the LLM tools' ``query`` and MCP's,
+each read from this constant (serializer ``max_length``, the tools' ``maxLength``). The Python client mirrors
+it as ``memoryplatform_client.MAX_QUERY_CHARS`` (a test holds the two equal). A query is embedded whole, so
+this bounds what one search costs; the embedder's own bound is EMBEDDINGS_MAX_CHARS."""
 MAX_ID = 2**63 - 1
 """The largest id a 64-bit primary key holds."""
 
@@ -31,6 +41,21 @@ def ascii_int(text: str, *, low: int = 0, high: int = MAX_ID) -> int | None:
         return None
     value = int(text)
     return value if low <= value <= high else None
+
+
+def query_problem(query: str, *, name: str = "q") -> str | None:
+    """Why ``query`` is refused as a search or recall query (too long), or ``None``."""
+    if len(query) > MAX_QUERY_CHARS:
+        return f"{name} is {len(query)} characters; a query may have at most {MAX_QUERY_CHARS}."
+    return None
+
+
+def check_query(query: str, *, name: str = "q") -> None:
+    """Refuse a query over :data:`MAX_QUERY_CHARS` (:class:`BadRequest`): the selectors' own check, so a door
+    that forgot the limit still never embeds or parses a longer one."""
+    problem = query_problem(query, name=name)
+    if problem:
+        raise BadRequest(problem, details={"limit": "MAX_QUERY_CHARS", "max": MAX_QUERY_CHARS})
 
 
 def text_problem(text: str) -> str | None:

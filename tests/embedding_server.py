@@ -3,6 +3,7 @@ each known text gets its scripted vector; ``fail_with`` makes every answer that 
 
 import json
 import threading
+from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -60,3 +61,27 @@ def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def scripted_embedder(vector: tuple[float, ...] = (0.6, 0.8, 0.0)) -> Iterator[Script]:
+    """This process's embedder is a scripted server (``EMBEDDINGS_PROVIDER=openai``) that answers every text
+    with ``vector``; ``script.requests`` holds what it was sent (each request's ``input``: texts)."""
+    from django.test import override_settings
+
+    from memoryplatform.embeddings import get_embedder
+
+    script = Script(vectors=defaultdict(lambda: list(vector)))
+    with embedding_server(script):
+        remote = {"EMBEDDINGS_PROVIDER": "openai", "EMBEDDINGS_MODEL": "tiny", "EMBEDDINGS_DIMENSIONS": 0}
+        get_embedder.cache_clear()
+        try:
+            with override_settings(**remote, EMBEDDINGS_URL=script.url, EMBEDDINGS_TIMEOUT=5):
+                yield script
+        finally:
+            get_embedder.cache_clear()
+
+
+def inputs(script: Script) -> list[str]:
+    """Every text the scripted server was asked to embed, in order."""
+    return [text for request in script.requests for text in request.get("input", [])]

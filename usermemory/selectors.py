@@ -34,6 +34,7 @@ from apikeys.models import Agent
 from memoryplatform import publicids
 from memoryplatform.embeddings import EmbedderError, get_embedder
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
+from memoryplatform.text import check_query
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
 from usermemory.sql import history as history_sql
 from usermemory.sql import search as search_sql
@@ -328,6 +329,7 @@ def memory_search(
         return [scored.entry for scored in ranked.entries]
     if not query:
         raise BadRequest("q is required: the text to search for.")
+    check_query(query)
     agent_id, groups = _search_scope(caller=caller, group_ids=group_ids)
     return search_sql.search(
         user_id=user_id,
@@ -376,6 +378,7 @@ def search_ranking(*, query: str, mode: str, window: int) -> tuple[Ranking, str 
         raise BadRequest(f"mode must be one of {', '.join(RANKED_MODES)} to rank by relevance.")
     if not query:
         raise BadRequest("q is required: the text to search for.")
+    check_query(query)
     embedded = _query_vector(query)
     fallback = None
     if embedded is None:

@@ -11,6 +11,7 @@ from conversations.selectors import DEFAULT_PAGE, MAX_EPOCH, MAX_PAGE, MAX_SEARC
 from conversations.services import MAX_BLOCKS, MessageWrite, SyncMessage
 from memoryplatform.api.pagination import MAX_OFFSET
 from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce
+from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory.api.serializers import (
     MemoryEntryOutputSerializer,
     RecallQuerySerializer,
@@ -244,7 +245,9 @@ class ContextQuerySerializer(RecallQuerySerializer):
 
 
 class MessageSearchQuerySerializer(serializers.Serializer):
-    q = StrictCharField(max_length=1000, help_text="Words and phrases, as a web search writes them.")
+    q = StrictCharField(
+        max_length=MAX_QUERY_CHARS, help_text="Words and phrases, as a web search writes them."
+    )
     userId = StrictCharField(max_length=255, required=False, help_text="Only this user's conversations.")
     agentId = StrictCharField(max_length=64, required=False, help_text="Only this agent's messages.")
     channel = serializers.ChoiceField(choices=Channel.choices, required=False)

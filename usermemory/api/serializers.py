@@ -10,6 +10,7 @@ from rest_framework import serializers
 from memoryplatform import publicids
 from memoryplatform.api.pagination import MAX_OFFSET
 from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce, PublicIdField
+from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory.models import (
     MAX_KEY_CHARS,
     MAX_SOURCE_CHARS,
@@ -281,7 +282,7 @@ class RecallQuerySerializer(FieldsBuiltOnce):
 
     q = serializers.CharField(
         required=False,
-        max_length=1000,
+        max_length=MAX_QUERY_CHARS,
         trim_whitespace=False,
         help_text="Recall by relevance to this text (hybrid by default), best first, each entry with a "
         "score; X-Search-Fallback: fulltext when the embedder is down. Without it: the recall order.",
@@ -359,7 +360,9 @@ class UserListQuerySerializer(ListQuerySerializer):
 
 class SearchQuerySerializer(ListQuerySerializer):
     q = serializers.CharField(
-        max_length=1000, trim_whitespace=False, help_text="keyword: matched literally; else by relevance."
+        max_length=MAX_QUERY_CHARS,
+        trim_whitespace=False,
+        help_text="keyword: matched literally; else by relevance.",
     )
     category = serializers.CharField(required=False, max_length=64)
     mode = serializers.ChoiceField(

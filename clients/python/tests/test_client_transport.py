@@ -10,11 +10,14 @@ from email.utils import format_datetime
 import httpx
 import pytest
 from memoryplatform_client import (
+    MAX_QUERY_CHARS,
     APIConnectionError,
     AsyncMemoryPlatform,
+    BadRequestError,
     CapacityError,
     MemoryPlatform,
     NotFoundError,
+    QueryTooLongError,
     RateLimitedError,
     ServerError,
     UnavailableError,
@@ -184,3 +187,33 @@ def test_a_server_error_is_not_retried_even_for_an_idempotent_call():
     assert len(seen) == 1
     assert not isinstance(refused.value, UnavailableError)
     assert refused.value.details == {"requestId": "r-1"}
+
+
+def test_a_query_over_the_servers_limit_is_refused_before_it_is_sent():
+    handle, seen = _scripted(*[httpx.Response(200, json=[]) for _ in range(4)])
+    mp = _client(handle)
+    too_long, at_limit = "q" * (MAX_QUERY_CHARS + 1), "q" * MAX_QUERY_CHARS
+    refusals = [
+        lambda q: mp.search_memories("u1", q, mode="hybrid"),
+        lambda q: mp.search_all_memories(q),
+        lambda q: mp.recall_memories("u1", q=q),
+        lambda q: mp.get_context("c1", q=q),
+    ]
+    for call in refusals:
+        with pytest.raises(QueryTooLongError) as raised:
+            call(too_long)
+        error = raised.value
+        assert isinstance(error, BadRequestError) and (error.status, error.code) == (400, "bad_request")
+        assert error.details == {"limit": "MAX_QUERY_CHARS", "max": MAX_QUERY_CHARS, "length": len(too_long)}
+    assert seen == []  # nothing was sent
+    for call in refusals:
+        call(at_limit)
+    assert [len(request.url.params["q"]) for request in seen] == [MAX_QUERY_CHARS] * 4
+
+    async def scenario() -> None:
+        async with AsyncMemoryPlatform("http://mp.test", "k", transport=httpx.MockTransport(handle)) as amp:
+            with pytest.raises(QueryTooLongError):
+                await amp.search_memories("u1", too_long)
+
+    asyncio.run(scenario())
+    assert len(seen) == 4

@@ -6,7 +6,7 @@ Framework adapters: :mod:`memoryplatform_client.agents` (OpenAI Agents SDK, extr
 """
 
 from memoryplatform_client._async import AsyncMemoryPlatform
-from memoryplatform_client._calls import memory_input, message_input, text_content
+from memoryplatform_client._calls import MAX_QUERY_CHARS, memory_input, message_input, text_content
 from memoryplatform_client._core import __version__
 from memoryplatform_client._sync import MemoryPlatform
 from memoryplatform_client.errors import (
@@ -20,12 +20,14 @@ from memoryplatform_client.errors import (
     NotFoundError,
     PayloadTooLargeError,
     PermissionDeniedError,
+    QueryTooLongError,
     RateLimitedError,
     ServerError,
     UnavailableError,
 )
 
 __all__ = [
+    "MAX_QUERY_CHARS",
     "APIConnectionError",
     "APIError",
     "AsyncMemoryPlatform",
@@ -38,6 +40,7 @@ __all__ = [
     "NotFoundError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
+    "QueryTooLongError",
     "RateLimitedError",
     "ServerError",
     "UnavailableError",

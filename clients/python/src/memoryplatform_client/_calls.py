@@ -8,6 +8,7 @@ from typing import Any, TypedDict
 import httpx
 
 from memoryplatform_client._core import Call, body, query, segment
+from memoryplatform_client.errors import QueryTooLongError
 from memoryplatform_client.types import (
     Agent,
     ApiKey,
@@ -36,6 +37,11 @@ from memoryplatform_client.types import (
 )
 
 MEMORIES = "/usermemorystore/memories"
+MAX_QUERY_CHARS = 1000
+"""The server's limit on a query (``q`` of a search, a recall or a context): ``MAX_QUERY_CHARS`` of
+``memoryplatform.text``, which the platform's tests hold equal to this. A longer one is refused here,
+before it is sent, with the server's 400 (:class:`QueryTooLongError`). A tool's arguments are not checked
+here: ``invoke_tool`` returns the server's refusal as the tool's text, for the LLM to read."""
 CONVERSATIONS = "/v1/conversations"
 
 
@@ -181,10 +187,17 @@ def recall_memories(user_id: str, options: RecallOptions) -> Call[list[MemoryEnt
             groupId=options.get("group_ids"),
             order=options.get("order"),
             limit=options.get("limit"),
-            q=options.get("q"),
+            q=_query(options.get("q")),
             mode=options.get("mode"),
         ),
     )
+
+
+def _query(q: str | None) -> str | None:
+    """``q`` as sent: refused here when it is longer than the server takes."""
+    if q is not None and len(q) > MAX_QUERY_CHARS:
+        raise QueryTooLongError(len(q), MAX_QUERY_CHARS)
+    return q
 
 
 def search_memories(user_id: str, q: str, options: SearchOptions) -> Call[list[MemoryEntry]]:
@@ -192,7 +205,7 @@ def search_memories(user_id: str, q: str, options: SearchOptions) -> Call[list[M
         "GET",
         f"{_user(user_id)}/search",
         params=query(
-            q=q,
+            q=_query(q),
             mode=options.get("mode"),
             category=options.get("category"),
             groupId=options.get("group_ids"),
@@ -203,7 +216,7 @@ def search_memories(user_id: str, q: str, options: SearchOptions) -> Call[list[M
 
 
 def search_all_memories(q: str, category: str | None, limit: int | None) -> Call[list[MemoryEntry]]:
-    return Call("GET", "/v1/memories/search", params=query(q=q, category=category, limit=limit))
+    return Call("GET", "/v1/memories/search", params=query(q=_query(q), category=category, limit=limit))
 
 
 def list_memories_by_category(user_id: str, category: str, options: ListOptions) -> Call[list[MemoryEntry]]:
@@ -341,7 +354,8 @@ def set_checkpoint(conversation_id: str, last_entry_id: str) -> Call[Checkpoint]
 
 
 def get_context(conversation_id: str, agent_id: str | None, q: str | None) -> Call[Context]:
-    return Call("GET", f"{_conversation(conversation_id)}/context", params=query(agentId=agent_id, q=q))
+    params = query(agentId=agent_id, q=_query(q))
+    return Call("GET", f"{_conversation(conversation_id)}/context", params=params)
 
 
 # --- Agents, groups and keys --------------------------------------------------------------------------------

@@ -38,6 +38,19 @@ class BadRequestError(APIError):
     """400 ``bad_request`` (bad input, a guardrail) and other 4xx without a class of their own."""
 
 
+class QueryTooLongError(BadRequestError):
+    """A query (``q``) longer than :data:`memoryplatform_client.MAX_QUERY_CHARS`, refused before it is sent:
+    the 400 ``bad_request`` the server would answer (``details``: the limit and the query's length)."""
+
+    def __init__(self, length: int, limit: int) -> None:
+        super().__init__(
+            f"q is {length} characters; a query may have at most {limit}.",
+            status=400,
+            code="bad_request",
+            details={"limit": "MAX_QUERY_CHARS", "max": limit, "length": length},
+        )
+
+
 class AuthenticationError(APIError):
     """401 ``unauthorized``: a missing, unknown, revoked or expired key."""
 
