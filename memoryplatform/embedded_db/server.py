@@ -314,10 +314,11 @@ def _wait_accepting(data_dir: Path, postmaster: subprocess.Popen[bytes]) -> None
     raise EmbeddedServerError("postgres did not come up")
 
 
-# What the server logs of a failed statement: the error's primary message only. The default logs the failing
-# statement (``log_min_error_statement = error``), whose text holds the row's values, and a constraint error's
-# DETAIL line (``Key (user_id, key)=(...)``, ``Failing row contains (...)``): a user's data would outlive their
-# GDPR erasure in pg.log. An external server needs the same two settings (README, "Production").
+# What the server logs of a failed statement: the error's primary message only. The default logs the
+# failing statement (``log_min_error_statement = error``), whose text holds the row's values, and a
+# constraint error's DETAIL line (``Key (user_id, key)=(...)``, ``Failing row contains (...)``): a user's
+# data would outlive their GDPR erasure in pg.log. An external server needs the same two settings (README,
+# "Production").
 LOG_SETTINGS = {"log_min_error_statement": "panic", "log_error_verbosity": "terse"}
 
 
