@@ -28,6 +28,7 @@ from dream.batches import Batching
 from dream.contradictions import dream_contradictions_by_meaning, dream_detect_contradictions
 from dream.models import DreamRun
 from dream.prune import dream_prune_stale, dream_prune_turn_counters, stale_q
+from dream.records import error_text
 from dream.summarize import SummaryTotals, dream_summarize
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent
@@ -149,6 +150,8 @@ def _finish(run: DreamRun, totals: _CycleTotals, *, status: str, error: str = ""
     run.entries_unflagged = totals.unflagged
     if totals.summaries.proposals or totals.summaries.failed or totals.summaries.capped:
         totals.details["summaries"] = totals.summaries.details()
+    if totals.summaries.calls.made or totals.summaries.calls.stopped:
+        totals.details["llmCalls"] = totals.summaries.calls.details()
     run.details = totals.details
     for name, value in _summary_counts(totals.summaries).items():
         setattr(run, name, value)
@@ -352,7 +355,7 @@ def dream_run_cycle(
     except BaseException as exc:  # soft time limits and Ctrl-C too: the run must not stay "running"
         logger.exception("Dream run #%s failed", run.pk)
         try:
-            _finish(run, totals, status=DreamRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+            _finish(run, totals, status=DreamRun.Status.FAILED, error=error_text(exc))
         finally:
             if not dry_run:
                 metrics.cycles_failed.inc()

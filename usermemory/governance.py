@@ -54,6 +54,8 @@ POLICY_FIELD_GROUPS: tuple[tuple[str | None, tuple[str, ...]], ...] = (
             "summarize_requires_approval",
             "semantic_contradiction_threshold",
             "confirm_contradictions_with_llm",
+            "max_llm_calls_per_run",
+            "max_llm_calls_per_user",
         ),
     ),
     ("Activity", ("tool_call_retention_days",)),
