@@ -64,7 +64,7 @@ def test_an_unstorable_answer_fails_its_group_and_the_cycle_goes_on(
     assert (run.status, run.summarization_failures, run.summaries_written) == ("succeeded", 1, 2)
     (failure,) = run.details["summaries"]["failures"]
     assert "refused" in failure["error"] and run.details["summaries"]["failureCount"] == 1
-    # The passes after the summaries ran: contradictions (agent-a's "lang" disagrees with agent-b's), retention.
+    # The passes after the summaries ran: contradictions (agent-a's "lang" disagrees), retention.
     assert MemoryEntry.objects.get(user_id="other", source_agent=agent_a).conflicted
     assert "toolCallsDeleted" in run.details
     keys = {e["key"] for e in agent_a_api.get(f"{BASE}/{U}").json()}
