@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='agentmemorypolicy',
             name='max_llm_calls_per_run',
-            field=models.PositiveIntegerField(default=100, help_text='LLM calls one Dream cycle may make in all (summaries and confirmations), whatever they cost'),
+            field=models.PositiveIntegerField(default=100, help_text='LLM calls one Dream cycle may make in all (summaries, confirmations), whatever they cost'),
         ),
         migrations.AddField(
             model_name='agentmemorypolicy',
