@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from dream import metrics
 from dream.batches import Batching, in_batches
-from dream.meaning import dream_meaning_conflicts
+from dream.meaning import ConfirmLimits, dream_meaning_conflicts
 from dream.selectors import dream_current_entries
 from dream.summarize import SummaryTotals
 from memoryplatform.llm import LLMError, build_llm
@@ -116,23 +116,29 @@ def dream_contradictions_by_meaning(
 ) -> None:
     """Contradictions by meaning (:mod:`dream.meaning`) over the detectors' scope, at the strictest of their
     thresholds; the LLM confirms the pairs when one of them asks, within what the lowest of their
-    ``maxCostPerRun`` leaves after the cycle's ``summaries``. Its cost goes to ``summaries.cost``, its report
-    to ``details["meaning"]``."""
+    ``maxCostPerRun`` leaves after the cycle's ``summaries``, and within the lowest of their call caps
+    (counted with the cycle's summary calls). Its cost goes to ``summaries.cost``, its report to
+    ``details["meaning"]``."""
     confirming = [p for p in detectors if p.confirm_contradictions_with_llm]
     llm = None
-    budget = 0.0
+    limits = None
     if confirming:
         try:
             llm = build_llm()
         except LLMError as exc:
             details["meaningLlm"] = f"LLM settings: {exc}"
-        budget = min(float(p.max_cost_per_run) for p in confirming) - summaries.cost
+        limits = ConfirmLimits(
+            budget=min(float(p.max_cost_per_run) for p in confirming) - summaries.cost,
+            calls=summaries.calls,
+            per_run=min(p.max_llm_calls_per_run for p in confirming),
+            per_user=min(p.max_llm_calls_per_user for p in confirming),
+        )
     result = dream_meaning_conflicts(
         current=dream_current_entries(exclude=exclude),
         scope=scope_q(None if cross else [p.agent_id for p in detectors]),
         threshold=max(p.semantic_contradiction_threshold for p in detectors),
         llm=llm,
-        budget=budget,
+        limits=limits,
         dry_run=dry_run,
     )
     summaries.cost += result.cost

@@ -17,7 +17,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -26,8 +26,10 @@ from apikeys.services import agents_mark_idle
 from dream import metrics, selectors
 from dream.batches import Batching
 from dream.contradictions import dream_contradictions_by_meaning, dream_detect_contradictions
+from dream.erasure import drop_erased
 from dream.models import DreamRun
 from dream.prune import dream_prune_stale, dream_prune_turn_counters, stale_q
+from dream.records import error_text
 from dream.summarize import SummaryTotals, dream_summarize
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent
@@ -149,10 +151,21 @@ def _finish(run: DreamRun, totals: _CycleTotals, *, status: str, error: str = ""
     run.entries_unflagged = totals.unflagged
     if totals.summaries.proposals or totals.summaries.failed or totals.summaries.capped:
         totals.details["summaries"] = totals.summaries.details()
-    run.details = totals.details
+    if totals.summaries.calls.made or totals.summaries.calls.stopped:
+        totals.details["llmCalls"] = totals.summaries.calls.details()
     for name, value in _summary_counts(totals.summaries).items():
         setattr(run, name, value)
-    updated = DreamRun.objects.filter(pk=run.pk, status=DreamRun.Status.RUNNING).update(
+    with transaction.atomic():
+        # The row lock a GDPR erasure takes too: a user erased while the cycle ran leaves no record here.
+        list(DreamRun.objects.select_for_update().filter(pk=run.pk).values_list("pk", flat=True))
+        run.details = drop_erased(details=totals.details, since=run.started_at)
+        updated = _write_finish(run, status=status, error=error, totals=totals)
+    if not updated:
+        logger.warning("Dream run #%s was marked abandoned before it finished as %s", run.pk, status)
+
+
+def _write_finish(run: DreamRun, *, status: str, error: str, totals: _CycleTotals) -> int:
+    return DreamRun.objects.filter(pk=run.pk, status=DreamRun.Status.RUNNING).update(
         status=status,
         error=error,
         finished_at=run.finished_at,
@@ -166,8 +179,6 @@ def _finish(run: DreamRun, totals: _CycleTotals, *, status: str, error: str = ""
         approval=run.approval,
         **_summary_counts(totals.summaries),
     )
-    if not updated:
-        logger.warning("Dream run #%s was marked abandoned before it finished as %s", run.pk, status)
 
 
 # --- The passes, in order ----------------------------------------------------------------------------
@@ -352,7 +363,7 @@ def dream_run_cycle(
     except BaseException as exc:  # soft time limits and Ctrl-C too: the run must not stay "running"
         logger.exception("Dream run #%s failed", run.pk)
         try:
-            _finish(run, totals, status=DreamRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+            _finish(run, totals, status=DreamRun.Status.FAILED, error=error_text(exc))
         finally:
             if not dry_run:
                 metrics.cycles_failed.inc()

@@ -10,7 +10,9 @@ ignoring case and surrounding spaces.
 Each entry of a pair records the other in ``meaning_conflicts``; the contradiction pass then flags an
 in-scope entry whose list is not empty (:func:`dream.contradictions.dream_detect_contradictions`), and an
 agent sees the flag only while a partner it can see disagrees, as for a key's set. With
-``confirmContradictionsWithLlm`` the LLM confirms each pair before it counts, within the cycle's cost cap.
+``confirmContradictionsWithLlm`` the LLM confirms each pair before it counts, within the cycle's cost cap
+and its call caps (``maxLlmCallsPerRun``, ``maxLlmCallsPerUser``: :mod:`dream.records`); a pair not asked
+is not confirmed. The run records counts, the first pairs and the first few failures.
 """
 
 import logging
@@ -22,6 +24,7 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
+from dream.records import MAX_RECORDED_FAILURES, LlmCalls, record_failure
 from memoryplatform.embeddings import EmbedderError, get_embedder
 from memoryplatform.llm import LLM, LLMError
 from usermemory.maintenance import meaning_conflicts_record
@@ -30,6 +33,7 @@ from usermemory.models import MemoryEntry
 logger = logging.getLogger(__name__)
 
 MAX_KEYS_PER_USER = 500  # pairs grow with the square; a user's keys past this are not compared
+MAX_RECORDED_PAIRS = 100  # a run's details list the first pairs; all are counted
 _SEPARATORS = re.compile(r"[_./:-]+")
 CONFIRM_SYSTEM = (
     "Two facts stored about one user have different keys. Say whether they describe the same attribute of "
@@ -55,30 +59,48 @@ def _agree(a: str, b: str) -> bool:
     return a.strip().casefold() == b.strip().casefold()
 
 
+@dataclass(frozen=True)
+class Pair:
+    """Two entries of one user whose keys mean the same and whose values disagree, with their texts."""
+
+    user_id: str
+    first: int
+    second: int
+    first_text: str
+    second_text: str
+
+
 @dataclass
 class MeaningResult:
     pairs: list[tuple[int, int]] = field(default_factory=list)
     updated: int = 0
     cost: float = 0.0
     rejected: int = 0  # pairs the LLM did not confirm
-    failures: list[str] = field(default_factory=list)
+    not_asked: int = 0  # pairs the LLM was not asked about (a cap): not confirmed
+    failure_count: int = 0
+    failures: list[str] = field(default_factory=list)  # the first few
     skipped: str = ""
+
+    def fail(self, error: str) -> None:
+        self.failure_count += 1
+        record_failure(self.failures, error)
 
     def details(self) -> dict[str, Any]:
         return {
-            "pairs": [list(p) for p in self.pairs],
+            "pairs": [list(p) for p in self.pairs[:MAX_RECORDED_PAIRS]],
+            "pairCount": len(self.pairs),
             "entriesUpdated": self.updated,
             "llmCost": self.cost,
             "rejectedByLlm": self.rejected,
-            "failures": self.failures,
+            "notAskedByCap": self.not_asked,
+            "failureCount": self.failure_count,
+            "failures": self.failures[:MAX_RECORDED_FAILURES],
             **({"skipped": self.skipped} if self.skipped else {}),
         }
 
 
-def find_pairs(
-    *, current: QuerySet[MemoryEntry], scope: Q, threshold: float
-) -> list[tuple[int, int, str, str]]:
-    """(entry id, entry id, text, text) of the ``current`` entries of the users in ``scope`` whose keys mean
+def find_pairs(*, current: QuerySet[MemoryEntry], scope: Q, threshold: float) -> list[Pair]:
+    """The pairs of the ``current`` entries of the users in ``scope`` whose keys mean
     the same (from ``threshold``) and whose values disagree; at least one side in ``scope``. Empty without
     an embedder; EmbedderError when it fails."""
     embedder = get_embedder()
@@ -97,7 +119,7 @@ def find_pairs(
         zip(keys, (_unit(v) for v in embedder.embed_passages([key_text(k) for k in keys])), strict=True)
     )
     pairs = []
-    for entries in by_user.values():
+    for user_id, entries in by_user.items():
         user_keys = sorted({key for _, key, _ in entries})[:MAX_KEYS_PER_USER]
         same = set()
         for i, a in enumerate(user_keys):
@@ -115,31 +137,57 @@ def find_pairs(
                     and (first in in_scope or second in in_scope)
                 ):
                     pairs.append(
-                        (first, second, f"{first_key}: {first_text}", f"{second_key}: {second_text}")
+                        Pair(
+                            user_id,
+                            first,
+                            second,
+                            f"{first_key}: {first_text}",
+                            f"{second_key}: {second_text}",
+                        )
                     )
     return pairs
 
 
+@dataclass(frozen=True)
+class ConfirmLimits:
+    """What the LLM's confirmation may use: the dollars left (``budget``), the cycle's calls (``calls``) and
+    its caps (the lowest of the confirming policies')."""
+
+    budget: float
+    calls: LlmCalls
+    per_run: int
+    per_user: int
+
+
 def confirm(
-    *, pairs: list[tuple[int, int, str, str]], llm: LLM, budget: float, result: MeaningResult
+    *, pairs: list[Pair], llm: LLM, limits: ConfirmLimits, result: MeaningResult
 ) -> list[tuple[int, int]]:
     """The pairs the LLM confirms, one call each, while the next call's estimated prompt cost stays within
-    ``budget``; a pair not asked (the budget) or whose call failed is not confirmed."""
+    the budget and the call caps allow it (a user at its cap: that user's other pairs are not asked; the
+    cycle at its cap: no more pairs are). A pair not asked, or whose call failed, is not confirmed."""
     confirmed = []
-    for first, second, first_text, second_text in pairs:
-        prompt = f"Fact A: {first_text}\nFact B: {second_text}"
-        if result.cost + llm.estimate_cost(system=CONFIRM_SYSTEM, prompt=prompt) > budget:
-            result.failures.append("stopped at maxCostPerRun")
+    for index, pair in enumerate(pairs):
+        prompt = f"Fact A: {pair.first_text}\nFact B: {pair.second_text}"
+        if result.cost + llm.estimate_cost(system=CONFIRM_SYSTEM, prompt=prompt) > limits.budget:
+            result.fail("stopped at maxCostPerRun")
+            result.not_asked += len(pairs) - index
             break
+        if limits.calls.run_cap_reached(per_run=limits.per_run):
+            limits.calls.stopped.append("confirmations")
+            result.not_asked += len(pairs) - index
+            break
+        if not limits.calls.take(user_id=pair.user_id, per_run=limits.per_run, per_user=limits.per_user):
+            result.not_asked += 1
+            continue
         try:
             done = llm.complete_json(system=CONFIRM_SYSTEM, prompt=prompt, schema=CONFIRM_SCHEMA)
         except LLMError as exc:
             result.cost += exc.cost
-            result.failures.append(str(exc))
+            result.fail(str(exc))
             continue
         result.cost += done.cost
         if done.data["contradiction"]:
-            confirmed.append((first, second))
+            confirmed.append((pair.first, pair.second))
         else:
             result.rejected += 1
     return confirmed
@@ -151,11 +199,11 @@ def dream_meaning_conflicts(
     scope: Q,
     threshold: float,
     llm: LLM | None,
-    budget: float,
+    limits: ConfirmLimits | None,
     dry_run: bool,
 ) -> MeaningResult:
     """Find the pairs among the ``current`` entries (a dry run: minus those it would prune) with
-    :func:`find_pairs`, have the LLM confirm them when ``llm`` is given, and record each
+    :func:`find_pairs`, have the LLM confirm them when ``llm`` is given (within ``limits``), and record each
     entry's partners in ``meaning_conflicts`` (emptied where a pair is gone), for every current entry of the
     users in scope (:func:`usermemory.maintenance.meaning_conflicts_record`). A dry run records nothing."""
     result = MeaningResult()
@@ -168,9 +216,10 @@ def dream_meaning_conflicts(
         result.skipped = f"the embedder failed: {exc}"
         logger.warning("Dream: contradictions by meaning skipped: %s", exc)
         return result
-    result.pairs = (
-        confirm(pairs=found, llm=llm, budget=budget, result=result) if llm else [p[:2] for p in found]
-    )
+    if llm is not None and limits is not None:
+        result.pairs = confirm(pairs=found, llm=llm, limits=limits, result=result)
+    else:
+        result.pairs = [(p.first, p.second) for p in found]
     if dry_run:
         return result
     partners: dict[int, set[int]] = defaultdict(set)

@@ -5,7 +5,8 @@ A policy with ``summarizeInteractions`` groups the current entries in its scope 
 with ``crossAgentMaintenance``) by user, owner, visibility, groups and ``summarizeGroupBy`` (the category or
 the key's prefix), so that a summary is seen by exactly the agents that saw its sources. A group of at least
 ``summarizeMinEntries`` entries goes to the LLM, which answers with at most ``summarizeTargetEntries``
-summaries, each naming the entries it replaces (a JSON Schema checks the answer, ids included).
+summaries, each naming the entries it replaces (a JSON Schema checks the answer, ids included), and whose
+texts pass the checks every door applies to input (no NUL, no lone surrogate, no blank key or value).
 
 Two steps, so that dry runs and staff approval show exactly what a real cycle writes:
 :func:`propose` asks the LLM and returns a :class:`Proposal` (plain JSON, kept in the run's ``details``);
@@ -13,19 +14,27 @@ Two steps, so that dry runs and staff approval show exactly what a real cycle wr
 summaries (provenance: source entries, agents, model, cost, run), a ``superseded`` event per original, and
 ``supersededBy``/``validTo`` on the originals. A proposal whose sources changed since it was made is skipped
 whole. Nothing is ever half applied.
+
+A cycle sends an entry at most once, whatever number of policies reach it, and makes at most the policy's
+``maxLlmCallsPerRun`` calls in all and ``maxLlmCallsPerUser`` about one user (:mod:`dream.records`). A bad
+answer, or a write that fails, fails its own group only: it is counted, and the next group goes on.
 """
 
 import logging
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Count, F, Func, QuerySet, Value
 from django.db.models.fields import CharField
+from memoryplatform.api.text import text_problem
 
 from dream import metrics
 from dream.models import DreamRun
+from dream.records import LlmCalls, error_text, record_failure
 from memoryplatform.llm import LLM, LLMError, build_llm
 from usermemory.history import Actor, Scope
 from usermemory.maintenance import Replacement, memory_supersede
@@ -39,6 +48,9 @@ logger = logging.getLogger(__name__)
 MAX_ENTRIES_PER_CALL = 100
 MAX_SUMMARY_KEY = 100
 MAX_SUMMARY_VALUE = 4000
+# The key a summary gets when its own is taken: "<key> (dream <run>.<first source id>)". A source is
+# superseded once, so no two summaries ever get the same one; the LLM may not answer a key of that shape.
+FALLBACK_KEY = re.compile(r"\(dream \d+\.\d+\)$")
 SYSTEM = (
     "You consolidate stored facts about one user into fewer, complete summary facts for an AI assistant's "
     "memory. Keep every fact that is still true; merge duplicates; never invent anything. Each summary "
@@ -103,33 +115,37 @@ def _label(group_by: str) -> Func | F:
     return F("category")
 
 
-def _candidates(policy: AgentMemoryPolicy) -> QuerySet[MemoryEntry]:
-    """The entries a policy may summarise: current, not themselves summaries, its own unless cross-agent."""
+def _candidates(policy: AgentMemoryPolicy, sent: set[int]) -> QuerySet[MemoryEntry]:
+    """The entries a policy may summarise: current, not themselves summaries, its own unless cross-agent,
+    and not ``sent`` to the LLM already this cycle."""
     qs = MemoryEntry.objects.filter(current_q(), provenance__isnull=True)
     if not policy.cross_agent_maintenance:
         qs = qs.filter(source_agent_id=policy.agent_id)
+    if sent:
+        qs = qs.exclude(id__in=sorted(sent))
     return qs.annotate(label=_label(policy.summarize_group_by))
 
 
-def find_groups(*, policy: AgentMemoryPolicy) -> list[Proposal]:
-    """The groups of at least ``summarizeMinEntries`` entries, as proposals with their sources and no
-    summaries yet, by user and label."""
+def find_groups(*, policy: AgentMemoryPolicy, sent: set[int] | None = None) -> Iterator[Proposal]:
+    """The groups of at least ``summarizeMinEntries`` entries none of which is in ``sent``, as proposals
+    with their sources and no summaries yet, by user and label. Each group's entries are read when it is
+    reached, so a caller that stops early reads no more."""
+    sent = set(sent or ())
     scope = ("user_id", "source_agent_id", "visibility", "group_ids", "label")
-    groups = (
-        _candidates(policy)
+    groups = list(
+        _candidates(policy, sent)
         .values(*scope)
         .annotate(n=Count("id"))
         .filter(n__gte=max(policy.summarize_min_entries, 2))
         .order_by("user_id", "label", "source_agent_id", "visibility")
     )
-    proposals = []
     for group in groups:
         entries = list(
-            _candidates(policy)
+            _candidates(policy, sent)
             .filter(**{name: group[name] for name in scope})
             .order_by("updated_at", "id")[:MAX_ENTRIES_PER_CALL]
         )
-        proposals.append(
+        yield (
             Proposal(
                 user_id=group["user_id"],
                 owner=group["source_agent_id"],
@@ -148,7 +164,6 @@ def find_groups(*, policy: AgentMemoryPolicy) -> list[Proposal]:
                 },
             )
         )
-    return proposals
 
 
 def prompt_of(proposal: Proposal, *, target: int) -> str:
@@ -190,9 +205,24 @@ def answer_schema(*, ids: list[int], target: int) -> dict[str, Any]:
     }
 
 
+def summary_problem(*, key: str, value: str) -> str | None:
+    """Why a summary (its key and value, stripped) cannot be stored, as the API would refuse the same text
+    (:mod:`memoryplatform.api.text`), or ``None``. The schema bounds the lengths."""
+    if not key or not value:
+        return "a summary's key or value is blank"
+    for name, text in (("key", key), ("value", value)):
+        problem = text_problem(text)
+        if problem:
+            return f"a summary's {name} {problem}"
+    if FALLBACK_KEY.search(key):
+        return "a summary's key ends like Dream's own fallback keys"
+    return None
+
+
 def propose(*, proposal: Proposal, llm: LLM, target: int) -> Proposal:
     """Ask the LLM for the group's summaries; :class:`LLMError` (with the call's cost) when its answer is
-    missing, malformed, or names an entry twice."""
+    missing, malformed, names an entry twice, or holds a text that cannot be stored
+    (:func:`summary_problem`)."""
     done = llm.complete_json(
         system=SYSTEM,
         prompt=prompt_of(proposal, target=target),
@@ -206,6 +236,10 @@ def propose(*, proposal: Proposal, llm: LLM, target: int) -> Proposal:
         {"key": s["key"].strip(), "value": s["value"].strip(), "sources": sorted(s["sources"])}
         for s in summaries
     ]
+    for summary in proposal.summaries:
+        problem = summary_problem(key=summary["key"], value=summary["value"])
+        if problem:
+            raise LLMError(f"the model's answer is refused: {problem}", cost=done.cost)
     proposal.model = llm.model
     proposal.cost = done.cost
     return proposal
@@ -223,7 +257,7 @@ def apply_proposal(*, proposal: Proposal, run_id: int, preserve_agents: bool) ->
     replacements = [
         Replacement(
             key=summary["key"],
-            key_if_taken=f"{summary['key'][:MAX_SUMMARY_KEY]} (dream {run_id}.{index})",
+            key_if_taken=f"{summary['key'][:MAX_SUMMARY_KEY]} (dream {run_id}.{summary['sources'][0]})",
             text=summary["value"],
             sources=summary["sources"],
             provenance={
@@ -234,7 +268,7 @@ def apply_proposal(*, proposal: Proposal, run_id: int, preserve_agents: bool) ->
                 "cost": proposal.cost / len(proposal.summaries),
             },
         )
-        for index, summary in enumerate(proposal.summaries, start=1)
+        for summary in proposal.summaries
     ]
     superseded = memory_supersede(
         user_id=proposal.user_id,
@@ -256,85 +290,122 @@ def apply_proposal(*, proposal: Proposal, run_id: int, preserve_agents: bool) ->
 
 @dataclass
 class SummaryTotals:
-    """What the summaries of one cycle did (a run's counts and its ``details["summaries"]``)."""
+    """What the summaries of one cycle did (a run's counts and its ``details["summaries"]``), and the
+    cycle's LLM calls (``calls``, shared with the confirmation of contradictions by meaning)."""
 
     cost: float = 0.0
     summarized: int = 0
     written: int = 0
     failures: int = 0
     proposals: list[dict[str, Any]] = field(default_factory=list)
-    failed: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[dict[str, Any]] = field(default_factory=list)  # the first few (dream.records)
     capped: list[str] = field(default_factory=list)  # agents whose summaries stopped at maxCostPerRun
+    calls: LlmCalls = field(default_factory=LlmCalls)
 
     def details(self) -> dict[str, Any]:
-        return {"proposals": self.proposals, "failures": self.failed, "stoppedByCostCap": self.capped}
+        return {
+            "proposals": self.proposals,
+            "failures": self.failed,
+            "failureCount": self.failures,
+            "stoppedByCostCap": self.capped,
+        }
+
+    def fail(self, *, policy: AgentMemoryPolicy, proposal: Proposal, error: str, run_id: int) -> None:
+        """Count a group's failure (a bad answer, or a write that failed) and keep the first few."""
+        metrics.summarization_failed.inc()
+        self.failures += 1
+        record_failure(
+            self.failed,
+            {"agentId": policy.agent_id, "userId": proposal.user_id, "label": proposal.label, "error": error},
+        )
+        logger.warning(
+            "Dream run #%s: summary of %r for user %r failed: %s",
+            run_id,
+            proposal.label,
+            proposal.user_id,
+            error,
+        )
 
 
 # What a cycle does with a proposal: write it now, keep it to show (a dry run), or keep it for approval.
 WRITE, DRY_RUN, APPROVAL = "write", "dry_run", "approval"
 
 
+def apply_safely(*, proposal: Proposal, run_id: int, preserve_agents: bool) -> tuple[int, str]:
+    """:func:`apply_proposal`, with a database error (its transaction rolled back) as a failure of this
+    proposal alone: (entries superseded, the error's text without values, or "")."""
+    try:
+        return apply_proposal(proposal=proposal, run_id=run_id, preserve_agents=preserve_agents), ""
+    except DatabaseError as exc:
+        return 0, error_text(exc)
+
+
+def _keep(
+    *, policy: AgentMemoryPolicy, proposal: Proposal, run_id: int, totals: SummaryTotals, mode: str
+) -> None:
+    """Keep a proposal the LLM made: write it now (:data:`WRITE`), or keep it to show or to approve."""
+    data = proposal.as_json()
+    data["agentId"] = policy.agent_id
+    data["preserveAgentProvenance"] = policy.preserve_agent_provenance
+    data["pending"] = mode == APPROVAL
+    if mode == WRITE:
+        superseded, error = apply_safely(
+            proposal=proposal, run_id=run_id, preserve_agents=policy.preserve_agent_provenance
+        )
+        data["applied"] = bool(superseded)
+        if error:
+            totals.fail(policy=policy, proposal=proposal, error=error, run_id=run_id)
+            return
+        if superseded:
+            totals.summarized += superseded
+            totals.written += len(proposal.summaries)
+    else:
+        totals.summarized += sum(len(s["sources"]) for s in proposal.summaries)
+        totals.written += len(proposal.summaries)
+    totals.proposals.append(data)
+
+
 def summarize_policy(
     *, policy: AgentMemoryPolicy, llm: LLM, run_id: int, totals: SummaryTotals, mode: str
 ) -> None:
     """Summarise the policy's groups, one LLM call each, until the next call's estimated prompt cost would
-    take the policy's spending this cycle past ``maxCostPerRun``. Each proposal is kept in
-    ``totals.proposals``; ``mode`` :data:`WRITE` applies it now, :data:`APPROVAL` marks it ``pending`` (for
-    :func:`approve_run`), :data:`DRY_RUN` only shows it. A failed call
-    changes nothing: it is counted, logged and kept with the run, and the next group goes on."""
+    take the policy's spending this cycle past ``maxCostPerRun``, or the cycle has made
+    ``maxLlmCallsPerRun`` calls. A group whose user had ``maxLlmCallsPerUser`` calls this cycle waits for
+    the next one. Each proposal is kept in ``totals.proposals``; ``mode`` :data:`WRITE` applies it now,
+    :data:`APPROVAL` marks it ``pending`` (for :func:`approve_run`), :data:`DRY_RUN` only shows it. A failed
+    call or write changes nothing: it is counted, logged and (the first few) kept with the run, and the next
+    group goes on."""
     cap = float(policy.max_cost_per_run)
     spent = 0.0
     target = max(1, policy.summarize_target_entries)
-    for proposal in find_groups(policy=policy):
+    calls = totals.calls
+    per_run, per_user = policy.max_llm_calls_per_run, policy.max_llm_calls_per_user
+    for proposal in find_groups(policy=policy, sent=calls.sent):
+        if calls.run_cap_reached(per_run=per_run):
+            calls.stopped.append(f"summaries:{policy.agent_id}")
+            logger.info("Dream run #%s: %s's summaries stop at maxLlmCallsPerRun", run_id, policy.agent_id)
+            return
         if spent + estimate(proposal=proposal, llm=llm, target=target) > cap:
             totals.capped.append(policy.agent_id)
             logger.info(
                 "Dream run #%s: %s's summaries stop at maxCostPerRun $%s", run_id, policy.agent_id, cap
             )
             return
+        if not calls.take(user_id=proposal.user_id, per_run=per_run, per_user=per_user):
+            continue  # the user had their calls this cycle
+        calls.sent.update(proposal.sources)
         try:
             propose(proposal=proposal, llm=llm, target=target)
         except LLMError as exc:
             spent += exc.cost
             totals.cost += exc.cost
             metrics.llm_cost_dollars.inc(exc.cost)
-            metrics.summarization_failed.inc()
-            totals.failures += 1
-            totals.failed.append(
-                {
-                    "agentId": policy.agent_id,
-                    "userId": proposal.user_id,
-                    "label": proposal.label,
-                    "error": str(exc),
-                }
-            )
-            logger.warning(
-                "Dream run #%s: summary of %r for user %r failed: %s",
-                run_id,
-                proposal.label,
-                proposal.user_id,
-                exc,
-            )
+            totals.fail(policy=policy, proposal=proposal, error=str(exc), run_id=run_id)
             continue
         spent += proposal.cost
         totals.cost += proposal.cost
         metrics.llm_cost_dollars.inc(proposal.cost)
-        data = proposal.as_json()
-        data["agentId"] = policy.agent_id
-        data["preserveAgentProvenance"] = policy.preserve_agent_provenance
-        data["pending"] = mode == APPROVAL
-        if mode == WRITE:
-            superseded = apply_proposal(
-                proposal=proposal, run_id=run_id, preserve_agents=policy.preserve_agent_provenance
-            )
-            data["applied"] = bool(superseded)
-            if superseded:
-                totals.summarized += superseded
-                totals.written += len(proposal.summaries)
-        else:
-            totals.summarized += sum(len(s["sources"]) for s in proposal.summaries)
-            totals.written += len(proposal.summaries)
-        totals.proposals.append(data)
+        _keep(policy=policy, proposal=proposal, run_id=run_id, totals=totals, mode=mode)
 
 
 def dream_summarize(
@@ -352,7 +423,7 @@ def dream_summarize(
         llm = build_llm()
     except LLMError as exc:
         totals.failures += 1
-        totals.failed.append({"error": f"LLM settings: {exc}"})
+        record_failure(totals.failed, {"error": f"LLM settings: {exc}"})
         metrics.summarization_failed.inc()
         return
     if llm is None:
@@ -370,11 +441,17 @@ def dream_summarize(
         run.approval = DreamRun.Approval.PENDING
 
 
+def _identity(proposal: dict[str, Any]) -> tuple[str, ...]:
+    """A proposal in a run's details, told apart from the others by its sources (each in one proposal)."""
+    return tuple(sorted(proposal["sources"]))
+
+
 def approve_run(*, run_id: int, approve: bool) -> int:
     """Staff's decision on a run whose summaries wait for approval: apply each proposal (skipping those
-    whose sources changed since) or drop them all. Returns how many entries were superseded. A run that is
-    not pending (decided already, or never waiting) changes nothing: the row lock and the status check make
-    a second decision a no-op."""
+    whose sources changed since, or whose write fails) or drop them all. Returns how many entries were
+    superseded. A run that is not pending (decided already, or never waiting) changes nothing: the row lock
+    and the status check make a second decision a no-op. The outcome is written onto the proposals the run
+    holds then (a GDPR erasure may have removed some meanwhile: they stay removed)."""
     with transaction.atomic():
         run = (
             DreamRun.objects.select_for_update().filter(pk=run_id, approval=DreamRun.Approval.PENDING).first()
@@ -383,22 +460,28 @@ def approve_run(*, run_id: int, approve: bool) -> int:
             return 0
         run.approval = DreamRun.Approval.APPROVED if approve else DreamRun.Approval.REJECTED
         run.save(update_fields=["approval"])
-        proposals = list(run.details.get("summaries", {}).get("proposals", []))
-        waiting = [data for data in proposals if data.get("pending")]
+        waiting = [
+            data for data in run.details.get("summaries", {}).get("proposals", []) if data.get("pending")
+        ]
     if not approve:
         return 0
-    superseded = 0
-    written = 0
+    outcome: dict[tuple[str, ...], tuple[int, str]] = {}
     for data in waiting:
-        data["pending"] = False
-        done = apply_proposal(
+        outcome[_identity(data)] = apply_safely(
             proposal=Proposal.of_json(data), run_id=run_id, preserve_agents=data["preserveAgentProvenance"]
         )
-        data["applied"] = bool(done)
-        superseded += done
-        written += len(data["summaries"]) if done else 0
-    details = {**run.details, "summaries": {**run.details.get("summaries", {}), "proposals": proposals}}
-    DreamRun.objects.filter(pk=run_id).update(
-        entries_summarized=superseded, summaries_written=written, details=details
-    )
+    superseded = sum(done for done, _ in outcome.values())
+    with transaction.atomic():
+        run = DreamRun.objects.select_for_update().get(pk=run_id)
+        proposals = list(run.details.get("summaries", {}).get("proposals", []))
+        written = 0
+        for data in proposals:
+            if _identity(data) in outcome:
+                done, error = outcome[_identity(data)]
+                data.update(pending=False, applied=bool(done), **({"error": error} if error else {}))
+                written += len(data["summaries"]) if done else 0
+        details = {**run.details, "summaries": {**run.details.get("summaries", {}), "proposals": proposals}}
+        DreamRun.objects.filter(pk=run_id).update(
+            entries_summarized=superseded, summaries_written=written, details=details
+        )
     return superseded

@@ -54,6 +54,8 @@ POLICY_FIELD_GROUPS: tuple[tuple[str | None, tuple[str, ...]], ...] = (
             "summarize_requires_approval",
             "semantic_contradiction_threshold",
             "confirm_contradictions_with_llm",
+            "max_llm_calls_per_run",
+            "max_llm_calls_per_user",
         ),
     ),
     ("Activity", ("tool_call_retention_days",)),
@@ -105,10 +107,12 @@ def register_user_data(name: str, *, eraser: Eraser, exporter: Exporter) -> None
 @transaction.atomic
 def memory_erase_user(*, caller: Caller, user_id: str) -> dict[str, Any]:
     """GDPR erasure (admin only): every entry, history event and turn counter of the user, and the data of
-    every registered app. Returns what it removed."""
+    every registered app (first, while the user's entries still exist: Dream finds its records of them by
+    their ids). Returns what it removed."""
     if not caller.is_admin:
         raise Forbidden("GDPR erasure needs an admin key.")
     advisory_xact_lock(LockId.USER_MEMORY, user_id)
+    apps = {name: eraser(user_id) for name, eraser in _erasers.items()}
     entries = MemoryEntry.objects.filter(user_id=user_id)
     entries_deleted = entries.count()
     MemoryEntryGroup.objects.filter(user_id=user_id).delete()
@@ -119,9 +123,8 @@ def memory_erase_user(*, caller: Caller, user_id: str) -> dict[str, Any]:
         "userId": user_id,
         "entriesDeleted": entries_deleted,
         "eventsDeleted": events_deleted,
+        **apps,
     }
-    for name, eraser in _erasers.items():
-        report[name] = eraser(user_id)
     log = EventLog(Actor.of(caller))
     log.add(
         MemoryEvent.Action.ERASED,

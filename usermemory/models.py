@@ -341,6 +341,13 @@ class AgentMemoryPolicy(models.Model):
     confirm_contradictions_with_llm = models.BooleanField(
         default=False, help_text="The LLM confirms each contradiction by meaning (within maxCostPerRun)"
     )
+    max_llm_calls_per_run = models.PositiveIntegerField(
+        default=100,
+        help_text="LLM calls one Dream cycle may make in all (summaries, confirmations), whatever they cost",
+    )
+    max_llm_calls_per_user = models.PositiveIntegerField(
+        default=10, help_text="LLM calls one Dream cycle may make about one user"
+    )
     cross_agent_maintenance = models.BooleanField(default=False)
     tool_call_retention_days = models.PositiveIntegerField(
         default=30, help_text="Dream deletes this agent's tool-call log older than this; 0 keeps it forever"

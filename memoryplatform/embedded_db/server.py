@@ -314,6 +314,18 @@ def _wait_accepting(data_dir: Path, postmaster: subprocess.Popen[bytes]) -> None
     raise EmbeddedServerError("postgres did not come up")
 
 
+# What the server logs of a failed statement: the error's primary message only. The default logs the
+# failing statement (``log_min_error_statement = error``), whose text holds the row's values, and a
+# constraint error's DETAIL line (``Key (user_id, key)=(...)``, ``Failing row contains (...)``): a user's
+# data would outlive their GDPR erasure in pg.log. An external server needs the same two settings (README,
+# "Production").
+LOG_SETTINGS = {"log_min_error_statement": "panic", "log_error_verbosity": "terse"}
+
+
+def _log_settings() -> list[str]:
+    return [arg for name, value in LOG_SETTINGS.items() for arg in ("-c", f"{name}={value}")]
+
+
 def watchdog(data_dir: Path) -> int:
     """Own the server of DATA_DIR until no user is left (run by ensure_running as a detached process)."""
     with _flock(data_dir / "pg.watchdog", fcntl.LOCK_EX | fcntl.LOCK_NB) as took:
@@ -347,6 +359,7 @@ def watchdog(data_dir: Path) -> int:
                     f"unix_socket_directories={sockets}",
                     "-c",
                     "unix_socket_permissions=0700",
+                    *_log_settings(),
                 ],
                 **_as(user),
                 cwd=cluster_dir(data_dir),

@@ -12,7 +12,7 @@ from agents import Agent, ModelSettings, Runner, function_tool, set_tracing_disa
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.usage import Usage
-from memoryplatform_client import PermissionDeniedError
+from memoryplatform_client import NotFoundError
 from memoryplatform_client.agents import MemoryPlatformSession, memory_instructions
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
@@ -129,11 +129,11 @@ def test_two_agents_share_one_conversation_each_seeing_only_its_own_items(
         await nova_session.add_items([{"role": "user", "content": "One more thing"}])
         assert _texts(await aniza_session.get_items()) == ["One more thing"]
 
-        # An agent outside the conversation's group is refused.
+        # An agent outside the conversation's group is refused: the conversation is not found (issue 33).
         outsider_agent = Agent(name="outsider", model=ScriptedModel([_reply("never")]))
-        with pytest.raises(PermissionDeniedError) as refused:
+        with pytest.raises(NotFoundError) as refused:
             await Runner.run(outsider_agent, "hi", session=MemoryPlatformSession(outsider_api, cid))
-        assert refused.value.code == "forbidden"
+        assert refused.value.code == "not_found"
 
         for api in (nova_api, aniza_api, outsider_api):
             await api.close()

@@ -1,14 +1,16 @@
-"""Dream fixtures: agents with Dream policies, and entries with a given age."""
+"""Dream fixtures: agents with Dream policies, entries with a given age, and the scripted LLM."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.test import override_settings
 from django.utils import timezone
 
 from apikeys.models import Agent
 from tests.factories import AgentMemoryPolicyFactory, MemoryEntryFactory
+from tests.llm_server import LLMScript, llm_server
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup
 
 
@@ -59,3 +61,21 @@ def memory(db: None) -> Callable[..., MemoryEntry]:
         return entry
 
     return make
+
+
+PRICES = {"test-model": [100.0, 100.0]}  # $100 per million tokens: 1,000 in and 200 out cost $0.12
+
+
+@pytest.fixture
+def llm() -> Iterator[LLMScript]:
+    """The scripted LLM, answers set by each test, and the LLM_* settings pointing at it."""
+    script = LLMScript([])
+    with llm_server(script):
+        options = {
+            "LLM_PROVIDER": "openai",
+            "LLM_URL": script.url,
+            "LLM_MODEL": "test-model",
+            "LLM_PRICES": PRICES,
+        }
+        with override_settings(**options):
+            yield script

@@ -2,7 +2,6 @@
 `manage.py dream` against a real HTTP server speaking chat completions with scripted answers and usage, the
 results read back over REST (recall, list, history, GDPR erasure), the run's record and the metrics."""
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,31 +13,15 @@ from prometheus_client import REGISTRY
 from dream.models import DreamRun
 from tests.dream.test_commands import run_dream
 from tests.helpers import internal_id
-from tests.llm_server import Answer, LLMScript, llm_server
+from tests.llm_server import Answer
 from usermemory.models import MemoryEntry
 
 BASE = "/usermemorystore/memories"
 U = "traveller"
-PRICES = {"test-model": [100.0, 100.0]}  # $100 per million tokens: 1,000 in and 200 out cost $0.12
 
 
 def metric(name: str) -> float:
     return REGISTRY.get_sample_value(name) or 0.0
-
-
-@pytest.fixture
-def llm() -> Iterator[LLMScript]:
-    """The scripted LLM, answers set by each test, and the LLM_* settings pointing at it."""
-    script = LLMScript([])
-    with llm_server(script):
-        options = {
-            "LLM_PROVIDER": "openai",
-            "LLM_URL": script.url,
-            "LLM_MODEL": "test-model",
-            "LLM_PRICES": PRICES,
-        }
-        with override_settings(**options):
-            yield script
 
 
 def write(client: Any, facts: list[tuple[str, str, str]]) -> list[str]:

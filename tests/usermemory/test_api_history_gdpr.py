@@ -151,6 +151,8 @@ def test_policy_read_and_patch(admin_api, agent_a):
             "summarizeRequiresApproval": False,
             "semanticContradictionThreshold": 0.96,
             "confirmContradictionsWithLlm": False,
+            "maxLlmCallsPerRun": 100,
+            "maxLlmCallsPerUser": 10,
         },
         "toolCallRetentionDays": 30,
     }

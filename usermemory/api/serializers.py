@@ -408,6 +408,20 @@ class DreamConfigSerializer(serializers.Serializer):
         source="semantic_contradiction_threshold", min_value=0.01, max_value=1.0
     )
     confirmContradictionsWithLlm = serializers.BooleanField(source="confirm_contradictions_with_llm")
+    maxLlmCallsPerRun = AsciiIntegerField(
+        source="max_llm_calls_per_run",
+        min_value=0,
+        max_value=100_000,
+        required=False,
+        help_text="LLM calls one Dream cycle may make in all (summaries, confirmations), whatever they cost.",
+    )
+    maxLlmCallsPerUser = AsciiIntegerField(
+        source="max_llm_calls_per_user",
+        min_value=0,
+        max_value=10_000,
+        required=False,
+        help_text="LLM calls one Dream cycle may make about one user.",
+    )
 
 
 class MemoryPolicySerializer(serializers.Serializer):

@@ -3,8 +3,8 @@ instructions that carry the memories an agent recalls about the user.
 
 Each agent uses its own key; the server does the isolation (seed 004): reading the conversation's history
 with ``view=agent``, an agent gets every user message and only its own assistant messages and tool items,
-so two agents share one conversation id with no suffix. A key outside the conversation's group is refused
-(``PermissionDeniedError``).
+so two agents share one conversation id with no suffix. A key outside the conversation's group is refused as
+for a conversation that does not exist (``NotFoundError``).
 
 Items are stored on the conversation's ``history`` channel, one message per item: the SDK's item as it is,
 in a content block ``{"type": "openai_agents.item", "item": {...}}``, beside its text. The conversation is
