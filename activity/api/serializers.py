@@ -58,8 +58,14 @@ class ToolCallBatchInputSerializer(serializers.Serializer):
         return [child.to_write(call) for call in self.validated_data["calls"]]
 
 
-def _blank_is_null(value: str) -> str | None:
-    return value or None
+class BlankAsNullField(serializers.CharField):
+    """A text the model stores blank when absent (a task id, a user id): null in the output."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(read_only=True, allow_null=True, **kwargs)
+
+    def to_representation(self, value: Any) -> str | None:
+        return super().to_representation(value) or None
 
 
 class ToolCallOutputSerializer(serializers.ModelSerializer):
@@ -68,9 +74,9 @@ class ToolCallOutputSerializer(serializers.ModelSerializer):
     args = serializers.JSONField()
     result = serializers.JSONField()
     durationMs = serializers.IntegerField(source="duration_ms", allow_null=True)
-    taskId = serializers.SerializerMethodField()
-    conversationId = serializers.SerializerMethodField()
-    sessionId = serializers.SerializerMethodField()
+    taskId = BlankAsNullField(source="task_id")
+    conversationId = BlankAsNullField(source="conversation_id")
+    sessionId = BlankAsNullField(source="session_id")
     createdAt = serializers.DateTimeField(source="created_at")
 
     class Meta:
@@ -90,15 +96,6 @@ class ToolCallOutputSerializer(serializers.ModelSerializer):
             "via",
             "createdAt",
         ]
-
-    def get_taskId(self, call: ToolCall) -> str | None:
-        return _blank_is_null(call.task_id)
-
-    def get_conversationId(self, call: ToolCall) -> str | None:
-        return _blank_is_null(call.conversation_id)
-
-    def get_sessionId(self, call: ToolCall) -> str | None:
-        return _blank_is_null(call.session_id)
 
 
 class ToolCallPageOutputSerializer(serializers.Serializer):
@@ -128,11 +125,16 @@ class TaskOutputSerializer(serializers.ModelSerializer):
     id = serializers.CharField(read_only=True)
     creatorId = serializers.CharField(source="creator_id")
     assigneeId = serializers.CharField(source="assignee_id")
-    userId = serializers.SerializerMethodField()
+    userId = BlankAsNullField(source="user_id")
     context = serializers.JSONField()  # type: ignore[assignment]  # a declared field: DRF takes it off the class
     result = serializers.JSONField()
     groupIds = serializers.ListField(source="group_ids", child=serializers.CharField())
-    memoryEntryId = serializers.SerializerMethodField(help_text="The memory the result was stored as.")
+    memoryEntryId = serializers.CharField(
+        source="memory_entry_id",
+        read_only=True,
+        allow_null=True,
+        help_text="The memory the result was stored as.",
+    )
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
     finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
@@ -155,12 +157,6 @@ class TaskOutputSerializer(serializers.ModelSerializer):
             "updatedAt",
             "finishedAt",
         ]
-
-    def get_userId(self, task: Task) -> str | None:
-        return _blank_is_null(task.user_id)
-
-    def get_memoryEntryId(self, task: Task) -> str | None:
-        return None if task.memory_entry_id is None else str(task.memory_entry_id)
 
 
 class TaskCreateInputSerializer(serializers.Serializer):
