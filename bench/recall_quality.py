@@ -239,7 +239,7 @@ def ask_service(
     platform: Platform,
     conversations: list[Conversation],
     asked: list[str],
-    supported: dict[str, Any],
+    supported: dict[str, dict[str, bool]],
     *,
     http: bool,
     scores: dict[str, Score],

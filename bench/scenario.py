@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from psycopg import sql
+
 from bench import data, raw_sql
 from bench.http_door import Server
 from bench.measure import RUN_TAG, SEQ, Door, Phase, drive, log
@@ -493,16 +495,23 @@ class Bench:
     def explain_searches(self) -> None:
         conn = self.raw.connect()
         try:
-            tsquery = {"tsquery": raw_sql.fulltext_terms(self.rare)}
+            tsquery = {"tsquery": raw_sql.fulltext_terms(self.rare), "limit": PAGE_LIMIT}
 
-            def plan(statement: str, params: dict[str, Any]) -> list[str]:
-                return [r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + statement, params)]
+            def plan(statement: sql.Composable, params: dict[str, Any]) -> list[str]:
+                return [
+                    r[0] for r in conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + statement, params)
+                ]
 
             hits = len(self.raw.rows(conn, raw_sql.SEARCH_ALL_USERS, tsquery))
             all_users = plan(raw_sql.SEARCH_ALL_USERS, tsquery)
             per_user = plan(
                 raw_sql.SEARCH_PER_USER,
-                {"user": self.typical, "agent": self.agent, "folded": self.common.casefold()},
+                {
+                    "user": self.typical,
+                    "agent": self.agent,
+                    "folded": self.common.casefold(),
+                    "limit": PAGE_LIMIT,
+                },
             )
         finally:
             conn.close()
