@@ -4,7 +4,7 @@ in :mod:`memoryplatform_client._calls` and sends it."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
@@ -12,20 +12,13 @@ import httpx
 
 from memoryplatform_client import _calls as calls
 from memoryplatform_client import types as api
-from memoryplatform_client._core import (
-    DEFAULT_MAX_RETRIES,
-    DEFAULT_TIMEOUT,
-    Call,
-    RetryPolicy,
-    client_options,
-    retry_delay,
-)
+from memoryplatform_client._core import Call, ClientBase, retry_delay
 from memoryplatform_client.errors import APIConnectionError
 
 T = TypeVar("T")
 
 
-class AsyncMemoryPlatform:
+class AsyncMemoryPlatform(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport]):
     """An asyncio memoryplatform client for one key, with the same methods as ``MemoryPlatform``. The key
     decides who the caller is (an agent, a viewer, an admin).
 
@@ -33,21 +26,7 @@ class AsyncMemoryPlatform:
     await :meth:`close`. Idempotent calls (GET, PUT, DELETE) are retried on 429, 503 and connection errors.
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str,
-        *,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        headers: Mapping[str, str] | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self.retry_policy = RetryPolicy(max_retries=max_retries)
-        self._http = httpx.AsyncClient(
-            **client_options(base_url=base_url, api_key=api_key, timeout=timeout, headers=headers),
-            transport=transport,
-        )
+    http_class = httpx.AsyncClient
 
     async def close(self) -> None:
         await self._http.aclose()

@@ -4,7 +4,7 @@ sends it."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
@@ -12,41 +12,20 @@ import httpx
 
 from memoryplatform_client import _calls as calls
 from memoryplatform_client import types as api
-from memoryplatform_client._core import (
-    DEFAULT_MAX_RETRIES,
-    DEFAULT_TIMEOUT,
-    Call,
-    RetryPolicy,
-    client_options,
-    retry_delay,
-)
+from memoryplatform_client._core import Call, ClientBase, retry_delay
 from memoryplatform_client.errors import APIConnectionError
 
 T = TypeVar("T")
 
 
-class MemoryPlatform:
+class MemoryPlatform(ClientBase[httpx.Client, httpx.BaseTransport]):
     """A memoryplatform client for one key. The key decides who the caller is (an agent, a viewer, an admin).
 
     ``MemoryPlatform("http://127.0.0.1:8000", api_key="mp_...")``; use it as a context manager, or call
     :meth:`close`. Idempotent calls (GET, PUT, DELETE) are retried on 429, 503 and connection errors.
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str,
-        *,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        headers: Mapping[str, str] | None = None,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        self.retry_policy = RetryPolicy(max_retries=max_retries)
-        self._http = httpx.Client(
-            **client_options(base_url=base_url, api_key=api_key, timeout=timeout, headers=headers),
-            transport=transport,
-        )
+    http_class = httpx.Client
 
     def close(self) -> None:
         self._http.close()
