@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from memoryplatform.text import MAX_REQUEST_TARGET
-from tests.usermemory.mcp_harness import McpEnv
+from tests.agenttools.mcp_harness import McpEnv
 
 MEMORIES = "/usermemorystore/memories"
 MCP_HEADERS = {
