@@ -26,11 +26,11 @@ class Raw:
         return psycopg.connect(self.conninfo, autocommit=True, cursor_factory=psycopg.ClientCursor)
 
     def rows(
-        self, conn: psycopg.Connection[Any], statement: sql.Composable, params: dict[str, Any]
+        self, conn: psycopg.Connection[Any], statement: sql.Composed, params: dict[str, Any]
     ) -> list[Any]:
         return conn.execute(statement, params).fetchall()
 
-    def write(self, conn: psycopg.Connection[Any], statement: sql.Composable, params: dict[str, Any]) -> Any:
+    def write(self, conn: psycopg.Connection[Any], statement: sql.Composed, params: dict[str, Any]) -> Any:
         """A write statement as the platform issues its writes: prepared, its values bound on the server."""
         return psycopg.Cursor(conn).execute(statement, params, prepare=True)
 

@@ -497,7 +497,7 @@ class Bench:
         try:
             tsquery = {"tsquery": raw_sql.fulltext_terms(self.rare), "limit": PAGE_LIMIT}
 
-            def plan(statement: sql.Composable, params: dict[str, Any]) -> list[str]:
+            def plan(statement: sql.Composed, params: dict[str, Any]) -> list[str]:
                 return [
                     r[0] for r in conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + statement, params)
                 ]

@@ -64,8 +64,8 @@ class BlankAsNullField(serializers.CharField):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(read_only=True, allow_null=True, **kwargs)
 
-    def to_representation(self, value: Any) -> str | None:
-        return super().to_representation(value) or None
+    def get_attribute(self, instance: Any) -> Any:
+        return super().get_attribute(instance) or None  # None: the serializer writes null
 
 
 class ToolCallOutputSerializer(serializers.ModelSerializer):
