@@ -6,9 +6,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from bench import raw_sql
-from bench.raw_sql import ACCESS_COUNT, RECENT_AT
+from bench.raw_sql import ACCESS_COUNT, PAGE_LIMIT, RECENT_AT
 
 
 class Raw:
@@ -24,20 +25,20 @@ class Raw:
         # scan instead of a 0.3 ms walk of the user's index.) Writes: prepared, as the platform's are.
         return psycopg.connect(self.conninfo, autocommit=True, cursor_factory=psycopg.ClientCursor)
 
-    def rows(self, conn: psycopg.Connection[Any], statement: str, params: dict[str, Any]) -> list[Any]:
+    def rows(
+        self, conn: psycopg.Connection[Any], statement: sql.Composed, params: dict[str, Any]
+    ) -> list[Any]:
         return conn.execute(statement, params).fetchall()
 
-    def write(self, conn: psycopg.Connection[Any], statement: str, params: dict[str, Any]) -> Any:
+    def write(self, conn: psycopg.Connection[Any], statement: sql.Composed, params: dict[str, Any]) -> Any:
         """A write statement as the platform issues its writes: prepared, its values bound on the server."""
         return psycopg.Cursor(conn).execute(statement, params, prepare=True)
 
     def recall(self, conn: psycopg.Connection[Any], *, user: str, agent: str, order: str) -> list[Any]:
         """Recall in one statement (``raw_sql.recall``), ordered here, as the platform does."""
         now = datetime.now(UTC)
-        cursor = conn.execute(
-            raw_sql.recall(order),
-            {"user": user, "agent": agent, "stale_before": now - timedelta(hours=1), "now": now},
-        )
+        params = {"user": user, "agent": agent, "threshold": now - timedelta(hours=1), "now": now}
+        cursor = conn.execute(raw_sql.recall(order), params | raw_sql.recall_params(order))
         cursor.nextset()  # the lock statement's row, then the recall's
         rows = cursor.fetchall()
         rows.sort(key=lambda r: (r[RECENT_AT], r[0]), reverse=True)
@@ -70,13 +71,14 @@ class Raw:
                 (entry_id,) = self.write(conn, raw_sql.UPSERT, params(*write)).fetchone()
                 events.append(params(*write) | {"entry_id": entry_id})
             with conn.cursor() as cur:
-                cur.executemany(raw_sql.EVENT, events)
+                cur.executemany(raw_sql.INSERT_EVENT, events)
 
     def search(self, conn: psycopg.Connection[Any], *, query: str, user: str | None, agent: str) -> list[Any]:
         if user is None:
-            return self.rows(conn, raw_sql.SEARCH_ALL_USERS, {"tsquery": raw_sql.fulltext_terms(query)})
-        folded = query.casefold()
-        return self.rows(conn, raw_sql.SEARCH_PER_USER, {"user": user, "agent": agent, "folded": folded})
+            tsquery = raw_sql.fulltext_terms(query)
+            return self.rows(conn, raw_sql.SEARCH_ALL_USERS, {"tsquery": tsquery, "limit": PAGE_LIMIT})
+        params = {"user": user, "agent": agent, "folded": query.casefold(), "limit": PAGE_LIMIT}
+        return self.rows(conn, raw_sql.SEARCH_PER_USER, params)
 
     def append_message(self, conn: psycopg.Connection[Any], conversation: str, text: str) -> None:
         """A conversation append: take the conversation's row lock, insert at its next sequence number."""

@@ -214,7 +214,8 @@ def baselines(conversations: list[Conversation], scores: dict[str, Score]) -> di
     return notes
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """The arguments, and the search modes asked (known ones only)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -231,6 +232,48 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(asked) - set(MODES))
     if unknown:
         parser.error(f"unknown modes: {', '.join(unknown)} (known: {', '.join(MODES)})")
+    return args, asked
+
+
+def ask_service(
+    platform: Platform,
+    conversations: list[Conversation],
+    asked: list[str],
+    supported: dict[str, dict[str, bool]],
+    *,
+    http: bool,
+    scores: dict[str, Score],
+    timings: dict[str, float],
+    notes: dict[str, str],
+) -> None:
+    """Ask every question through the search service, in each asked mode it supports; note the modes it
+    (or, with ``http``, the search endpoint) does not take."""
+    modes = supported["service"]
+    for mode in asked:
+        if http and not supported["http"][mode]:
+            notes[f"{mode} http"] = "not available: the search endpoint takes no mode"
+        if not modes[mode]:
+            notes[f"{mode} service"] = "not available: the search service takes no mode"
+            continue
+        mark = time.perf_counter()
+        run_system(
+            f"{mode} service",
+            conversations,
+            functools.partial(platform.service_ranker, mode=mode, modes=modes),
+            scores,
+        )
+        timings[f"{mode}_service_s"] = time.perf_counter() - mark
+        if mode == "keyword":  # the issue's second figure: the harness finds what a literal match can find
+            run_system(
+                "keyword-longest-word service",
+                conversations,
+                functools.partial(platform.service_ranker, mode=mode, modes=modes, query_of=longest_word),
+                scores,
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, asked = parse_args(argv)
     started = time.perf_counter()
     conversations = locomo.load(args.path)
     n_questions = sum(len(c.questions) for c in conversations)
@@ -253,28 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     log(f"vectors of every turn computed in {platform.embed():.1f} s more (background, then missing)")
     timings["load_s"] = time.perf_counter() - mark
     supported = supported_modes()
-    modes = supported["service"]
-    for mode in asked:
-        if args.http and not supported["http"][mode]:
-            notes[f"{mode} http"] = "not available: the search endpoint takes no mode"
-        if not modes[mode]:
-            notes[f"{mode} service"] = "not available: the search service takes no mode"
-            continue
-        mark = time.perf_counter()
-        run_system(
-            f"{mode} service",
-            conversations,
-            functools.partial(platform.service_ranker, mode=mode, modes=modes),
-            scores,
-        )
-        timings[f"{mode}_service_s"] = time.perf_counter() - mark
-        if mode == "keyword":  # the issue's second figure: the harness finds what a literal match can find
-            run_system(
-                "keyword-longest-word service",
-                conversations,
-                functools.partial(platform.service_ranker, mode=mode, modes=modes, query_of=longest_word),
-                scores,
-            )
+    ask_service(
+        platform, conversations, asked, supported, http=args.http, scores=scores, timings=timings, notes=notes
+    )
     through_http = [m for m in asked if supported["http"][m]]
     if args.http and through_http:
         ask_http(platform, conversations, through_http, supported["http"], scores, timings)

@@ -7,8 +7,10 @@ import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
+
+from psycopg import sql
 
 from bench import data, raw_sql
 from bench.http_door import Server
@@ -19,7 +21,22 @@ from bench.raw import Raw
 from bench.raw_sql import PAGE_LIMIT, RECALL_LIMIT
 from bench.target import Target
 
+if TYPE_CHECKING:
+    from usermemory.services import MemoryWrite
+
 MEANING_LIMIT = 10  # recall by meaning: the top 10, the context of a turn
+
+
+def _write_of(user: str, key: str, text: str) -> "MemoryWrite":
+    """An upsert through the service."""
+    from usermemory.services import MemoryWrite
+
+    return MemoryWrite(user_id=user, key=key, value=text, category="fact", visibility="self")
+
+
+def _body_of(user: str, key: str, text: str) -> dict[str, Any]:
+    """An upsert through HTTP."""
+    return {"userId": user, "key": key, "value": text, "category": "fact", "visibility": "self"}
 
 
 @dataclass
@@ -66,6 +83,43 @@ class Bench:
         self.agent = agent
         self.agent_caller = Caller.for_key(ApiKey.objects.select_related("agent").get(id=agent_key.id))
         self.admin_caller = Caller.for_key(ApiKey.objects.get(id=admin_key.id))
+        users, pairs, texts = self.read_data(agent)
+        if len(pairs) < 50:  # a small data set: make some of the agent's own keys to update
+            for i in range(50):
+                user = self.write_users[i % len(self.write_users)]
+                key = f"bench-existing-{i}"
+                self.raw_upsert_conn_free(user, key)
+                pairs.append((user, key))
+        random.Random(3).shuffle(pairs)
+        self.existing = pairs
+        # One conversation per door, each appended to by that door's clients only (they queue on its lock).
+        from conversations.services import conversation_create
+
+        self.conversations = {
+            door: str(
+                conversation_create(caller=self.agent_caller, user_id=self.typical, title=f"bench {door}").id
+            )
+            for door in ("raw", "service", "http")
+        }
+        self.pick_search_terms(texts)
+        self.results["data"] = {
+            "memories": self.total,
+            "users": len(users),
+            "typical_user": self.typical,
+            "typical_user_entries": self.typical_size,
+            "heaviest_user": self.heavy,
+            "heaviest_user_entries": self.heavy_size,
+            "agent": agent,
+            "agent_groups": self.groups,
+            "search_user_term": self.common,
+            "search_all_term": self.rare,
+        }
+        log(f"data: {json.dumps(self.results['data'])}")
+
+    def read_data(self, agent: str) -> tuple[list[str], list[tuple[str, str]], list[str]]:
+        """The agent's groups, the users by size (the typical and the heaviest one, the pools of users to
+        erase and to write to), the data set's size; returns the users, the agent's own keys in the write
+        users' entries and the typical user's texts."""
         conn = self.raw.connect()
         try:
             self.groups = [r[0] for r in self.raw.rows(conn, raw_sql.AGENT_GROUPS, {"agent": agent})]
@@ -92,25 +146,11 @@ class Bench:
             texts = [r[0] for r in self.raw.rows(conn, raw_sql.USER_TEXTS, {"user": self.typical})]
         finally:
             conn.close()
-        if len(pairs) < 50:  # a small data set: make some of the agent's own keys to update
-            for i in range(50):
-                user = self.write_users[i % len(self.write_users)]
-                key = f"bench-existing-{i}"
-                self.raw_upsert_conn_free(user, key)
-                pairs.append((user, key))
-        random.Random(3).shuffle(pairs)
-        self.existing = pairs
-        # One conversation per door, each appended to by that door's clients only (they queue on its lock).
-        from conversations.services import conversation_create
+        return users, pairs, texts
 
-        self.conversations = {
-            door: str(
-                conversation_create(caller=self.agent_caller, user_id=self.typical, title=f"bench {door}").id
-            )
-            for door in ("raw", "service", "http")
-        }
-        # Per-user search: a word of 5+ letters found in about 8 % of the typical user's entries.
-        # Admin search: a rare word (about 0.1 % of all values).
+    def pick_search_terms(self, texts: list[str]) -> None:
+        """Per-user search: a word of 5+ letters found in about 8 % of the typical user's entries.
+        Admin search: a rare word (about 0.1 % of all values)."""
         counts: dict[str, int] = {}
         for text in texts:
             for word in set(text.split()):
@@ -119,19 +159,6 @@ class Bench:
         target = max(2.0, 0.08 * len(texts))
         self.common = min(sorted(counts), key=lambda w: abs(counts[w] - target)) if counts else "bada"
         self.rare = data.search_terms()[1]
-        self.results["data"] = {
-            "memories": self.total,
-            "users": len(users),
-            "typical_user": self.typical,
-            "typical_user_entries": self.typical_size,
-            "heaviest_user": self.heavy,
-            "heaviest_user_entries": self.heavy_size,
-            "agent": agent,
-            "agent_groups": self.groups,
-            "search_user_term": self.common,
-            "search_all_term": self.rare,
-        }
-        log(f"data: {json.dumps(self.results['data'])}")
 
     def raw_upsert_conn_free(self, user: str, key: str) -> None:
         conn = self.raw.connect()
@@ -167,148 +194,25 @@ class Bench:
         return Door(call=lambda _ctx: call(), teardown=lambda _ctx: connection.close())
 
     def operations(self, server: Server | None) -> dict[str, dict[str, Door | None]]:
-        from conversations import services as conversation_services
-        from usermemory import selectors, services
-        from usermemory.services import MemoryWrite
-
-        raw, agent = self.raw, self.agent
+        """Each operation's doors, in the order they are measured and reported."""
         ops: dict[str, dict[str, Door | None]] = {}
-
-        def write_of(user: str, key: str, text: str) -> MemoryWrite:
-            return MemoryWrite(user_id=user, key=key, value=text, category="fact", visibility="self")
-
-        def body_of(user: str, key: str, text: str) -> dict[str, Any]:
-            return {"userId": user, "key": key, "value": text, "category": "fact", "visibility": "self"}
-
-        def http(key: str, request: Callable[[], tuple[str, str, Any, set[int]]]) -> Door | None:
-            return server.door(key, request) if server else None
-
-        def recall_doors(user: str, order: str) -> dict[str, Door | None]:
-            path = f"/usermemorystore/memories/{user}/visible?order={order}&limit={RECALL_LIMIT}"
-            return {
-                "raw": self.raw_door(lambda c: raw.recall(c, user=user, agent=agent, order=order)),
-                "service": self.service_door(
-                    lambda: services.memory_recall(
-                        caller=self.agent_caller, user_id=user, order=order, limit=RECALL_LIMIT
-                    )
-                ),
-                "http": http(self.agent_raw_key, lambda: ("GET", path, None, {200})),
-            }
-
-        def upsert_doors(make: Callable[[], tuple[str, str, str]]) -> dict[str, Door | None]:
-            return {
-                "raw": self.raw_door(lambda c: raw.upsert_many(c, agent=agent, writes=[make()])),
-                "service": self.service_door(
-                    lambda: services.memory_upsert(
-                        caller=self.agent_caller,
-                        write=write_of(*make()),
-                        turn_id=f"turn-{RUN_TAG}-{next(SEQ)}",
-                    )
-                ),
-                "http": http(
-                    self.agent_raw_key,
-                    lambda: ("PUT", "/usermemorystore/memories", body_of(*make()), {200, 201}),
-                ),
-            }
-
         for label, user in (("typical", self.typical), ("heaviest", self.heavy)):
             for order in ("most_recent", "most_accessed"):
-                ops[f"recall {order} {label}"] = recall_doors(user, order)
+                ops[f"recall {order} {label}"] = self.recall_doors(server, user, order)
         for label, make in (("new key", self.new_write), ("existing key", self.existing_write)):
-            ops[f"upsert {label}"] = upsert_doors(make)
-        ops["batch upsert of 20"] = {
-            "raw": self.raw_door(lambda c: raw.upsert_many(c, agent=agent, writes=self.batch_writes())),
-            "service": self.service_door(
-                lambda: services.memory_upsert_batch(
-                    caller=self.agent_caller,
-                    writes=[write_of(*w) for w in self.batch_writes()],
-                    turn_id=f"turn-{RUN_TAG}-{next(SEQ)}",
-                )
-            ),
-            "http": http(
-                self.agent_raw_key,
-                lambda: (
-                    "PUT",
-                    "/usermemorystore/memories/batch",
-                    [body_of(*w) for w in self.batch_writes()],
-                    {200},
-                ),
-            ),
-        }
-        user, q = self.typical, self.common
-        ops["search per user (typical)"] = {
-            "raw": self.raw_door(lambda c: raw.search(c, query=q, user=user, agent=agent)),
-            "service": self.service_door(
-                lambda: selectors.memory_search(
-                    caller=self.agent_caller, user_id=user, query=q, limit=PAGE_LIMIT
-                )
-            ),
-            "http": http(
-                self.agent_raw_key,
-                lambda: ("GET", f"/usermemorystore/memories/{user}/search?q={quote(q)}", None, {200}),
-            ),
-        }
+            ops[f"upsert {label}"] = self.upsert_doors(server, make)
+        ops["batch upsert of 20"] = self.batch_upsert_doors(server)
+        ops["search per user (typical)"] = self.search_doors(server)
         # Recall by meaning (issue 18): a question in words of the data set, its top 10, the query's
         # embedding included. No raw door: the ranked statement is the platform's (usermemory/sql/search.py).
         question = f"what did the user say about {self.common}?"
         for label, who in (("typical", self.typical), ("heaviest", self.heavy)):
             for mode in ("hybrid", "semantic"):
-                ops[f"search by meaning {mode} {label}"] = self.meaning_doors(who, mode, question, http)
-        rare = self.rare
-        ops["admin search, all users"] = {
-            "raw": self.raw_door(lambda c: raw.search(c, query=rare, user=None, agent=agent)),
-            "service": self.service_door(
-                lambda: list(
-                    selectors.memory_search_all_users(caller=self.admin_caller, query=rare)[:PAGE_LIMIT]
-                )
-            ),
-            "http": http(
-                self.admin_raw_key, lambda: ("GET", f"/v1/memories/search?q={quote(rare)}", None, {200})
-            ),
-        }
+                ops[f"search by meaning {mode} {label}"] = self.meaning_doors(server, who, mode, question)
+        ops["admin search, all users"] = self.admin_search_doors(server)
         self.erase_counter = itertools.count()
-        ops["GDPR erasure of one user"] = {
-            "raw": self.raw_door(lambda c: raw.erase(c, self.next_erase_user())),
-            "service": self.service_door(
-                lambda: services.memory_erase_user(caller=self.admin_caller, user_id=self.next_erase_user())
-            ),
-            "http": http(
-                self.admin_raw_key,
-                lambda: ("DELETE", f"/usermemorystore/memories/{self.next_erase_user()}", None, {200}),
-            ),
-        }
-        from conversations.services import MessageWrite
-
-        conversations = self.conversations
-
-        def message_of(text: str) -> MessageWrite:
-            return MessageWrite(
-                channel="history", role="user", content=[{"type": "text", "text": text}], session_id="bench"
-            )
-
-        ops["conversation append (1 message)"] = {
-            "raw": self.raw_door(lambda c: raw.append_message(c, conversations["raw"], self.text())),
-            "service": self.service_door(
-                lambda: conversation_services.message_append(
-                    caller=self.agent_caller,
-                    conversation_id=conversations["service"],
-                    writes=[message_of(self.text())],
-                )
-            ),
-            "http": http(
-                self.agent_raw_key,
-                lambda: (
-                    "POST",
-                    f"/v1/conversations/{conversations['http']}/messages",
-                    {
-                        "role": "user",
-                        "content": [{"type": "text", "text": self.text()}],
-                        "sessionId": "bench",
-                    },
-                    {201},
-                ),
-            ),
-        }
+        ops["GDPR erasure of one user"] = self.erase_doors(server)
+        ops["conversation append (1 message)"] = self.append_doors(server)
         if server:  # what any request costs through the server and Django, before the platform does a thing
             ops["http floor: GET /healthz (no key, no query)"] = {
                 "http": server.door(self.agent_raw_key, lambda: ("GET", "/healthz", None, {200}))
@@ -325,8 +229,168 @@ class Bench:
                 ops[name]["langgraph"] = door
         return ops
 
+    @staticmethod
+    def http_door(
+        server: Server | None, key: str, request: Callable[[], tuple[str, str, Any, set[int]]]
+    ) -> Door | None:
+        """The HTTP door of an operation, when the bench serves one."""
+        return server.door(key, request) if server else None
+
+    def recall_doors(self, server: Server | None, user: str, order: str) -> dict[str, Door | None]:
+        from usermemory import services
+
+        raw, agent = self.raw, self.agent
+        path = f"/usermemorystore/memories/{user}/visible?order={order}&limit={RECALL_LIMIT}"
+        return {
+            "raw": self.raw_door(lambda c: raw.recall(c, user=user, agent=agent, order=order)),
+            "service": self.service_door(
+                lambda: services.memory_recall(
+                    caller=self.agent_caller, user_id=user, order=order, limit=RECALL_LIMIT
+                )
+            ),
+            "http": self.http_door(server, self.agent_raw_key, lambda: ("GET", path, None, {200})),
+        }
+
+    def upsert_doors(
+        self, server: Server | None, make: Callable[[], tuple[str, str, str]]
+    ) -> dict[str, Door | None]:
+        from usermemory import services
+
+        raw, agent = self.raw, self.agent
+        return {
+            "raw": self.raw_door(lambda c: raw.upsert_many(c, agent=agent, writes=[make()])),
+            "service": self.service_door(
+                lambda: services.memory_upsert(
+                    caller=self.agent_caller,
+                    write=_write_of(*make()),
+                    turn_id=f"turn-{RUN_TAG}-{next(SEQ)}",
+                )
+            ),
+            "http": self.http_door(
+                server,
+                self.agent_raw_key,
+                lambda: ("PUT", "/usermemorystore/memories", _body_of(*make()), {200, 201}),
+            ),
+        }
+
+    def batch_upsert_doors(self, server: Server | None) -> dict[str, Door | None]:
+        from usermemory import services
+
+        raw, agent = self.raw, self.agent
+        return {
+            "raw": self.raw_door(lambda c: raw.upsert_many(c, agent=agent, writes=self.batch_writes())),
+            "service": self.service_door(
+                lambda: services.memory_upsert_batch(
+                    caller=self.agent_caller,
+                    writes=[_write_of(*w) for w in self.batch_writes()],
+                    turn_id=f"turn-{RUN_TAG}-{next(SEQ)}",
+                )
+            ),
+            "http": self.http_door(
+                server,
+                self.agent_raw_key,
+                lambda: (
+                    "PUT",
+                    "/usermemorystore/memories/batch",
+                    [_body_of(*w) for w in self.batch_writes()],
+                    {200},
+                ),
+            ),
+        }
+
+    def search_doors(self, server: Server | None) -> dict[str, Door | None]:
+        """The typical user's search for a common word (keyword: a literal substring)."""
+        from usermemory import selectors
+
+        raw, agent, user, q = self.raw, self.agent, self.typical, self.common
+        return {
+            "raw": self.raw_door(lambda c: raw.search(c, query=q, user=user, agent=agent)),
+            "service": self.service_door(
+                lambda: selectors.memory_search(
+                    caller=self.agent_caller, user_id=user, query=q, limit=PAGE_LIMIT
+                )
+            ),
+            "http": self.http_door(
+                server,
+                self.agent_raw_key,
+                lambda: ("GET", f"/usermemorystore/memories/{user}/search?q={quote(q)}", None, {200}),
+            ),
+        }
+
+    def admin_search_doors(self, server: Server | None) -> dict[str, Door | None]:
+        """The admin's full-text search across all users for a rare word."""
+        from usermemory import selectors
+
+        raw, agent, rare = self.raw, self.agent, self.rare
+        return {
+            "raw": self.raw_door(lambda c: raw.search(c, query=rare, user=None, agent=agent)),
+            "service": self.service_door(
+                lambda: list(
+                    selectors.memory_search_all_users(caller=self.admin_caller, query=rare)[:PAGE_LIMIT]
+                )
+            ),
+            "http": self.http_door(
+                server,
+                self.admin_raw_key,
+                lambda: ("GET", f"/v1/memories/search?q={quote(rare)}", None, {200}),
+            ),
+        }
+
+    def erase_doors(self, server: Server | None) -> dict[str, Door | None]:
+        """Each call erases the next user of the erase pool (``erase_counter``)."""
+        from usermemory import services
+
+        return {
+            "raw": self.raw_door(lambda c: self.raw.erase(c, self.next_erase_user())),
+            "service": self.service_door(
+                lambda: services.memory_erase_user(caller=self.admin_caller, user_id=self.next_erase_user())
+            ),
+            "http": self.http_door(
+                server,
+                self.admin_raw_key,
+                lambda: ("DELETE", f"/usermemorystore/memories/{self.next_erase_user()}", None, {200}),
+            ),
+        }
+
+    def append_doors(self, server: Server | None) -> dict[str, Door | None]:
+        """One message appended to each door's own conversation."""
+        from conversations import services as conversation_services
+        from conversations.services import MessageWrite
+
+        conversations = self.conversations
+
+        def message_of(text: str) -> MessageWrite:
+            return MessageWrite(
+                channel="history", role="user", content=[{"type": "text", "text": text}], session_id="bench"
+            )
+
+        return {
+            "raw": self.raw_door(lambda c: self.raw.append_message(c, conversations["raw"], self.text())),
+            "service": self.service_door(
+                lambda: conversation_services.message_append(
+                    caller=self.agent_caller,
+                    conversation_id=conversations["service"],
+                    writes=[message_of(self.text())],
+                )
+            ),
+            "http": self.http_door(
+                server,
+                self.agent_raw_key,
+                lambda: (
+                    "POST",
+                    f"/v1/conversations/{conversations['http']}/messages",
+                    {
+                        "role": "user",
+                        "content": [{"type": "text", "text": self.text()}],
+                        "sessionId": "bench",
+                    },
+                    {201},
+                ),
+            ),
+        }
+
     def meaning_doors(
-        self, user: str, mode: str, question: str, http: Callable[..., Door | None]
+        self, server: Server | None, user: str, mode: str, question: str
     ) -> dict[str, Door | None]:
         """The per-user search in a ranked mode (semantic, hybrid), top 10, through the service and HTTP."""
         from usermemory import selectors
@@ -341,7 +405,7 @@ class Bench:
                     caller=self.agent_caller, user_id=user, query=question, mode=mode, limit=MEANING_LIMIT
                 )
             ),
-            "http": http(self.agent_raw_key, lambda: ("GET", path, None, {200})),
+            "http": self.http_door(server, self.agent_raw_key, lambda: ("GET", path, None, {200})),
         }
 
     def measure(
@@ -431,16 +495,23 @@ class Bench:
     def explain_searches(self) -> None:
         conn = self.raw.connect()
         try:
-            tsquery = {"tsquery": raw_sql.fulltext_terms(self.rare)}
+            tsquery = {"tsquery": raw_sql.fulltext_terms(self.rare), "limit": PAGE_LIMIT}
 
-            def plan(statement: str, params: dict[str, Any]) -> list[str]:
-                return [r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + statement, params)]
+            def plan(statement: sql.Composed, params: dict[str, Any]) -> list[str]:
+                return [
+                    r[0] for r in conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + statement, params)
+                ]
 
             hits = len(self.raw.rows(conn, raw_sql.SEARCH_ALL_USERS, tsquery))
             all_users = plan(raw_sql.SEARCH_ALL_USERS, tsquery)
             per_user = plan(
                 raw_sql.SEARCH_PER_USER,
-                {"user": self.typical, "agent": self.agent, "folded": self.common.casefold()},
+                {
+                    "user": self.typical,
+                    "agent": self.agent,
+                    "folded": self.common.casefold(),
+                    "limit": PAGE_LIMIT,
+                },
             )
         finally:
             conn.close()

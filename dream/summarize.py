@@ -30,12 +30,12 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.db.models import Count, F, Func, QuerySet, Value
 from django.db.models.fields import CharField
-from memoryplatform.api.text import text_problem
 
 from dream import metrics
 from dream.models import DreamRun
 from dream.records import LlmCalls, error_text, record_failure
 from memoryplatform.llm import LLM, LLMError, build_llm
+from memoryplatform.text import text_problem
 from usermemory.history import Actor, Scope
 from usermemory.maintenance import Replacement, memory_supersede
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent, SummarizeGroupBy
@@ -207,7 +207,7 @@ def answer_schema(*, ids: list[int], target: int) -> dict[str, Any]:
 
 def summary_problem(*, key: str, value: str) -> str | None:
     """Why a summary (its key and value, stripped) cannot be stored, as the API would refuse the same text
-    (:mod:`memoryplatform.api.text`), or ``None``. The schema bounds the lengths."""
+    (:mod:`memoryplatform.text`), or ``None``. The schema bounds the lengths."""
     if not key or not value:
         return "a summary's key or value is blank"
     for name, text in (("key", key), ("value", value)):

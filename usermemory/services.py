@@ -34,6 +34,7 @@ from usermemory.models import (
 )
 from usermemory.sql import recall as recall_sql
 from usermemory.sql import search as search_sql
+from usermemory.sql.base import RecallScope
 from usermemory.upsert import (
     LEGACY_SKIPPED_KEYS,
     MAX_BATCH,
@@ -152,6 +153,20 @@ class _RecallPlan(NamedTuple):
     now: datetime
     threshold: datetime  # lastAccessedAt older than this moves to now
 
+    def scope(self, *, caller: Caller, user_id: str, min_confidence: float | None) -> RecallScope:
+        """What the recall reads of ``user_id``'s entries; the ``conflicted`` flag an agent may see, the
+        stored one for viewer and admin keys."""
+        return RecallScope(
+            user_id=user_id,
+            agent_id=self.agent_id,
+            group_ids=self.groups,
+            order=self.order,
+            threshold=self.threshold,
+            now=self.now,
+            agent_view=caller.is_agent,
+            min_confidence=min_confidence,
+        )
+
 
 def _recall_plan(
     *, caller: Caller, agent_id: str | None, group_ids: list[str] | None, order: str | None, limit: int | None
@@ -190,19 +205,8 @@ def memory_recall(
     """
     plan = _recall_plan(caller=caller, agent_id=agent_id, group_ids=group_ids, order=order, limit=limit)
     head = plan.limit if plan.order == RecallOrder.MOST_RECENT else recall_split(plan.limit)
-    entries = recall_sql.recall(
-        user_id=user_id,
-        agent_id=plan.agent_id,
-        group_ids=plan.groups,
-        order=plan.order,
-        head=head,
-        rest=plan.limit - head,
-        threshold=plan.threshold,
-        now=plan.now,
-        # the conflicted flag an agent may see; viewer and admin keys see the stored one
-        agent_view=caller.is_agent,
-        min_confidence=min_confidence,
-    )
+    scope = plan.scope(caller=caller, user_id=user_id, min_confidence=min_confidence)
+    entries = recall_sql.recall(scope=scope, head=head, rest=plan.limit - head)
     entries.sort(key=_newest_first, reverse=True)
     if plan.order == RecallOrder.MOST_ACCESSED:  # the newest `head` first, then the most accessed of the rest
         entries[head:] = sorted(entries[head:], key=_most_accessed_first, reverse=True)
@@ -260,18 +264,8 @@ def memory_recall_ranked(
     after the user's recall lock, as :func:`memory_recall` does."""
     plan = _recall_plan(caller=caller, agent_id=agent_id, group_ids=group_ids, order=order, limit=limit)
     ranking, fallback = selectors.search_ranking(query=query, mode=mode, window=plan.limit)
-    entries = search_sql.ranked_recall(
-        user_id=user_id,
-        agent_id=plan.agent_id,
-        group_ids=plan.groups,
-        agent_view=caller.is_agent,
-        ranking=ranking,
-        limit=plan.limit,
-        order=plan.order,
-        threshold=plan.threshold,
-        now=plan.now,
-        min_confidence=min_confidence,
-    )
+    scope = plan.scope(caller=caller, user_id=user_id, min_confidence=min_confidence)
+    entries = search_sql.ranked_recall(scope=scope, ranking=ranking, limit=plan.limit)
     return selectors.RankedSearch(entries, fallback)
 
 

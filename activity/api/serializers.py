@@ -59,8 +59,14 @@ class ToolCallBatchInputSerializer(serializers.Serializer):
         return [child.to_write(call) for call in self.validated_data["calls"]]
 
 
-def _blank_is_null(value: str) -> str | None:
-    return value or None
+class BlankAsNullField(serializers.CharField):
+    """A text the model stores blank when absent (a task id, a user id): null in the output."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(read_only=True, allow_null=True, **kwargs)
+
+    def get_attribute(self, instance: Any) -> Any:
+        return super().get_attribute(instance) or None  # None: the serializer writes null
 
 
 class ToolCallOutputSerializer(serializers.ModelSerializer):
@@ -69,9 +75,9 @@ class ToolCallOutputSerializer(serializers.ModelSerializer):
     args = serializers.JSONField()
     result = serializers.JSONField()
     durationMs = serializers.IntegerField(source="duration_ms", allow_null=True)
-    taskId = serializers.SerializerMethodField()
-    conversationId = serializers.SerializerMethodField()
-    sessionId = serializers.SerializerMethodField()
+    taskId = BlankAsNullField(source="task_id")
+    conversationId = BlankAsNullField(source="conversation_id")
+    sessionId = BlankAsNullField(source="session_id")
     createdAt = serializers.DateTimeField(source="created_at")
 
     class Meta:
@@ -91,15 +97,6 @@ class ToolCallOutputSerializer(serializers.ModelSerializer):
             "via",
             "createdAt",
         ]
-
-    def get_taskId(self, call: ToolCall) -> str | None:
-        return _blank_is_null(call.task_id)
-
-    def get_conversationId(self, call: ToolCall) -> str | None:
-        return _blank_is_null(call.conversation_id)
-
-    def get_sessionId(self, call: ToolCall) -> str | None:
-        return _blank_is_null(call.session_id)
 
 
 class ToolCallPageOutputSerializer(serializers.Serializer):
@@ -129,7 +126,7 @@ class TaskOutputSerializer(serializers.ModelSerializer):
     id = PublicIdField(publicids.TASK)
     creatorId = serializers.CharField(source="creator_id")
     assigneeId = serializers.CharField(source="assignee_id")
-    userId = serializers.SerializerMethodField()
+    userId = BlankAsNullField(source="user_id")
     context = serializers.JSONField()  # type: ignore[assignment]  # a declared field: DRF takes it off the class
     result = serializers.JSONField()
     groupIds = serializers.ListField(source="group_ids", child=serializers.CharField())
@@ -161,9 +158,6 @@ class TaskOutputSerializer(serializers.ModelSerializer):
             "updatedAt",
             "finishedAt",
         ]
-
-    def get_userId(self, task: Task) -> str | None:
-        return _blank_is_null(task.user_id)
 
 
 class TaskCreateInputSerializer(serializers.Serializer):

@@ -8,8 +8,9 @@ ones named here). Nothing here imports from above ``usermemory.sql``.
 """
 
 from collections.abc import Sequence
+from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from django.conf import settings
@@ -64,6 +65,36 @@ def scope_params(
         "all_times": include_superseded,
         "min_confidence": min_confidence,
     }
+
+
+class RecallScope(NamedTuple):
+    """What a recall (by order or by relevance) reads and how it marks the access: the entries of
+    ``user_id`` visible to ``agent_id`` in ``group_ids``, sure enough (``min_confidence``); ``order`` says
+    whether ``access_count`` counts (:func:`access_marks`), ``last_accessed_at`` moves to ``now`` where it is
+    older than ``threshold``. ``agent_view``: the ``conflicted`` flag the agent may see (an agent key's
+    read), else the stored one."""
+
+    user_id: str
+    agent_id: str
+    group_ids: Groups
+    order: str
+    threshold: datetime
+    now: datetime
+    agent_view: bool
+    min_confidence: float | None = None
+
+    def params(self) -> dict[str, Any]:
+        """The values of the placeholders of :func:`visible`, :data:`MIN_CONFIDENCE` and the access marks."""
+        return {
+            **scope_params(
+                user_id=self.user_id,
+                agent_id=self.agent_id,
+                group_ids=self.group_ids,
+                min_confidence=self.min_confidence,
+            ),
+            "threshold": self.threshold,
+            "now": self.now,
+        }
 
 
 # --- Clauses ------------------------------------------------------------------------------------------

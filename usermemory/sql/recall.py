@@ -1,6 +1,5 @@
 """Recall: the statement that picks the entries an agent recalls, marks their access and returns them."""
 
-from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -10,12 +9,11 @@ from usermemory.models import MemoryEntry, RecallOrder
 from usermemory.sql.base import (
     ENTRY,
     MIN_CONFIDENCE,
-    Groups,
+    RecallScope,
     access_marks,
     entries_of_rows,
     entry_columns,
     rows_under_recall_lock,
-    scope_params,
     visible,
 )
 
@@ -53,19 +51,7 @@ def _recall_sql(*, order: str, all_of_agent: bool, agent_view: bool) -> sql.Comp
     )
 
 
-def recall(
-    *,
-    user_id: str,
-    agent_id: str,
-    group_ids: Groups,
-    order: str,
-    head: int,
-    rest: int,
-    threshold: datetime,
-    now: datetime,
-    agent_view: bool,
-    min_confidence: float | None = None,
-) -> list[MemoryEntry]:
+def recall(*, scope: RecallScope, head: int, rest: int) -> list[MemoryEntry]:
     """Pick the entries to recall (the newest ``head``, then for ``most_accessed`` the ``rest`` most accessed
     of the others), mark their access and return them, unordered.
 
@@ -84,14 +70,8 @@ def recall(
     with its own snapshot. (A client-binding cursor allows several statements; a BEGIN, the lock, the recall
     and a COMMIT as four round trips cost about 0.5 ms more a recall.)
     """
-    params: dict[str, Any] = {
-        **scope_params(
-            user_id=user_id, agent_id=agent_id, group_ids=group_ids, min_confidence=min_confidence
-        ),
-        "head": head,
-        "rest": rest,
-        "threshold": threshold,
-        "now": now,
-    }
-    statement = _recall_sql(order=order, all_of_agent=group_ids is None, agent_view=agent_view)
+    params: dict[str, Any] = {**scope.params(), "head": head, "rest": rest}
+    statement = _recall_sql(
+        order=scope.order, all_of_agent=scope.group_ids is None, agent_view=scope.agent_view
+    )
     return entries_of_rows(rows_under_recall_lock(statement, params))

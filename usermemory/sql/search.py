@@ -4,7 +4,6 @@
 Every candidate of every ranked list comes from the caller's readable entries (:func:`readable`) in the same
 statement: visibility is applied before ranking, never after, so it can neither leak nor shorten a list."""
 
-from datetime import datetime
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -16,6 +15,7 @@ from usermemory.sql.base import (
     ENTRY,
     MIN_CONFIDENCE,
     Groups,
+    RecallScope,
     access_marks,
     entries_of_rows,
     entry_columns,
@@ -273,43 +273,26 @@ def ranked_search(
     return _scored(fetch_all(statement, params))
 
 
-def ranked_recall(
-    *,
-    ranking: Ranking,
-    user_id: str,
-    agent_id: str,
-    group_ids: Groups,
-    agent_view: bool,
-    limit: int,
-    order: str,
-    threshold: datetime,
-    now: datetime,
-    min_confidence: float | None = None,
-) -> list[ScoredEntry]:
-    """Recall by relevance: the ``limit`` entries visible to ``agent_id`` (in ``group_ids``) that
-    :func:`ranked_search` ranks first with ``ranking``, with their access marked as a recall marks it
-    (:func:`usermemory.sql.base.access_marks`, by ``order``), best first, each with its score.
+def ranked_recall(*, scope: RecallScope, ranking: Ranking, limit: int) -> list[ScoredEntry]:
+    """Recall by relevance: the ``limit`` entries of the recall's ``scope`` that :func:`ranked_search` ranks
+    first with ``ranking``, with their access marked as a recall marks it
+    (:func:`usermemory.sql.base.access_marks`, by the scope's order), best first, each with its score.
 
     One statement: ``UPDATE .. FROM (the ranked search) .. RETURNING``, so the entries marked are exactly the
     ones returned, and visibility is the ranking's own filter. It runs right after the user's recall lock
-    (:func:`usermemory.sql.base.rows_under_recall_lock`), as a recall does. ``agent_view``: the ``conflicted``
-    flag the agent may see (an agent key's read), else the stored one; candidates are the agent's visible
-    entries either way."""
+    (:func:`usermemory.sql.base.rows_under_recall_lock`), as a recall does. Candidates are the agent's visible
+    entries whatever the scope's ``agent_view``."""
     params: dict[str, Any] = {
-        **scope_params(
-            user_id=user_id, agent_id=agent_id, group_ids=group_ids, min_confidence=min_confidence
-        ),
+        **scope.params(),
         **_ranking_params(ranking),
         "category": None,
         "limit": limit,
         "offset": 0,
-        "threshold": threshold,
-        "now": now,
     }
     statement = _ranked_recall_sql(
-        agent_view=agent_view,
-        all_of_agent=group_ids is None,
-        order=order,
+        agent_view=scope.agent_view,
+        all_of_agent=scope.group_ids is None,
+        order=scope.order,
         semantic=ranking.vector is not None,
         fulltext=ranking.fulltext,
         stored=ranking.config == STORED_CONFIG,

@@ -4,48 +4,21 @@ in :mod:`memoryplatform_client._calls` and sends it."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
 import httpx
 
 from memoryplatform_client import _calls as calls
-from memoryplatform_client._core import (
-    DEFAULT_MAX_RETRIES,
-    DEFAULT_TIMEOUT,
-    Call,
-    RetryPolicy,
-    client_options,
-    retry_delay,
-)
+from memoryplatform_client import types as api
+from memoryplatform_client._core import Call, ClientBase, retry_delay
 from memoryplatform_client.errors import APIConnectionError
-from memoryplatform_client.types import (
-    Agent,
-    ApiKey,
-    Checkpoint,
-    ContentBlock,
-    Context,
-    Conversation,
-    Group,
-    MemoryEntry,
-    MemoryEvent,
-    MemoryInput,
-    Message,
-    MessageInput,
-    OffsetPage,
-    Page,
-    Role,
-    SyncMessage,
-    SyncResult,
-    Tool,
-    ToolResult,
-)
 
 T = TypeVar("T")
 
 
-class AsyncMemoryPlatform:
+class AsyncMemoryPlatform(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport]):
     """An asyncio memoryplatform client for one key, with the same methods as ``MemoryPlatform``. The key
     decides who the caller is (an agent, a viewer, an admin).
 
@@ -53,21 +26,7 @@ class AsyncMemoryPlatform:
     await :meth:`close`. Idempotent calls (GET, PUT, DELETE) are retried on 429, 503 and connection errors.
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str,
-        *,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        headers: Mapping[str, str] | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self.retry_policy = RetryPolicy(max_retries=max_retries)
-        self._http = httpx.AsyncClient(
-            **client_options(base_url=base_url, api_key=api_key, timeout=timeout, headers=headers),
-            transport=transport,
-        )
+    http_class = httpx.AsyncClient
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -101,40 +60,42 @@ class AsyncMemoryPlatform:
 
     async def upsert_memory(
         self, user_id: str, key: str, value: Any, **options: Unpack[calls.UpsertOptions]
-    ) -> MemoryEntry:
+    ) -> api.MemoryEntry:
         return await self.send(calls.upsert_memory(user_id, key, value, options))
 
-    async def upsert_memories(self, entries: list[MemoryInput]) -> list[MemoryEntry]:
+    async def upsert_memories(self, entries: list[api.MemoryInput]) -> list[api.MemoryEntry]:
         """Up to 100 entries, all or nothing (build them with :func:`memoryplatform_client.memory_input`)."""
         return await self.send(calls.upsert_memories(entries))
 
-    async def list_memories(self, user_id: str, **options: Unpack[calls.ListOptions]) -> list[MemoryEntry]:
+    async def list_memories(
+        self, user_id: str, **options: Unpack[calls.ListOptions]
+    ) -> list[api.MemoryEntry]:
         return await self.send(calls.list_memories(user_id, options))
 
     async def recall_memories(
         self, user_id: str, **options: Unpack[calls.RecallOptions]
-    ) -> list[MemoryEntry]:
+    ) -> list[api.MemoryEntry]:
         """Recall (``/visible``): the policy's order and limit, or by relevance to ``q`` when given."""
         return await self.send(calls.recall_memories(user_id, options))
 
     async def search_memories(
         self, user_id: str, q: str, **options: Unpack[calls.SearchOptions]
-    ) -> list[MemoryEntry]:
+    ) -> list[api.MemoryEntry]:
         return await self.send(calls.search_memories(user_id, q, options))
 
     async def search_all_memories(
         self, q: str, *, category: str | None = None, limit: int | None = None
-    ) -> list[MemoryEntry]:
+    ) -> list[api.MemoryEntry]:
         return await self.send(calls.search_all_memories(q, category, limit))
 
     async def list_memories_by_category(
         self, user_id: str, category: str, **options: Unpack[calls.ListOptions]
-    ) -> list[MemoryEntry]:
+    ) -> list[api.MemoryEntry]:
         return await self.send(calls.list_memories_by_category(user_id, category, options))
 
     async def get_memory_by_key(
         self, user_id: str, key: str, *, group_ids: list[str] | None = None
-    ) -> MemoryEntry:
+    ) -> api.MemoryEntry:
         return await self.send(calls.get_memory_by_key(user_id, key, group_ids))
 
     async def count_memories(self, user_id: str, *, group_ids: list[str] | None = None) -> int:
@@ -143,7 +104,7 @@ class AsyncMemoryPlatform:
     async def delete_memory(self, entry_id: str | int) -> None:
         return await self.send(calls.delete_memory(entry_id))
 
-    async def get_memory_history(self, entry_id: str | int) -> list[MemoryEvent]:
+    async def get_memory_history(self, entry_id: str | int) -> list[api.MemoryEvent]:
         return await self.send(calls.get_memory_history(entry_id))
 
     # --- GDPR and legacy properties ----------------------------------------------------------------------
@@ -167,15 +128,15 @@ class AsyncMemoryPlatform:
 
     async def create_conversation(
         self, user_id: str, *, title: str | None = None, group_id: str | None = None
-    ) -> Conversation:
+    ) -> api.Conversation:
         return await self.send(calls.create_conversation(user_id, title, group_id))
 
-    async def list_conversations(self, **options: Unpack[calls.ConversationListOptions]) -> Page:
+    async def list_conversations(self, **options: Unpack[calls.ConversationListOptions]) -> api.Page:
         return await self.send(calls.list_conversations(options))
 
     async def iter_conversations(
         self, **options: Unpack[calls.ConversationListOptions]
-    ) -> AsyncIterator[Conversation]:
+    ) -> AsyncIterator[api.Conversation]:
         """Every conversation, page after page."""
         while True:
             page = await self.list_conversations(**options)
@@ -185,30 +146,32 @@ class AsyncMemoryPlatform:
                 return
             options["after"] = page["nextCursor"]
 
-    async def get_conversation(self, conversation_id: str) -> Conversation:
+    async def get_conversation(self, conversation_id: str) -> api.Conversation:
         return await self.send(calls.get_conversation(conversation_id))
 
     async def append_message(
         self,
         conversation_id: str,
-        role: Role,
-        content: str | list[ContentBlock],
+        role: api.Role,
+        content: str | list[api.ContentBlock],
         **options: Unpack[calls.MessageOptions],
-    ) -> Message:
+    ) -> api.Message:
         return await self.send(calls.append_message(conversation_id, role, content, options))
 
     async def append_messages(
-        self, conversation_id: str, messages: list[MessageInput], *, session_id: str | None = None
-    ) -> list[Message]:
+        self, conversation_id: str, messages: list[api.MessageInput], *, session_id: str | None = None
+    ) -> list[api.Message]:
         """At most 20, all or nothing (build them with :func:`memoryplatform_client.message_input`)."""
         return await self.send(calls.append_messages(conversation_id, messages, session_id))
 
-    async def list_messages(self, conversation_id: str, **options: Unpack[calls.MessageListOptions]) -> Page:
+    async def list_messages(
+        self, conversation_id: str, **options: Unpack[calls.MessageListOptions]
+    ) -> api.Page:
         return await self.send(calls.list_messages(conversation_id, options))
 
     async def iter_messages(
         self, conversation_id: str, **options: Unpack[calls.MessageListOptions]
-    ) -> AsyncIterator[Message]:
+    ) -> AsyncIterator[api.Message]:
         """Every message after ``after`` (or from the start), page after page, in sequence order."""
         while True:
             page = await self.list_messages(conversation_id, **options)
@@ -219,26 +182,26 @@ class AsyncMemoryPlatform:
             options["after"] = page["nextCursor"]
 
     async def sync_memory(
-        self, conversation_id: str, messages: list[SyncMessage], *, session_id: str | None = None
-    ) -> SyncResult:
+        self, conversation_id: str, messages: list[api.SyncMessage], *, session_id: str | None = None
+    ) -> api.SyncResult:
         return await self.send(calls.sync_memory(conversation_id, messages, session_id))
 
-    async def get_checkpoint(self, conversation_id: str, *, agent_id: str | None = None) -> Checkpoint:
+    async def get_checkpoint(self, conversation_id: str, *, agent_id: str | None = None) -> api.Checkpoint:
         return await self.send(calls.get_checkpoint(conversation_id, agent_id))
 
-    async def set_checkpoint(self, conversation_id: str, last_entry_id: str) -> Checkpoint:
+    async def set_checkpoint(self, conversation_id: str, last_entry_id: str) -> api.Checkpoint:
         return await self.send(calls.set_checkpoint(conversation_id, last_entry_id))
 
     async def get_context(
         self, conversation_id: str, *, agent_id: str | None = None, q: str | None = None
-    ) -> Context:
+    ) -> api.Context:
         return await self.send(calls.get_context(conversation_id, agent_id, q))
 
     # --- The case log (seed 003) ---------------------------------------------------------------------------
 
     async def checkpoint_and_summarise(
-        self, conversation_id: str, summary: str | list[ContentBlock], *, session_id: str | None = None
-    ) -> Message:
+        self, conversation_id: str, summary: str | list[api.ContentBlock], *, session_id: str | None = None
+    ) -> api.Message:
         """Append ``summary`` to the case log and move the caller's checkpoint to it: everything up to and
         including the summary counts as read (read :meth:`case_log_since_checkpoint` first for others')."""
         entry = await self.append_message(
@@ -249,7 +212,7 @@ class AsyncMemoryPlatform:
 
     async def case_log_since_checkpoint(
         self, conversation_id: str, *, page_size: int = 50
-    ) -> AsyncIterator[Message]:
+    ) -> AsyncIterator[api.Message]:
         """The case-log entries after the caller's checkpoint, in order. An entry is marked read (the
         checkpoint moves to it) when the next one is asked for or the log ends: at least once, never lost."""
         after = (await self.get_checkpoint(conversation_id))["lastEntryId"]
@@ -259,18 +222,18 @@ class AsyncMemoryPlatform:
 
     # --- Agents, groups and keys ---------------------------------------------------------------------------
 
-    async def get_me(self) -> Agent:
+    async def get_me(self) -> api.Agent:
         return await self.send(calls.get_me())
 
-    async def list_agents(self, *, limit: int | None = None, offset: int | None = None) -> OffsetPage:
+    async def list_agents(self, *, limit: int | None = None, offset: int | None = None) -> api.OffsetPage:
         return await self.send(calls.list_agents(limit, offset))
 
     async def create_agent(
         self, agent_id: str, *, groups: list[str] | None = None, **fields: Unpack[calls.AgentFields]
-    ) -> Agent:
+    ) -> api.Agent:
         return await self.send(calls.create_agent(agent_id, groups, fields))
 
-    async def get_agent(self, agent_id: str) -> Agent:
+    async def get_agent(self, agent_id: str) -> api.Agent:
         return await self.send(calls.get_agent(agent_id))
 
     async def update_agent(
@@ -279,21 +242,21 @@ class AsyncMemoryPlatform:
         *,
         memory_policy: dict[str, Any] | None = None,
         **fields: Unpack[calls.AgentFields],
-    ) -> Agent:
+    ) -> api.Agent:
         return await self.send(calls.update_agent(agent_id, memory_policy, fields))
 
-    async def list_groups(self, *, limit: int | None = None, offset: int | None = None) -> OffsetPage:
+    async def list_groups(self, *, limit: int | None = None, offset: int | None = None) -> api.OffsetPage:
         return await self.send(calls.list_groups(limit, offset))
 
     async def create_group(
         self, group_id: str, *, name: str | None = None, members: list[str] | None = None
-    ) -> Group:
+    ) -> api.Group:
         return await self.send(calls.create_group(group_id, name, members))
 
-    async def get_group(self, group_id: str) -> Group:
+    async def get_group(self, group_id: str) -> api.Group:
         return await self.send(calls.get_group(group_id))
 
-    async def add_group_members(self, group_id: str, agent_ids: list[str]) -> Group:
+    async def add_group_members(self, group_id: str, agent_ids: list[str]) -> api.Group:
         return await self.send(calls.add_group_members(group_id, agent_ids))
 
     async def remove_group_member(self, group_id: str, agent_id: str) -> None:
@@ -301,13 +264,13 @@ class AsyncMemoryPlatform:
 
     async def create_agent_key(
         self, agent_id: str, *, label: str | None = None, expires_at: str | None = None
-    ) -> ApiKey:
+    ) -> api.ApiKey:
         """An ``agent`` key for the agent; the raw key is in ``["key"]`` of this answer only."""
         return await self.send(calls.create_agent_key(agent_id, label, expires_at))
 
     async def list_agent_keys(
         self, agent_id: str, *, limit: int | None = None, offset: int | None = None
-    ) -> OffsetPage:
+    ) -> api.OffsetPage:
         return await self.send(calls.list_agent_keys(agent_id, limit, offset))
 
     async def revoke_key(self, prefix: str) -> None:
@@ -315,10 +278,10 @@ class AsyncMemoryPlatform:
 
     # --- LLM tools -----------------------------------------------------------------------------------------
 
-    async def list_tools(self) -> list[Tool]:
+    async def list_tools(self) -> list[api.Tool]:
         return await self.send(calls.list_tools())
 
     async def invoke_tool(
         self, name: str, user_id: str, arguments: dict[str, Any], **context: Unpack[calls.ToolContext]
-    ) -> ToolResult:
+    ) -> api.ToolResult:
         return await self.send(calls.invoke_tool(name, user_id, arguments, context))

@@ -156,3 +156,30 @@ def client_options(
             **(headers or {}),
         },
     }
+
+
+HttpT = TypeVar("HttpT", httpx.Client, httpx.AsyncClient)
+TransportT = TypeVar("TransportT", httpx.BaseTransport, httpx.AsyncBaseTransport)
+
+
+class ClientBase(Generic[HttpT, TransportT]):
+    """The set-up the sync and the async client share: one key's httpx client (``http_class``:
+    ``httpx.Client`` or ``httpx.AsyncClient``, on ``transport`` when given) and the retry policy."""
+
+    http_class: Callable[..., HttpT]
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        headers: Mapping[str, str] | None = None,
+        transport: TransportT | None = None,
+    ) -> None:
+        self.retry_policy = RetryPolicy(max_retries=max_retries)
+        self._http: HttpT = self.http_class(
+            **client_options(base_url=base_url, api_key=api_key, timeout=timeout, headers=headers),
+            transport=transport,
+        )

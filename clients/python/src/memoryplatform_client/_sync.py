@@ -4,69 +4,28 @@ sends it."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
 import httpx
 
 from memoryplatform_client import _calls as calls
-from memoryplatform_client._core import (
-    DEFAULT_MAX_RETRIES,
-    DEFAULT_TIMEOUT,
-    Call,
-    RetryPolicy,
-    client_options,
-    retry_delay,
-)
+from memoryplatform_client import types as api
+from memoryplatform_client._core import Call, ClientBase, retry_delay
 from memoryplatform_client.errors import APIConnectionError
-from memoryplatform_client.types import (
-    Agent,
-    ApiKey,
-    Checkpoint,
-    ContentBlock,
-    Context,
-    Conversation,
-    Group,
-    MemoryEntry,
-    MemoryEvent,
-    MemoryInput,
-    Message,
-    MessageInput,
-    OffsetPage,
-    Page,
-    Role,
-    SyncMessage,
-    SyncResult,
-    Tool,
-    ToolResult,
-)
 
 T = TypeVar("T")
 
 
-class MemoryPlatform:
+class MemoryPlatform(ClientBase[httpx.Client, httpx.BaseTransport]):
     """A memoryplatform client for one key. The key decides who the caller is (an agent, a viewer, an admin).
 
     ``MemoryPlatform("http://127.0.0.1:8000", api_key="mp_...")``; use it as a context manager, or call
     :meth:`close`. Idempotent calls (GET, PUT, DELETE) are retried on 429, 503 and connection errors.
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str,
-        *,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        headers: Mapping[str, str] | None = None,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        self.retry_policy = RetryPolicy(max_retries=max_retries)
-        self._http = httpx.Client(
-            **client_options(base_url=base_url, api_key=api_key, timeout=timeout, headers=headers),
-            transport=transport,
-        )
+    http_class = httpx.Client
 
     def close(self) -> None:
         self._http.close()
@@ -100,36 +59,38 @@ class MemoryPlatform:
 
     def upsert_memory(
         self, user_id: str, key: str, value: Any, **options: Unpack[calls.UpsertOptions]
-    ) -> MemoryEntry:
+    ) -> api.MemoryEntry:
         return self.send(calls.upsert_memory(user_id, key, value, options))
 
-    def upsert_memories(self, entries: list[MemoryInput]) -> list[MemoryEntry]:
+    def upsert_memories(self, entries: list[api.MemoryInput]) -> list[api.MemoryEntry]:
         """Up to 100 entries, all or nothing (build them with :func:`memoryplatform_client.memory_input`)."""
         return self.send(calls.upsert_memories(entries))
 
-    def list_memories(self, user_id: str, **options: Unpack[calls.ListOptions]) -> list[MemoryEntry]:
+    def list_memories(self, user_id: str, **options: Unpack[calls.ListOptions]) -> list[api.MemoryEntry]:
         return self.send(calls.list_memories(user_id, options))
 
-    def recall_memories(self, user_id: str, **options: Unpack[calls.RecallOptions]) -> list[MemoryEntry]:
+    def recall_memories(self, user_id: str, **options: Unpack[calls.RecallOptions]) -> list[api.MemoryEntry]:
         """Recall (``/visible``): the policy's order and limit, or by relevance to ``q`` when given."""
         return self.send(calls.recall_memories(user_id, options))
 
     def search_memories(
         self, user_id: str, q: str, **options: Unpack[calls.SearchOptions]
-    ) -> list[MemoryEntry]:
+    ) -> list[api.MemoryEntry]:
         return self.send(calls.search_memories(user_id, q, options))
 
     def search_all_memories(
         self, q: str, *, category: str | None = None, limit: int | None = None
-    ) -> list[MemoryEntry]:
+    ) -> list[api.MemoryEntry]:
         return self.send(calls.search_all_memories(q, category, limit))
 
     def list_memories_by_category(
         self, user_id: str, category: str, **options: Unpack[calls.ListOptions]
-    ) -> list[MemoryEntry]:
+    ) -> list[api.MemoryEntry]:
         return self.send(calls.list_memories_by_category(user_id, category, options))
 
-    def get_memory_by_key(self, user_id: str, key: str, *, group_ids: list[str] | None = None) -> MemoryEntry:
+    def get_memory_by_key(
+        self, user_id: str, key: str, *, group_ids: list[str] | None = None
+    ) -> api.MemoryEntry:
         return self.send(calls.get_memory_by_key(user_id, key, group_ids))
 
     def count_memories(self, user_id: str, *, group_ids: list[str] | None = None) -> int:
@@ -138,7 +99,7 @@ class MemoryPlatform:
     def delete_memory(self, entry_id: str | int) -> None:
         return self.send(calls.delete_memory(entry_id))
 
-    def get_memory_history(self, entry_id: str | int) -> list[MemoryEvent]:
+    def get_memory_history(self, entry_id: str | int) -> list[api.MemoryEvent]:
         return self.send(calls.get_memory_history(entry_id))
 
     # --- GDPR and legacy properties ----------------------------------------------------------------------
@@ -162,13 +123,15 @@ class MemoryPlatform:
 
     def create_conversation(
         self, user_id: str, *, title: str | None = None, group_id: str | None = None
-    ) -> Conversation:
+    ) -> api.Conversation:
         return self.send(calls.create_conversation(user_id, title, group_id))
 
-    def list_conversations(self, **options: Unpack[calls.ConversationListOptions]) -> Page:
+    def list_conversations(self, **options: Unpack[calls.ConversationListOptions]) -> api.Page:
         return self.send(calls.list_conversations(options))
 
-    def iter_conversations(self, **options: Unpack[calls.ConversationListOptions]) -> Iterator[Conversation]:
+    def iter_conversations(
+        self, **options: Unpack[calls.ConversationListOptions]
+    ) -> Iterator[api.Conversation]:
         """Every conversation, page after page."""
         while True:
             page = self.list_conversations(**options)
@@ -177,30 +140,30 @@ class MemoryPlatform:
                 return
             options["after"] = page["nextCursor"]
 
-    def get_conversation(self, conversation_id: str) -> Conversation:
+    def get_conversation(self, conversation_id: str) -> api.Conversation:
         return self.send(calls.get_conversation(conversation_id))
 
     def append_message(
         self,
         conversation_id: str,
-        role: Role,
-        content: str | list[ContentBlock],
+        role: api.Role,
+        content: str | list[api.ContentBlock],
         **options: Unpack[calls.MessageOptions],
-    ) -> Message:
+    ) -> api.Message:
         return self.send(calls.append_message(conversation_id, role, content, options))
 
     def append_messages(
-        self, conversation_id: str, messages: list[MessageInput], *, session_id: str | None = None
-    ) -> list[Message]:
+        self, conversation_id: str, messages: list[api.MessageInput], *, session_id: str | None = None
+    ) -> list[api.Message]:
         """At most 20, all or nothing (build them with :func:`memoryplatform_client.message_input`)."""
         return self.send(calls.append_messages(conversation_id, messages, session_id))
 
-    def list_messages(self, conversation_id: str, **options: Unpack[calls.MessageListOptions]) -> Page:
+    def list_messages(self, conversation_id: str, **options: Unpack[calls.MessageListOptions]) -> api.Page:
         return self.send(calls.list_messages(conversation_id, options))
 
     def iter_messages(
         self, conversation_id: str, **options: Unpack[calls.MessageListOptions]
-    ) -> Iterator[Message]:
+    ) -> Iterator[api.Message]:
         """Every message after ``after`` (or from the start), page after page, in sequence order."""
         while True:
             page = self.list_messages(conversation_id, **options)
@@ -210,26 +173,26 @@ class MemoryPlatform:
             options["after"] = page["nextCursor"]
 
     def sync_memory(
-        self, conversation_id: str, messages: list[SyncMessage], *, session_id: str | None = None
-    ) -> SyncResult:
+        self, conversation_id: str, messages: list[api.SyncMessage], *, session_id: str | None = None
+    ) -> api.SyncResult:
         return self.send(calls.sync_memory(conversation_id, messages, session_id))
 
-    def get_checkpoint(self, conversation_id: str, *, agent_id: str | None = None) -> Checkpoint:
+    def get_checkpoint(self, conversation_id: str, *, agent_id: str | None = None) -> api.Checkpoint:
         return self.send(calls.get_checkpoint(conversation_id, agent_id))
 
-    def set_checkpoint(self, conversation_id: str, last_entry_id: str) -> Checkpoint:
+    def set_checkpoint(self, conversation_id: str, last_entry_id: str) -> api.Checkpoint:
         return self.send(calls.set_checkpoint(conversation_id, last_entry_id))
 
     def get_context(
         self, conversation_id: str, *, agent_id: str | None = None, q: str | None = None
-    ) -> Context:
+    ) -> api.Context:
         return self.send(calls.get_context(conversation_id, agent_id, q))
 
     # --- The case log (seed 003) ---------------------------------------------------------------------------
 
     def checkpoint_and_summarise(
-        self, conversation_id: str, summary: str | list[ContentBlock], *, session_id: str | None = None
-    ) -> Message:
+        self, conversation_id: str, summary: str | list[api.ContentBlock], *, session_id: str | None = None
+    ) -> api.Message:
         """Append ``summary`` to the case log and move the caller's checkpoint to it: everything up to and
         including the summary counts as read (read :meth:`case_log_since_checkpoint` first for others')."""
         entry = self.append_message(
@@ -238,7 +201,9 @@ class MemoryPlatform:
         self.set_checkpoint(conversation_id, entry["id"])
         return entry
 
-    def case_log_since_checkpoint(self, conversation_id: str, *, page_size: int = 50) -> Iterator[Message]:
+    def case_log_since_checkpoint(
+        self, conversation_id: str, *, page_size: int = 50
+    ) -> Iterator[api.Message]:
         """The case-log entries after the caller's checkpoint, in order. An entry is marked read (the
         checkpoint moves to it) when the next one is asked for or the log ends: at least once, never lost."""
         after = self.get_checkpoint(conversation_id)["lastEntryId"]
@@ -248,18 +213,18 @@ class MemoryPlatform:
 
     # --- Agents, groups and keys ---------------------------------------------------------------------------
 
-    def get_me(self) -> Agent:
+    def get_me(self) -> api.Agent:
         return self.send(calls.get_me())
 
-    def list_agents(self, *, limit: int | None = None, offset: int | None = None) -> OffsetPage:
+    def list_agents(self, *, limit: int | None = None, offset: int | None = None) -> api.OffsetPage:
         return self.send(calls.list_agents(limit, offset))
 
     def create_agent(
         self, agent_id: str, *, groups: list[str] | None = None, **fields: Unpack[calls.AgentFields]
-    ) -> Agent:
+    ) -> api.Agent:
         return self.send(calls.create_agent(agent_id, groups, fields))
 
-    def get_agent(self, agent_id: str) -> Agent:
+    def get_agent(self, agent_id: str) -> api.Agent:
         return self.send(calls.get_agent(agent_id))
 
     def update_agent(
@@ -268,21 +233,21 @@ class MemoryPlatform:
         *,
         memory_policy: dict[str, Any] | None = None,
         **fields: Unpack[calls.AgentFields],
-    ) -> Agent:
+    ) -> api.Agent:
         return self.send(calls.update_agent(agent_id, memory_policy, fields))
 
-    def list_groups(self, *, limit: int | None = None, offset: int | None = None) -> OffsetPage:
+    def list_groups(self, *, limit: int | None = None, offset: int | None = None) -> api.OffsetPage:
         return self.send(calls.list_groups(limit, offset))
 
     def create_group(
         self, group_id: str, *, name: str | None = None, members: list[str] | None = None
-    ) -> Group:
+    ) -> api.Group:
         return self.send(calls.create_group(group_id, name, members))
 
-    def get_group(self, group_id: str) -> Group:
+    def get_group(self, group_id: str) -> api.Group:
         return self.send(calls.get_group(group_id))
 
-    def add_group_members(self, group_id: str, agent_ids: list[str]) -> Group:
+    def add_group_members(self, group_id: str, agent_ids: list[str]) -> api.Group:
         return self.send(calls.add_group_members(group_id, agent_ids))
 
     def remove_group_member(self, group_id: str, agent_id: str) -> None:
@@ -290,13 +255,13 @@ class MemoryPlatform:
 
     def create_agent_key(
         self, agent_id: str, *, label: str | None = None, expires_at: str | None = None
-    ) -> ApiKey:
+    ) -> api.ApiKey:
         """An ``agent`` key for the agent; the raw key is in ``["key"]`` of this answer only."""
         return self.send(calls.create_agent_key(agent_id, label, expires_at))
 
     def list_agent_keys(
         self, agent_id: str, *, limit: int | None = None, offset: int | None = None
-    ) -> OffsetPage:
+    ) -> api.OffsetPage:
         return self.send(calls.list_agent_keys(agent_id, limit, offset))
 
     def revoke_key(self, prefix: str) -> None:
@@ -304,10 +269,10 @@ class MemoryPlatform:
 
     # --- LLM tools -----------------------------------------------------------------------------------------
 
-    def list_tools(self) -> list[Tool]:
+    def list_tools(self) -> list[api.Tool]:
         return self.send(calls.list_tools())
 
     def invoke_tool(
         self, name: str, user_id: str, arguments: dict[str, Any], **context: Unpack[calls.ToolContext]
-    ) -> ToolResult:
+    ) -> api.ToolResult:
         return self.send(calls.invoke_tool(name, user_id, arguments, context))
