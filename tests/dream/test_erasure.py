@@ -16,6 +16,7 @@ from django.urls import reverse
 from dream.models import DreamRun
 from memoryplatform.embedded_db.server import bin_dir
 from tests.dream.test_commands import run_dream
+from tests.helpers import internal_id
 from tests.llm_server import Answer, LLMScript
 
 BASE = "/usermemorystore/memories"
@@ -35,7 +36,7 @@ def write(client: Any, user: str, prefix: str) -> list[int]:
         }
         response = client.put(BASE, body, format="json")
         assert response.status_code == 201, response.content
-        ids.append(int(response.json()["id"]))
+        ids.append(internal_id(response.json()["id"]))  # the scripted model sees row ids
     return ids
 
 

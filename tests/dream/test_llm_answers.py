@@ -13,6 +13,7 @@ from dream.records import MAX_RECORDED_FAILURES
 from tests.dream.test_commands import run_dream
 from tests.dream.test_summaries import BASE, U, _groups, _one_summary
 from tests.factories import AgentFactory
+from tests.helpers import internal_id
 from tests.llm_server import Answer, LLMScript
 from usermemory.models import MemoryEntry
 
@@ -51,7 +52,7 @@ def test_an_unstorable_answer_fails_its_group_and_the_cycle_goes_on(
     memory(agent_a, "lang", "English", user="other")  # a contradiction for the pass after the summaries
     memory(agent_b, "lang", "German", user="other")
     dream_policy(agent_a, prune_stale_after_days=0, summarize_interactions=True, summarize_min_entries=3)
-    first = {"summaries": [{**bad, "sources": [int(i) for i in groups["context"]]}]}
+    first = {"summaries": [{**bad, "sources": [internal_id(i) for i in groups["context"]]}]}
     llm.answers = [
         Answer(first),
         _one_summary(groups["fact"], "facts"),
