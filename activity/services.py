@@ -99,9 +99,10 @@ def _row(*, caller: Caller, call: ToolCallWrite, via: str, now: datetime) -> Too
     )
 
 
-def clip_result(value: Any) -> Any:
-    """A result within ``ACTIVITY_MAX_CHARS``: itself, or its JSON text cut short with a mark saying so."""
-    limit = settings.ACTIVITY_MAX_CHARS
+def clip_result(value: Any, limit: int | None = None) -> Any:
+    """A result within ``limit`` (``ACTIVITY_MAX_CHARS``): itself, or its JSON text cut short with a mark
+    saying so."""
+    limit = settings.ACTIVITY_MAX_CHARS if limit is None else limit
     total = json_chars(value)
     if total <= limit:
         return value
@@ -116,13 +117,29 @@ def clip_result(value: Any) -> Any:
         keep -= over
 
 
+def clip_args(args: Any) -> Any:
+    """A tool call's ``args`` within ``ACTIVITY_MAX_CHARS``. An object keeps its keys, its longest values cut
+    short first, so that a call about a user still names its ``userId`` (GDPR erasure finds the call by it);
+    anything else is cut as a result is."""
+    limit = settings.ACTIVITY_MAX_CHARS
+    if not isinstance(args, dict) or json_chars(args) <= limit:
+        return clip_result(args)
+    clipped = dict(args)
+    for key in sorted(clipped, key=lambda k: json_chars(clipped[k]), reverse=True):
+        over = json_chars(clipped) - limit
+        if over <= 0:
+            break
+        clipped[key] = clip_result(clipped[key], max(0, json_chars(clipped[key]) - over))
+    return clipped if json_chars(clipped) <= limit else clip_result(clipped)
+
+
 def tool_call_log(*, caller: Caller, via: str, call: ToolCallWrite) -> ToolCall | None:
     """Log one call of our own tools (LLM or MCP) made with an agent key; other keys act as no agent, so
     nothing is logged for them. Unlike a REST batch, a long result or args is cut short, not refused, and an
     ``unavailable`` agent's calls are logged too: they are what it did."""
     if not caller.is_agent:
         return None
-    clipped = replace(call, args=clip_result(call.args), result=clip_result(call.result))
+    clipped = replace(call, args=clip_args(call.args), result=clip_result(call.result))
     row = _row(caller=caller, call=clipped, via=via, now=timezone.now())
     row.save(force_insert=True)
     return row

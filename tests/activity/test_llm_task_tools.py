@@ -78,5 +78,16 @@ def test_a_logged_call_cut_short_fits_the_limit_even_when_escaped(agent_a_api, s
 
     logged = ToolCall.objects.get(tool="rememberFact")
 
-    assert logged.args.endswith("characters as JSON]")
+    assert logged.args["userId"] == U  # kept whole, so that erasure still finds the call
+    assert logged.args["arguments"].endswith("characters as JSON]")
     assert len(json.dumps(logged.args, separators=(",", ":"), ensure_ascii=False)) <= 200
+
+
+def test_erasure_removes_a_logged_call_whose_args_were_cut_short(agent_a_api, admin_api, settings):
+    settings.ACTIVITY_MAX_CHARS = 200
+    text(agent_a_api, "rememberFact", key="quote", value="v" * 500)
+    assert ToolCall.objects.filter(tool="rememberFact").exists()
+
+    assert admin_api.delete(f"/usermemorystore/memories/{U}").status_code == 200
+
+    assert not ToolCall.objects.filter(tool="rememberFact").exists()
