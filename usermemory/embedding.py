@@ -63,8 +63,9 @@ def embeddings_compute(*, embedder: Embedder, pending: list[vectors_sql.PendingT
     if not pending:
         return 0
     texts = [p.text for p in pending]
-    # The hash is of the whole text; the model reads its head (time grows faster than linearly with length).
-    vectors = embedder.embed_passages([text[: settings.EMBEDDINGS_MAX_CHARS] for text in texts])
+    # The hash is of the whole text; the model reads its head, EMBEDDINGS_MAX_CHARS (BoundedEmbedder, which
+    # every configured embedder is: memoryplatform.embeddings.build_embedder).
+    vectors = embedder.embed_passages(texts)
     if len(vectors) != len(texts):
         raise EmbedderError(f"{len(vectors)} vectors for {len(texts)} texts.")
     written = vectors_sql.embeddings_write(
