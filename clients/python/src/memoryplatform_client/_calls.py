@@ -3,6 +3,7 @@ send. Names follow ``<verb>_<thing>`` so that a TypeScript client can mirror the
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, TypedDict
 
 import httpx
@@ -89,18 +90,37 @@ class ListOptions(TypedDict, total=False):
     offset: int
 
 
-class SearchOptions(ListOptions, total=False):
+class RankedFilters(TypedDict, total=False):
+    """Filters of every ranked read, applied with visibility on the server. ``min_score``: only results at
+    least this relevant (a probability, 0 to 1, the same scale for every query); ``category``: one or any of
+    several; ``source``; ``updated_after`` (a datetime or ISO 8601 text); ``key_prefix``."""
+
+    min_score: float
+    category: str | list[str]
+    source: str
+    updated_after: datetime | str
+    key_prefix: str
+
+
+class SearchOptions(ListOptions, RankedFilters, total=False):
+    """``mode`` defaults to ``hybrid`` here (meaning and words); the REST endpoint's own default is EDDI's
+    literal ``keyword``. ``agent_id``: only the entries this agent wrote."""
+
     mode: SearchMode
-    category: str
+    agent_id: str
 
 
-class RecallOptions(TypedDict, total=False):
+class RecallOptions(RankedFilters, total=False):
+    """With ``q``: recalled by relevance, at least ``min_score`` relevant (the server's default when left
+    out), narrowed by the filters; ``source_agent_id``: only the entries this agent wrote."""
+
     agent_id: str
     group_ids: list[str]
     order: RecallOrder
     limit: int
     q: str
     mode: RankedMode
+    source_agent_id: str
 
 
 class MessageOptions(TypedDict, total=False):
@@ -189,8 +209,21 @@ def recall_memories(user_id: str, options: RecallOptions) -> Call[list[MemoryEnt
             limit=options.get("limit"),
             q=_query(options.get("q")),
             mode=options.get("mode"),
+            sourceAgentId=options.get("source_agent_id"),
+            **_ranked_filters(options),
         ),
     )
+
+
+def _ranked_filters(options: RankedFilters) -> dict[str, Any]:
+    updated_after = options.get("updated_after")
+    return {
+        "minScore": options.get("min_score"),
+        "category": options.get("category"),
+        "source": options.get("source"),
+        "updatedAfter": updated_after.isoformat() if isinstance(updated_after, datetime) else updated_after,
+        "keyPrefix": options.get("key_prefix"),
+    }
 
 
 def _query(q: str | None) -> str | None:
@@ -206,11 +239,12 @@ def search_memories(user_id: str, q: str, options: SearchOptions) -> Call[list[M
         f"{_user(user_id)}/search",
         params=query(
             q=_query(q),
-            mode=options.get("mode"),
-            category=options.get("category"),
+            mode=options.get("mode", "hybrid"),
             groupId=options.get("group_ids"),
             limit=options.get("limit"),
             offset=options.get("offset"),
+            agentId=options.get("agent_id"),
+            **_ranked_filters(options),
         ),
     )
 
