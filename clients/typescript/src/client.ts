@@ -98,7 +98,7 @@ export class MemoryPlatform {
   }
 
   /** Recall (`/visible`): the policy's order and limit, or by relevance to `q` when given. */
-  recallMemories(userId: string, options: o.RecallOptions = {}): Promise<MemoryEntry[]> {
+  async recallMemories(userId: string, options: o.RecallOptions = {}): Promise<MemoryEntry[]> {
     const { groupIds, q, ...rest } = options;
     return this.send({
       method: "GET",
@@ -107,7 +107,7 @@ export class MemoryPlatform {
     });
   }
 
-  searchMemories(userId: string, q: string, options: o.SearchOptions = {}): Promise<MemoryEntry[]> {
+  async searchMemories(userId: string, q: string, options: o.SearchOptions = {}): Promise<MemoryEntry[]> {
     const { groupIds, ...rest } = options;
     return this.send({
       method: "GET",
@@ -117,7 +117,7 @@ export class MemoryPlatform {
   }
 
   /** Every user's memories this key may read (`/v1/memories/search`). */
-  searchAllMemories(q: string, options: o.SearchAllOptions = {}): Promise<MemoryEntry[]> {
+  async searchAllMemories(q: string, options: o.SearchAllOptions = {}): Promise<MemoryEntry[]> {
     return this.send({ method: "GET", path: "/v1/memories/search", query: { q: checkedQuery(q), ...options } });
   }
 
@@ -211,7 +211,7 @@ export class MemoryPlatform {
   }
 
   /** Full-text search over the messages this key may read (`/v1/conversations/search`). */
-  searchConversations(q: string, options: o.ConversationSearchOptions = {}): Promise<Page<MessageSearchResult>> {
+  async searchConversations(q: string, options: o.ConversationSearchOptions = {}): Promise<Page<MessageSearchResult>> {
     return this.send({
       method: "GET",
       path: `${CONVERSATIONS}/search`,
@@ -277,7 +277,7 @@ export class MemoryPlatform {
     return this.send({ method: "PUT", path: `${conversation(conversationId)}/checkpoint`, body: { lastEntryId } });
   }
 
-  getContext(conversationId: string, options: { agentId?: string; q?: string } = {}): Promise<Context> {
+  async getContext(conversationId: string, options: { agentId?: string; q?: string } = {}): Promise<Context> {
     return this.send({
       method: "GET",
       path: `${conversation(conversationId)}/context`,
