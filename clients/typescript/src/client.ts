@@ -62,7 +62,7 @@ export function messageInput(
  * Idempotent calls (GET, PUT, DELETE) are retried on 429, 503 and connection errors.
  *
  * ```ts
- * const mp = new MemoryPlatform("http://127.0.0.1:8000", process.env.NOVA_KEY!);
+ * const mp = new MemoryPlatform("http://127.0.0.1:8000", apiKey);
  * ```
  */
 export class MemoryPlatform {
