@@ -205,3 +205,21 @@ test("properties, LLM tools, export and erasure", async () => {
   await mp.eraseUser(user);
   assert.equal(await mp.countMemories(user), 0);
 });
+
+test("validTo: after it, reads no longer see the entry; its history and an asOf read still do", async () => {
+  const { clients } = await team("nova");
+  const { nova } = clients;
+  const user = fresh("user");
+  const entry = await nova.upsertMemory(user, "promo", "SPRING25", {
+    category: "context",
+    validTo: new Date(Date.now() + 2000).toISOString(),
+  });
+  assert.equal((await nova.getMemoryByKey(user, "promo")).value, "SPRING25");
+  await new Promise((resolve) => setTimeout(resolve, Date.parse(entry.validTo) - Date.now() + 300));
+  await assert.rejects(nova.getMemoryByKey(user, "promo"), NotFoundError);
+  assert.deepEqual(await nova.listMemories(user), []);
+  assert.deepEqual(await nova.searchMemories(user, "SPRING25"), []);
+  const asOf = new Date((Date.parse(entry.validFrom) + Date.parse(entry.validTo)) / 2).toISOString();
+  assert.deepEqual((await nova.listMemories(user, { asOf })).map((e) => e.key), ["promo"]);
+  assert.equal((await nova.getMemoryHistory(entry.id))[0].action, "created");
+});

@@ -7,6 +7,7 @@ import {
   APIConnectionError,
   CapacityError,
   MemoryPlatform,
+  memoryInput,
   QueryTooLongError,
   RateLimitedError,
   ServerError,
@@ -104,4 +105,22 @@ test("a query longer than MAX_QUERY_CHARS is refused before it is sent", async (
     (e) => e instanceof QueryTooLongError && e.status === 400 && e.details.length === 1001,
   );
   assert.equal(seen.length, 0);
+});
+
+test("ttlSeconds goes out on every write: the client, the AI SDK tool and the LangGraph store", async () => {
+  const entry = { id: "e1", key: "k", value: "v", userId: "u", createdAt: "2026-01-01T00:00:00Z", updatedAt: "2026-01-01T00:00:00Z" };
+  reset([200, {}, entry], [200, {}, [entry]], [200, {}, entry], [200, {}, entry]);
+  const mp = new MemoryPlatform(base, "k");
+  await mp.upsertMemory("u", "k", "v", { ttlSeconds: 60 });
+  await mp.upsertMemories([memoryInput("u", "k", "v", { ttlSeconds: 61 })]);
+  const { memoryTools } = await import("../dist/esm/ai.js");
+  await memoryTools(mp, { userId: "u", ttlSeconds: 62 }).remember.execute({ key: "k", value: "v" }, {});
+  const { MemoryPlatformStore } = await import("../dist/esm/langgraph.js");
+  await new MemoryPlatformStore(mp, { ttlSeconds: 63 }).put(["u", "memories"], "k", { a: 1 });
+  const sent = seen.map((request) => JSON.parse(request.body));
+  assert.deepEqual(
+    [sent[0].ttlSeconds, sent[1][0].ttlSeconds, sent[2].ttlSeconds, sent[3].ttlSeconds],
+    [60, 61, 62, 63],
+  );
+  assert.deepEqual(seen.map((request) => request.method), ["PUT", "PUT", "PUT", "PUT"]);
 });
