@@ -195,9 +195,7 @@ export class MemoryPlatformStore extends BaseStore {
     const groupIds = this.options.groupIds;
     const entries = op.query
       ? await this.client.searchMemories(place.userId, op.query, { mode: "hybrid", groupIds, ...page })
-      : (await this.client.listMemories(place.userId, { groupIds, ...page })).sort((a, b) =>
-          b.updatedAt.localeCompare(a.updatedAt),
-        );
+      : await this.client.listMemories(place.userId, { groupIds, ...page }); // the newest first
     const items = entries
       .map((entry) => this.item(entry, place.index))
       .filter((item) => startsWith(item.namespace, op.namespacePrefix) && matches(item.value, op.filter));
