@@ -1,0 +1,16 @@
+export { MemoryPlatform, memoryInput, messageInput, textContent } from "./client.js";
+export {
+  API_VERSION,
+  type Call,
+  type ClientOptions,
+  DEFAULT_MAX_RETRIES,
+  DEFAULT_TIMEOUT_MS,
+  MAX_QUERY_CHARS,
+  RetryPolicy,
+  retryAfterSeconds,
+  Transport,
+  VERSION,
+} from "./core.js";
+export * from "./errors.js";
+export type * from "./options.js";
+export type * from "./types.js";
