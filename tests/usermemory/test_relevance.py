@@ -163,5 +163,10 @@ def test_search_tool_uses_the_default_threshold_and_takes_min_score(facts, agent
     assert "native_language" in on_topic and "pet" not in on_topic
     every = invoke(query="which language does the user speak", minScore=0).json()["result"]
     assert all(key in every for key in FACTS)
-    for bad in ({"minScore": 2}, {"minScore": True}, {"minScore": 0.5, "mode": "keyword"}):
-        assert invoke(query="x", **bad).status_code == 400
+    for bad, says in (
+        ({"minScore": 2}, "minScore"),
+        ({"minScore": True}, "minScore"),
+        ({"minScore": 0.5, "mode": "keyword"}, "keyword"),
+    ):
+        refused = invoke(query="x", **bad).json()["result"]  # a tool refuses in its result, for the model
+        assert refused.startswith("❌ Invalid arguments") and says in refused
