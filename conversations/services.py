@@ -17,6 +17,7 @@ from apikeys.caller import Caller
 from apikeys.models import AgentGroup
 from apikeys.services import caller_require_writer
 from conversations import selectors
+from conversations.embedding import message_embeddings_schedule
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
 from memoryplatform.batches import batch_size_check
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
@@ -153,7 +154,8 @@ def _lock_conversation(*, caller: Caller, conversation_id: str) -> Conversation:
 
 
 def _insert(*, conversation: Conversation, messages: list[Message]) -> list[Message]:
-    """Number the messages from the locked conversation's counter and insert them in one statement."""
+    """Number the messages from the locked conversation's counter and insert them in one statement; their
+    vectors follow the commit."""
     now = timezone.now()
     for offset, message in enumerate(messages):
         message.conversation = conversation
@@ -162,6 +164,7 @@ def _insert(*, conversation: Conversation, messages: list[Message]) -> list[Mess
     Message.objects.bulk_create(messages)
     conversation.next_seq += len(messages)
     conversation.save(update_fields=["next_seq"])
+    message_embeddings_schedule(messages=messages)  # after the commit, off the statements
     return messages
 
 
