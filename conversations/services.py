@@ -31,6 +31,8 @@ MAX_BLOCKS = 100
 MAX_CONTEXT_MEMORY = 1000
 CONTEXT_HISTORY = 50
 CONTEXT_CASE_LOG = 200
+# With a query: at most this many earlier messages most relevant to it.
+CONTEXT_RELEVANT = 10
 
 
 # --- Inputs and outputs ------------------------------------------------------------------------------
@@ -71,6 +73,8 @@ class AgentContext:
     user_memories: list[MemoryEntry]
     # With a query: the same user memories best first, with their scores and the search's fallback.
     ranked_memories: RankedSearch | None = None
+    # With a query: the conversation's messages most relevant to it that the context does not hold already.
+    relevant_messages: selectors.MessageSearch | None = None
 
 
 # --- Rules ---------------------------------------------------------------------------------------------
@@ -345,6 +349,7 @@ def conversation_context(
     history_limit: int = CONTEXT_HISTORY,
     case_log_limit: int = CONTEXT_CASE_LOG,
     query: str | None = None,
+    min_score: float | None = None,
 ) -> AgentContext:
     """An agent's context in one call: its latest memory epoch, the case log after its checkpoint, its
     isolated history (the latest ``history_limit`` messages, in order) and the user memories visible to it,
@@ -352,7 +357,10 @@ def conversation_context(
 
     With ``query``, the user memories are recalled by relevance to it instead (hybrid,
     :func:`usermemory.services.memory_recall_ranked`): the same entries may take part, within the same
-    limit, best first, with their scores in ``ranked_memories``."""
+    limit, best first, with their scores in ``ranked_memories``; and ``relevant_messages`` adds at most
+    ``CONTEXT_RELEVANT`` messages of the conversation the agent may read that the context does not hold
+    (earlier history, older case log), best first, each scoring at least ``min_score``
+    (:func:`conversations.selectors.messages_relevant_in`)."""
     conversation = selectors.conversation_get_for(caller=caller, conversation_id=conversation_id)
     agent = selectors.reading_agent_id(caller=caller, agent_id=agent_id, required=True)
     assert agent is not None  # noqa: S101 (required=True)
@@ -381,16 +389,29 @@ def conversation_context(
     else:
         ranked = memory_recall_ranked(query=query, **recall_scope)
         user_memories = [scored.entry for scored in ranked.entries]
+    history = list(reversed(recent[:history_limit]))
+    case_log_page = selectors.page_of(case_log, limit=case_log_limit)
+    relevant = None
+    if query is not None:
+        relevant = selectors.messages_relevant_in(
+            conversation=conversation,
+            agent_id=agent,
+            query=query,
+            given=history + case_log_page.items,
+            limit=CONTEXT_RELEVANT,
+            min_score=min_score,
+        )
     return AgentContext(
         conversation=conversation,
         agent_id=agent,
         memory_epoch=latest,
         memory=memory,
         checkpoint=checkpoint,
-        case_log=selectors.page_of(case_log, limit=case_log_limit),
-        history=list(reversed(recent[:history_limit])),
+        case_log=case_log_page,
+        history=history,
         user_memories=user_memories,
         ranked_memories=ranked,
+        relevant_messages=relevant,
     )
 
 
