@@ -20,6 +20,7 @@ from conversations import selectors
 from conversations.embedding import message_embeddings_schedule
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
 from memoryplatform.batches import batch_size_check
+from memoryplatform.embeddings import one_embedding_per_query
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
 from usermemory.models import MemoryEntry
 from usermemory.selectors import RankedSearch
@@ -383,24 +384,23 @@ def conversation_context(
         "agent_id": agent,
         "group_ids": [conversation.group_id] if conversation.group_id else None,
     }
-    ranked = None
+    history = list(reversed(recent[:history_limit]))
+    case_log_page = selectors.page_of(case_log, limit=case_log_limit)
+    ranked = relevant = None
     if query is None:
         user_memories = memory_recall(**recall_scope)
     else:
-        ranked = memory_recall_ranked(query=query, **recall_scope)
+        with one_embedding_per_query():  # memories and messages ranked by one vector of the query
+            ranked = memory_recall_ranked(query=query, **recall_scope)
+            relevant = selectors.messages_relevant_in(
+                conversation=conversation,
+                agent_id=agent,
+                query=query,
+                given=history + case_log_page.items,
+                limit=CONTEXT_RELEVANT,
+                min_score=min_score,
+            )
         user_memories = [scored.entry for scored in ranked.entries]
-    history = list(reversed(recent[:history_limit]))
-    case_log_page = selectors.page_of(case_log, limit=case_log_limit)
-    relevant = None
-    if query is not None:
-        relevant = selectors.messages_relevant_in(
-            conversation=conversation,
-            agent_id=agent,
-            query=query,
-            given=history + case_log_page.items,
-            limit=CONTEXT_RELEVANT,
-            min_score=min_score,
-        )
     return AgentContext(
         conversation=conversation,
         agent_id=agent,
