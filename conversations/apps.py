@@ -7,7 +7,12 @@ class ConversationsConfig(AppConfig):
 
     def ready(self) -> None:
         from conversations import export, services
+        from conversations.embedding import MESSAGES
+        from memoryplatform.embeddings import jobs
         from usermemory.services import register_user_data
+
+        # Message vectors are re-embedded after entries' (the scheduled run and `embed --missing`).
+        jobs.register(MESSAGES)
 
         # GDPR erasure and export of a user also remove and export their conversations.
         register_user_data(

@@ -8,6 +8,8 @@ Its :class:`Message` rows live on three channels:
 - ``memory``: each agent's private ChatMemory stream, in epochs (seed 000).
 - ``summary``: the shared, append-only case log (seed 003), read from a per-agent :class:`Checkpoint`.
 
+History and case-log messages get a vector each (:class:`MessageEmbedding`), for search by meaning.
+
 Every message has a per-conversation sequence number, given while the conversation row is locked, so numbers
 follow commit order and a reader that checkpoints at N never misses a later commit with a smaller number.
 """
@@ -18,6 +20,7 @@ from django.db import models
 from django.utils import timezone
 
 from apikeys.models import Agent, AgentGroup
+from usermemory.models import StoredEmbedding
 
 
 class Channel(models.TextChoices):
@@ -117,3 +120,19 @@ class Checkpoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent_id} @ #{self.last_seq}"
+
+
+class MessageEmbedding(StoredEmbedding):
+    """The vector of a history or case-log message with the turn before it as context
+    (:mod:`conversations.embedding`), shaped as a memory entry's.
+
+    The foreign key is the database's, ON DELETE CASCADE (migration 0004): every delete of a message (GDPR
+    erasure, a conversation deleted in the admin) removes its vector in the same statement. Django's side
+    does nothing (``DO_NOTHING``), so deleting a user's messages stays one statement that loads no rows."""
+
+    message = models.OneToOneField(
+        Message, primary_key=True, on_delete=models.DO_NOTHING, related_name="embedding", db_constraint=False
+    )
+
+    def __str__(self) -> str:
+        return f"{self.message_id} [{self.model}]"

@@ -3,7 +3,7 @@ for get, list, checkpoint and context alike, and the memory channel is always sc
 
 import uuid
 from dataclasses import dataclass
-from typing import Generic, Literal, TypeVar, overload
+from typing import Generic, Literal, NamedTuple, TypeVar, overload
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVectorField
@@ -13,9 +13,11 @@ from django.db.models.expressions import RawSQL
 
 from apikeys.caller import Caller
 from apikeys.models import Agent, AgentGroup
+from conversations import store
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
 from memoryplatform.text import ascii_int, check_query
+from usermemory.ranking import RANKED_MODES, SEARCH_MODES, recall_min_score, search_ranking
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
@@ -270,6 +272,21 @@ def _seen_by_caller(caller: Caller) -> Q:
     return in_conversation & (~Q(channel=Channel.MEMORY) | Q(agent_id=agent_id))
 
 
+class ScoredMessage(NamedTuple):
+    """A message of a search and its score: for ``semantic`` and ``hybrid``, the probability that it is
+    relevant (:mod:`memoryplatform.relevance`); for ``keyword``, PostgreSQL's full-text rank."""
+
+    message: Message
+    score: float
+
+
+class MessageSearch(NamedTuple):
+    """Messages best first; ``fallback`` is "fulltext" when the embedder could not embed the query."""
+
+    messages: list[ScoredMessage]
+    fallback: str | None
+
+
 def message_search(
     *,
     caller: Caller,
@@ -279,16 +296,60 @@ def message_search(
     channel: str | None = None,
     limit: int = DEFAULT_PAGE,
     offset: int = 0,
-) -> list[Message]:
-    """Ranked full-text search over the messages the caller may see (:func:`_seen_by_caller`), best first
-    (``rank``, then newest): of one user's conversations, of one agent's messages (``agent_id``, the author)
-    or every agent's, of one channel or all. Words and phrases as a web search writes them
-    (``websearch_to_tsquery``) against each message's stored document (:func:`_message_document`), which holds
-    at most its first 100,000 characters. Messages have no vectors yet, so the ranking is full text alone."""
+    mode: str = "keyword",
+    min_score: float | None = None,
+) -> MessageSearch:
+    """Search over the messages the caller may see (:func:`_seen_by_caller`), best first: of one user's
+    conversations, of one agent's messages (``agent_id``, the author) or every agent's, of one channel or all.
+
+    - ``keyword`` (the default, as before modes): the words and phrases of a web search
+      (``websearch_to_tsquery``) against each message's stored document, ranked by ``ts_rank``
+      (:func:`_message_fulltext`).
+    - ``semantic`` and ``hybrid``: by meaning, or by meaning and words (BM25 over the caller's messages),
+      each scored by the probability of relevance and at least ``min_score`` (:func:`message_search_ranked`);
+      full text alone when the embedder is down (``fallback``).
+    """
+    if mode not in SEARCH_MODES:
+        raise BadRequest(f"mode must be one of {', '.join(SEARCH_MODES)}.")
     if channel is not None and channel not in Channel.values:
         raise BadRequest(f"channel must be one of {', '.join(Channel.values)}.")
     if not 1 <= limit <= MAX_SEARCH:
         raise BadRequest(f"limit must be between 1 and {MAX_SEARCH}.")
+    if mode in RANKED_MODES:
+        scope = store.MessageScope(
+            agent=caller.acting_agent_id if caller.is_agent else None,
+            user_id=user_id,
+            author=agent_id,
+            channels=[channel] if channel is not None else None,
+        )
+        return message_search_ranked(
+            scope=scope, query=query, mode=mode, limit=limit, offset=offset, min_score=min_score
+        )
+    if min_score is not None:
+        raise BadRequest("keyword search does not score: use mode hybrid.")
+    found = _message_fulltext(
+        caller=caller,
+        query=query,
+        user_id=user_id,
+        agent_id=agent_id,
+        channel=channel,
+        window=(offset, limit),
+    )
+    return MessageSearch([ScoredMessage(m, m.rank) for m in found], None)  # type: ignore[attr-defined]  # annotated
+
+
+def _message_fulltext(
+    *,
+    caller: Caller,
+    query: str,
+    user_id: str | None,
+    agent_id: str | None,
+    channel: str | None,
+    window: tuple[int, int],
+) -> list[Message]:
+    """Ranked full-text search, each message annotated with its ``rank``, best first (then newest). Words and
+    phrases as a web search writes them (``websearch_to_tsquery``) against each message's stored document
+    (:func:`_message_document`), which holds at most its first 100,000 characters."""
     check_query(query)
     config = settings.SEARCH_LANGUAGE
     words = SearchQuery(query, search_type="websearch", config=config)
@@ -301,4 +362,53 @@ def message_search(
         qs = qs.filter(channel=channel)
     qs = qs.annotate(document=_message_document(config))
     qs = qs.filter(document=words).annotate(rank=SearchRank(F("document"), words))
+    offset, limit = window
     return list(qs.order_by("-rank", "-created_at", "-id")[offset : offset + limit])
+
+
+def message_search_ranked(
+    *,
+    scope: store.MessageScope,
+    query: str,
+    mode: str,
+    limit: int,
+    offset: int = 0,
+    min_score: float | None = None,
+) -> MessageSearch:
+    """The messages of ``scope`` by relevance to ``query`` (``semantic`` or ``hybrid``), as memory search
+    ranks entries (:func:`usermemory.ranking.search_ranking`: the same embedder, calibration, threshold and
+    fallback), best first, each with its score. Visibility and filters are applied in the same statement,
+    before ranking (:func:`conversations.store.messages_ranked`). Two queries: the ranking, the messages."""
+    ranking, fallback = search_ranking(query=query, mode=mode, window=limit + offset, min_score=min_score)
+    ranked = store.messages_ranked(scope=scope, ranking=ranking, limit=limit, offset=offset)
+    if not ranked:
+        return MessageSearch([], fallback)
+    by_id = Message.objects.select_related("conversation").in_bulk([r.message_id for r in ranked])
+    # a message erased since the ranking is left out
+    found = [ScoredMessage(by_id[r.message_id], r.score) for r in ranked if r.message_id in by_id]
+    return MessageSearch(found, fallback)
+
+
+def messages_relevant_in(
+    *,
+    conversation: Conversation,
+    agent_id: str,
+    query: str,
+    given: list[Message],
+    limit: int,
+    min_score: float | None = None,
+) -> MessageSearch:
+    """The messages of ``conversation`` most relevant to ``query`` (hybrid) that ``agent_id`` may read and
+    that are not among ``given`` (what its context already holds): its history as the agent sees it
+    (:func:`_seen_by`) and the case log, best first, at most ``limit``, each scoring at least ``min_score``
+    (``RECALL_MIN_SCORE`` when not given, as a recall by relevance)."""
+    scope = store.MessageScope(
+        agent=agent_id,
+        isolated=True,
+        channels=list(store.EMBEDDED_CHANNELS),
+        conversation_id=str(conversation.pk),
+        exclude=[str(m.pk) for m in given],
+    )
+    return message_search_ranked(
+        scope=scope, query=query, mode="hybrid", limit=limit, min_score=recall_min_score(min_score)
+    )

@@ -17,8 +17,10 @@ from apikeys.caller import Caller
 from apikeys.models import AgentGroup
 from apikeys.services import caller_require_writer
 from conversations import selectors
+from conversations.embedding import message_embeddings_schedule
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
 from memoryplatform.batches import batch_size_check
+from memoryplatform.embeddings import one_embedding_per_query
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
 from usermemory.models import MemoryEntry
 from usermemory.ranking import RankedSearch
@@ -31,6 +33,8 @@ MAX_BLOCKS = 100
 MAX_CONTEXT_MEMORY = 1000
 CONTEXT_HISTORY = 50
 CONTEXT_CASE_LOG = 200
+# With a query: at most this many earlier messages most relevant to it.
+CONTEXT_RELEVANT = 10
 
 
 # --- Inputs and outputs ------------------------------------------------------------------------------
@@ -71,6 +75,8 @@ class AgentContext:
     user_memories: list[MemoryEntry]
     # With a query: the same user memories best first, with their scores and the search's fallback.
     ranked_memories: RankedSearch | None = None
+    # With a query: the conversation's messages most relevant to it that the context does not hold already.
+    relevant_messages: selectors.MessageSearch | None = None
 
 
 # --- Rules ---------------------------------------------------------------------------------------------
@@ -154,7 +160,8 @@ def _lock_conversation(*, caller: Caller, conversation_id: str) -> Conversation:
 
 
 def _insert(*, conversation: Conversation, messages: list[Message]) -> list[Message]:
-    """Number the messages from the locked conversation's counter and insert them in one statement."""
+    """Number the messages from the locked conversation's counter and insert them in one statement; their
+    vectors follow the commit."""
     now = timezone.now()
     for offset, message in enumerate(messages):
         message.conversation = conversation
@@ -163,6 +170,7 @@ def _insert(*, conversation: Conversation, messages: list[Message]) -> list[Mess
     Message.objects.bulk_create(messages)
     conversation.next_seq += len(messages)
     conversation.save(update_fields=["next_seq"])
+    message_embeddings_schedule(messages=messages)  # after the commit, off the statements
     return messages
 
 
@@ -352,8 +360,10 @@ def conversation_context(
 
     With ``query``, the user memories are recalled by relevance to it instead (hybrid,
     :func:`usermemory.services.memory_recall_ranked`): the same entries may take part, within the same
-    limit, best first, with their scores in ``ranked_memories``, at least ``min_score`` (default
-    RECALL_MIN_SCORE) and narrowed by ``filters``."""
+    limit, best first, with their scores in ``ranked_memories``; and ``relevant_messages`` adds at most
+    ``CONTEXT_RELEVANT`` messages of the conversation the agent may read that the context does not hold
+    (earlier history, older case log), best first, each scoring at least ``min_score``
+    (:func:`conversations.selectors.messages_relevant_in`); the memories are narrowed by ``filters``."""
     conversation = selectors.conversation_get_for(caller=caller, conversation_id=conversation_id)
     agent = selectors.reading_agent_id(caller=caller, agent_id=agent_id, required=True)
     assert agent is not None  # noqa: S101 (required=True)
@@ -376,11 +386,24 @@ def conversation_context(
         "agent_id": agent,
         "group_ids": [conversation.group_id] if conversation.group_id else None,
     }
-    ranked = None
+    history = list(reversed(recent[:history_limit]))
+    case_log_page = selectors.page_of(case_log, limit=case_log_limit)
+    ranked = relevant = None
     if query is None:
         user_memories = memory_recall(**recall_scope)
     else:
-        ranked = memory_recall_ranked(query=query, min_score=min_score, filters=filters, **recall_scope)
+        with one_embedding_per_query():  # memories and messages ranked by one vector of the query
+            ranked = memory_recall_ranked(
+                query=query, min_score=min_score, filters=filters, **recall_scope
+            )
+            relevant = selectors.messages_relevant_in(
+                conversation=conversation,
+                agent_id=agent,
+                query=query,
+                given=history + case_log_page.items,
+                limit=CONTEXT_RELEVANT,
+                min_score=min_score,
+            )
         user_memories = [scored.entry for scored in ranked.entries]
     return AgentContext(
         conversation=conversation,
@@ -388,10 +411,11 @@ def conversation_context(
         memory_epoch=latest,
         memory=memory,
         checkpoint=checkpoint,
-        case_log=selectors.page_of(case_log, limit=case_log_limit),
-        history=list(reversed(recent[:history_limit])),
+        case_log=case_log_page,
+        history=history,
         user_memories=user_memories,
         ranked_memories=ranked,
+        relevant_messages=relevant,
     )
 
 

@@ -7,18 +7,29 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
-from conversations.selectors import DEFAULT_PAGE, MAX_EPOCH, MAX_PAGE, MAX_SEARCH, VIEW_AGENT
+from conversations.selectors import DEFAULT_PAGE, MAX_EPOCH, MAX_PAGE, MAX_SEARCH, VIEW_AGENT, ScoredMessage
 from conversations.services import MAX_BLOCKS, MessageWrite, SyncMessage
 from memoryplatform.api.pagination import MAX_OFFSET
 from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce
 from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory.api.serializers import (
+    ConfidenceField,
     MemoryEntryOutputSerializer,
     RankedFiltersSerializer,
     RecallQuerySerializer,
     ScoredMemoryEntryOutputSerializer,
     StrictCharField,
 )
+from usermemory.ranking import SEARCH_MODES
+
+
+def _min_score(what: str) -> ConfidenceField:
+    return ConfidenceField(
+        required=False,
+        help_text=f"Only {what} at least this relevant: the score is the probability of relevance (0 to 1), "
+        "the same from one query to the next.",
+    )
+
 
 # --- Conversations ---------------------------------------------------------------------------------------
 
@@ -180,7 +191,7 @@ class SyncOutputSerializer(serializers.Serializer):
     messages = MessageOutputSerializer(many=True, help_text="The messages appended by this sync.")
 
 
-# --- Checkpoints and context ------------------------------------------------------------------------------
+# --- Checkpoints ------------------------------------------------------------------------------------------
 
 
 class CheckpointInputSerializer(serializers.Serializer):
@@ -203,6 +214,61 @@ class CheckpointOutputSerializer(serializers.Serializer):
         }
 
 
+# --- Search across conversations ---------------------------------------------------------------------------
+
+
+class MessageSearchQuerySerializer(serializers.Serializer):
+    q = StrictCharField(
+        max_length=MAX_QUERY_CHARS, help_text="Words and phrases, as a web search writes them."
+    )
+    userId = StrictCharField(max_length=255, required=False, help_text="Only this user's conversations.")
+    agentId = StrictCharField(max_length=64, required=False, help_text="Only this agent's messages.")
+    channel = serializers.ChoiceField(choices=Channel.choices, required=False)
+    limit = AsciiIntegerField(required=False, min_value=1, max_value=MAX_SEARCH, default=DEFAULT_PAGE)
+    offset = AsciiIntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
+    mode = serializers.ChoiceField(
+        choices=SEARCH_MODES,
+        required=False,
+        default="keyword",
+        help_text="keyword (the default, as before: the words and phrases of a web search, ranked by "
+        "full-text rank), semantic (by meaning) or hybrid (meaning and words).",
+    )
+    minScore = _min_score("messages")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("mode") == "keyword" and "minScore" in attrs:
+            raise serializers.ValidationError({"minScore": "keyword search does not score: use mode hybrid."})
+        return attrs
+
+
+class MessageSearchResultSerializer(MessageOutputSerializer):
+    """A message found, rendered from a :class:`conversations.selectors.ScoredMessage`."""
+
+    userId = serializers.CharField(source="conversation.user_id")
+    score = serializers.FloatField(
+        help_text="semantic and hybrid: the probability that the message is relevant (0 to 1), comparable "
+        "across queries; keyword: the full-text rank, higher is better."
+    )
+
+    class Meta(MessageOutputSerializer.Meta):
+        fields = [*MessageOutputSerializer.Meta.fields, "userId", "score"]
+
+    def to_representation(self, instance: ScoredMessage) -> dict[str, Any]:
+        message = instance.message
+        return {
+            **MessageOutputSerializer(message).data,
+            "userId": message.conversation.user_id,
+            "score": instance.score,
+        }
+
+
+class MessageSearchPageSerializer(serializers.Serializer):
+    data = MessageSearchResultSerializer(many=True)  # type: ignore[assignment]  # a declared field: DRF takes it off the class
+
+
+# --- Context ----------------------------------------------------------------------------------------------
+
+
 class ContextMemorySerializer(serializers.Serializer):
     memoryEpoch = serializers.IntegerField(source="memory_epoch", allow_null=True)
     messages = MessageOutputSerializer(many=True, source="memory")
@@ -221,6 +287,7 @@ class ContextOutputSerializer(serializers.Serializer):
     caseLog = serializers.SerializerMethodField()
     history = MessageOutputSerializer(many=True)
     userMemories = serializers.SerializerMethodField()
+    relevantMessages = serializers.SerializerMethodField()
 
     @extend_schema_field(ContextCaseLogSerializer)
     def get_caseLog(self, context: Any) -> dict[str, Any]:  # noqa: N802 (camelCase output)
@@ -237,33 +304,18 @@ class ContextOutputSerializer(serializers.Serializer):
             return list(ScoredMemoryEntryOutputSerializer(context.ranked_memories.entries, many=True).data)
         return list(MemoryEntryOutputSerializer(context.user_memories, many=True).data)
 
+    @extend_schema_field(MessageSearchResultSerializer(many=True))
+    def get_relevantMessages(self, context: Any) -> list[dict[str, Any]]:  # noqa: N802 (camelCase output)
+        """With ``q``: the conversation's messages most relevant to it that the context does not hold, best
+        first, each with its score; without: none."""
+        if context.relevant_messages is None:
+            return []
+        return list(MessageSearchResultSerializer(context.relevant_messages.messages, many=True).data)
+
 
 class ContextQuerySerializer(RecallQuerySerializer, RankedFiltersSerializer):
-    """``q``: the user memories recalled by relevance to it (hybrid), at least ``minScore`` relevant (default
-    RECALL_MIN_SCORE), narrowed by the filters of every ranked read."""
+    """``q``: the user memories recalled by relevance to it (hybrid), narrowed by the filters of every ranked
+    read, and the conversation's most relevant messages not in the context already; ``minScore`` (default
+    RECALL_MIN_SCORE): the threshold of both."""
 
-
-# --- Search across conversations ---------------------------------------------------------------------------
-
-
-class MessageSearchQuerySerializer(serializers.Serializer):
-    q = StrictCharField(
-        max_length=MAX_QUERY_CHARS, help_text="Words and phrases, as a web search writes them."
-    )
-    userId = StrictCharField(max_length=255, required=False, help_text="Only this user's conversations.")
-    agentId = StrictCharField(max_length=64, required=False, help_text="Only this agent's messages.")
-    channel = serializers.ChoiceField(choices=Channel.choices, required=False)
-    limit = AsciiIntegerField(required=False, min_value=1, max_value=MAX_SEARCH, default=DEFAULT_PAGE)
-    offset = AsciiIntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
-
-
-class MessageSearchResultSerializer(MessageOutputSerializer):
-    userId = serializers.CharField(source="conversation.user_id")
-    score = serializers.FloatField(source="rank", help_text="Full-text rank: higher is better.")
-
-    class Meta(MessageOutputSerializer.Meta):
-        fields = [*MessageOutputSerializer.Meta.fields, "userId", "score"]
-
-
-class MessageSearchPageSerializer(serializers.Serializer):
-    data = MessageSearchResultSerializer(many=True)  # type: ignore[assignment]  # a declared field: DRF takes it off the class
+    minScore = _min_score("memories and messages")

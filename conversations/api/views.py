@@ -96,15 +96,22 @@ class ConversationListCreateView(ConversationView):
 class MessageSearchView(ConversationView):
     @extend_schema(
         tags=TAGS,
-        parameters=[MessageSearchQuerySerializer],
+        parameters=[MessageSearchQuerySerializer, FALLBACK_HEADER],
         responses=MessageSearchPageSerializer,
-        summary="Ranked full-text search over the messages the caller may see, across conversations",
+        summary="Search the messages the caller may see, across conversations, by words or by meaning",
         description=(
             "An agent key searches the conversations it may take part in: their history and case log, and of "
             "the memory channel only its own stream. Viewer and admin keys search every message. `agentId` "
             "keeps one agent's messages (their author); `userId`, one user's conversations; `channel`, one "
-            "channel. Best first, each with its `score`. A message is found by the words of its first "
-            "100,000 characters of text: a longer one is stored whole and indexed in part."
+            "channel. Best first, each with its `score`.\n\n"
+            "`mode=keyword` (the default): the words and phrases of a web search, ranked by full-text rank; "
+            "a message is found by the words of its first 100,000 characters of text. `semantic` (by "
+            "meaning) and `hybrid` (meaning and words): each history and case-log message has a vector of "
+            "its text with the turn before it; the score is the probability of relevance (0 to 1), the same "
+            "contract as memory search, and `minScore` leaves out what scores under it. Visibility is "
+            "applied before ranking, and the full-text statistics are computed over the caller's messages "
+            "only. The memory channel has no vectors: it is found by its words (hybrid). X-Search-Fallback: "
+            "fulltext when the embedder is down."
         ),
     )
     def get(self, request: Request) -> Response:
@@ -117,8 +124,12 @@ class MessageSearchView(ConversationView):
             channel=query.get("channel"),
             limit=query["limit"],
             offset=query["offset"],
+            mode=query["mode"],
+            min_score=query.get("minScore"),
         )
-        return Response({"data": MessageSearchResultSerializer(found, many=True).data})
+        data = MessageSearchResultSerializer(found.messages, many=True).data
+        headers = {"X-Search-Fallback": found.fallback} if found.fallback else None
+        return Response({"data": data}, headers=headers)
 
 
 class ConversationDetailView(ConversationView):
@@ -287,7 +298,11 @@ class ContextView(ConversationView):
             "Its latest memory epoch, the case log after its checkpoint, its isolated history (the latest "
             f"{services.CONTEXT_HISTORY} messages) and the user memories visible to it, recalled with its "
             "policy's order and limit in the conversation's group. With `q`, the user memories are recalled "
-            "by relevance to it (hybrid), best first, each with a score, within the same limit; "
+            "by relevance to it (hybrid), best first, each with a score, within the same limit; and "
+            f"`relevantMessages` adds at most {services.CONTEXT_RELEVANT} messages of the conversation that "
+            "the agent may read and the context does not hold (earlier history as the agent sees it, older "
+            "case log), most relevant first, each with its score (the probability of relevance). `minScore` "
+            "leaves out memories and messages that score under it (default RECALL_MIN_SCORE). "
             "X-Search-Fallback: fulltext when the embedder is down."
         ),
     )

@@ -10,6 +10,9 @@ provider: a model never sees more than the first EMBEDDINGS_MAX_CHARS characters
 be longer, and its vector is of its head.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import cache
 from typing import Protocol
 
@@ -61,7 +64,28 @@ class BoundedEmbedder:
         return self.inner.embed_passages([bounded(text) for text in texts])
 
     def embed_query(self, text: str) -> list[float]:
-        return self.inner.embed_query(bounded(text))
+        memo = _query_memo.get()
+        if memo is None:
+            return self.inner.embed_query(bounded(text))
+        key = (self.model_id, bounded(text))
+        if key not in memo:
+            memo[key] = self.inner.embed_query(key[1])
+        return memo[key]
+
+
+# Within :func:`one_embedding_per_query`: the query vectors already computed, by (model id, text).
+_query_memo: ContextVar[dict[tuple[str, str], list[float]] | None] = ContextVar("query_memo", default=None)
+
+
+@contextmanager
+def one_embedding_per_query() -> Iterator[None]:
+    """Within it, a query is embedded once however many reads rank by it (an agent's context ranks its user
+    memories and its messages by the same ``q``). A failure is not remembered."""
+    token = _query_memo.set({})
+    try:
+        yield
+    finally:
+        _query_memo.reset(token)
 
 
 def bounded(text: str) -> str:

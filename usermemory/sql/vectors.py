@@ -4,13 +4,14 @@ The text an entry's vector is computed from (``usermemory.embedding.embedding_te
 and its SHA-256 are written here in SQL too, so that "missing or stale" is one set-based statement.
 """
 
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from django.db import connection
 from psycopg import sql
 
+from memoryplatform.embeddings.jobs import PendingText
 from usermemory.sql.base import EMBEDDING, ENTRY, fetch_all, fetch_one
 
 # Entries after %(after)s (of %(ids)s, or all) whose vector is missing, of another model, or of another text.
@@ -45,18 +46,13 @@ _WRITE = sql.SQL(
 ).format(entry=ENTRY, embedding=EMBEDDING)
 
 
-@dataclass(frozen=True)
-class PendingText:
-    entry_id: int
-    text: str
-
-
 def embeddings_pending(
-    *, model: str, entry_ids: list[int] | None, after_id: int, limit: int
+    *, model: str, ids: Sequence[int] | None, after: int | None, limit: int
 ) -> list[PendingText]:
-    """Entries (of ``entry_ids``, or all) after ``after_id`` whose vector is missing, of another model, or of
-    another text, in id order, with the text to embed."""
-    params = {"model": model, "ids": entry_ids, "after": after_id, "limit": limit}
+    """Entries (of ``ids``, or all) after ``after`` (none: from the first) whose vector is missing, of another
+    model, or of another text, in id order, with the text to embed."""
+    chosen = list(ids) if ids is not None else None
+    params = {"model": model, "ids": chosen, "after": after or 0, "limit": limit}  # ids are positive
     return [PendingText(entry_id, text) for entry_id, text in fetch_all(_PENDING, params)]
 
 
@@ -69,7 +65,7 @@ def embeddings_write(
     *,
     model: str,
     dimensions: int,
-    entry_ids: list[int],
+    ids: list[int],
     text_hashes: list[str],
     vectors: list[str],
     now: datetime,
@@ -81,7 +77,7 @@ def embeddings_write(
     params: dict[str, Any] = {
         "model": model,
         "dimensions": dimensions,
-        "ids": entry_ids,
+        "ids": ids,
         "hashes": text_hashes,
         "vectors": vectors,
         "now": now,

@@ -4,15 +4,15 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from memoryplatform.embeddings import EmbedderError, get_embedder
+from memoryplatform.embeddings import EmbedderError, get_embedder, jobs
 from memoryplatform.management.progress import Unended
-from usermemory.embedding import ReembedBusy, memory_embed_missing
 
 
 class Command(BaseCommand):
     help = (
-        "Compute the vectors of memory entries: --missing embeds every entry whose vector is missing, of "
-        "another text, or of another model than EMBEDDINGS_MODEL, in batches, with a progress bar. "
+        "Compute the vectors of memory entries and conversation messages: --missing embeds every text whose "
+        "vector is missing, of another text, or of another model than EMBEDDINGS_MODEL, in batches, with a "
+        "progress bar (entries first, then messages). "
         "Idempotent; safe to run beside writes. One pass at a time: it stops with a message while another "
         "(the background re-embedding) runs."
     )
@@ -25,7 +25,7 @@ class Command(BaseCommand):
             "--batch-size",
             type=int,
             default=None,
-            help="Entries per embedder call (default EMBEDDINGS_BATCH_SIZE).",
+            help="Texts per embedder call (default EMBEDDINGS_BATCH_SIZE).",
         )
         parser.add_argument("--no-progress", action="store_true", help="No progress bar.")
 
@@ -41,12 +41,17 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         if embedder is None:
             raise CommandError("EMBEDDINGS_PROVIDER is 'none': there is nothing to embed with.")
+        for kind in jobs.registered():
+            quiet = options["no_progress"]
+            self._embed(kind, embedder_id=embedder.model_id, batch_size=batch_size, quiet=quiet)
+
+    def _embed(self, kind: jobs.VectorKind, *, embedder_id: str, batch_size: int, quiet: bool) -> None:
         bar = tqdm(
             total=0,
-            desc=f"embed ({embedder.model_id})",
-            unit="entry",
+            desc=f"embed {kind.name} ({embedder_id})",
+            unit="text",
             file=Unended(self.stderr),
-            disable=options["no_progress"],
+            disable=quiet,
             dynamic_ncols=True,
         )
 
@@ -56,10 +61,10 @@ class Command(BaseCommand):
             bar.refresh()
 
         try:
-            result = memory_embed_missing(batch_size=batch_size, on_progress=on_progress)
+            result = jobs.embed_missing(kind=kind, batch_size=batch_size, on_progress=on_progress)
         except EmbedderError as exc:
             raise CommandError(f"The embedder failed: {exc}") from exc
-        except ReembedBusy as exc:
+        except jobs.ReembedBusy as exc:
             raise CommandError(
                 f"{exc} (the background re-embedding, or another `embed`): it does this work; "
                 f"try again later."
@@ -68,7 +73,7 @@ class Command(BaseCommand):
             bar.close()
         self.stdout.write(
             self.style.SUCCESS(
-                f"{result.written} vectors written ({result.pending} entries were missing or stale; "
-                f"{embedder.model_id})."
+                f"{result.written} vectors written ({result.pending} {kind.name} were missing or stale; "
+                f"{embedder_id})."
             )
         )

@@ -1,0 +1,295 @@
+"""Hand-written SQL of conversations: message vectors (which are missing or stale, and the vectors written)
+and the ranked search over messages by meaning and words.
+
+The text of a message's vector (:data:`_EMBEDDING_TEXT`) is written here in SQL, with its SHA-256, so that
+"missing or stale" is one set-based statement, as for memory entries (:mod:`usermemory.sql.vectors`).
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from typing import Any, NamedTuple
+
+from django.db import connection
+from psycopg import sql
+
+from apikeys.models import AgentGroup
+from conversations.models import Channel, Conversation, Message, MessageEmbedding
+from memoryplatform import relevance
+from memoryplatform.embeddings.jobs import PendingText
+from usermemory.sql.search import _FULLTEXT as BM25_CTES  # the BM25 of memory search, over visible(id, vec)
+from usermemory.sql.search import STORED_CONFIG, Ranking
+
+MESSAGE = sql.Identifier(Message._meta.db_table)
+CONVERSATION = sql.Identifier(Conversation._meta.db_table)
+EMBEDDING = sql.Identifier(MessageEmbedding._meta.db_table)
+_MEMBERS = AgentGroup.members.through._meta
+MEMBERS = sql.Identifier(_MEMBERS.db_table)
+MEMBER_GROUP = sql.Identifier(_MEMBERS.get_field("agentgroup").column)
+MEMBER_AGENT = sql.Identifier(_MEMBERS.get_field("agent").column)
+
+# The channels whose messages get vectors: what the user saw, and the shared case log. An agent's memory
+# stream repeats its history (seed 000's ChatMemory), so it is found by its words only.
+EMBEDDED_CHANNELS = (Channel.HISTORY.value, Channel.SUMMARY.value)
+# A message's text in its vector: at most its first MESSAGE_CHARS characters (the embedder reads fewer:
+# EMBEDDINGS_MAX_CHARS), after the last CONTEXT_CHARS of the turn before it on its channel, as context.
+MESSAGE_CHARS = 10_000
+CONTEXT_CHARS = 300
+
+
+def _text_of(alias: str) -> sql.Composed:
+    """The text of a message's text blocks (their ``text`` strings, joined by a space)."""
+    return sql.SQL(
+        """array_to_string(ARRAY(SELECT jsonb_array_elements_text(
+            jsonb_path_query_array({m}.content, '$[*].text ? (@.type() == "string")'))), ' ')"""
+    ).format(m=sql.Identifier(alias))
+
+
+# "role: text" of the message, after "role: text" of the turn before it on the same channel of the same
+# conversation (seen by whoever may see the message: history and case log are whole to each participant).
+_EMBEDDING_TEXT = sql.SQL(
+    """CASE WHEN coalesce(p.text, '') = '' THEN ''
+        ELSE p.role || ': ' || right(p.text, {context}) || E'\\n' END
+    || m.role || ': ' || left(m.text, {chars})"""
+).format(context=sql.Literal(CONTEXT_CHARS), chars=sql.Literal(MESSAGE_CHARS))
+
+# Messages of the embedded channels (of %(ids)s, or all) after %(after)s, with a text, and the text to embed.
+_TEXTS = sql.SQL(
+    """texts AS (
+    SELECT m.id, {embedding_text} AS text FROM (
+        SELECT id, conversation_id, channel, seq, role, {text} AS text FROM {message} m
+        WHERE channel = ANY(%(channels)s::text[])
+            AND (%(after)s::uuid IS NULL OR id > %(after)s::uuid)
+            AND (%(ids)s::uuid[] IS NULL OR id = ANY(%(ids)s::uuid[]))
+    ) m
+    LEFT JOIN LATERAL (
+        SELECT p.role, {previous} AS text FROM {message} p
+        WHERE p.conversation_id = m.conversation_id AND p.channel = m.channel AND p.seq < m.seq
+        ORDER BY p.seq DESC LIMIT 1
+    ) p ON true
+    WHERE m.text <> ''
+), pending AS (
+    SELECT t.id, t.text FROM texts t LEFT JOIN {embedding} v ON v.message_id = t.id
+    WHERE v.message_id IS NULL OR v.model <> %(model)s
+        OR v.text_hash <> encode(sha256(convert_to(t.text, 'UTF8')), 'hex')
+)"""
+).format(
+    embedding_text=_EMBEDDING_TEXT,
+    text=_text_of("m"),
+    previous=_text_of("p"),
+    message=MESSAGE,
+    embedding=EMBEDDING,
+)
+_PENDING = sql.SQL("WITH {texts} SELECT id::text, text FROM pending ORDER BY id LIMIT %(limit)s").format(
+    texts=_TEXTS
+)
+_PENDING_COUNT = sql.SQL("WITH {texts} SELECT count(*) FROM pending").format(texts=_TEXTS)
+
+# Insert, or replace a vector of another model or text; not for a message gone since it was read (messages
+# are never edited, so a text read is never stale).
+_WRITE = sql.SQL(
+    """INSERT INTO {embedding} AS v (message_id, model, dimensions, text_hash, embedding, embedded_at)
+    SELECT n.id, %(model)s, %(dimensions)s, n.text_hash, n.vector::vector, %(now)s
+    FROM unnest(%(ids)s::uuid[], %(hashes)s::text[], %(vectors)s::text[]) AS n(id, text_hash, vector)
+    WHERE EXISTS (SELECT FROM {message} m WHERE m.id = n.id)
+    ON CONFLICT (message_id) DO UPDATE SET model = EXCLUDED.model, dimensions = EXCLUDED.dimensions,
+        text_hash = EXCLUDED.text_hash, embedding = EXCLUDED.embedding, embedded_at = EXCLUDED.embedded_at
+    WHERE (v.model, v.text_hash) IS DISTINCT FROM (EXCLUDED.model, EXCLUDED.text_hash)"""
+).format(embedding=EMBEDDING, message=MESSAGE)
+
+
+def _pending_params(*, model: str, ids: Sequence[str] | None, after: str | None) -> dict[str, Any]:
+    return {
+        "model": model,
+        "ids": [str(i) for i in ids] if ids is not None else None,
+        "after": after,
+        "channels": list(EMBEDDED_CHANNELS),
+    }
+
+
+def message_vectors_pending(
+    *, model: str, ids: Sequence[str] | None, after: str | None, limit: int
+) -> list[PendingText]:
+    """History and case-log messages with text (of ``ids``, or all) after ``after`` (none: from the first)
+    whose vector is missing, of another model, or of another text, in id order, with the text to embed."""
+    params = {**_pending_params(model=model, ids=ids, after=after), "limit": limit}
+    with connection.cursor() as cursor:
+        cursor.execute(_PENDING, params)
+        return [PendingText(message_id, text) for message_id, text in cursor.fetchall()]
+
+
+def message_vectors_pending_count(model: str) -> int:
+    """How many messages :func:`message_vectors_pending` would return in all."""
+    with connection.cursor() as cursor:
+        cursor.execute(_PENDING_COUNT, _pending_params(model=model, ids=None, after=None))
+        return int(cursor.fetchone()[0])
+
+
+def message_vectors_write(
+    *,
+    model: str,
+    dimensions: int,
+    ids: list[str],
+    text_hashes: list[str],
+    vectors: list[str],
+    now: datetime,
+) -> int:
+    """Store vectors (pgvector text literals) of these messages' texts: insert, or replace a vector of another
+    model or text (ON CONFLICT, so concurrent writers need no check first); none for a message gone. Returns
+    the rows written."""
+    params: dict[str, Any] = {
+        "model": model,
+        "dimensions": dimensions,
+        "ids": [str(i) for i in ids],
+        "hashes": text_hashes,
+        "vectors": vectors,
+        "now": now,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_WRITE, params)
+        return cursor.rowcount
+
+
+# --- Ranked search ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MessageScope:
+    """Which messages a ranked search reads, applied in its statement before any ranking.
+
+    - ``agent``: an agent's view (``None``: every message, for viewer and admin keys): the conversations it
+      may take part in (no group, or a group it is a member of), their history and case log, and of the
+      memory channel only its own stream; ``isolated``, of the history only what seed 004's ``view=agent``
+      shows it (every user message, those with no author, and its own).
+    - Filters: ``user_id`` (whose conversations), ``author`` (the agent that wrote it), ``channels``,
+      ``conversation_id``, and ``exclude`` (message ids already given).
+    """
+
+    agent: str | None
+    isolated: bool = False
+    user_id: str | None = None
+    author: str | None = None
+    channels: list[str] | None = None
+    conversation_id: str | None = None
+    exclude: list[str] | None = None
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "isolated": self.isolated,
+            "user": self.user_id,
+            "author": self.author,
+            "channels": self.channels,
+            "conversation": self.conversation_id,
+            "exclude": self.exclude or [],
+        }
+
+
+# The candidates: the messages of the scope, with their lexemes ({lexemes}) for BM25, whose statistics (count,
+# average length, document frequencies) are so computed over what the caller may read, and nothing else.
+_VISIBLE = """visible AS MATERIALIZED (
+    SELECT m.id, {lexemes} AS vec FROM {message} m JOIN {conversation} c ON c.id = m.conversation_id
+    WHERE (%(agent)s::text IS NULL OR (
+            (c.group_id IS NULL OR EXISTS (
+                SELECT FROM {members} g WHERE g.{member_group} = c.group_id AND g.{member_agent} = %(agent)s))
+            AND (m.channel <> 'memory' OR m.agent_id = %(agent)s)
+            AND (NOT %(isolated)s OR m.channel <> 'history' OR m.role = 'user' OR m.agent_id IS NULL
+                OR m.agent_id = %(agent)s)))
+        AND (%(user)s::text IS NULL OR c.user_id = %(user)s)
+        AND (%(author)s::text IS NULL OR m.agent_id = %(author)s)
+        AND (%(channels)s::text[] IS NULL OR m.channel = ANY(%(channels)s::text[]))
+        AND (%(conversation)s::uuid IS NULL OR m.conversation_id = %(conversation)s::uuid)
+        AND NOT m.id = ANY(%(exclude)s::uuid[])
+)"""
+_STORED_LEXEMES = "m.search_vector"
+_PARSED_LEXEMES = "conversations_message_document(%(config)s::regconfig, m.content)"
+
+# Exact cosine similarity over the candidates with a vector of the current model.
+_SEMANTIC = """sem AS (
+    SELECT v.id, (1 - (e.embedding <=> %(vector)s::vector))::float8 AS score
+    FROM visible v JOIN {embedding} e ON e.message_id = v.id AND e.model = %(model)s
+    ORDER BY e.embedding <=> %(vector)s::vector, v.id LIMIT %(depth)s
+)"""
+
+# Each candidate's features: ``cos`` (NULL without a vector) and ``bm25`` (0 outside the full-text list).
+_FEATURES_SEMANTIC = "features AS (SELECT id, score AS cos, 0::float8 AS bm25 FROM sem)"
+_FEATURES_FULLTEXT = "features AS (SELECT id, NULL::float8 AS cos, score::float8 AS bm25 FROM ft)"
+_FEATURES_HYBRID = """features AS (
+    SELECT c.id, (1 - (e.embedding <=> %(vector)s::vector))::float8 AS cos,
+        coalesce(f.score, 0)::float8 AS bm25
+    FROM (SELECT id FROM sem UNION SELECT id FROM ft) c LEFT JOIN ft f ON f.id = c.id
+        LEFT JOIN {embedding} e ON e.message_id = c.id AND e.model = %(model)s
+)"""
+
+# One page, best first by the calibrated probability of relevance, each at least %(min_score)s.
+_RANKED = """WITH {ctes}, ranked AS (SELECT id, cos, bm25, {score} AS score FROM features)
+SELECT id, score, cos, bm25 FROM ranked WHERE score >= %(min_score)s
+ORDER BY score DESC, id LIMIT %(limit)s OFFSET %(offset)s"""
+
+
+@cache
+def _ranked_sql(*, semantic: bool, fulltext: bool, stored: bool) -> sql.Composed:
+    ctes: list[sql.Composable] = [
+        sql.SQL(_VISIBLE).format(
+            lexemes=sql.SQL(_STORED_LEXEMES if stored else _PARSED_LEXEMES),
+            message=MESSAGE,
+            conversation=CONVERSATION,
+            members=MEMBERS,
+            member_group=MEMBER_GROUP,
+            member_agent=MEMBER_AGENT,
+        )
+    ]
+    if semantic:
+        ctes.append(sql.SQL(_SEMANTIC).format(embedding=EMBEDDING))
+    if fulltext:
+        ctes.append(sql.SQL(BM25_CTES))
+    cos, bm25 = sql.SQL("cos"), sql.SQL("bm25")
+    if semantic and fulltext:
+        ctes.append(sql.SQL(_FEATURES_HYBRID).format(embedding=EMBEDDING))
+        score = relevance.hybrid_score(cos=cos, bm25=bm25)
+    elif semantic:
+        ctes.append(sql.SQL(_FEATURES_SEMANTIC))
+        score = relevance.semantic_score(cos=cos)
+    else:
+        ctes.append(sql.SQL(_FEATURES_FULLTEXT))
+        score = relevance.fulltext_score(bm25=bm25)
+    return sql.SQL(_RANKED).format(ctes=sql.SQL(", ").join(ctes), score=score)
+
+
+class ScoredMessageId(NamedTuple):
+    """A message of a ranked search, its score (the probability of relevance, :mod:`memoryplatform.relevance`)
+    and its features (``cos`` ``None`` without a vector)."""
+
+    message_id: Any
+    score: float
+    cos: float | None
+    bm25: float
+
+
+def messages_ranked(
+    *, scope: MessageScope, ranking: Ranking, limit: int, offset: int
+) -> list[ScoredMessageId]:
+    """One page of the scope's messages best first by ``ranking`` (semantic, full text, or both), each scoring
+    at least its ``min_score``; one statement, visibility first."""
+    params: dict[str, Any] = {
+        **scope.params(),
+        "query": ranking.query,
+        "vector": ranking.vector,
+        "model": ranking.model,
+        "config": ranking.config,
+        "depth": ranking.depth,
+        "min_score": ranking.min_score,
+        **ranking.calibration.params(),
+        "limit": limit,
+        "offset": offset,
+    }
+    statement = _ranked_sql(
+        semantic=ranking.vector is not None, fulltext=ranking.fulltext, stored=ranking.config == STORED_CONFIG
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return [
+            ScoredMessageId(row[0], float(row[1]), None if row[2] is None else float(row[2]), float(row[3]))
+            for row in cursor.fetchall()
+        ]
