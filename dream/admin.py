@@ -16,7 +16,7 @@ from dream.models import DreamRun
 from dream.selectors import summary_diff
 from dream.services import approve_run
 from dream.tasks import dream_run_cycle_task
-from memoryplatform.admin_mixins import ReadOnlyAdminMixin
+from memoryplatform.admin_mixins import ReadOnlyAdminMixin, flag
 from usermemory.searchtext import value_as_text
 
 
@@ -34,11 +34,9 @@ class DreamRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "started_at",
-        "finished_at",
         "status",
         "trigger",
-        "dry_run",
-        "only_agent",
+        "dry_run_flag",
         "agents_processed",
         "users_processed",
         "entries_pruned",
@@ -52,6 +50,10 @@ class DreamRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     date_hierarchy = "started_at"
     show_full_result_count = False
     readonly_fields = [f.name for f in DreamRun._meta.fields] + ["duration", "summaries"]
+
+    @admin.display(description="dry run", ordering="dry_run")
+    def dry_run_flag(self, run: DreamRun) -> SafeString | str:
+        return flag(run.dry_run, "dry run")
 
     @admin.display(description="summaries (diff)")
     def summaries(self, run: DreamRun) -> SafeString:

@@ -12,12 +12,12 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.utils import timezone
-from django.utils.text import Truncator
+from django.utils.safestring import SafeString
 
 from apikeys.admin import AgentAdmin
 from apikeys.caller import Caller
 from apikeys.models import Agent
-from memoryplatform.admin_mixins import ReadOnlyAdminMixin
+from memoryplatform.admin_mixins import ReadOnlyAdminMixin, cut, flag
 from memoryplatform.errors import ServiceError
 from memoryplatform.paginator import LargeTablePaginator
 from memoryplatform.text import ascii_int
@@ -161,7 +161,7 @@ class MemoryEntryAdmin(admin.ModelAdmin):
         "category",
         "visibility",
         "source_agent",
-        "conflicted",
+        "conflict_flag",
         "access_count",
         "confidence",
         "source",
@@ -223,8 +223,12 @@ class MemoryEntryAdmin(admin.ModelAdmin):
     actions = ["delete_entries"]
 
     @admin.display(description="value")
-    def value_preview(self, entry: MemoryEntry) -> str:
-        return Truncator(entry.value_text).chars(60)
+    def value_preview(self, entry: MemoryEntry) -> SafeString:
+        return cut(entry.value_text)
+
+    @admin.display(description="conflicted", ordering="conflicted")
+    def conflict_flag(self, entry: MemoryEntry) -> SafeString | str:
+        return flag(entry.conflicted, "conflicted")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # memories are written by agents; staff resolve conflicts or erase
