@@ -6,13 +6,16 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.widgets import FilteredSelectMultiple
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
 from apikeys import services
 from apikeys.models import Agent, AgentGroup, ApiKey
 from memoryplatform.errors import ServiceError
+
+NEW_KEY_SESSION = "apikeys_new_key"  # the key made by the last add, until its page shows it
 
 
 def _service_error_to_form(form: forms.BaseForm, exc: ServiceError) -> None:
@@ -189,20 +192,36 @@ class ApiKeyAdmin(admin.ModelAdmin):
         for field in ApiKey._meta.concrete_fields:
             setattr(obj, field.attname, getattr(key, field.attname))
         obj._state.adding = False
-        request._new_raw_key = raw_key  # type: ignore[attr-defined]  # for response_add, this response only
+        # Post-redirect-get: the raw key waits in the session for the one page that shows it, which takes it
+        # out; a reload of that page (or of the form's POST, which the redirect replaced) mints nothing.
+        request.session[NEW_KEY_SESSION] = {"id": key.pk, "raw": raw_key}
 
     def response_add(
         self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None
     ) -> HttpResponse:
-        raw_key = getattr(request, "_new_raw_key", None)
-        if raw_key is None:
+        if request.session.get(NEW_KEY_SESSION, {}).get("id") != obj.pk:
             return super().response_add(request, obj, post_url_continue)
+        return HttpResponseRedirect(reverse("admin:apikeys_apikey_created", args=[obj.pk]))
+
+    def get_urls(self) -> list[URLPattern]:
+        created = self.admin_site.admin_view(self.created_view)
+        return [path("<int:key_id>/created/", created, name="apikeys_apikey_created"), *super().get_urls()]
+
+    def created_view(self, request: HttpRequest, key_id: int) -> HttpResponse:
+        """The new key, once: taken out of the session as it is shown. Later: its page, with the prefix."""
+        new = request.session.get(NEW_KEY_SESSION)
+        key = ApiKey.objects.select_related("agent").filter(pk=key_id).first()
+        if key is None or not new or new.get("id") != key_id:
+            messages.warning(request, "A new key is shown once, and this one was. Here is its prefix.")
+            target = "admin:apikeys_apikey_change" if key else "admin:apikeys_apikey_changelist"
+            return HttpResponseRedirect(reverse(target, args=[key_id] if key else []))
+        del request.session[NEW_KEY_SESSION]
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
-            "key": obj,
-            "raw_key": raw_key,
-            "title": f"API key {obj.prefix} created",
+            "key": key,
+            "raw_key": new["raw"],
+            "title": f"API key {key.prefix} created",
         }
         response = TemplateResponse(request, "admin/apikeys/apikey/created.html", context)
         response["Cache-Control"] = "no-store"
