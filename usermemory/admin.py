@@ -6,12 +6,15 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import redirect
+from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from apikeys.admin import AgentAdmin
@@ -152,6 +155,35 @@ class InsightSourceFilter(admin.SimpleListFilter):
         return queryset.filter(source=self.value()) if self.value() else queryset
 
 
+class CorrectValueForm(forms.Form):
+    value = forms.CharField(widget=forms.Textarea(attrs={"rows": 4, "cols": 80}), strip=False)
+    as_json = forms.BooleanField(
+        required=False,
+        label="Read as JSON",
+        help_text="A number, list or object: the text is read as JSON. Unchecked: the text is the value.",
+    )
+
+    def __init__(self, *args: Any, entry: MemoryEntry, **kwargs: Any) -> None:
+        is_text = isinstance(entry.value, str)
+        text = entry.value if is_text else json.dumps(entry.value)
+        kwargs["initial"] = {"value": text, "as_json": not is_text}
+        super().__init__(*args, **kwargs)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        text = data.get("value")
+        if text is None:
+            return data
+        if not data.get("as_json"):
+            data["new_value"] = text
+            return data
+        try:
+            data["new_value"] = json.loads(text)
+        except ValueError as exc:
+            self.add_error("value", f"Not JSON: {exc}.")
+        return data
+
+
 @admin.register(MemoryEntry)
 class MemoryEntryAdmin(admin.ModelAdmin):
     list_display = [
@@ -196,13 +228,14 @@ class MemoryEntryAdmin(admin.ModelAdmin):
         "user_id",
         "key",
         "value",
+        "correct_link",
         "value_text",
         "category",
         "visibility",
         "source_agent",
         "group_ids",
         "source_conversation_id",
-        "conflicted",
+        "conflict_flag",
         "access_count",
         "created_at",
         "updated_at",
@@ -225,6 +258,43 @@ class MemoryEntryAdmin(admin.ModelAdmin):
     @admin.display(description="value")
     def value_preview(self, entry: MemoryEntry) -> SafeString:
         return cut(entry.value_text)
+
+    @admin.display(description="correct")
+    def correct_link(self, entry: MemoryEntry) -> SafeString:
+        url = reverse("admin:usermemory_memoryentry_correct", args=[entry.pk])
+        return format_html('<a class="button" id="correct-value" href="{}">Correct the value</a>', url)
+
+    def get_urls(self) -> list[URLPattern]:
+        correct = self.admin_site.admin_view(self.correct_view)
+        return [
+            path("<int:entry_id>/correct/", correct, name="usermemory_memoryentry_correct"),
+            *super().get_urls(),
+        ]
+
+    def correct_view(self, request: HttpRequest, entry_id: int) -> HttpResponse:
+        """Staff correct a value through :func:`usermemory.services.memory_correct` (history names them)."""
+        if not request.user.has_perm("usermemory.change_memoryentry"):
+            raise PermissionDenied
+        entry = get_object_or_404(MemoryEntry, pk=entry_id)
+        form = CorrectValueForm(request.POST or None, entry=entry)
+        if request.method == "POST" and form.is_valid():
+            try:
+                services.memory_correct(
+                    caller=staff_caller(request), entry_id=entry.pk, value=form.cleaned_data["new_value"]
+                )
+            except ServiceError as exc:
+                form.add_error("value", exc.message)
+            else:
+                self.message_user(request, f"Corrected {entry.user_id} / {entry.key}.", messages.SUCCESS)
+                return redirect("admin:usermemory_memoryentry_change", entry.pk)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Correct {entry.key}",
+            "entry": entry,
+            "form": form,
+        }
+        return TemplateResponse(request, "admin/usermemory/correct.html", context)
 
     @admin.display(description="conflicted", ordering="conflicted")
     def conflict_flag(self, entry: MemoryEntry) -> SafeString | str:

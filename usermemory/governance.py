@@ -1,5 +1,5 @@
 """Governance: agents' memory policies, GDPR erasure and export (with the apps that register their per-user
-data), and staff resolving conflicts."""
+data), staff resolving conflicts and correcting a value."""
 
 import logging
 from collections.abc import Callable
@@ -26,6 +26,7 @@ from usermemory.models import (
     TurnWriteCount,
 )
 from usermemory.searchtext import search_columns
+from usermemory.upsert import MemoryWrite, UpsertResult, memory_upsert
 
 logger = logging.getLogger(__name__)
 RECALL_ORDERS = frozenset(RecallOrder.values)
@@ -216,3 +217,34 @@ def memory_resolve_conflict(
         "updated": 0 if mode == "delete" else len(others),
         "deleted": len(others) if mode == "delete" else 0,
     }
+
+
+# --- Corrections ----------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def memory_correct(*, caller: Caller, entry_id: int, value: Any) -> UpsertResult:
+    """Staff (or an admin key) correct one entry's value: the same upsert as every write, on the entry's own
+    upsert key, keeping its owner, visibility, groups, category and insight fields, so every check on a value
+    holds and history records an ``updated`` event naming the caller (the staff user's name)."""
+    if not caller.is_admin:
+        raise Forbidden("Correcting a value needs an admin key or a staff user.")
+    entry = MemoryEntry.objects.filter(id=entry_id).first()
+    if entry is None:
+        raise NotFound(f"No memory entry {entry_id}.")
+    if entry.superseded_by_id is not None:
+        raise BadRequest("This entry was superseded by a Dream summary; correct the summary instead.")
+    write = MemoryWrite(
+        user_id=entry.user_id,
+        key=entry.key,
+        value=value,
+        category=entry.category,
+        visibility=entry.visibility,
+        source_agent_id=entry.source_agent_id,
+        group_ids=list(entry.group_ids or []),
+        source_conversation_id=entry.source_conversation_id,
+        valid_to=entry.valid_to if entry.valid_to and entry.valid_to > timezone.now() else None,
+        confidence=entry.confidence,
+        source=entry.source,
+    )
+    return memory_upsert(caller=caller, write=write)

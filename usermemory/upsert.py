@@ -184,9 +184,7 @@ def _count_turn_write(*, agent_id: str, user_id: str, turn_id: str | None, limit
     which every upsert holds (see :func:`_lock_user`).
     """
     cutoff = now - timedelta(seconds=60) if not turn_id else datetime.min.replace(tzinfo=now.tzinfo)
-    count = turn_count(
-        agent_id=agent_id, user_id=user_id, turn_id=turn_id or "", now=now, cutoff=cutoff
-    )
+    count = turn_count(agent_id=agent_id, user_id=user_id, turn_id=turn_id or "", now=now, cutoff=cutoff)
     if count > limit:
         raise RateLimited(
             f"Write limit reached: {limit} memory writes per turn (maxWritesPerTurn).",
