@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
@@ -25,6 +25,7 @@ from memoryplatform.errors import ServiceError
 from memoryplatform.paginator import LargeTablePaginator
 from memoryplatform.text import ascii_int
 from usermemory import selectors, services
+from usermemory.conflicts import conflict_sets_page
 from usermemory.models import (
     DEFAULT_ALLOWED_CATEGORIES,
     AgentMemoryPolicy,
@@ -353,7 +354,7 @@ class MemoryConflictAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Conflicted (user, key) sets side by side; staff pick the value to keep."""
 
     search_fields = ["=user_id", "key"]
-    sets_per_page = 25
+    users_per_page = 25
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -363,32 +364,15 @@ class MemoryConflictAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         if request.method == "POST":
             if not request.user.has_perm("usermemory.change_memoryentry"):
                 return redirect("admin:index")
-            return self._resolve(request)
+            return self._settle(request)
         query = request.GET.get("q", "").strip()
-        sets = MemoryEntry.objects.filter(conflicted=True)
-        if query:
-            sets = sets.filter(Q(user_id=query) | Q(key__icontains=query))
-        raw_page = request.GET.get("p", "1")
-        page = ascii_int(raw_page, low=1, high=999_999) or 1
-        groups = list(
-            sets.values("user_id", "key")
-            .annotate(n=Count("id"))
-            .order_by("user_id", "key")[(page - 1) * self.sets_per_page : page * self.sets_per_page + 1]
-        )
-        has_next = len(groups) > self.sets_per_page
-        groups = groups[: self.sets_per_page]
-        condition = Q(pk__in=[])
-        for group in groups:
-            condition |= Q(user_id=group["user_id"], key=group["key"])
-        entries = MemoryEntry.objects.filter(condition).select_related("source_agent").order_by("-updated_at")
-        by_set: dict[tuple[str, str], list[MemoryEntry]] = {(g["user_id"], g["key"]): [] for g in groups}
-        for entry in entries:
-            by_set.setdefault((entry.user_id, entry.key), []).append(entry)
+        page = ascii_int(request.GET.get("p", "1"), low=1, high=999_999) or 1
+        sets, has_next = conflict_sets_page(query=query, page=page, users_per_page=self.users_per_page)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
             "title": "Conflicting memories",
-            "sets": [{"user_id": u, "key": k, "entries": es} for (u, k), es in by_set.items()],
+            "sets": sets,
             "query": query,
             "page": page,
             "has_next": has_next,
@@ -396,26 +380,33 @@ class MemoryConflictAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         }
         return TemplateResponse(request, "admin/usermemory/conflicts.html", context)
 
-    def _resolve(self, request: HttpRequest) -> HttpResponse:
+    def _settle(self, request: HttpRequest) -> HttpResponse:
+        mode = request.POST.get("mode", "update")
         try:
-            result = services.memory_resolve_conflict(
+            ids = [int(i) for i in request.POST.getlist("entry")]
+            keep = int(request.POST["keep"]) if mode != "dismiss" else None
+            result = services.memory_settle_conflict(
                 caller=staff_caller(request),
                 user_id=request.POST["user_id"],
-                key=request.POST["key"],
-                keep_entry_id=int(request.POST["keep"]),
-                mode=request.POST.get("mode", "update"),
+                entry_ids=ids,
+                keep_entry_id=keep,
+                mode=mode,
             )
         except (KeyError, ValueError):
-            self.message_user(request, "Pick the value to keep.", messages.ERROR)
+            self.message_user(
+                request, "Pick the value to keep, or mark the set not a conflict.", messages.ERROR
+            )
         except ServiceError as exc:
             self.message_user(request, exc.message, messages.ERROR)
         else:
-            self.message_user(
-                request,
-                f"Resolved {request.POST['user_id']} / {request.POST['key']}: kept entry {result['kept']}, "
-                f"updated {result['updated']}, deleted {result['deleted']}.",
-                messages.SUCCESS,
-            )
+            who = f"{request.POST['user_id']} / {request.POST.get('keys', '')}"
+            if mode == "dismiss":
+                done = f"marked not a conflict ({result['dismissed']} entries); Dream will not flag it again"
+            else:
+                done = (
+                    f"kept entry {result['kept']}, updated {result['updated']}, deleted {result['deleted']}"
+                )
+            self.message_user(request, f"Settled {who}: {done}.", messages.SUCCESS)
         return redirect(request.get_full_path())
 
 

@@ -12,9 +12,9 @@ from apikeys.caller import Caller
 from apikeys.models import Agent
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
 from memoryplatform.locks import LockId, advisory_xact_lock
-from usermemory.embedding import embeddings_schedule
+from usermemory.conflicts import memory_settle_conflict
 from usermemory.export import user_export
-from usermemory.history import NO_AGENT, Actor, EventLog, Scope
+from usermemory.history import NO_AGENT, Actor, EventLog
 from usermemory.models import (
     AgentMemoryPolicy,
     MemoryEntry,
@@ -25,7 +25,6 @@ from usermemory.models import (
     SummarizeGroupBy,
     TurnWriteCount,
 )
-from usermemory.searchtext import search_columns
 from usermemory.upsert import MemoryWrite, UpsertResult, memory_upsert
 
 logger = logging.getLogger(__name__)
@@ -162,61 +161,18 @@ def memory_resolve_conflict(
     *, caller: Caller, user_id: str, key: str, keep_entry_id: int, mode: str = "update"
 ) -> dict[str, int]:
     """Settle a (user, key) set whose entries disagree: keep one entry's value, and either give the others
-    that value (``update``) or delete them (``delete``). Each entry of the set gets a ``resolved`` event."""
+    that value (``update``) or delete them (``delete``): :func:`usermemory.conflicts.memory_settle_conflict`
+    over the set's entries."""
     if not caller.is_admin:
         raise Forbidden("Resolving conflicts needs an admin key or a staff user.")
     if mode not in RESOLVE_MODES:
         raise BadRequest(f"mode must be one of {', '.join(RESOLVE_MODES)}.")
-    advisory_xact_lock(LockId.USER_MEMORY, user_id)
-    entries = list(MemoryEntry.objects.select_for_update().filter(user_id=user_id, key=key).order_by("id"))
-    keep = next((e for e in entries if e.id == keep_entry_id), None)
-    if keep is None:
+    ids = list(MemoryEntry.objects.filter(user_id=user_id, key=key).values_list("id", flat=True))
+    if keep_entry_id not in ids:
         raise NotFound(f"Entry {keep_entry_id} is not in the set of user '{user_id}', key '{key}'.")
-    now = timezone.now()
-    log = EventLog(Actor.of(caller))
-    others = [e for e in entries if e.id != keep.id]
-    for entry in others:
-        log.add(
-            MemoryEvent.Action.RESOLVED,
-            entry_id=entry.id,
-            user_id=user_id,
-            key=key,
-            old=entry.value,
-            new=None if mode == "delete" else keep.value,
-            at=now,
-            scope=Scope.of(entry),
-        )
-    log.add(
-        MemoryEvent.Action.RESOLVED,
-        entry_id=keep.id,
-        user_id=user_id,
-        key=key,
-        old=keep.value,
-        new=keep.value,
-        at=now,
-        scope=Scope.of(keep),
+    return memory_settle_conflict(
+        caller=caller, user_id=user_id, entry_ids=ids, keep_entry_id=keep_entry_id, mode=mode
     )
-    other_ids = [e.id for e in others]
-    if mode == "delete":
-        MemoryEntry.objects.filter(id__in=other_ids).delete()
-    else:
-        columns = search_columns(key=key, text=keep.value_text)  # the key is theirs already
-        MemoryEntry.objects.filter(id__in=other_ids).update(
-            value=keep.value,
-            value_text=columns.value_text,
-            text_folded=columns.text_folded,
-            conflicted=False,
-            updated_at=now,
-        )
-    MemoryEntry.objects.filter(id=keep.id).update(conflicted=False)
-    log.flush()
-    if mode != "delete":
-        embeddings_schedule(entry_ids=other_ids)  # they took the kept value
-    return {
-        "kept": keep.id,
-        "updated": 0 if mode == "delete" else len(others),
-        "deleted": len(others) if mode == "delete" else 0,
-    }
 
 
 # --- Corrections ----------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from apikeys.services import caller_require_writer
 from memoryplatform import publicids
 from memoryplatform.errors import BadRequest, Forbidden
 from usermemory import selectors
+from usermemory.conflicts import SETTLE_MODES, memory_settle_conflict
 from usermemory.governance import (
     POLICY_FIELD_GROUPS,
     POLICY_FIELDS,
@@ -57,6 +58,7 @@ __all__ = [
     "POLICY_FIELDS",
     "PROPERTY_CATEGORY",
     "RESOLVE_MODES",
+    "SETTLE_MODES",
     "MemoryWrite",
     "UpsertResult",
     "memory_batch_check",
@@ -69,6 +71,7 @@ __all__ = [
     "memory_recall_as_of",
     "memory_recall_ranked",
     "memory_resolve_conflict",
+    "memory_settle_conflict",
     "memory_upsert",
     "memory_upsert_batch",
     "policy_update",

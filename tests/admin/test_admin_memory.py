@@ -1,10 +1,13 @@
 """Staff work on memories in a real browser: correct a value, settle conflict sets, and see what each agent
 sees."""
 
+import io
+
 import pytest
+from django.core.management import call_command
 
 from apikeys.caller import Caller
-from tests.factories import AgentFactory
+from tests.factories import AgentFactory, AgentMemoryPolicyFactory
 from usermemory.models import MemoryEntry, MemoryEvent
 from usermemory.services import MemoryWrite, memory_upsert
 
@@ -49,3 +52,69 @@ def test_staff_correct_a_value_and_history_names_them(page):
     page.wait_for_selector(".messagelist .success")
     entry.refresh_from_db()
     assert entry.value == {"city": "Berlin", "since": 2019}
+
+
+def _dream() -> str:
+    out = io.StringIO()
+    call_command("dream", "--no-progress", stdout=out)
+    return out.getvalue()
+
+
+def _dream_everyone() -> None:
+    AgentMemoryPolicyFactory(
+        agent=AgentFactory(id="agent-a"),
+        dream_enabled=True,
+        prune_stale_after_days=0,
+        cross_agent_maintenance=True,
+    )
+
+
+def test_a_contradiction_by_meaning_is_one_set_settled_by_keeping_one_value(page):
+    _dream_everyone()
+    city = _write("agent-a", "mover", "city", "Berlin")
+    home = _write("agent-a", "mover", "home_town", "Hamburg")
+    assert "contradictions found: 1 " in _dream()  # one set, two entries flagged
+
+    page.goto(f"{page.base}/admin/usermemory/memoryconflict/")
+    page.shots("meaning-set")
+    sets = page.locator(".conflict-set")
+    assert sets.count() == 1
+    assert sets.first.get_attribute("data-keys") == "city home_town"
+    assert sets.first.locator("tbody tr").count() == 2
+    page.check(f"#keep-{city.pk}")
+    page.click(".conflict-set input[type=submit]")
+    page.wait_for_selector(".messagelist .success")
+    assert "updated 1" in page.inner_text(".messagelist")
+    page.shots("meaning-settled")
+    home.refresh_from_db()
+    city.refresh_from_db()
+    assert (home.key, home.value, home.conflicted) == ("home_town", "Berlin", False)
+    assert home.meaning_conflicts == []
+    assert not city.conflicted
+    assert page.locator("#no-conflicts").is_visible()
+    assert "contradictions found: 0 " in _dream()
+    assert not MemoryEntry.objects.filter(conflicted=True).exists()
+
+
+def test_not_a_conflict_is_remembered_by_the_next_dream_run(page):
+    _dream_everyone()
+    _write("agent-a", "caller", "phone", "+49 30 1234")
+    _write("agent-b", "caller", "phone", "+49 171 5678")
+    assert "contradictions found: 1 " in _dream()
+    page.goto(f"{page.base}/admin/usermemory/memoryconflict/")
+    assert page.locator(".conflict-set").count() == 1
+    page.check(".conflict-set input.dismiss")
+    page.click(".conflict-set input[type=submit]")
+    page.wait_for_selector(".messagelist .success")
+    assert "not a conflict" in page.inner_text(".messagelist")
+    page.shots("dismissed")
+    assert not MemoryEntry.objects.filter(conflicted=True).exists()
+    assert sorted(MemoryEntry.objects.values_list("value", flat=True)) == ["+49 171 5678", "+49 30 1234"]
+    assert MemoryEvent.objects.filter(action="resolved", actor_id="staff").count() == 2
+
+    assert "contradictions found: 0 " in _dream()  # both numbers stand
+    assert not MemoryEntry.objects.filter(conflicted=True).exists()
+
+    _write("agent-c", "caller", "phone", "+1 555 0100")  # a third number is news
+    assert "contradictions found: 1 " in _dream()
+    assert MemoryEntry.objects.filter(conflicted=True).count() == 3
