@@ -80,6 +80,7 @@ def page(chromium, live_server, staff, request):
     page.shot = shot
     page.shots = shots
     page.base = live_server.url
+    page.staff = staff
     page.goto(f"{live_server.url}/admin/login/")
     page.fill("#id_username", "staff")
     page.fill("#id_password", "correct-horse-9")
