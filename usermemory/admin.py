@@ -15,6 +15,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from apikeys.admin import AgentAdmin
@@ -230,6 +231,7 @@ class MemoryEntryAdmin(admin.ModelAdmin):
         "key",
         "value",
         "correct_link",
+        "agents_link",
         "value_text",
         "category",
         "visibility",
@@ -260,6 +262,14 @@ class MemoryEntryAdmin(admin.ModelAdmin):
     def value_preview(self, entry: MemoryEntry) -> SafeString:
         return cut(entry.value_text)
 
+    agents_side_by_side = 12
+    entries_per_agent = 200
+
+    @admin.display(description="agents")
+    def agents_link(self, entry: MemoryEntry) -> SafeString:
+        url = reverse("admin:usermemory_memoryentry_agents") + "?" + urlencode({"user": entry.user_id})
+        return format_html('<a href="{}" id="agents-see">What each agent sees of this user</a>', url)
+
     @admin.display(description="correct")
     def correct_link(self, entry: MemoryEntry) -> SafeString:
         url = reverse("admin:usermemory_memoryentry_correct", args=[entry.pk])
@@ -267,10 +277,38 @@ class MemoryEntryAdmin(admin.ModelAdmin):
 
     def get_urls(self) -> list[URLPattern]:
         correct = self.admin_site.admin_view(self.correct_view)
+        agents = self.admin_site.admin_view(self.agents_view)
         return [
             path("<int:entry_id>/correct/", correct, name="usermemory_memoryentry_correct"),
+            path("agents-see/", agents, name="usermemory_memoryentry_agents"),
             *super().get_urls(),
         ]
+
+    def agents_view(self, request: HttpRequest) -> HttpResponse:
+        """One user's entries as each agent reads them, side by side: the API's own selector
+        (:func:`usermemory.selectors.memory_list` for that agent's key), with the rule that admits each."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        user_id = request.GET.get("user", "").strip()
+        columns = []
+        if user_id:
+            for agent in Agent.objects.order_by("id")[: self.agents_side_by_side]:
+                groups = selectors.agent_group_ids(agent_id=agent.id)
+                entries = selectors.memory_list(caller=Caller(role="agent", agent=agent), user_id=user_id)
+                rows = [
+                    (e, selectors.visibility_rule(entry=e, agent_id=agent.id, group_ids=groups))
+                    for e in entries[: self.entries_per_agent]
+                ]
+                columns.append({"agent": agent, "groups": groups, "rows": rows})
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "What each agent sees",
+            "user_id": user_id,
+            "columns": columns,
+            "entries_per_agent": self.entries_per_agent,
+        }
+        return TemplateResponse(request, "admin/usermemory/agents_see.html", context)
 
     def correct_view(self, request: HttpRequest, entry_id: int) -> HttpResponse:
         """Staff correct a value through :func:`usermemory.services.memory_correct` (history names them)."""

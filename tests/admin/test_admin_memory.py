@@ -118,3 +118,42 @@ def test_not_a_conflict_is_remembered_by_the_next_dream_run(page):
     _write("agent-c", "caller", "phone", "+1 555 0100")  # a third number is news
     assert "contradictions found: 1 " in _dream()
     assert MemoryEntry.objects.filter(conflicted=True).count() == 3
+
+
+def test_what_each_agent_sees_side_by_side_with_the_rule_that_admits_each_entry(page):
+    from rest_framework.test import APIClient
+
+    from apikeys.services import apikey_create
+    from tests.factories import AgentGroupFactory
+
+    a, b, c = AgentFactory(id="agent-a"), AgentFactory(id="agent-b"), AgentFactory(id="agent-c")
+    AgentGroupFactory(id="support", members=[a, b])
+    _write("agent-a", "u", "a_secret", "only a")
+    _write("agent-a", "u", "team_note", "for support", visibility="group", group_ids=["support"])
+    _write("agent-b", "u", "b_secret", "only b")
+    _write("agent-c", "u", "tz", "CET", visibility="global")
+    _write("agent-c", "other-user", "tz", "PST", visibility="global")
+
+    entry = MemoryEntry.objects.get(key="tz", user_id="u")
+    page.goto(f"{page.base}/admin/usermemory/memoryentry/{entry.pk}/change/")
+    page.click("#agents-see")
+    page.wait_for_selector(".agent-column")
+    page.shots("agents-see")
+
+    def seen(agent_id: str) -> dict[str, str]:
+        rows = page.locator(f".agent-column[data-agent='{agent_id}'] tbody tr[data-key]")
+        return {
+            rows.nth(i).get_attribute("data-key"): rows.nth(i).get_attribute("data-rule")
+            for i in range(rows.count())
+        }
+
+    assert seen("agent-a") == {"a_secret": "owner", "team_note": "group: support", "tz": "global"}
+    assert seen("agent-b") == {"b_secret": "owner", "team_note": "group: support", "tz": "global"}
+    assert seen("agent-c") == {"tz": "global"}
+    # The API, with each agent's own key, reads the same entries.
+    for agent in (a, b, c):
+        _, raw = apikey_create(role="agent", agent_id=agent.id, label="check")
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+        keys = {e["key"] for e in client.get("/usermemorystore/memories/u").json()}
+        assert keys == set(seen(agent.id))
