@@ -5,7 +5,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
-from django.contrib.admin.widgets import FilteredSelectMultiple
+from django.contrib.auth.models import Group
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from apikeys import services
 from apikeys.models import Agent, AgentGroup, ApiKey
+from memoryplatform.admin_mixins import StringListField
 from memoryplatform.errors import ServiceError
 
 NEW_KEY_SESSION = "apikeys_new_key"  # the key made by the last add, until its page shows it
@@ -36,11 +37,15 @@ class ApiKeyInline(admin.TabularInline):
 
 
 class AgentForm(forms.ModelForm):
+    # Check boxes: the label sits beside them, and an agent is in a handful of groups.
     groups = forms.ModelMultipleChoiceField(
         queryset=AgentGroup.objects.all(),
         required=False,
-        widget=FilteredSelectMultiple("groups", False),
+        widget=forms.CheckboxSelectMultiple,
+        label="Agent groups",
+        help_text="The agent groups it belongs to (group memories). Not Django's staff permission groups.",
     )
+    capabilities = StringListField(required=False, help_text="One capability a line, e.g. chat.")
 
     class Meta:
         model = Agent
@@ -82,6 +87,11 @@ class AgentAdmin(admin.ModelAdmin):
             self.save_formset(request, form, formset, change=change)
 
 
+# Django's own groups hold staff permissions, not agents; beside "Agent groups" they read as the same thing.
+# Staff permissions are set on each user's page.
+admin.site.unregister(Group)
+
+
 @admin.register(AgentGroup)
 class AgentGroupAdmin(admin.ModelAdmin):
     list_display = ["id", "name", "member_count", "created_at"]
@@ -99,6 +109,12 @@ class ApiKeyCreateForm(forms.ModelForm):
     class Meta:
         model = ApiKey
         fields = ["role", "agent", "label", "expires_at"]
+        help_texts = {
+            "role": "agent: acts as one agent; viewer: reads everything; admin: everything, GDPR included.",
+            "agent": "The agent an agent key acts as (its id). Leave empty for a viewer or admin key.",
+            "label": "Where the key is used, for you to recognise it later (e.g. prod, CI).",
+            "expires_at": "Optional, in the future (UTC). Empty: the key lives until revoked.",
+        }
 
     def clean(self) -> dict[str, Any]:
         super().clean()
@@ -111,7 +127,13 @@ class ApiKeyCreateForm(forms.ModelForm):
                 expires_at=data.get("expires_at"),
             )
         except ServiceError as exc:
-            _service_error_to_form(self, exc)
+            # On its field, which keeps the model's own check of the same rule from adding a second error.
+            text = exc.message
+            field = "agent" if " agent" in text else ("expires_at" if "expires_at" in text else None)
+            if field is None:
+                _service_error_to_form(self, exc)
+            else:
+                self.add_error(field, text)
         return data
 
 

@@ -56,7 +56,11 @@ class DreamRun(models.Model):
         help_text="Groups whose LLM call failed (error, timeout, malformed answer): nothing changed.",
     )
     llm_cost = models.DecimalField(
-        max_digits=12, decimal_places=6, default=0, help_text="Dollars spent on LLM calls, from their usage."
+        "LLM cost",
+        max_digits=12,
+        decimal_places=6,
+        default=0,
+        help_text="Dollars spent on LLM calls, from their usage.",
     )
     approval = models.CharField(
         max_length=8,

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django import forms
 from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -30,3 +31,21 @@ def flag(value: bool, label: str) -> SafeString | str:
 def cut(text: str, length: int = 80) -> SafeString:
     """A long text cut to ``length`` characters, with the whole text on hover."""
     return format_html('<span title="{}">{}</span>', text, Truncator(text).chars(length))
+
+
+class StringListField(forms.CharField):
+    """A JSON list of strings edited as text, one item a line (blank lines and surrounding spaces dropped),
+    instead of raw JSON."""
+
+    widget = forms.Textarea(attrs={"rows": 4, "cols": 40})
+
+    def prepare_value(self, value: Any) -> str:
+        if isinstance(value, list | tuple):
+            return "\n".join(str(item) for item in value)
+        return "" if value is None else str(value)
+
+    def to_python(self, value: Any) -> list[str]:  # type: ignore[override]  # a list, not the text
+        if isinstance(value, list):
+            return [str(item).strip() for item in value if str(item).strip()]
+        text = super().to_python(value) or ""
+        return [line.strip() for line in text.splitlines() if line.strip()]

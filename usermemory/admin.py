@@ -21,7 +21,7 @@ from django.utils.safestring import SafeString
 from apikeys.admin import AgentAdmin
 from apikeys.caller import Caller
 from apikeys.models import Agent
-from memoryplatform.admin_mixins import ReadOnlyAdminMixin, cut, flag
+from memoryplatform.admin_mixins import ReadOnlyAdminMixin, StringListField, cut, flag
 from memoryplatform.errors import ServiceError
 from memoryplatform.paginator import LargeTablePaginator
 from memoryplatform.text import ascii_int
@@ -45,8 +45,19 @@ def staff_caller(request: HttpRequest) -> Caller:
 # --- Agents, with their memory policy ---------------------------------------------------------------
 
 
+class MemoryPolicyForm(forms.ModelForm):
+    allowed_categories = StringListField(
+        required=False, help_text="One category a line; agents may write only these."
+    )
+
+    class Meta:
+        model = AgentMemoryPolicy
+        fields = list(services.POLICY_FIELDS)
+
+
 class MemoryPolicyInline(admin.StackedInline):
     model = AgentMemoryPolicy
+    form = MemoryPolicyForm
     can_delete = False
     extra = 1
     max_num = 1
