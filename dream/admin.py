@@ -63,7 +63,10 @@ class DreamRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ["only_agent", "error"]
     date_hierarchy = "started_at"
     show_full_result_count = False
-    readonly_fields = [f.name for f in DreamRun._meta.fields if f.name != "details"] + [
+    # The details as a table, dry run as a flag (no red cross for a real run).
+    exclude = ["details", "dry_run"]
+    readonly_fields = [f.name for f in DreamRun._meta.fields if f.name not in ("details", "dry_run")] + [
+        "dry_run_flag",
         "details_table",
         "duration",
         "summaries",
