@@ -17,6 +17,7 @@ from usermemory.export import user_export
 from usermemory.history import NO_AGENT, Actor, EventLog
 from usermemory.models import (
     AgentMemoryPolicy,
+    ConflictDismissal,
     MemoryEntry,
     MemoryEntryGroup,
     MemoryEvent,
@@ -119,10 +120,12 @@ def memory_erase_user(*, caller: Caller, user_id: str) -> dict[str, Any]:
     entries.delete()
     events_deleted, _ = MemoryEvent.objects.filter(user_id=user_id).delete()
     TurnWriteCount.objects.filter(user_id=user_id).delete()
+    dismissals_deleted, _ = ConflictDismissal.objects.filter(user_id=user_id).delete()
     report: dict[str, Any] = {
         "userId": user_id,
         "entriesDeleted": entries_deleted,
         "eventsDeleted": events_deleted,
+        "conflictDismissalsDeleted": dismissals_deleted,
         **apps,
     }
     log = EventLog(Actor.of(caller))

@@ -8,8 +8,8 @@ from django.core.management import call_command
 
 from apikeys.caller import Caller
 from tests.factories import AgentFactory, AgentMemoryPolicyFactory
-from usermemory.models import MemoryEntry, MemoryEvent
-from usermemory.services import MemoryWrite, memory_upsert
+from usermemory.models import ConflictDismissal, MemoryEntry, MemoryEvent
+from usermemory.services import MemoryWrite, memory_erase_user, memory_export_user, memory_upsert
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -118,6 +118,14 @@ def test_not_a_conflict_is_remembered_by_the_next_dream_run(page):
     _write("agent-c", "caller", "phone", "+1 555 0100")  # a third number is news
     assert "contradictions found: 1 " in _dream()
     assert MemoryEntry.objects.filter(conflicted=True).count() == 3
+
+    # The dismissal holds the user's values: the GDPR export lists it, erasure removes it.
+    admin_caller = Caller(role="admin")
+    export = memory_export_user(caller=admin_caller, user_id="caller")
+    pairs = [(d["keyA"], d["textA"], d["keyB"], d["textB"]) for d in export["conflictDismissals"]]
+    assert pairs == [("phone", "+49 171 5678", "phone", "+49 30 1234")]
+    assert memory_erase_user(caller=admin_caller, user_id="caller")["conflictDismissalsDeleted"] == 1
+    assert not ConflictDismissal.objects.exists()
 
 
 def test_what_each_agent_sees_side_by_side_with_the_rule_that_admits_each_entry(page):
