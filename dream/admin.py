@@ -49,7 +49,6 @@ class DreamRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "id",
         "started_at",
         "status",
-        "trigger",
         "dry_run_flag",
         "agents_processed",
         "users_processed",
@@ -57,8 +56,7 @@ class DreamRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "contradictions_found",
         "entries_summarized",
         "llm_cost",
-        "approval",
-    ]
+    ]  # trigger and approval: filters, and on each run's page
     list_filter = ["status", "trigger", "dry_run", "approval"]
     search_fields = ["only_agent", "error"]
     date_hierarchy = "started_at"
