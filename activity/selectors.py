@@ -5,8 +5,9 @@ import base64
 import binascii
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from activity.models import Task, ToolCall
 from apikeys.caller import Caller
@@ -150,3 +151,19 @@ def task_page(
         caller=caller, assignee_id=assignee_id, creator_id=creator_id, status=status, open_only=open_only
     )
     return list(qs[offset : offset + limit])
+
+
+def tool_call_busiest(*, since: datetime, limit: int = 5) -> list[dict[str, Any]]:
+    """The agents with the most tool calls since ``since``, with their failures: one grouped scan of the
+    period's rows (``toolcall_recent_idx``)."""
+    rows = (
+        ToolCall.objects.filter(created_at__gte=since)
+        .values("agent_id")
+        .annotate(calls=Count("id"), failed=Count("id", filter=Q(success=False)))
+        .order_by("-calls", "agent_id")[:limit]
+    )
+    return [dict(row) for row in rows]
+
+
+def tool_call_failures_since(*, since: datetime) -> int:
+    return ToolCall.objects.filter(created_at__gte=since, success=False).count()

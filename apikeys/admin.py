@@ -5,14 +5,18 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
-from django.contrib.admin.widgets import FilteredSelectMultiple
-from django.http import HttpRequest, HttpResponse
+from django.contrib.auth.models import Group
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
 from apikeys import services
 from apikeys.models import Agent, AgentGroup, ApiKey
+from memoryplatform.admin_mixins import StringListField
 from memoryplatform.errors import ServiceError
+
+NEW_KEY_SESSION = "apikeys_new_key"  # the key made by the last add, until its page shows it
 
 
 def _service_error_to_form(form: forms.BaseForm, exc: ServiceError) -> None:
@@ -33,11 +37,15 @@ class ApiKeyInline(admin.TabularInline):
 
 
 class AgentForm(forms.ModelForm):
+    # Check boxes: the label sits beside them, and an agent is in a handful of groups.
     groups = forms.ModelMultipleChoiceField(
         queryset=AgentGroup.objects.all(),
         required=False,
-        widget=FilteredSelectMultiple("groups", False),
+        widget=forms.CheckboxSelectMultiple,
+        label="Agent groups",
+        help_text="The agent groups it belongs to (group memories). Not Django's staff permission groups.",
     )
+    capabilities = StringListField(required=False, help_text="One capability a line, e.g. chat.")
 
     class Meta:
         model = Agent
@@ -79,6 +87,11 @@ class AgentAdmin(admin.ModelAdmin):
             self.save_formset(request, form, formset, change=change)
 
 
+# Django's own groups hold staff permissions, not agents; beside "Agent groups" they read as the same thing.
+# Staff permissions are set on each user's page.
+admin.site.unregister(Group)
+
+
 @admin.register(AgentGroup)
 class AgentGroupAdmin(admin.ModelAdmin):
     list_display = ["id", "name", "member_count", "created_at"]
@@ -96,6 +109,12 @@ class ApiKeyCreateForm(forms.ModelForm):
     class Meta:
         model = ApiKey
         fields = ["role", "agent", "label", "expires_at"]
+        help_texts = {
+            "role": "agent: acts as one agent; viewer: reads everything; admin: everything, GDPR included.",
+            "agent": "The agent an agent key acts as (its id). Leave empty for a viewer or admin key.",
+            "label": "Where the key is used, for you to recognise it later (e.g. prod, CI).",
+            "expires_at": "Optional, in the future (UTC). Empty: the key lives until revoked.",
+        }
 
     def clean(self) -> dict[str, Any]:
         super().clean()
@@ -108,7 +127,13 @@ class ApiKeyCreateForm(forms.ModelForm):
                 expires_at=data.get("expires_at"),
             )
         except ServiceError as exc:
-            _service_error_to_form(self, exc)
+            # On its field, which keeps the model's own check of the same rule from adding a second error.
+            text = exc.message
+            field = "agent" if " agent" in text else ("expires_at" if "expires_at" in text else None)
+            if field is None:
+                _service_error_to_form(self, exc)
+            else:
+                self.add_error(field, text)
         return data
 
 
@@ -189,20 +214,36 @@ class ApiKeyAdmin(admin.ModelAdmin):
         for field in ApiKey._meta.concrete_fields:
             setattr(obj, field.attname, getattr(key, field.attname))
         obj._state.adding = False
-        request._new_raw_key = raw_key  # type: ignore[attr-defined]  # for response_add, this response only
+        # Post-redirect-get: the raw key waits in the session for the one page that shows it, which takes it
+        # out; a reload of that page (or of the form's POST, which the redirect replaced) mints nothing.
+        request.session[NEW_KEY_SESSION] = {"id": key.pk, "raw": raw_key}
 
     def response_add(
         self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None
     ) -> HttpResponse:
-        raw_key = getattr(request, "_new_raw_key", None)
-        if raw_key is None:
+        if request.session.get(NEW_KEY_SESSION, {}).get("id") != obj.pk:
             return super().response_add(request, obj, post_url_continue)
+        return HttpResponseRedirect(reverse("admin:apikeys_apikey_created", args=[obj.pk]))
+
+    def get_urls(self) -> list[URLPattern]:
+        created = self.admin_site.admin_view(self.created_view)
+        return [path("<int:key_id>/created/", created, name="apikeys_apikey_created"), *super().get_urls()]
+
+    def created_view(self, request: HttpRequest, key_id: int) -> HttpResponse:
+        """The new key, once: taken out of the session as it is shown. Later: its page, with the prefix."""
+        new = request.session.get(NEW_KEY_SESSION)
+        key = ApiKey.objects.select_related("agent").filter(pk=key_id).first()
+        if key is None or not new or new.get("id") != key_id:
+            messages.warning(request, "A new key is shown once, and this one was. Here is its prefix.")
+            target = "admin:apikeys_apikey_change" if key else "admin:apikeys_apikey_changelist"
+            return HttpResponseRedirect(reverse(target, args=[key_id] if key else []))
+        del request.session[NEW_KEY_SESSION]
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
-            "key": obj,
-            "raw_key": raw_key,
-            "title": f"API key {obj.prefix} created",
+            "key": key,
+            "raw_key": new["raw"],
+            "title": f"API key {key.prefix} created",
         }
         response = TemplateResponse(request, "admin/apikeys/apikey/created.html", context)
         response["Cache-Control"] = "no-store"

@@ -1,6 +1,7 @@
 """Reads for agents, groups and keys."""
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
+from django.utils import timezone
 
 from apikeys.models import Agent, AgentGroup, ApiKey
 from memoryplatform.errors import NotFound
@@ -39,3 +40,9 @@ def apikey_list(*, agent_id: str | None = None) -> QuerySet[ApiKey]:
     if not Agent.objects.filter(id=agent_id).exists():
         raise NotFound(f"No agent '{agent_id}'.")
     return qs.filter(agent_id=agent_id)
+
+
+def agent_key_counts() -> dict[str, int]:
+    """The overview's counts: agents, and the live keys (not revoked, not expired). Small tables."""
+    live = Q(revoked_at__isnull=True) & (Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+    return {"agents": Agent.objects.count(), "liveKeys": ApiKey.objects.filter(live).count()}

@@ -1,6 +1,7 @@
 """Dream runs in the admin: a read-only history with each run's summaries as a diff, a "Run Dream now" button,
 and staff approval of a run's pending summaries."""
 
+import json
 from typing import Any
 
 from django.contrib import admin, messages
@@ -16,8 +17,21 @@ from dream.models import DreamRun
 from dream.selectors import summary_diff
 from dream.services import approve_run
 from dream.tasks import dream_run_cycle_task
-from memoryplatform.admin_mixins import ReadOnlyAdminMixin
+from memoryplatform.admin_mixins import ReadOnlyAdminMixin, flag
 from usermemory.searchtext import value_as_text
+
+
+def _table(value: Any, depth: int = 0) -> SafeString:
+    if isinstance(value, dict) and value and depth < 3:
+        rows = format_html_join(
+            "", "<tr><th>{}</th><td>{}</td></tr>", ((k, _table(v, depth + 1)) for k, v in value.items())
+        )
+        return format_html('<table class="details-table">{}</table>', rows)
+    if value in ({}, [], "", None):
+        return format_html("{}", "—")
+    return format_html(
+        "<code>{}</code>", value if isinstance(value, str | int | float) else json.dumps(value)
+    )
 
 
 def dream_enqueue_from_admin() -> None:
@@ -34,24 +48,36 @@ class DreamRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "started_at",
-        "finished_at",
         "status",
-        "trigger",
-        "dry_run",
-        "only_agent",
+        "dry_run_flag",
         "agents_processed",
         "users_processed",
         "entries_pruned",
         "contradictions_found",
         "entries_summarized",
         "llm_cost",
-        "approval",
-    ]
+    ]  # trigger and approval: filters, and on each run's page
     list_filter = ["status", "trigger", "dry_run", "approval"]
     search_fields = ["only_agent", "error"]
     date_hierarchy = "started_at"
     show_full_result_count = False
-    readonly_fields = [f.name for f in DreamRun._meta.fields] + ["duration", "summaries"]
+    # The details as a table, dry run as a flag (no red cross for a real run).
+    exclude = ["details", "dry_run"]
+    readonly_fields = [f.name for f in DreamRun._meta.fields if f.name not in ("details", "dry_run")] + [
+        "dry_run_flag",
+        "details_table",
+        "duration",
+        "summaries",
+    ]
+
+    @admin.display(description="details")
+    def details_table(self, run: DreamRun) -> SafeString:
+        """The run's details as a table: one row a section, a nested section as its own table."""
+        return _table(run.details or {})
+
+    @admin.display(description="dry run", ordering="dry_run")
+    def dry_run_flag(self, run: DreamRun) -> SafeString | str:
+        return flag(run.dry_run, "dry run")
 
     @admin.display(description="summaries (diff)")
     def summaries(self, run: DreamRun) -> SafeString:

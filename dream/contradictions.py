@@ -16,13 +16,14 @@ from dream.meaning import ConfirmLimits, dream_meaning_conflicts
 from dream.selectors import dream_current_entries
 from dream.summarize import SummaryTotals
 from memoryplatform.llm import LLMError, build_llm
+from usermemory.conflicts import conflict_sets_of, dismissed_pair
 from usermemory.maintenance import memory_flag_batch
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent
 
 
 @dataclass
 class ContradictionResult:
-    contradictions: int  # (user, key) sets with a newly flagged entry
+    contradictions: int  # conflict sets (a key's, with its partners by meaning) with a newly flagged entry
     flagged: int
     unflagged: int
     dry_run: bool
@@ -34,27 +35,35 @@ def scope_q(agent_ids: list[str] | None) -> Q:
 
 
 def _set_disagrees(exclude: Q | None) -> Exists:
-    """The entry's (user, key) set holds another value: compared by the value's text/JSON form."""
+    """The entry's (user, key) set holds another value (compared by the value's text/JSON form) that staff
+    did not say is no conflict (:class:`usermemory.models.ConflictDismissal`)."""
     return Exists(
         dream_current_entries(exclude=exclude)
         .filter(user_id=OuterRef("user_id"), key=OuterRef("key"))
         .exclude(value_text=OuterRef("value_text"))
+        .exclude(dismissed_pair())
     )
+
+
+def _count_sets(ids: set[int]) -> int:
+    """The conflict sets that hold one of the entries ``ids``: a (user, key) set, joined with its partners by
+    meaning (:func:`usermemory.conflicts.conflict_sets_of`), so ``city`` against ``home_town`` is one."""
+    fields = ("id", "user_id", "key", "meaning_conflicts")
+    rows = list(MemoryEntry.objects.filter(id__in=ids).only(*fields))
+    partners = {p for row in rows for p in row.meaning_conflicts} - ids
+    rows += list(MemoryEntry.objects.filter(id__in=partners).only(*fields))
+    return sum(1 for group in conflict_sets_of(rows) if any(row.id in ids for row in group))
 
 
 def _sets_flagged(*, at: datetime, actor_id: str) -> int:
-    """The (user, key) sets a pass flagged, counted from its events: one set's entries may span batches."""
-    return (
-        MemoryEvent.objects.filter(
-            created_at=at,
-            action=MemoryEvent.Action.FLAGGED,
-            actor_type=MemoryEvent.ActorType.DREAM,
-            actor_id=actor_id,
-        )
-        .values("user_id", "key")
-        .distinct()
-        .count()
+    """The conflict sets a pass flagged, counted from its events: one set's entries may span batches."""
+    events = MemoryEvent.objects.filter(
+        created_at=at,
+        action=MemoryEvent.Action.FLAGGED,
+        actor_type=MemoryEvent.ActorType.DREAM,
+        actor_id=actor_id,
     )
+    return _count_sets(set(events.values_list("entry_id", flat=True)))
 
 
 def dream_detect_contradictions(
@@ -82,7 +91,7 @@ def dream_detect_contradictions(
     to_clear = scope.filter(conflicted=True).exclude(_set_disagrees(exclude)).exclude(by_meaning)
     if dry_run:
         return ContradictionResult(
-            contradictions=to_flag.values("user_id", "key").distinct().count(),
+            contradictions=_count_sets(set(to_flag.values_list("id", flat=True))),
             flagged=to_flag.count(),
             unflagged=to_clear.count(),
             dry_run=True,

@@ -27,6 +27,7 @@ from django.db.models import Q, QuerySet
 from dream.records import MAX_RECORDED_FAILURES, LlmCalls, record_failure
 from memoryplatform.embeddings import EmbedderError, get_embedder
 from memoryplatform.llm import LLM, LLMError
+from usermemory.conflicts import dismissed_pairs_of
 from usermemory.maintenance import meaning_conflicts_record
 from usermemory.models import MemoryEntry
 
@@ -148,6 +149,24 @@ def find_pairs(*, current: QuerySet[MemoryEntry], scope: Q, threshold: float) ->
     return pairs
 
 
+def without_dismissed(pairs: list[Pair]) -> list[Pair]:
+    """The pairs staff did not say are no conflict (:class:`usermemory.models.ConflictDismissal`: the same
+    keys and value texts, in either order)."""
+    dismissed = dismissed_pairs_of(user_ids={p.user_id for p in pairs}) if pairs else set()
+    if not dismissed:
+        return pairs
+    ids = {i for p in pairs for i in (p.first, p.second)}
+    sides = {
+        i: (k, t) for i, k, t in MemoryEntry.objects.filter(id__in=ids).values_list("id", "key", "value_text")
+    }
+    kept = []
+    for pair in pairs:
+        first, second = sorted([sides[pair.first], sides[pair.second]])
+        if (pair.user_id, *first, *second) not in dismissed:
+            kept.append(pair)
+    return kept
+
+
 @dataclass(frozen=True)
 class ConfirmLimits:
     """What the LLM's confirmation may use: the dollars left (``budget``), the cycle's calls (``calls``) and
@@ -211,7 +230,7 @@ def dream_meaning_conflicts(
         result.skipped = "no embedder (EMBEDDINGS_PROVIDER=none)"
         return result
     try:
-        found = find_pairs(current=current, scope=scope, threshold=threshold)
+        found = without_dismissed(find_pairs(current=current, scope=scope, threshold=threshold))
     except EmbedderError as exc:
         result.skipped = f"the embedder failed: {exc}"
         logger.warning("Dream: contradictions by meaning skipped: %s", exc)

@@ -43,7 +43,9 @@ class DreamRun(models.Model):
     users_processed = models.PositiveIntegerField(default=0)
     entries_pruned = models.PositiveIntegerField(default=0)
     contradictions_found = models.PositiveIntegerField(
-        default=0, help_text="(user, key) sets newly flagged as holding more than one value."
+        default=0,
+        help_text="Conflict sets newly flagged: a user's entries that disagree on a key, with their partners "
+        "by meaning.",
     )
     entries_flagged = models.PositiveIntegerField(default=0)
     entries_unflagged = models.PositiveIntegerField(default=0)
@@ -56,7 +58,11 @@ class DreamRun(models.Model):
         help_text="Groups whose LLM call failed (error, timeout, malformed answer): nothing changed.",
     )
     llm_cost = models.DecimalField(
-        max_digits=12, decimal_places=6, default=0, help_text="Dollars spent on LLM calls, from their usage."
+        "LLM cost",
+        max_digits=12,
+        decimal_places=6,
+        default=0,
+        help_text="Dollars spent on LLM calls, from their usage.",
     )
     approval = models.CharField(
         max_length=8,

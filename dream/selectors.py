@@ -1,5 +1,6 @@
 """Reads for Dream: which policies a cycle runs, the entries its passes read, and a run as plain JSON."""
 
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -80,3 +81,12 @@ def dream_entries(*, exclude: Q | None = None) -> QuerySet[MemoryEntry]:
 def dream_current_entries(*, exclude: Q | None = None) -> QuerySet[MemoryEntry]:
     """The entries valid now (superseded and expired ones take part in no contradiction)."""
     return dream_entries(exclude=exclude).filter(current_q())
+
+
+def dream_recent_runs(*, limit: int = 5) -> list[DreamRun]:
+    """The last runs, newest first: a short scan, the table holding one row a cycle."""
+    return list(DreamRun.objects.order_by("-started_at", "-id")[:limit])
+
+
+def dream_failed_since(*, since: datetime) -> int:
+    return DreamRun.objects.filter(status=DreamRun.Status.FAILED, started_at__gte=since).count()

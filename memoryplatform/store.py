@@ -93,6 +93,27 @@ def table_estimate(*, table: str, using: str = DEFAULT_DB_ALIAS) -> int | None:
     return int(row[0])
 
 
+_DISTINCT_ESTIMATE = sql.SQL(
+    """SELECT s.n_distinct, c.reltuples FROM pg_stats s
+    JOIN pg_class c ON c.oid = to_regclass(quote_ident(s.schemaname) || '.' || quote_ident(s.tablename))
+    WHERE s.tablename = %(table)s AND s.attname = %(column)s AND s.schemaname = current_schema()"""
+)
+
+
+def distinct_estimate(*, table: str, column: str, using: str = DEFAULT_DB_ALIAS) -> int | None:
+    """The planner's estimate of a column's distinct values (``pg_stats.n_distinct``: a count, or minus a
+    fraction of the rows), free to read; ``None`` before the table was analysed."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(_DISTINCT_ESTIMATE, {"table": table, "column": column})
+        row = cursor.fetchone()
+    if row is None or row[0] is None:
+        return None
+    n_distinct, rows = float(row[0]), float(row[1] or 0)
+    if n_distinct < 0 and rows <= 0:
+        return None
+    return int(n_distinct if n_distinct >= 0 else -n_distinct * rows)
+
+
 class ServerFacts(NamedTuple):
     version_num: int  # server_version_num, e.g. 150004 for 15.4
     version: str  # server_version, as the server spells it

@@ -6,17 +6,22 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from memoryplatform import views
 from memoryplatform.api import errors
+from memoryplatform.overview import overview_view
 from memoryplatform.routing import api_path
 
 admin.site.site_header = "memoryplatform"
 admin.site.site_title = "memoryplatform admin"
 admin.site.index_title = "Agents, keys, memories and Dream"
+# The app list beside every page takes a quarter of a 1366 px screen from the lists; the breadcrumbs and
+# the index lead everywhere instead.
+admin.site.enable_nav_sidebar = False
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/api/docs/", permanent=False)),
     api_path("healthz", views.healthz, name="healthz"),
     api_path("readyz", views.readyz, name="readyz"),
     api_path("metrics", views.metrics, name="metrics"),
+    path("admin/overview/", admin.site.admin_view(overview_view), name="admin-overview"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

@@ -6,22 +6,27 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import Count, Q, QuerySet
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import redirect
+from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
-from django.utils.text import Truncator
+from django.utils.html import format_html
+from django.utils.http import urlencode
+from django.utils.safestring import SafeString
 
 from apikeys.admin import AgentAdmin
 from apikeys.caller import Caller
 from apikeys.models import Agent
-from memoryplatform.admin_mixins import ReadOnlyAdminMixin
+from memoryplatform.admin_mixins import ReadOnlyAdminMixin, StringListField, cut, flag
 from memoryplatform.errors import ServiceError
 from memoryplatform.paginator import LargeTablePaginator
 from memoryplatform.text import ascii_int
 from usermemory import selectors, services
+from usermemory.conflicts import conflict_sets_page
 from usermemory.models import (
     DEFAULT_ALLOWED_CATEGORIES,
     AgentMemoryPolicy,
@@ -40,8 +45,19 @@ def staff_caller(request: HttpRequest) -> Caller:
 # --- Agents, with their memory policy ---------------------------------------------------------------
 
 
+class MemoryPolicyForm(forms.ModelForm):
+    allowed_categories = StringListField(
+        required=False, help_text="One category a line; agents may write only these."
+    )
+
+    class Meta:
+        model = AgentMemoryPolicy
+        fields = list(services.POLICY_FIELDS)
+
+
 class MemoryPolicyInline(admin.StackedInline):
     model = AgentMemoryPolicy
+    form = MemoryPolicyForm
     can_delete = False
     extra = 1
     max_num = 1
@@ -152,6 +168,35 @@ class InsightSourceFilter(admin.SimpleListFilter):
         return queryset.filter(source=self.value()) if self.value() else queryset
 
 
+class CorrectValueForm(forms.Form):
+    value = forms.CharField(widget=forms.Textarea(attrs={"rows": 4, "cols": 80}), strip=False)
+    as_json = forms.BooleanField(
+        required=False,
+        label="Read as JSON",
+        help_text="A number, list or object: the text is read as JSON. Unchecked: the text is the value.",
+    )
+
+    def __init__(self, *args: Any, entry: MemoryEntry, **kwargs: Any) -> None:
+        is_text = isinstance(entry.value, str)
+        text = entry.value if is_text else json.dumps(entry.value)
+        kwargs["initial"] = {"value": text, "as_json": not is_text}
+        super().__init__(*args, **kwargs)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        text = data.get("value")
+        if text is None:
+            return data
+        if not data.get("as_json"):
+            data["new_value"] = text
+            return data
+        try:
+            data["new_value"] = json.loads(text)
+        except ValueError as exc:
+            self.add_error("value", f"Not JSON: {exc}.")
+        return data
+
+
 @admin.register(MemoryEntry)
 class MemoryEntryAdmin(admin.ModelAdmin):
     list_display = [
@@ -161,7 +206,7 @@ class MemoryEntryAdmin(admin.ModelAdmin):
         "category",
         "visibility",
         "source_agent",
-        "conflicted",
+        "conflict_flag",
         "access_count",
         "confidence",
         "source",
@@ -196,13 +241,15 @@ class MemoryEntryAdmin(admin.ModelAdmin):
         "user_id",
         "key",
         "value",
+        "correct_link",
+        "agents_link",
         "value_text",
         "category",
         "visibility",
         "source_agent",
         "group_ids",
         "source_conversation_id",
-        "conflicted",
+        "conflict_flag",
         "access_count",
         "created_at",
         "updated_at",
@@ -223,8 +270,85 @@ class MemoryEntryAdmin(admin.ModelAdmin):
     actions = ["delete_entries"]
 
     @admin.display(description="value")
-    def value_preview(self, entry: MemoryEntry) -> str:
-        return Truncator(entry.value_text).chars(60)
+    def value_preview(self, entry: MemoryEntry) -> SafeString:
+        return cut(entry.value_text)
+
+    agents_side_by_side = 12
+    entries_per_agent = 200
+
+    @admin.display(description="agents")
+    def agents_link(self, entry: MemoryEntry) -> SafeString:
+        url = reverse("admin:usermemory_memoryentry_agents") + "?" + urlencode({"user": entry.user_id})
+        return format_html('<a href="{}" id="agents-see">What each agent sees of this user</a>', url)
+
+    @admin.display(description="correct")
+    def correct_link(self, entry: MemoryEntry) -> SafeString:
+        url = reverse("admin:usermemory_memoryentry_correct", args=[entry.pk])
+        return format_html('<a class="button" id="correct-value" href="{}">Correct the value</a>', url)
+
+    def get_urls(self) -> list[URLPattern]:
+        correct = self.admin_site.admin_view(self.correct_view)
+        agents = self.admin_site.admin_view(self.agents_view)
+        return [
+            path("<int:entry_id>/correct/", correct, name="usermemory_memoryentry_correct"),
+            path("agents-see/", agents, name="usermemory_memoryentry_agents"),
+            *super().get_urls(),
+        ]
+
+    def agents_view(self, request: HttpRequest) -> HttpResponse:
+        """One user's entries as each agent reads them, side by side: the API's own selector
+        (:func:`usermemory.selectors.memory_list` for that agent's key), with the rule that admits each."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        user_id = request.GET.get("user", "").strip()
+        columns = []
+        if user_id:
+            for agent in Agent.objects.order_by("id")[: self.agents_side_by_side]:
+                groups = selectors.agent_group_ids(agent_id=agent.id)
+                entries = selectors.memory_list(caller=Caller(role="agent", agent=agent), user_id=user_id)
+                rows = [
+                    (e, selectors.visibility_rule(entry=e, agent_id=agent.id, group_ids=groups))
+                    for e in entries[: self.entries_per_agent]
+                ]
+                columns.append({"agent": agent, "groups": groups, "rows": rows})
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "What each agent sees",
+            "user_id": user_id,
+            "columns": columns,
+            "entries_per_agent": self.entries_per_agent,
+        }
+        return TemplateResponse(request, "admin/usermemory/agents_see.html", context)
+
+    def correct_view(self, request: HttpRequest, entry_id: int) -> HttpResponse:
+        """Staff correct a value through :func:`usermemory.services.memory_correct` (history names them)."""
+        if not request.user.has_perm("usermemory.change_memoryentry"):
+            raise PermissionDenied
+        entry = get_object_or_404(MemoryEntry, pk=entry_id)
+        form = CorrectValueForm(request.POST or None, entry=entry)
+        if request.method == "POST" and form.is_valid():
+            try:
+                services.memory_correct(
+                    caller=staff_caller(request), entry_id=entry.pk, value=form.cleaned_data["new_value"]
+                )
+            except ServiceError as exc:
+                form.add_error("value", exc.message)
+            else:
+                self.message_user(request, f"Corrected {entry.user_id} / {entry.key}.", messages.SUCCESS)
+                return redirect("admin:usermemory_memoryentry_change", entry.pk)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Correct {entry.key}",
+            "entry": entry,
+            "form": form,
+        }
+        return TemplateResponse(request, "admin/usermemory/correct.html", context)
+
+    @admin.display(description="conflicted", ordering="conflicted")
+    def conflict_flag(self, entry: MemoryEntry) -> SafeString | str:
+        return flag(entry.conflicted, "conflicted")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # memories are written by agents; staff resolve conflicts or erase
@@ -279,7 +403,7 @@ class MemoryConflictAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Conflicted (user, key) sets side by side; staff pick the value to keep."""
 
     search_fields = ["=user_id", "key"]
-    sets_per_page = 25
+    users_per_page = 25
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -289,32 +413,15 @@ class MemoryConflictAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         if request.method == "POST":
             if not request.user.has_perm("usermemory.change_memoryentry"):
                 return redirect("admin:index")
-            return self._resolve(request)
+            return self._settle(request)
         query = request.GET.get("q", "").strip()
-        sets = MemoryEntry.objects.filter(conflicted=True)
-        if query:
-            sets = sets.filter(Q(user_id=query) | Q(key__icontains=query))
-        raw_page = request.GET.get("p", "1")
-        page = ascii_int(raw_page, low=1, high=999_999) or 1
-        groups = list(
-            sets.values("user_id", "key")
-            .annotate(n=Count("id"))
-            .order_by("user_id", "key")[(page - 1) * self.sets_per_page : page * self.sets_per_page + 1]
-        )
-        has_next = len(groups) > self.sets_per_page
-        groups = groups[: self.sets_per_page]
-        condition = Q(pk__in=[])
-        for group in groups:
-            condition |= Q(user_id=group["user_id"], key=group["key"])
-        entries = MemoryEntry.objects.filter(condition).select_related("source_agent").order_by("-updated_at")
-        by_set: dict[tuple[str, str], list[MemoryEntry]] = {(g["user_id"], g["key"]): [] for g in groups}
-        for entry in entries:
-            by_set.setdefault((entry.user_id, entry.key), []).append(entry)
+        page = ascii_int(request.GET.get("p", "1"), low=1, high=999_999) or 1
+        sets, has_next = conflict_sets_page(query=query, page=page, users_per_page=self.users_per_page)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
             "title": "Conflicting memories",
-            "sets": [{"user_id": u, "key": k, "entries": es} for (u, k), es in by_set.items()],
+            "sets": sets,
             "query": query,
             "page": page,
             "has_next": has_next,
@@ -322,26 +429,33 @@ class MemoryConflictAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         }
         return TemplateResponse(request, "admin/usermemory/conflicts.html", context)
 
-    def _resolve(self, request: HttpRequest) -> HttpResponse:
+    def _settle(self, request: HttpRequest) -> HttpResponse:
+        mode = request.POST.get("mode", "update")
         try:
-            result = services.memory_resolve_conflict(
+            ids = [int(i) for i in request.POST.getlist("entry")]
+            keep = int(request.POST["keep"]) if mode != "dismiss" else None
+            result = services.memory_settle_conflict(
                 caller=staff_caller(request),
                 user_id=request.POST["user_id"],
-                key=request.POST["key"],
-                keep_entry_id=int(request.POST["keep"]),
-                mode=request.POST.get("mode", "update"),
+                entry_ids=ids,
+                keep_entry_id=keep,
+                mode=mode,
             )
         except (KeyError, ValueError):
-            self.message_user(request, "Pick the value to keep.", messages.ERROR)
+            self.message_user(
+                request, "Pick the value to keep, or mark the set not a conflict.", messages.ERROR
+            )
         except ServiceError as exc:
             self.message_user(request, exc.message, messages.ERROR)
         else:
-            self.message_user(
-                request,
-                f"Resolved {request.POST['user_id']} / {request.POST['key']}: kept entry {result['kept']}, "
-                f"updated {result['updated']}, deleted {result['deleted']}.",
-                messages.SUCCESS,
-            )
+            who = f"{request.POST['user_id']} / {request.POST.get('keys', '')}"
+            if mode == "dismiss":
+                done = f"marked not a conflict ({result['dismissed']} entries); Dream will not flag it again"
+            else:
+                done = (
+                    f"kept entry {result['kept']}, updated {result['updated']}, deleted {result['deleted']}"
+                )
+            self.message_user(request, f"Settled {who}: {done}.", messages.SUCCESS)
         return redirect(request.get_full_path())
 
 

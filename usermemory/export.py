@@ -14,12 +14,13 @@ from typing import Any
 from django.utils import timezone
 
 from memoryplatform import publicids
-from usermemory.models import MemoryEntry, MemoryEvent
+from usermemory.models import ConflictDismissal, MemoryEntry, MemoryEvent
 
-EXPORT_FORMAT = 1
+EXPORT_FORMAT = 2
 """1: the user's memories, their history (with who could see each value), and each registered app's part.
 Ids are the public ids the API shows (``memoryplatform.publicids``), as integers; before public ids, they were
-the rows' own numbers, in the same field and type."""
+the rows' own numbers, in the same field and type. 2: ``conflictDismissals``, the pairs of values staff
+marked "not a conflict" (each key and value text, who, when)."""
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -76,4 +77,15 @@ def user_export(*, user_id: str) -> dict[str, Any]:
         "exportedAt": iso(timezone.now()),
         "memories": [_entry(entry) for entry in entries.iterator()],
         "history": [_event(event) for event in events.iterator()],
+        "conflictDismissals": [
+            {
+                "keyA": d.key_a,
+                "textA": d.text_a,
+                "keyB": d.key_b,
+                "textB": d.text_b,
+                "by": d.dismissed_by,
+                "at": iso(d.created_at),
+            }
+            for d in ConflictDismissal.objects.filter(user_id=user_id).order_by("created_at", "id")
+        ],
     }

@@ -1,5 +1,5 @@
 """Governance: agents' memory policies, GDPR erasure and export (with the apps that register their per-user
-data), and staff resolving conflicts."""
+data), staff resolving conflicts and correcting a value."""
 
 import logging
 from collections.abc import Callable
@@ -12,11 +12,12 @@ from apikeys.caller import Caller
 from apikeys.models import Agent
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
 from memoryplatform.locks import LockId, advisory_xact_lock
-from usermemory.embedding import embeddings_schedule
+from usermemory.conflicts import memory_settle_conflict
 from usermemory.export import user_export
-from usermemory.history import NO_AGENT, Actor, EventLog, Scope
+from usermemory.history import NO_AGENT, Actor, EventLog
 from usermemory.models import (
     AgentMemoryPolicy,
+    ConflictDismissal,
     MemoryEntry,
     MemoryEntryGroup,
     MemoryEvent,
@@ -25,7 +26,7 @@ from usermemory.models import (
     SummarizeGroupBy,
     TurnWriteCount,
 )
-from usermemory.searchtext import search_columns
+from usermemory.upsert import MemoryWrite, UpsertResult, memory_upsert
 
 logger = logging.getLogger(__name__)
 RECALL_ORDERS = frozenset(RecallOrder.values)
@@ -119,10 +120,12 @@ def memory_erase_user(*, caller: Caller, user_id: str) -> dict[str, Any]:
     entries.delete()
     events_deleted, _ = MemoryEvent.objects.filter(user_id=user_id).delete()
     TurnWriteCount.objects.filter(user_id=user_id).delete()
+    dismissals_deleted, _ = ConflictDismissal.objects.filter(user_id=user_id).delete()
     report: dict[str, Any] = {
         "userId": user_id,
         "entriesDeleted": entries_deleted,
         "eventsDeleted": events_deleted,
+        "conflictDismissalsDeleted": dismissals_deleted,
         **apps,
     }
     log = EventLog(Actor.of(caller))
@@ -161,58 +164,46 @@ def memory_resolve_conflict(
     *, caller: Caller, user_id: str, key: str, keep_entry_id: int, mode: str = "update"
 ) -> dict[str, int]:
     """Settle a (user, key) set whose entries disagree: keep one entry's value, and either give the others
-    that value (``update``) or delete them (``delete``). Each entry of the set gets a ``resolved`` event."""
+    that value (``update``) or delete them (``delete``): :func:`usermemory.conflicts.memory_settle_conflict`
+    over the set's entries."""
     if not caller.is_admin:
         raise Forbidden("Resolving conflicts needs an admin key or a staff user.")
     if mode not in RESOLVE_MODES:
         raise BadRequest(f"mode must be one of {', '.join(RESOLVE_MODES)}.")
-    advisory_xact_lock(LockId.USER_MEMORY, user_id)
-    entries = list(MemoryEntry.objects.select_for_update().filter(user_id=user_id, key=key).order_by("id"))
-    keep = next((e for e in entries if e.id == keep_entry_id), None)
-    if keep is None:
+    ids = list(MemoryEntry.objects.filter(user_id=user_id, key=key).values_list("id", flat=True))
+    if keep_entry_id not in ids:
         raise NotFound(f"Entry {keep_entry_id} is not in the set of user '{user_id}', key '{key}'.")
-    now = timezone.now()
-    log = EventLog(Actor.of(caller))
-    others = [e for e in entries if e.id != keep.id]
-    for entry in others:
-        log.add(
-            MemoryEvent.Action.RESOLVED,
-            entry_id=entry.id,
-            user_id=user_id,
-            key=key,
-            old=entry.value,
-            new=None if mode == "delete" else keep.value,
-            at=now,
-            scope=Scope.of(entry),
-        )
-    log.add(
-        MemoryEvent.Action.RESOLVED,
-        entry_id=keep.id,
-        user_id=user_id,
-        key=key,
-        old=keep.value,
-        new=keep.value,
-        at=now,
-        scope=Scope.of(keep),
+    return memory_settle_conflict(
+        caller=caller, user_id=user_id, entry_ids=ids, keep_entry_id=keep_entry_id, mode=mode
     )
-    other_ids = [e.id for e in others]
-    if mode == "delete":
-        MemoryEntry.objects.filter(id__in=other_ids).delete()
-    else:
-        columns = search_columns(key=key, text=keep.value_text)  # the key is theirs already
-        MemoryEntry.objects.filter(id__in=other_ids).update(
-            value=keep.value,
-            value_text=columns.value_text,
-            text_folded=columns.text_folded,
-            conflicted=False,
-            updated_at=now,
-        )
-    MemoryEntry.objects.filter(id=keep.id).update(conflicted=False)
-    log.flush()
-    if mode != "delete":
-        embeddings_schedule(entry_ids=other_ids)  # they took the kept value
-    return {
-        "kept": keep.id,
-        "updated": 0 if mode == "delete" else len(others),
-        "deleted": len(others) if mode == "delete" else 0,
-    }
+
+
+# --- Corrections ----------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def memory_correct(*, caller: Caller, entry_id: int, value: Any) -> UpsertResult:
+    """Staff (or an admin key) correct one entry's value: the same upsert as every write, on the entry's own
+    upsert key, keeping its owner, visibility, groups, category and insight fields, so every check on a value
+    holds and history records an ``updated`` event naming the caller (the staff user's name)."""
+    if not caller.is_admin:
+        raise Forbidden("Correcting a value needs an admin key or a staff user.")
+    entry = MemoryEntry.objects.filter(id=entry_id).first()
+    if entry is None:
+        raise NotFound(f"No memory entry {entry_id}.")
+    if entry.superseded_by_id is not None:
+        raise BadRequest("This entry was superseded by a Dream summary; correct the summary instead.")
+    write = MemoryWrite(
+        user_id=entry.user_id,
+        key=entry.key,
+        value=value,
+        category=entry.category,
+        visibility=entry.visibility,
+        source_agent_id=entry.source_agent_id,
+        group_ids=list(entry.group_ids or []),
+        source_conversation_id=entry.source_conversation_id,
+        valid_to=entry.valid_to if entry.valid_to and entry.valid_to > timezone.now() else None,
+        confidence=entry.confidence,
+        source=entry.source,
+    )
+    return memory_upsert(caller=caller, write=write)

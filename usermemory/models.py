@@ -4,8 +4,8 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector
 from django.db import models
-from django.db.models import Q
-from django.db.models.functions import Now
+from django.db.models import F, Q
+from django.db.models.functions import MD5, Now
 from pgvector.django import VectorField
 
 from apikeys.models import Agent
@@ -171,6 +171,41 @@ class MemoryConflict(MemoryEntry):
         proxy = True
         verbose_name = "conflict"
         verbose_name_plural = "conflicts"
+
+
+class ConflictDismissal(models.Model):
+    """Staff said two values of a user are not a conflict (two valid phone numbers): the pair (key and value
+    text on each side, in order) is never flagged again by Dream, by key or by meaning. A third value is
+    another pair, and is flagged."""
+
+    user_id = models.CharField(max_length=255)
+    key_a = models.CharField(max_length=MAX_KEY_CHARS)
+    text_a = models.TextField()
+    key_b = models.CharField(max_length=MAX_KEY_CHARS)
+    text_b = models.TextField()
+    dismissed_by = models.CharField(max_length=150, blank=True, help_text="the staff user or key")
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        indexes = [models.Index(fields=["user_id"], name="memory_dismissal_user_idx")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(key_a__lt=F("key_b")) | Q(key_a=F("key_b"), text_a__lt=F("text_b")),
+                name="memory_dismissal_ordered",
+            ),
+            # Texts run to 4,000 characters, past a btree entry's limit: unique on their digests.
+            models.UniqueConstraint(
+                F("user_id"),
+                F("key_a"),
+                MD5("text_a"),
+                F("key_b"),
+                MD5("text_b"),
+                name="memory_dismissal_unique",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}: {self.key_a}={self.text_a[:20]} / {self.key_b}={self.text_b[:20]}"
 
 
 class UserDataRequest(MemoryEntry):

@@ -130,6 +130,17 @@ def resolve_read_scope(
     return agent_id, ALL_OF_AGENT
 
 
+def visibility_rule(*, entry: MemoryEntry, agent_id: str, group_ids: list[str]) -> str:
+    """Which part of :func:`visible_q` admits ``entry`` for the agent (in ``group_ids``): ``owner`` (its own
+    self entry), ``group: <groups it shares>`` or ``global``. A label for staff; reads filter by visible_q."""
+    if entry.visibility == Visibility.GLOBAL:
+        return "global"
+    if entry.visibility == Visibility.SELF:
+        return "owner"
+    shared = [g for g in entry.group_ids or [] if g in group_ids]
+    return f"group: {', '.join(shared)}"
+
+
 def current_q() -> Q:
     """Entries valid now: not superseded, and no ``valid_to`` or one still ahead. The SQL form of the same
     test, for the hand-written reads: :data:`usermemory.sql.base.CURRENT`."""

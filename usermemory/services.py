@@ -16,10 +16,12 @@ from memoryplatform import publicids
 from memoryplatform.errors import BadRequest, Forbidden
 from usermemory import ranking as ranking_
 from usermemory import selectors
+from usermemory.conflicts import SETTLE_MODES, memory_settle_conflict
 from usermemory.governance import (
     POLICY_FIELD_GROUPS,
     POLICY_FIELDS,
     RESOLVE_MODES,
+    memory_correct,
     memory_erase_user,
     memory_export_user,
     memory_resolve_conflict,
@@ -59,9 +61,11 @@ __all__ = [
     "POLICY_FIELDS",
     "PROPERTY_CATEGORY",
     "RESOLVE_MODES",
+    "SETTLE_MODES",
     "MemoryWrite",
     "UpsertResult",
     "memory_batch_check",
+    "memory_correct",
     "memory_delete",
     "memory_erase_user",
     "memory_export_user",
@@ -70,6 +74,7 @@ __all__ = [
     "memory_recall_as_of",
     "memory_recall_ranked",
     "memory_resolve_conflict",
+    "memory_settle_conflict",
     "memory_upsert",
     "memory_upsert_batch",
     "policy_update",

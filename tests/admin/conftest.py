@@ -1,16 +1,20 @@
 """Browser tests: Playwright drives Debian's Chromium against a live server.
 
-Screenshots of each page go to tests/artifacts/ (ignored by git)."""
+Screenshots of each page go to ``$ADMIN_SCREENSHOTS`` (default: ``memoryplatform-admin`` in the system's temp
+directory), one per width where a test takes them at 1366x768 and 1920x1080."""
 
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+ARTIFACTS = Path(os.environ.get("ADMIN_SCREENSHOTS") or Path(tempfile.gettempdir()) / "memoryplatform-admin")
+# The screens staff use: a laptop's and a desktop's.
+SCREENS = {"1366": {"width": 1366, "height": 768}, "1920": {"width": 1920, "height": 1080}}
 CHROMIUM_ARGS = [
     "--headless=new",
     "--no-sandbox",
@@ -57,17 +61,26 @@ def staff(transactional_db, django_user_model):
 
 @pytest.fixture
 def page(chromium, live_server, staff, request):
-    """A signed-in admin page; ``page.shot(name)`` saves a screenshot under tests/artifacts/."""
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    """A signed-in admin page at 1366x768; ``page.shot(name)`` saves a screenshot in ARTIFACTS,
+    ``page.shots(name)`` one per screen width."""
+    context = chromium.new_context(viewport=SCREENS["1366"])
     page = context.new_page()
     page.set_default_timeout(15_000)
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
     def shot(name: str) -> None:
         page.screenshot(path=str(ARTIFACTS / f"{request.node.name}-{name}.png"), full_page=True)
 
+    def shots(name: str) -> None:
+        """A screenshot at each of SCREENS, then back to the first (1366x768)."""
+        for width, size in reversed(SCREENS.items()):
+            page.set_viewport_size(size)
+            page.screenshot(path=str(ARTIFACTS / f"{request.node.name}-{name}-{width}.png"), full_page=True)
+
     page.shot = shot
+    page.shots = shots
     page.base = live_server.url
+    page.staff = staff
     page.goto(f"{live_server.url}/admin/login/")
     page.fill("#id_username", "staff")
     page.fill("#id_password", "correct-horse-9")

@@ -23,11 +23,11 @@ def test_create_agent_and_key_see_it_once_then_revoke(page):
     page.goto(f"{page.base}/admin/apikeys/agent/add/")
     page.fill("#id_id", "support-bot")
     page.fill("#id_display_name", "Support bot")
-    page.fill("#id_capabilities", '["chat"]')
+    page.fill("#id_capabilities", "chat\n  search \n")
     page.shot("agent-form")
     page.click("input[name=_save]")
     page.wait_for_selector(".messagelist .success")
-    assert Agent.objects.filter(id="support-bot", display_name="Support bot").exists()
+    assert Agent.objects.get(id="support-bot", display_name="Support bot").capabilities == ["chat", "search"]
 
     page.goto(f"{page.base}/admin/apikeys/apikey/add/")
     page.select_option("#id_role", "agent")

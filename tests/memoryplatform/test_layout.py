@@ -16,7 +16,11 @@ from django.conf import settings
 ROOT = Path(settings.BASE_DIR)
 DOORS = "agenttools"
 PROJECT = "memoryplatform"
-WIRING = {f"{PROJECT}.{name}" for name in ("settings", "urls", "asgi", "wsgi", "middleware", "checks")}
+# The composition root: it may import every app. ``overview`` is the staff overview page, which reads each
+# app's selectors, mounted by urls.py.
+WIRING = {
+    f"{PROJECT}.{name}" for name in ("settings", "urls", "asgi", "wsgi", "middleware", "checks", "overview")
+}
 
 
 def local_apps() -> list[str]:

@@ -98,6 +98,21 @@ def test_resolve_conflict_refuses_a_non_admin_and_a_stranger_entry(agent_a):
         memory_resolve_conflict(caller=Caller(role="admin"), user_id="u", key="k", keep_entry_id=1)
 
 
+@pytest.mark.django_db
+def test_correct_refuses_an_agent_and_a_viewer_and_checks_the_value_as_every_write():
+    from memoryplatform.errors import BadRequest, Forbidden
+    from usermemory.services import memory_correct
+
+    entry = MemoryEntryFactory(user_id="u", key="city", value="Berln")
+    for role in ("agent", "viewer"):
+        with pytest.raises(Forbidden):
+            memory_correct(caller=Caller(role=role, agent=entry.source_agent), entry_id=entry.id, value="x")
+    with pytest.raises(BadRequest):
+        memory_correct(caller=Caller(role="admin"), entry_id=entry.id, value="nul\x00")
+    entry.refresh_from_db()
+    assert entry.value == "Berln"
+
+
 @pytest.mark.parametrize(
     "path",
     [
