@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "usermemory",
     "dream",
     "conversations",
+    "extraction",
     "activity",
     "agenttools",
 ]
