@@ -27,7 +27,7 @@ from usermemory.selectors import ALL_OF_AGENT, current_q, visible_q
 logger = logging.getLogger(__name__)
 
 MAX_CANDIDATES = 500  # the user's most recent visible entries a fact is compared with
-_RANK = {Visibility.SELF: 0, Visibility.GROUP: 1, Visibility.GLOBAL: 2}
+_RANK: dict[str, int] = {Visibility.SELF: 0, Visibility.GROUP: 1, Visibility.GLOBAL: 2}
 ADD, UPDATE, NOOP, REJECTED = "ADD", "UPDATE", "NOOP", "REJECTED"
 
 

@@ -243,7 +243,7 @@ def _apply_fact(
         meaning=meaning,
     )
     target = decision.target
-    shown = {"matchedBy": decision.matched_by} if decision.matched_by else {}
+    shown: dict[str, Any] = {"matchedBy": decision.matched_by} if decision.matched_by else {}
     if target is not None:
         shown["entryId"] = target.entry_id
     if decision.op == UPDATE and target is not None:
