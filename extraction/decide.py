@@ -3,7 +3,8 @@
 For a fact, the candidates are the agent's visible current entries of the user (usermemory's own
 visibility condition, :func:`usermemory.selectors.visible_q`) with the same key, else with a key of the same
 meaning (the embedder's vectors of ``"the user's <key>"``, from the policy's
-``semanticContradictionThreshold``, as Dream's contradictions by meaning compare keys: :mod:`dream.meaning`).
+``semanticContradictionThreshold``, as Dream's contradictions by meaning compare keys (``dream.meaning``),
+with the same text of a key: :func:`usermemory.searchtext.key_text`).
 
 - **NOOP** when a candidate holds the same value (ignoring case and surrounding spaces);
 - **UPDATE** of a candidate the agent may write (its own, or a global entry) whose scope is within the
@@ -19,9 +20,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from dream.meaning import key_text
 from memoryplatform.embeddings import EmbedderError, get_embedder
 from usermemory.models import MemoryEntry, Visibility
+from usermemory.searchtext import key_text
 from usermemory.selectors import ALL_OF_AGENT, current_q, visible_q
 
 logger = logging.getLogger(__name__)
