@@ -28,6 +28,8 @@ from usermemory.selectors import ALL_OF_AGENT, current_q, visible_q
 logger = logging.getLogger(__name__)
 
 MAX_CANDIDATES = 500  # the user's most recent visible entries a fact is compared with
+MAX_CACHED_KEYS = 20_000  # key vectors kept by the process (keys repeat from one extraction to the next)
+_key_vectors: dict[tuple[str, str], list[float]] = {}  # (model, key) -> its unit vector
 _RANK: dict[str, int] = {Visibility.SELF: 0, Visibility.GROUP: 1, Visibility.GLOBAL: 2}
 ADD, UPDATE, NOOP, REJECTED = "ADD", "UPDATE", "NOOP", "REJECTED"
 
@@ -124,13 +126,17 @@ class KeyMeaning:
         embedder = get_embedder()
         if embedder is None or not keys:
             return
-        ordered = sorted(keys)
+        model = embedder.model_id
+        if len(_key_vectors) + len(keys) > MAX_CACHED_KEYS:
+            _key_vectors.clear()
+        missing = sorted(k for k in keys if (model, k) not in _key_vectors)
         try:
-            vectors = embedder.embed_passages([key_text(k) for k in ordered])
+            vectors = embedder.embed_passages([key_text(k) for k in missing]) if missing else []
         except EmbedderError as exc:
             logger.warning("Extraction: keys compared by equality only, the embedder failed: %s", exc)
             return
-        self.vectors = {k: _unit(v) for k, v in zip(ordered, vectors, strict=True)}
+        _key_vectors.update({(model, k): _unit(v) for k, v in zip(missing, vectors, strict=True)})
+        self.vectors = {k: _key_vectors[(model, k)] for k in keys}
 
     def similarity(self, a: str, b: str) -> float:
         if a == b:
