@@ -11,9 +11,10 @@ through the extraction service (``extraction.extract.memory_extract``) with the 
 database (``bench_extraction``; ``bench/target.py``). Every question of categories 1-4 is then asked with
 hybrid search (``usermemory.selectors.memory_search``, ``mode=hybrid``) over the user's extracted facts.
 
-A retrieved fact counts for hit@k when its provenance (the ``messageIds`` of its history events) cites an
-evidence turn of the question. Reported: hit@5 and hit@10 (overall and per category), the facts added,
-updated and unchanged, the calls, failures and their cost (from the provider's usage), and the time taken.
+A retrieved fact counts for hit@k when the provenance of its current value (the ``messageIds`` of its latest
+history event) cites an evidence turn of the question. Reported: hit@5 and hit@10 (overall and per
+category), the facts added, updated and unchanged, the calls, failures and their cost (from the provider's
+usage), and the time taken.
 
 ``--scripted`` (and ``--smoke``) stand a scripted OpenAI-compatible server in for the LLM: it proposes one
 fact per message (a key from the message's longest words, the message as the value), so its numbers measure
@@ -168,14 +169,15 @@ def extract(platform: Platform, conversation: Conversation, *, batch: int, total
 
 
 def cited_turns(user_id: str) -> dict[int, set[str]]:
-    """Each entry of the user: the turns its history's provenance cites."""
+    """Each entry of the user: the turns its current value's provenance cites (its latest event's; an
+    earlier value's turns, kept in history, do not count)."""
     from usermemory.models import MemoryEvent
 
-    cited: dict[int, set[str]] = defaultdict(set)
+    cited: dict[int, set[str]] = {}
     rows = MemoryEvent.objects.filter(user_id=user_id, provenance__isnull=False, entry_id__isnull=False)
-    for entry_id, provenance in rows.values_list("entry_id", "provenance"):
+    for entry_id, provenance in rows.order_by("created_at", "id").values_list("entry_id", "provenance"):
         if entry_id is not None and isinstance(provenance, dict):
-            cited[entry_id].update(str(m) for m in provenance.get("messageIds") or [])
+            cited[entry_id] = {str(m) for m in provenance.get("messageIds") or []}
     return cited
 
 
