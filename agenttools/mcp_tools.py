@@ -22,6 +22,8 @@ from activity.api.serializers import TaskOutputSerializer
 from activity.models import Task
 from apikeys.caller import Caller
 from apikeys.models import ApiKey
+from extraction.extract import MAX_CONTENT_CHARS, ROLES, GivenMessage, memory_extract, outcome_as_json
+from extraction.services import MAX_MESSAGES
 from memoryplatform import publicids
 from memoryplatform.errors import BadRequest
 from memoryplatform.text import MAX_QUERY_CHARS
@@ -213,6 +215,23 @@ def _upsert(caller: Caller, args: dict[str, Any]) -> Any:
     )
     entry_id = publicids.public_str(publicids.ENTRY, result.entry.pk)
     return {"id": entry_id, "key": result.entry.key, "status": "upserted"}
+
+
+def _extract(caller: Caller, args: dict[str, Any]) -> Any:
+    messages = [GivenMessage(m["role"], m["content"], m.get("id")) for m in args["messages"]]
+    outcome = memory_extract(
+        caller=caller,
+        user_id=args["userId"],
+        messages=messages,
+        agent_id=_agent_id(args),
+        visibility=args.get("visibility"),
+        group_ids=_group_ids(args),
+        category=args.get("category"),
+        conversation_id=args.get("conversationId"),
+        dry_run=args.get("dryRun", False),
+        turn_id=args.get("turnId"),
+    )
+    return outcome_as_json(outcome)
 
 
 def _delete(caller: Caller, args: dict[str, Any]) -> Any:
@@ -445,6 +464,41 @@ TOOLS: dict[str, McpTool] = {
             ),
             frozenset({AGENT, ADMIN}),
             _upsert,
+            read_only=False,
+        ),
+        McpTool(
+            "extract_memories",
+            "Extract facts about the user from up to 50 messages with the server's LLM. Each fact is "
+            "added, updated (the old value stays in history) or left as it is, decided by the server, never "
+            "deleted; each says where it came from. dryRun shows the operations and writes nothing.",
+            _schema(
+                {
+                    "userId": _USER_ID,
+                    "messages": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": MAX_MESSAGES,
+                        "items": _schema(
+                            {
+                                "role": {"type": "string", "enum": list(ROLES)},
+                                "content": {"type": "string", "minLength": 1, "maxLength": MAX_CONTENT_CHARS},
+                                "id": {"type": ["string", "null"], "maxLength": 64},
+                            },
+                            ["role", "content"],
+                        ),
+                    },
+                    "agentId": {**_AGENT_ID, "description": "Admin keys: the agent to write as."},
+                    "visibility": {"type": "string", "enum": list(Visibility.values)},
+                    "groupIds": _GROUP_IDS,
+                    "category": {"type": "string", "minLength": 1, "maxLength": 64},
+                    "conversationId": {"type": ["string", "null"], "maxLength": 255},
+                    "dryRun": {"type": "boolean", "default": False},
+                    "turnId": {"type": ["string", "null"], "maxLength": 128},
+                },
+                ["userId", "messages"],
+            ),
+            frozenset({AGENT, ADMIN}),
+            _extract,
             read_only=False,
         ),
         McpTool(

@@ -78,8 +78,8 @@ def longest_word(question: str) -> str:
 class Platform:
     """The bench's agent on a fresh database: its policy, its key, and the conversations it wrote."""
 
-    def __init__(self, db_url: str) -> None:
-        self.target = target.resolve(db_url, name=DB_NAME)
+    def __init__(self, db_url: str, *, name: str = DB_NAME) -> None:
+        self.target = target.resolve(db_url, name=name)
         target.create(self.target, reset=True)
         target.django_setup(self.target)
         from django.core.management import call_command

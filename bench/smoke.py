@@ -1,4 +1,5 @@
-"""The smoke run: a few hundred memories, every operation a few times; exit 0 when every call succeeded.
+"""The smoke run: a few hundred memories, every operation a few times, and memory formation on a tiny sample
+against a scripted LLM (``bench.extraction --smoke``); exit 0 when every call succeeded.
 
 It uses its own database, ``bench_smoke``, dropped after: in the embedded server of DATA_DIR when
 DATABASE_URL is unset, else on the server DATABASE_URL names.
@@ -34,9 +35,10 @@ def smoke() -> int:
     run = [sys.executable, "-m", "bench.run", "--n", "3", "--concurrency", "2", "--seconds", "0.3",
            "--tail", "10", "--tail-seconds", "5", "--erase-n", "1", "--warmup", "1"]  # fmt: skip
     run += [] if peers else ["--no-peers"]
+    extraction = [sys.executable, "-m", "bench.extraction", "--smoke"]  # the scripted LLM; its own database
     status = 0
     try:
-        for cmd in (load, run):
+        for cmd in (load, run, extraction):
             log(f"smoke: {' '.join(cmd[1:])}")
             done = subprocess.run(cmd, cwd=target.ROOT, env=env, check=False)  # noqa: S603
             if done.returncode:

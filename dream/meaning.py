@@ -17,7 +17,6 @@ is not confirmed. The run records counts, the first pairs and the first few fail
 
 import logging
 import math
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,12 +29,12 @@ from memoryplatform.llm import LLM, LLMError
 from usermemory.conflicts import dismissed_pairs_of
 from usermemory.maintenance import meaning_conflicts_record
 from usermemory.models import MemoryEntry
+from usermemory.searchtext import key_text
 
 logger = logging.getLogger(__name__)
 
 MAX_KEYS_PER_USER = 500  # pairs grow with the square; a user's keys past this are not compared
 MAX_RECORDED_PAIRS = 100  # a run's details list the first pairs; all are counted
-_SEPARATORS = re.compile(r"[_./:-]+")
 CONFIRM_SYSTEM = (
     "Two facts stored about one user have different keys. Say whether they describe the same attribute of "
     'the user with values that cannot both be true. Answer with JSON only: {"contradiction": true|false}'
@@ -45,10 +44,6 @@ CONFIRM_SCHEMA = {
     "required": ["contradiction"],
     "properties": {"contradiction": {"type": "boolean"}},
 }
-
-
-def key_text(key: str) -> str:
-    return "the user's " + _SEPARATORS.sub(" ", key).strip()
 
 
 def _unit(vector: list[float]) -> list[float]:

@@ -34,6 +34,7 @@ app.autodiscover_tasks()
 
 DREAM_TASK = "dream.run_cycle"
 REEMBED_TASK = "usermemory.reembed"
+EXTRACTION_TASK = "extraction.run_background"
 
 
 def crontab_next_after(schedule: crontab, moment: datetime) -> datetime:
@@ -91,6 +92,21 @@ def _schedule_reembed(sender: Celery, **kwargs: Any) -> None:
         float(interval),
         sender.signature(REEMBED_TASK),
         name="reembed",
+        expires=max(1, int(interval * 0.9)),
+    )
+
+
+@app.on_after_configure.connect
+def _schedule_extraction(sender: Celery, **kwargs: Any) -> None:
+    from django.conf import settings
+
+    interval = settings.EXTRACTION_INTERVAL
+    if interval <= 0 or not settings.LLM_PROVIDER:
+        return
+    sender.add_periodic_task(
+        float(interval),
+        sender.signature(EXTRACTION_TASK),
+        name="extraction",
         expires=max(1, int(interval * 0.9)),
     )
 

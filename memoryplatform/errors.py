@@ -49,3 +49,18 @@ class CapacityReached(ServiceError):
 class RateLimited(ServiceError):
     status_code = HTTPStatus.TOO_MANY_REQUESTS
     code = "rate_limited"
+
+
+class Unavailable(ServiceError):
+    """What the request needs is not configured here (no LLM): a state of the server, not the request's
+    fault, and no server error either (nothing failed)."""
+
+    status_code = HTTPStatus.CONFLICT
+    code = "unavailable"
+
+
+class UpstreamFailed(ServiceError):
+    """A provider the platform called (an LLM) failed or gave an answer that was refused; nothing changed."""
+
+    status_code = HTTPStatus.BAD_GATEWAY
+    code = "upstream_failed"

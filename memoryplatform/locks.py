@@ -18,6 +18,7 @@ class LockId:
     USER_RECALL = 7304  # one user's recalls: they queue here, not on the rows whose access they count
     DREAM_RUN = 7305  # held by a Dream run (dry or not) while its process lives, keyed by the run's id
     EMBEDDINGS = 7306  # one re-embedding pass (the scheduled job, `embed --missing`) at a time, by table
+    EXTRACTION = 7307  # one background extraction run at a time (its watermarks are compare-and-set anyway)
 
 
 def advisory_xact_lock(namespace: int, key: str) -> None:

@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "usermemory",
     "dream",
     "conversations",
+    "extraction",
     "activity",
     "agenttools",
 ]
@@ -264,7 +265,12 @@ EMBEDDINGS_BATCH_SIZE = env.int("EMBEDDINGS_BATCH_SIZE", default=64)
 EMBEDDINGS_REEMBED_INTERVAL = env.int("EMBEDDINGS_REEMBED_INTERVAL", default=300)
 EMBEDDINGS_REEMBED_SECONDS = env.float("EMBEDDINGS_REEMBED_SECONDS", default=120.0)
 
-# --- The LLM of Dream's summaries (memoryplatform/llm.py) -----------------------------------------
+# Background extraction of facts from stored conversations (extraction/background.py), for the agents whose
+# policy says extractFromConversations: every this many seconds (Celery beat with REDIS_URL, else the
+# scheduler process beside `manage.py serve`). 0: off.
+EXTRACTION_INTERVAL = env.int("EXTRACTION_INTERVAL", default=300)
+
+# --- The LLM of Dream's summaries and of extraction (memoryplatform/llm.py) ----------------------------
 # openai: OpenAI-compatible chat completions (OpenAI, Azure, Ollama, vLLM, LM Studio); anthropic: the
 # Messages API; empty: no LLM (Dream does not summarise).
 LLM_PROVIDER = env.str("LLM_PROVIDER", default="")

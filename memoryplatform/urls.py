@@ -27,6 +27,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
     path("", include("apikeys.api.urls")),
+    path("", include("extraction.api.urls")),  # before usermemory's: a user id may hold "/"
     path("", include("usermemory.api.urls")),
     path("", include("agenttools.api.urls")),
     path("", include("dream.api.urls")),

@@ -25,6 +25,7 @@ from usermemory.models import (
     RecallOrder,
     SummarizeGroupBy,
     TurnWriteCount,
+    Visibility,
 )
 from usermemory.upsert import MemoryWrite, UpsertResult, memory_upsert
 
@@ -59,6 +60,7 @@ POLICY_FIELD_GROUPS: tuple[tuple[str | None, tuple[str, ...]], ...] = (
             "max_llm_calls_per_user",
         ),
     ),
+    ("Extraction", ("extract_from_conversations", "max_extraction_cost_per_run", "extraction_visibility")),
     ("Activity", ("tool_call_retention_days",)),
 )
 POLICY_FIELDS = tuple(name for _, names in POLICY_FIELD_GROUPS for name in names)
@@ -85,6 +87,8 @@ def policy_update(*, agent_id: str, **changes: Any) -> AgentMemoryPolicy:
         raise BadRequest("summarizeTargetEntries must be at least 1 and less than summarizeMinEntries.")
     if policy.summarize_group_by not in SummarizeGroupBy.values:
         raise BadRequest(f"summarizeGroupBy must be one of {', '.join(SummarizeGroupBy.values)}.")
+    if policy.extraction_visibility not in Visibility.values:
+        raise BadRequest(f"extraction visibility must be one of {', '.join(Visibility.values)}.")
     if not 0 < policy.semantic_contradiction_threshold <= 1:
         raise BadRequest("semanticContradictionThreshold must be in (0, 1].")
     policy.save()

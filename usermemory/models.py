@@ -290,6 +290,12 @@ class MemoryEvent(models.Model):
     visibility = models.CharField(max_length=6, choices=Visibility.choices, default=Visibility.SELF)
     group_ids = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(db_index=True)
+    provenance = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Where the new value came from, when a door says so: an extracted fact's source, "
+        "confidence, conversation, messages, model and prompt version.",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -384,6 +390,23 @@ class AgentMemoryPolicy(models.Model):
         default=10, help_text="LLM calls one Dream cycle may make about one user"
     )
     cross_agent_maintenance = models.BooleanField(default=False)
+    extract_from_conversations = models.BooleanField(
+        default=False,
+        help_text="Facts are extracted in the background from the conversations this agent takes part in",
+    )
+    max_extraction_cost_per_run = models.DecimalField(
+        max_digits=8,
+        decimal_places=2,
+        default=0.50,
+        help_text="Dollars of LLM calls one background extraction run may spend for this agent",
+    )
+    extraction_visibility = models.CharField(
+        max_length=6,
+        choices=Visibility.choices,
+        default=Visibility.SELF,
+        help_text="An extracted fact's visibility when the request names none, and at most for facts from "
+        "a conversation without a group",
+    )
     tool_call_retention_days = models.PositiveIntegerField(
         default=30, help_text="Dream deletes this agent's tool-call log older than this; 0 keeps it forever"
     )

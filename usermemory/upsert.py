@@ -58,6 +58,9 @@ class MemoryWrite:
     valid_to: datetime | None = None  # the value holds until then; None: until changed
     confidence: float | None = None
     source: str | None = None
+    # Where the value came from, recorded on its history event (extraction: source, confidence, conversation,
+    # messages, model, prompt version); set by the platform's own doors only, never from a request.
+    provenance: dict[str, Any] | None = None
 
 
 @dataclass
@@ -379,6 +382,7 @@ def _write_entry(
         conversation_id=write.source_conversation_id,
         confidence=write.confidence,
         source=write.source,
+        provenance=write.provenance,
         cap=policy.max_entries_per_user,
         actor_type=actor.actor_type,
         actor_id=actor.actor_id,

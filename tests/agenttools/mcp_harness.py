@@ -38,7 +38,12 @@ READ_TOOLS = {
     "get_memory_by_key",
     "count_user_memories",
 }
-ALL_TOOLS = READ_TOOLS | {"upsert_user_memory", "delete_user_memory", "delete_all_user_memories"}
+ALL_TOOLS = READ_TOOLS | {
+    "upsert_user_memory",
+    "delete_user_memory",
+    "delete_all_user_memories",
+    "extract_memories",
+}
 TASK_TOOLS = {"create_task", "complete_task", "list_my_tasks"}
 
 PROVISION = """

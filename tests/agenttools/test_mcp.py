@@ -26,7 +26,7 @@ def test_the_listed_tools_depend_on_the_role(connect):
                 listed[role] = {tool.name for tool in tools}
 
     run(main)
-    assert listed["admin"] == ALL_TOOLS and len(listed["admin"]) == 8
+    assert listed["admin"] == ALL_TOOLS and len(listed["admin"]) == 9
     assert listed["viewer"] == READ_TOOLS and len(listed["viewer"]) == 5
     assert listed["agent-a"] == ALL_TOOLS - {"delete_all_user_memories"} | TASK_TOOLS
 

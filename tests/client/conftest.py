@@ -7,6 +7,7 @@ import pytest
 from memoryplatform_client import AsyncMemoryPlatform, MemoryPlatform
 
 from apikeys.models import Agent, ApiKey
+from tests.extraction.conftest import openai_llm  # noqa: F401 (a fixture: the scripted LLM)
 from tests.factories import AgentFactory, AgentGroupFactory
 
 

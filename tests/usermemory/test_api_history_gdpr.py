@@ -154,6 +154,11 @@ def test_policy_read_and_patch(admin_api, agent_a):
             "maxLlmCallsPerRun": 100,
             "maxLlmCallsPerUser": 10,
         },
+        "extractionConfig": {
+            "extractFromConversations": False,
+            "maxExtractionCostPerRun": 0.5,
+            "visibility": "self",
+        },
         "toolCallRetentionDays": 30,
     }
     patched = admin_api.patch(
@@ -164,6 +169,7 @@ def test_policy_read_and_patch(admin_api, agent_a):
                 "maxRecallEntries": 7,
                 "guardrails": {"maxKeyLength": 20},
                 "dreamConfig": {"enabled": True},
+                "extractionConfig": {"extractFromConversations": True, "visibility": "group"},
             },
         },
         format="json",
@@ -173,6 +179,12 @@ def test_policy_read_and_patch(admin_api, agent_a):
     assert patched["memoryPolicy"]["guardrails"]["maxKeyLength"] == 20
     assert patched["memoryPolicy"]["guardrails"]["maxValueLength"] == 1000
     assert patched["memoryPolicy"]["dreamConfig"]["enabled"] is True
+    extraction = patched["memoryPolicy"]["extractionConfig"]
+    assert extraction == {
+        "extractFromConversations": True,
+        "maxExtractionCostPerRun": 0.5,
+        "visibility": "group",
+    }
     assert_envelope(
         admin_api.patch("/v1/agents/agent-a", {"memoryPolicy": {"recallOrder": "random"}}, format="json"),
         400,

@@ -5,6 +5,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from memoryplatform import publicids
@@ -217,6 +219,10 @@ class MemoryEventOutputSerializer(serializers.ModelSerializer):
     oldValueHidden = serializers.BooleanField(source="old_value_hidden", default=False, read_only=True)
     newValueHidden = serializers.BooleanField(source="new_value_hidden", default=False, read_only=True)
     createdAt = serializers.DateTimeField(source="created_at")
+    provenance = serializers.SerializerMethodField(
+        help_text="Where the new value came from, when a door recorded it (extraction: source, confidence, "
+        "conversation and message ids, model, prompt version); null with a hidden new value."
+    )
 
     class Meta:
         model = MemoryEvent
@@ -234,7 +240,12 @@ class MemoryEventOutputSerializer(serializers.ModelSerializer):
             "oldValueHidden",
             "newValueHidden",
             "createdAt",
+            "provenance",
         ]
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_provenance(self, event: MemoryEvent) -> Any:
+        return None if getattr(event, "new_value_hidden", False) else event.provenance
 
 
 class CountOutputSerializer(serializers.Serializer):
@@ -490,6 +501,30 @@ class DreamConfigSerializer(serializers.Serializer):
     )
 
 
+class ExtractionConfigSerializer(serializers.Serializer):
+    extractFromConversations = serializers.BooleanField(
+        source="extract_from_conversations",
+        required=False,
+        help_text="Extract facts in the background from the conversations the agent takes part in.",
+    )
+    maxExtractionCostPerRun = serializers.DecimalField(
+        source="max_extraction_cost_per_run",
+        max_digits=8,
+        decimal_places=2,
+        min_value=0,
+        coerce_to_string=False,
+        required=False,
+        help_text="Dollars of LLM calls one background extraction run may spend for the agent.",
+    )
+    visibility = serializers.ChoiceField(
+        source="extraction_visibility",
+        choices=Visibility.choices,
+        required=False,
+        help_text="An extracted fact's visibility when the request names none; the most a fact from a "
+        "conversation without a group gets.",
+    )
+
+
 class MemoryPolicySerializer(serializers.Serializer):
     """EDDI's ``userMemoryConfig`` shape, read and (partially) written."""
 
@@ -499,6 +534,7 @@ class MemoryPolicySerializer(serializers.Serializer):
     onCapReached = serializers.ChoiceField(source="on_cap_reached", choices=OnCapReached.choices)
     guardrails = GuardrailsSerializer(source="*")
     dreamConfig = DreamConfigSerializer(source="*")
+    extractionConfig = ExtractionConfigSerializer(source="*", required=False)
     toolCallRetentionDays = AsciiIntegerField(
         source="tool_call_retention_days",
         min_value=0,

@@ -74,6 +74,7 @@ class EntryWrite:
     valid_to: datetime | None = None
     confidence: float | None = None
     source: str | None = None
+    provenance: dict[str, Any] | None = None  # the event's: where the new value came from
 
 
 @dataclass(frozen=True)
@@ -127,13 +128,14 @@ _UPSERT = """WITH old AS (
 ), event AS (
     INSERT INTO {event} (
         entry_id, user_id, key, action, actor_type, actor_id, key_prefix, old_value, new_value, owner,
-        old_visibility, old_group_ids, visibility, group_ids, created_at
+        old_visibility, old_group_ids, visibility, group_ids, created_at, provenance
     )
     SELECT up.id, %(user)s, %(key)s,
         CASE WHEN EXISTS (SELECT 1 FROM old) THEN %(updated)s ELSE %(created)s END,
         %(actor_type)s, %(actor_id)s, %(key_prefix)s, (SELECT value FROM old), %(value)s::jsonb,
         COALESCE(up.source_agent_id, ''), COALESCE((SELECT visibility FROM old), %(visibility)s),
-        COALESCE((SELECT group_ids FROM old), %(groups)s::jsonb), %(visibility)s, %(groups)s::jsonb, %(now)s
+        COALESCE((SELECT group_ids FROM old), %(groups)s::jsonb), %(visibility)s, %(groups)s::jsonb, %(now)s,
+        %(provenance)s::jsonb
     FROM up
 )
 SELECT (SELECT group_ids FROM old), (SELECT n FROM room), up.id, up.created_at, up.access_count,
@@ -190,6 +192,7 @@ def upsert_with_event(write: EntryWrite) -> Upserted:
         "actor_type": write.actor_type,
         "actor_id": write.actor_id,
         "key_prefix": write.key_prefix,
+        "provenance": None if write.provenance is None else json.dumps(write.provenance),
     }
     old_groups, count, *stored = prepared_row(_upsert_sql(is_global=write.visibility == "global"), params)
     if isinstance(old_groups, str):  # Django's connection reads jsonb as text; JSONField parses it

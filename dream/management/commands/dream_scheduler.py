@@ -14,6 +14,7 @@ from django.utils import timezone
 from dream.models import DreamRun
 from dream.scheduler import dream_schedule_loop
 from dream.services import dream_run_cycle
+from extraction.background import extraction_run_background
 from memoryplatform.celery import crontab_next_after
 from usermemory.embedding import memory_reembed_scheduled
 
@@ -46,6 +47,12 @@ class Command(BaseCommand):
                 target=reembed_loop, args=(interval, should_stop), name="reembed", daemon=True
             ).start()
             self.stdout.write(f"Re-embedding missing, stale and other-model vectors every {interval} s")
+        extraction = settings.EXTRACTION_INTERVAL
+        if extraction > 0 and settings.LLM_PROVIDER:
+            threading.Thread(
+                target=extraction_loop, args=(extraction, should_stop), name="extraction", daemon=True
+            ).start()
+            self.stdout.write(f"Extracting facts from stored conversations every {extraction} s")
         self.stdout.flush()
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C reaches the whole process group
             dream_schedule_loop(
@@ -80,4 +87,24 @@ def reembed_loop(interval: int, should_stop: Callable[[], bool]) -> None:
         run_cycle=run,
         run_first=True,
         what="re-embedding",
+    )
+
+
+def extraction_loop(interval: int, should_stop: Callable[[], bool]) -> None:
+    """Background extraction from stored conversations at start and every ``interval`` seconds."""
+
+    def run() -> None:
+        try:
+            extraction_run_background()
+        finally:
+            connection.close()  # this thread's connection: none held idle between runs
+
+    dream_schedule_loop(
+        next_after=lambda moment: moment + timedelta(seconds=interval),
+        now=timezone.now,
+        sleep=time.sleep,
+        should_stop=should_stop,
+        run_cycle=run,
+        run_first=True,
+        what="extraction",
     )

@@ -18,6 +18,8 @@ from memoryplatform_client.types import (
     ContentBlock,
     Context,
     Conversation,
+    Extraction,
+    ExtractMessage,
     Group,
     MemoryEntry,
     MemoryEvent,
@@ -81,6 +83,16 @@ class UpsertOptions(TypedDict, total=False):
     source_agent_id: str
     group_ids: list[str]
     source_conversation_id: str
+    turn_id: str
+
+
+class ExtractOptions(TypedDict, total=False):
+    agent_id: str
+    visibility: Visibility
+    group_ids: list[str]
+    category: str
+    conversation_id: str
+    dry_run: bool
     turn_id: str
 
 
@@ -275,6 +287,24 @@ def delete_memory(entry_id: str | int) -> Call[None]:
 
 def get_memory_history(entry_id: str | int) -> Call[list[MemoryEvent]]:
     return Call("GET", f"{MEMORIES}/entry/{segment(entry_id)}/history")
+
+
+def extract_memories(
+    user_id: str, messages: list[ExtractMessage], options: ExtractOptions
+) -> Call[Extraction]:
+    """Facts about the user extracted from up to 50 messages by the server's LLM, then added, updated or left
+    as they are (decided by the server, in code)."""
+    payload = body(
+        messages=messages,
+        agentId=options.get("agent_id"),
+        visibility=options.get("visibility"),
+        groupIds=options.get("group_ids"),
+        category=options.get("category"),
+        conversationId=options.get("conversation_id"),
+        dryRun=options.get("dry_run"),
+        turnId=options.get("turn_id"),
+    )
+    return Call("POST", f"{_user(user_id)}/extract", json=payload)
 
 
 # --- GDPR and legacy properties ----------------------------------------------------------------------------

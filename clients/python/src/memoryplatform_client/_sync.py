@@ -102,6 +102,14 @@ class MemoryPlatform(ClientBase[httpx.Client, httpx.BaseTransport]):
     def get_memory_history(self, entry_id: str | int) -> list[api.MemoryEvent]:
         return self.send(calls.get_memory_history(entry_id))
 
+    def extract(
+        self, user_id: str, messages: list[api.ExtractMessage], **options: Unpack[calls.ExtractOptions]
+    ) -> api.Extraction:
+        """Extract facts about the user from ``messages`` (``[{"role", "content"}]``, at most 50) with the
+        server's LLM: each is added, updated (the old value stays in history) or left as it is, decided by
+        the server. ``dry_run=True`` shows the operations and writes nothing."""
+        return self.send(calls.extract_memories(user_id, messages, options))
+
     # --- GDPR and legacy properties ----------------------------------------------------------------------
 
     def export_user(self, user_id: str) -> dict[str, Any]:

@@ -12,10 +12,17 @@ append-only (it is the audit record), so :meth:`MemoryPlatformSession.pop_item` 
 :meth:`~MemoryPlatformSession.clear_session` hide items from this agent's session rather than delete them:
 they write a marker to the agent's own ``memory`` stream, which only that agent reads. They change nothing
 another agent sees.
+
+Opt-in memory formation: ``MemoryPlatformSession(..., extract_facts=True)`` sends each turn's new user and
+assistant messages to the server's extraction after they are stored (``POST .../extract`` with the
+conversation and the messages' ids): the facts about the conversation's user are added, updated or left as
+they are, bounded by who may read the conversation. A failed extraction never fails the turn: it is logged,
+and kept in :attr:`MemoryPlatformSession.last_extraction_error`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -24,7 +31,10 @@ from agents.memory import SessionABC, SessionSettings
 
 from memoryplatform_client._async import AsyncMemoryPlatform
 from memoryplatform_client._calls import RecallOptions, message_input
-from memoryplatform_client.types import MemoryEntry, Message, MessageInput, Role
+from memoryplatform_client.errors import MemoryPlatformError
+from memoryplatform_client.types import Extraction, ExtractMessage, MemoryEntry, Message, MessageInput, Role
+
+logger = logging.getLogger(__name__)
 
 ITEM_BLOCK = "openai_agents.item"
 MARKER_BLOCK = "openai_agents.session_marker"
@@ -84,12 +94,18 @@ class MemoryPlatformSession(SessionABC):
         *,
         session_settings: SessionSettings | None = None,
         record_user_messages: bool = True,
+        extract_facts: bool = False,
     ) -> None:
         self.client = client
         self.conversation_id = conversation_id
         self.session_id = conversation_id
         self.session_settings = session_settings
         self.record_user_messages = record_user_messages
+        self.extract_facts = extract_facts
+        self.last_extraction: Extraction | None = None
+        self.last_extraction_error: MemoryPlatformError | None = None
+        self._user_id: str | None = None
+        self._turn: list[ExtractMessage] = []  # the turn's stored messages, until its answer is stored
 
     async def _hidden(self) -> tuple[set[str], int]:
         """From this agent's markers: the message ids popped, and the sequence number cleared through."""
@@ -141,8 +157,32 @@ class MemoryPlatformSession(SessionABC):
             for item in items
             if self.record_user_messages or not (isinstance(item, dict) and item.get("role") == "user")
         ]
+        stored: list[Message] = []
         for start in range(0, len(messages), BATCH):
-            await self.client.append_messages(self.conversation_id, messages[start : start + BATCH])
+            stored += await self.client.append_messages(self.conversation_id, messages[start : start + BATCH])
+        if self.extract_facts:
+            await self._extract(stored)
+
+    async def _extract(self, stored: list[Message]) -> None:
+        """The opt-in after each turn: the SDK stores a turn's input, then its answer; once the answer (an
+        assistant message) is stored, the turn's user and assistant messages with text go to extraction."""
+        for message in stored:
+            text = "".join(str(block.get("text", "")) for block in message["content"]).strip()
+            if text and message["role"] in ("user", "assistant"):
+                self._turn.append({"role": message["role"], "content": text, "id": message["id"]})
+        if not any(m["role"] == "assistant" for m in self._turn):
+            return
+        turn, self._turn = self._turn, []
+        try:
+            if self._user_id is None:
+                self._user_id = (await self.client.get_conversation(self.conversation_id))["userId"]
+            self.last_extraction = await self.client.extract(
+                self._user_id, turn[-50:], conversation_id=self.conversation_id
+            )
+            self.last_extraction_error = None
+        except MemoryPlatformError as exc:
+            self.last_extraction_error = exc
+            logger.warning("Extraction after the turn failed (the turn is stored): %s", exc)
 
     async def pop_item(self) -> TResponseInputItem | None:
         messages = await self._visible()

@@ -13,16 +13,22 @@ The agent is the key's: use an agent key. ``search`` with a ``query`` uses the p
 (meaning and words, each item with a ``score``); without one it lists the user's entries, newest first.
 ``search`` and ``list_namespaces`` need a prefix that names the user: ``("memories", user_id, ...)``.
 A search or listing looks at the newest 1,000 entries the agent can see of that user.
+
+Opt-in memory formation: add :func:`extraction_node` to a graph after the agent's node, and after each turn
+the turn's messages (from the last user message on) go to the server's extraction, whose facts about the
+user land in the store's namespaces (``self`` by default). The user is ``config["configurable"]["user_id"]``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Generator, Iterable
+import logging
+from collections.abc import Callable, Generator, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from langgraph.config import get_config
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -40,8 +46,10 @@ from memoryplatform_client import _calls as calls
 from memoryplatform_client._async import AsyncMemoryPlatform
 from memoryplatform_client._core import Call
 from memoryplatform_client._sync import MemoryPlatform
-from memoryplatform_client.errors import APIError, NotFoundError
-from memoryplatform_client.types import MemoryEntry, Visibility
+from memoryplatform_client.errors import APIError, MemoryPlatformError, NotFoundError
+from memoryplatform_client.types import ExtractMessage, MemoryEntry, Visibility
+
+logger = logging.getLogger(__name__)
 
 ROOT = "memories"
 SCAN_LIMIT = 1000  # the server's largest page
@@ -303,3 +311,51 @@ class MemoryPlatformStore(BaseStore):
         if self.async_client is None:
             return await asyncio.to_thread(self.batch, list(ops))
         return [await self._arun(self._plan(op)) for op in ops]
+
+
+_LANGCHAIN_ROLES = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant"}
+
+
+def _role_and_text(message: Any) -> tuple[str | None, str]:
+    """A message of a graph's state (a LangChain message or a ``{"role", "content"}`` dict): its role as
+    extraction names it (``None``: not a user or assistant message) and its text."""
+    if isinstance(message, dict):
+        role, content = message.get("role") or message.get("type"), message.get("content")
+    else:
+        role, content = getattr(message, "type", None), getattr(message, "content", None)
+    if isinstance(content, list):
+        content = "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return _LANGCHAIN_ROLES.get(str(role)), content.strip() if isinstance(content, str) else ""
+
+
+def turn_messages(messages: Sequence[Any]) -> list[ExtractMessage]:
+    """The last turn: the user and assistant messages from the last user message on (at most 50)."""
+    turn: list[ExtractMessage] = []
+    for message in messages:
+        role, text = _role_and_text(message)
+        if role == "user":
+            turn = []
+        if role and text:
+            turn.append({"role": role, "content": text})
+    return turn[-50:]
+
+
+def extraction_node(
+    client: MemoryPlatform, *, messages_key: str = "messages", **options: Any
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A graph node (opt-in, after the agent's node) that sends the turn's messages to extraction for the
+    user of ``config["configurable"]["user_id"]``; ``options`` as :meth:`MemoryPlatform.extract` takes them.
+    It changes no state; a failed extraction is logged and never fails the run."""
+
+    def node(state: dict[str, Any]) -> dict[str, Any]:
+        user_id = get_config().get("configurable", {}).get("user_id")
+        turn = turn_messages(state.get(messages_key) or [])
+        if not user_id or not turn:
+            return {}
+        try:
+            client.extract(str(user_id), turn, **options)
+        except MemoryPlatformError as exc:
+            logger.warning("Extraction after the turn failed: %s", exc)
+        return {}
+
+    return node

@@ -53,6 +53,48 @@ class MemoryEvent(TypedDict, total=False):
     oldValueHidden: bool
     newValueHidden: bool
     createdAt: str
+    provenance: dict[str, Any] | None  # an extracted fact's: source, confidence, messages, model
+
+
+class ExtractMessage(TypedDict):
+    """One message given to extraction: ``role`` (user, assistant, system, tool), ``content``, and an
+    optional ``id`` recorded in each fact's provenance."""
+
+    role: str
+    content: str
+    id: NotRequired[str]
+
+
+class ExtractOperation(TypedDict, total=False):
+    """What extraction did with one proposed fact: ``op`` is ADD, UPDATE, NOOP or REJECTED."""
+
+    op: str
+    key: str
+    value: str
+    category: str
+    confidence: float
+    sources: list[Any]
+    entryId: str | None
+    matchedBy: str
+    previousValue: Any
+    visibility: str
+    groupIds: list[str]
+    reason: str
+
+
+class Extraction(TypedDict):
+    userId: str
+    agentId: str
+    conversationId: str | None
+    dryRun: bool
+    model: str
+    promptVersion: str
+    cost: float
+    added: int
+    updated: int
+    unchanged: int
+    rejected: int
+    operations: list[ExtractOperation]
 
 
 class Count(TypedDict):

@@ -1,0 +1,92 @@
+"""Extractions in the admin: a read-only history, each with the facts the model proposed and what came of
+each (added, updated, unchanged, or rejected and why), as Dream's runs show their summaries."""
+
+from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from extraction.models import Extraction, ExtractionWatermark
+from memoryplatform.admin_mixins import ReadOnlyAdminMixin
+from usermemory.searchtext import value_as_text
+
+_HEADER = SafeString(
+    "<tr><th>operation</th><th>fact</th><th>category</th><th>confidence</th><th>sources</th>"
+    "<th>entry</th><th>before / why</th></tr>"
+)
+
+
+def _entry_link(entry_id: int | None) -> SafeString:
+    if entry_id is None:
+        return SafeString("")
+    url = reverse("admin:usermemory_memoryentry_change", args=[entry_id])
+    return format_html('<a href="{}">{}</a>', url, entry_id)
+
+
+def _before_or_why(proposal: dict) -> str:
+    if "reason" in proposal:
+        return str(proposal["reason"])
+    if "previousValue" in proposal:
+        return value_as_text(proposal["previousValue"])
+    return ""
+
+
+@admin.register(Extraction)
+class ExtractionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = [
+        "id",
+        "created_at",
+        "trigger",
+        "agent",
+        "user_id",
+        "status",
+        "dry_run",
+        "facts_added",
+        "facts_updated",
+        "facts_unchanged",
+        "facts_rejected",
+        "cost",
+    ]
+    list_filter = ["trigger", "status", "dry_run", "prompt_version"]
+    search_fields = ["user_id", "agent__id", "conversation_id", "error"]
+    list_select_related = ["agent"]
+    date_hierarchy = "created_at"
+    show_full_result_count = False
+    readonly_fields = [f.name for f in Extraction._meta.fields if f.name != "proposals"] + ["operations"]
+    exclude = ["proposals"]
+
+    @admin.display(description="proposals")
+    def operations(self, extraction: Extraction) -> SafeString:
+        """Each proposed fact and what was done with it, accepted or rejected."""
+        if not extraction.proposals:
+            return format_html("{}", "none")
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td><code>{}</code>: {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+            "<td>{}</td></tr>",
+            (
+                (
+                    p["op"],
+                    p["key"],
+                    p["value"],
+                    p["category"],
+                    p["confidence"],
+                    ", ".join(str(s) for s in p["sources"]),
+                    _entry_link(p.get("entryId")),
+                    _before_or_why(p),
+                )
+                for p in extraction.proposals
+            ),
+        )
+        return format_html("<table>{}{}</table>", _HEADER, rows)
+
+
+@admin.register(ExtractionWatermark)
+class ExtractionWatermarkAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["conversation", "agent", "last_seq", "updated_at"]
+    list_filter = ["agent"]
+    search_fields = ["conversation__id", "conversation__user_id", "agent__id"]
+    list_select_related = ["conversation", "agent"]
+    raw_id_fields = ["conversation", "agent"]
+    readonly_fields = ["conversation", "agent", "last_seq", "updated_at"]
+    show_full_result_count = False

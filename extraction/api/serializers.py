@@ -1,0 +1,106 @@
+"""The extract endpoint's input and output. Input is strict: an unknown field, a number for a string or a
+string for a boolean is a 400, never guessed."""
+
+from typing import Any
+
+from rest_framework import serializers
+
+from extraction.extract import MAX_CONTENT_CHARS, ROLES, GivenMessage
+from extraction.services import MAX_MESSAGES
+from usermemory.api.serializers import StrictCharField
+from usermemory.models import Visibility
+
+
+class StrictBooleanField(serializers.BooleanField):
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class StrictSerializer(serializers.Serializer):
+    """A serializer that refuses fields it does not declare."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        return super().to_internal_value(data)
+
+
+class ExtractMessageSerializer(StrictSerializer):
+    role = serializers.ChoiceField(choices=[(r, r) for r in ROLES])
+    content = StrictCharField(max_length=MAX_CONTENT_CHARS, trim_whitespace=False)
+    id = StrictCharField(
+        max_length=64,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The message's id, for provenance.",
+    )
+
+
+class ExtractInputSerializer(StrictSerializer):
+    messages = serializers.ListField(
+        child=ExtractMessageSerializer(), min_length=1, max_length=MAX_MESSAGES, help_text="At most 50."
+    )
+    agentId = StrictCharField(
+        max_length=64, required=False, allow_null=True, default=None, help_text="Admin keys: the agent."
+    )
+    visibility = serializers.ChoiceField(
+        choices=Visibility.choices,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="New facts' visibility; default: the agent's extractionConfig.visibility, bounded by the "
+        "conversation.",
+    )
+    groupIds = serializers.ListField(
+        child=StrictCharField(max_length=64), required=False, allow_null=True, default=None, max_length=50
+    )
+    category = StrictCharField(
+        max_length=64,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Every fact's category; default: the model's choice among allowedCategories.",
+    )
+    conversationId = StrictCharField(max_length=255, required=False, allow_null=True, default=None)
+    dryRun = StrictBooleanField(required=False, default=False)
+    turnId = StrictCharField(max_length=128, required=False, allow_null=True, default=None)
+
+    def given_messages(self) -> list[GivenMessage]:
+        return [GivenMessage(m["role"], m["content"], m["id"]) for m in self.validated_data["messages"]]
+
+
+class ExtractOperationSerializer(serializers.Serializer):
+    op = serializers.ChoiceField(choices=[(o, o) for o in ("ADD", "UPDATE", "NOOP", "REJECTED")])
+    key = serializers.CharField()
+    value = serializers.CharField()
+    category = serializers.CharField()
+    confidence = serializers.FloatField()
+    sources = serializers.ListField(
+        child=serializers.JSONField(), help_text="The messages it came from: their ids, else their indexes."
+    )
+    entryId = serializers.CharField(allow_null=True, help_text="The entry written (ADD, UPDATE) or matched.")
+    matchedBy = serializers.CharField(required=False, help_text="key, or meaning (the embedder).")
+    previousValue = serializers.JSONField(required=False, help_text="UPDATE: the value it replaced.")
+    visibility = serializers.CharField(required=False)
+    groupIds = serializers.ListField(child=serializers.CharField(), required=False)
+    reason = serializers.CharField(required=False, help_text="REJECTED: why.")
+
+
+class ExtractOutputSerializer(serializers.Serializer):
+    userId = serializers.CharField()
+    agentId = serializers.CharField()
+    conversationId = serializers.CharField(allow_null=True)
+    dryRun = serializers.BooleanField()
+    model = serializers.CharField()
+    promptVersion = serializers.CharField()
+    cost = serializers.FloatField(help_text="Dollars, from the provider's usage.")
+    added = serializers.IntegerField()
+    updated = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+    rejected = serializers.IntegerField()
+    operations = ExtractOperationSerializer(many=True)

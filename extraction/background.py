@@ -1,0 +1,260 @@
+"""Background extraction (issue 28): facts from the stored conversations of the agents whose policy says
+``extractFromConversations``, run by the Celery worker (beat, every ``EXTRACTION_INTERVAL`` seconds) or the
+embedded scheduler where Dream runs.
+
+For each such agent, each conversation it takes part in (one it may read and has written in), the messages
+it may read past its watermark (:class:`extraction.models.ExtractionWatermark`) are read in batches of
+``batch_size``, in sequence order: the history channel as the agent sees it (every user message, its own
+replies), the case log, and its own memory channel. One batch is one extraction (:mod:`extraction.services`).
+
+- **Once, and never skipped.** The model is called outside any transaction; then, in one transaction, the
+  watermark is advanced by compare-and-set (from the value read to the batch's last message) and the facts
+  are written. A crash before the commit leaves both as they were: the batch is read again. A second worker
+  that read the same watermark loses the compare-and-set and writes nothing.
+- **Bounded by the messages.** A fact from a group conversation is at most ``group`` of that group; from a
+  conversation without a group, the policy's ``extractionVisibility`` (``self`` by default); from the
+  agent's memory channel, ``self``.
+- **Under a budget.** Before each call its prompt's estimated cost is checked against what is left of
+  ``maxExtractionCostPerRun`` for the agent; the spending is the provider's usage. A failed call changes
+  nothing, is recorded and counted, and the conversation waits for the next run.
+"""
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from apikeys.caller import Caller
+from apikeys.models import Agent, ApiKey
+from conversations.models import Channel, Conversation, Message, MessageRole
+from conversations.selectors import conversation_queryset_for
+from extraction.decide import Bound, Scope
+from extraction.models import Extraction, ExtractionWatermark
+from extraction.prompts import SYSTEM
+from extraction.services import (
+    MAX_MESSAGES,
+    ExtractionRequest,
+    Proposed,
+    SourceMessage,
+    extraction_apply,
+    extraction_propose,
+    extraction_record_failure,
+)
+from memoryplatform.llm import LLM, LLMError, build_llm
+from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
+from usermemory.models import AgentMemoryPolicy, Visibility
+
+logger = logging.getLogger(__name__)
+
+BATCH_SIZE = 20
+LOCK_KEY = "background"
+
+
+@dataclass
+class AgentTotals:
+    """What one run did for one agent."""
+
+    extractions: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    rejected: int = 0
+    failures: int = 0
+    cost: float = 0.0
+    messages: int = 0
+    stopped_by_budget: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "extractions": self.extractions,
+            "added": self.added,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "rejected": self.rejected,
+            "failures": self.failures,
+            "cost": round(self.cost, 6),
+            "messages": self.messages,
+            "stoppedByBudget": self.stopped_by_budget,
+        }
+
+
+def message_text(content: Any) -> str:
+    """A stored message's text: its text blocks, one per line (a plain string as it is)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    texts = [b.get("text") for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)]
+    return "\n".join(t for t in texts if t)
+
+
+def _readable(agent_id: str) -> Q:
+    """The messages of a conversation the agent may read: the history as it sees it (every user message,
+    the messages with no author, its own), the case log, and its own memory channel."""
+    history = Q(channel=Channel.HISTORY) & (
+        Q(role=MessageRole.USER) | Q(agent__isnull=True) | Q(agent_id=agent_id)
+    )
+    return history | Q(channel=Channel.SUMMARY) | Q(channel=Channel.MEMORY, agent_id=agent_id)
+
+
+def conversations_of(agent: Agent) -> list[Conversation]:
+    """The conversations the agent takes part in: it may read them (group gating) and has written in them."""
+    caller = Caller(role=ApiKey.Role.AGENT, agent=agent)
+    wrote = Message.objects.filter(conversation=OuterRef("pk"), agent_id=agent.id)
+    return list(conversation_queryset_for(caller=caller).filter(Exists(wrote)).order_by("created_at", "id"))
+
+
+def _bounds(conversation: Conversation, policy: AgentMemoryPolicy) -> tuple[Bound, Scope]:
+    """The conversation's bound and where its new facts go."""
+    if conversation.group_id:
+        groups = (conversation.group_id,)
+        return Bound(Visibility.GROUP, groups), Scope(Visibility.GROUP, groups)
+    most = policy.extraction_visibility
+    return Bound(most), Scope(most)
+
+
+def _watermark(conversation: Conversation, agent: Agent) -> int:
+    """The agent's watermark in the conversation (made at 0 on first use, by ``ON CONFLICT DO NOTHING``)."""
+    ExtractionWatermark.objects.bulk_create(
+        [ExtractionWatermark(conversation=conversation, agent=agent, last_seq=0, updated_at=timezone.now())],
+        ignore_conflicts=True,
+    )
+    return ExtractionWatermark.objects.get(conversation=conversation, agent=agent).last_seq
+
+
+def watermark_advance(*, conversation_id: Any, agent_id: str, read: int, to: int) -> bool:
+    """Compare-and-set: move the watermark from ``read`` to ``to``; ``False`` when it is no longer at
+    ``read`` (another run advanced it). Call it in the transaction that writes the batch's facts."""
+    return bool(
+        ExtractionWatermark.objects.filter(
+            conversation_id=conversation_id, agent_id=agent_id, last_seq=read
+        ).update(last_seq=to, updated_at=timezone.now())
+    )
+
+
+@dataclass
+class _Batch:
+    read: int  # the watermark when the batch was read
+    last: int  # the batch's last sequence number
+    request: ExtractionRequest | None  # None: nothing to read in it (no text)
+
+
+def _next_batch(
+    *, conversation: Conversation, agent: Agent, policy: AgentMemoryPolicy, batch_size: int
+) -> _Batch | None:
+    read = _watermark(conversation, agent)
+    rows = list(
+        Message.objects.filter(conversation=conversation, seq__gt=read)
+        .filter(_readable(agent.id))
+        .order_by("seq")
+        .values_list("id", "seq", "channel", "role", "content")[:batch_size]
+    )
+    if not rows:
+        return None
+    bound, scope = _bounds(conversation, policy)
+    messages = [
+        SourceMessage(role, text, str(pk), Bound(Visibility.SELF) if channel == Channel.MEMORY else bound)
+        for pk, _, channel, role, content in rows
+        if (text := message_text(content).strip())
+    ]
+    request = None
+    if messages:
+        request = ExtractionRequest(
+            agent=agent,
+            user_id=conversation.user_id,
+            messages=messages,
+            scope=scope,
+            conversation_id=str(conversation.pk),
+            trigger=Extraction.Trigger.BACKGROUND,
+            turn_id=f"extraction:{conversation.pk}:{rows[-1][1]}",
+        )
+    return _Batch(read, rows[-1][1], request)
+
+
+def _commit(*, batch: _Batch, conversation: Conversation, agent: Agent, proposed: Proposed | None) -> Any:
+    """Advance the watermark and write the batch's facts, in one transaction; ``None`` when another run
+    moved the watermark first (nothing is written)."""
+    with transaction.atomic():
+        if not watermark_advance(
+            conversation_id=conversation.pk, agent_id=agent.id, read=batch.read, to=batch.last
+        ):
+            return None
+        if proposed is None or batch.request is None:
+            return False
+        return extraction_apply(request=batch.request, proposed=proposed)
+
+
+def _conversation(
+    *, conversation: Conversation, policy: AgentMemoryPolicy, llm: LLM, totals: AgentTotals, batch_size: int
+) -> bool:
+    """Extract the conversation's new messages batch by batch; ``False`` when the budget stops the agent."""
+    agent = policy.agent
+    cap = float(policy.max_extraction_cost_per_run)
+    while batch := _next_batch(conversation=conversation, agent=agent, policy=policy, batch_size=batch_size):
+        proposed = None
+        if batch.request is not None:
+            prompt = "\n".join(m.content for m in batch.request.messages)
+            if totals.cost + llm.estimate_cost(system=SYSTEM, prompt=prompt) > cap:
+                totals.stopped_by_budget = True
+                return False
+            try:
+                proposed = extraction_propose(request=batch.request, llm=llm)
+            except LLMError as exc:
+                extraction_record_failure(
+                    request=batch.request, error=str(exc), cost=exc.cost, model=llm.model
+                )
+                totals.cost += exc.cost
+                totals.failures += 1
+                logger.warning("Extraction for %s in %s failed: %s", agent.id, conversation.pk, exc)
+                return True  # this conversation waits for the next run; the others go on
+            totals.cost += proposed.cost
+        outcome = _commit(batch=batch, conversation=conversation, agent=agent, proposed=proposed)
+        if outcome is None:
+            logger.info(
+                "Extraction: %s's watermark in %s moved meanwhile; batch left", agent.id, conversation.pk
+            )
+            return True
+        if outcome:
+            totals.extractions += 1
+            totals.messages += outcome.extraction.messages
+            totals.added += outcome.extraction.facts_added
+            totals.updated += outcome.extraction.facts_updated
+            totals.unchanged += outcome.extraction.facts_unchanged
+            totals.rejected += outcome.extraction.facts_rejected
+    return True
+
+
+def extraction_run_background(*, agent_id: str | None = None, batch_size: int = BATCH_SIZE) -> dict[str, Any]:
+    """One background run over the agents whose policy has ``extractFromConversations`` (or only
+    ``agent_id``): per agent, its conversations in order until they are read or its budget is spent.
+    Returns the run's counts per agent; ``skipped`` without an LLM or when another run holds the lock."""
+    if not 1 <= batch_size <= MAX_MESSAGES:
+        raise ValueError(f"batch_size is 1 to {MAX_MESSAGES}")
+    try:
+        llm = build_llm()
+    except LLMError as exc:
+        return {"skipped": f"the LLM settings are wrong: {exc}"}
+    if llm is None:
+        return {"skipped": "LLM_PROVIDER is empty"}
+    if not advisory_session_try_lock(LockId.EXTRACTION, LOCK_KEY):
+        return {"skipped": "another background extraction is running"}
+    try:
+        policies = AgentMemoryPolicy.objects.filter(extract_from_conversations=True).select_related("agent")
+        if agent_id is not None:
+            policies = policies.filter(agent_id=agent_id)
+        agents: dict[str, Any] = {}
+        for policy in policies.exclude(agent__status=Agent.Status.UNAVAILABLE).order_by("agent_id"):
+            totals = AgentTotals()
+            for conversation in conversations_of(policy.agent):
+                if not _conversation(
+                    conversation=conversation, policy=policy, llm=llm, totals=totals, batch_size=batch_size
+                ):
+                    logger.info("Extraction for %s stops at maxExtractionCostPerRun", policy.agent_id)
+                    break
+            agents[policy.agent_id] = totals.as_json()
+        return {"agents": agents}
+    finally:
+        advisory_session_unlock(LockId.EXTRACTION, LOCK_KEY)

@@ -1,0 +1,81 @@
+"""Extraction's records: one :class:`Extraction` per LLM call (its proposals, accepted or rejected, its cost),
+and one :class:`ExtractionWatermark` per (conversation, agent): the last message the background extraction
+read for that agent."""
+
+from django.db import models
+from django.db.models import Q
+
+from apikeys.models import Agent
+from conversations.models import Conversation
+
+
+class Extraction(models.Model):
+    """One extraction: one LLM call over up to 50 messages about one user, and what came of each fact.
+
+    ``proposals``: the facts the model proposed, each with the operation decided in code (``add``,
+    ``update``, ``noop``) or ``rejected`` and why, and the entry it wrote or matched. They hold the user's
+    data: a GDPR erasure deletes the user's extractions (:func:`extraction.services.extraction_erase_user`).
+    """
+
+    class Trigger(models.TextChoices):
+        API = "api", "api"
+        BACKGROUND = "background", "background"
+
+    class Status(models.TextChoices):
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+
+    trigger = models.CharField(max_length=10, choices=Trigger.choices)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    user_id = models.CharField(max_length=255)
+    conversation_id = models.CharField(max_length=255, blank=True)
+    dry_run = models.BooleanField(default=False)
+    status = models.CharField(max_length=9, choices=Status.choices)
+    messages = models.PositiveIntegerField(default=0, help_text="Messages sent to the model.")
+    facts_added = models.PositiveIntegerField(default=0)
+    facts_updated = models.PositiveIntegerField(default=0)
+    facts_unchanged = models.PositiveIntegerField(default=0)
+    facts_rejected = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(
+        max_digits=12, decimal_places=6, default=0, help_text="Dollars, from the provider's usage."
+    )
+    model = models.CharField(max_length=200, blank=True)
+    prompt_version = models.CharField(max_length=32, blank=True)
+    proposals = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["succeeded", "failed"]), name="extraction_status_valid"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["user_id"], name="extraction_user_idx"),
+            models.Index(fields=["agent", "-created_at"], name="extraction_agent_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"extraction #{self.pk} for {self.user_id} by {self.agent_id} ({self.status})"
+
+
+class ExtractionWatermark(models.Model):
+    """The last message (by the conversation's sequence number) the background extraction has read for one
+    agent in one conversation. Advanced by compare-and-set in the transaction that writes the facts of the
+    messages up to it, so a crash before the commit leaves it where it was: the messages are read again,
+    never skipped, and never extracted twice."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    last_seq = models.PositiveBigIntegerField(default=0)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "agent"], name="extraction_watermark_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} @ #{self.last_seq} of {self.conversation_id}"

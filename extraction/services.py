@@ -1,0 +1,364 @@
+"""Memory formation (issue 28): facts about a user extracted from messages by an LLM, then added, updated or
+left as they are, decided in code (:mod:`extraction.decide`), and written through usermemory's own upsert:
+the same guardrails, caps, ``allowedCategories``, turn limits and history as every other write. Nothing is
+ever deleted by extraction.
+
+One extraction is one LLM call (:func:`extraction_propose`) over at most :data:`MAX_MESSAGES` messages,
+then the writes (:func:`extraction_apply`), each fact in its own savepoint: a fact a guardrail refuses is
+``REJECTED`` with the reason, and the others go on. The model's answer is checked against a JSON Schema
+(:func:`extraction.prompts.answer_schema`: this user only, bounded keys and values, sources among the
+messages sent, entry ids among those shown) and each text against the checks every door applies; an answer
+that fails is refused whole and changes nothing, but is recorded and counted with its cost.
+
+Each written fact says where it came from: the entry's ``source`` is ``"extracted"`` and its ``confidence``
+the model's, and its history event's ``provenance`` names the conversation and messages, the model, the
+prompt version and the extraction.
+"""
+
+import logging
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from apikeys.caller import Caller
+from apikeys.models import Agent, ApiKey
+from extraction import metrics
+from extraction.decide import (
+    ADD,
+    NOOP,
+    REJECTED,
+    UPDATE,
+    Bound,
+    Candidate,
+    KeyMeaning,
+    Scope,
+    decide,
+    visible_candidates,
+)
+from extraction.models import Extraction
+from extraction.prompts import (
+    MAX_FACT_KEY,
+    MAX_KNOWN,
+    PROMPT_VERSION,
+    SYSTEM,
+    Known,
+    answer_schema,
+    prompt_of,
+)
+from memoryplatform import publicids
+from memoryplatform.errors import ServiceError
+from memoryplatform.llm import LLM, LLMError
+from memoryplatform.text import text_problem
+from usermemory.models import DEFAULT_ALLOWED_CATEGORIES, AgentMemoryPolicy, Visibility
+from usermemory.selectors import policy_for_agent
+from usermemory.services import MemoryWrite, memory_upsert, register_user_data
+
+logger = logging.getLogger(__name__)
+
+MAX_MESSAGES = 50
+SOURCE = "extracted"
+MAX_RECORDED_ERROR = 500
+
+
+@dataclass(frozen=True)
+class SourceMessage:
+    """A message given to the model: its role and text, its id when known, and the bound of the facts it
+    can lead to (who could read it)."""
+
+    role: str
+    content: str
+    message_id: str | None
+    bound: Bound
+
+
+@dataclass(frozen=True)
+class ExtractionRequest:
+    """One extraction as a door (or the background run) asks for it. ``scope``: where new facts go, within
+    each fact's bound; ``category``: every fact's, or ``None`` for the model's choice among the agent's
+    ``allowedCategories``."""
+
+    agent: Agent
+    user_id: str
+    messages: list[SourceMessage]
+    scope: Scope
+    category: str | None = None
+    conversation_id: str | None = None
+    dry_run: bool = False
+    trigger: str = Extraction.Trigger.API
+    turn_id: str | None = None
+
+    @property
+    def caller(self) -> Caller:
+        """The agent the facts are written as: its guardrails, caps and scope apply, whatever key asked."""
+        return Caller(role=ApiKey.Role.AGENT, agent=self.agent)
+
+
+@dataclass
+class Proposed:
+    """The model's answer, checked: its facts, the call's cost, and what the model was shown."""
+
+    facts: list[dict[str, Any]]
+    cost: float
+    model: str
+    candidates: list[Candidate]
+    threshold: float
+
+
+@dataclass
+class Outcome:
+    """What an extraction did: its record and one operation per proposed fact."""
+
+    extraction: Extraction
+    operations: list[dict[str, Any]] = field(default_factory=list)
+
+    def count(self, op: str) -> int:
+        return sum(1 for o in self.operations if o["op"] == op)
+
+
+def _categories(policy: AgentMemoryPolicy, category: str | None) -> list[str]:
+    if category is not None:
+        return [category]
+    return list(policy.allowed_categories or DEFAULT_ALLOWED_CATEGORIES)
+
+
+def extraction_propose(*, request: ExtractionRequest, llm: LLM) -> Proposed:
+    """Ask the model for the facts of ``request.messages``; :class:`LLMError` (with the call's cost) when it
+    fails or its answer is refused: not the schema, or a text no door would store."""
+    policy = policy_for_agent(agent_id=request.agent.id)
+    candidates = visible_candidates(user_id=request.user_id, agent_id=request.agent.id)
+    known = [Known(c.entry_id, c.key, c.text) for c in candidates[:MAX_KNOWN]]
+    categories = _categories(policy, request.category)
+    max_value = min(policy.max_value_length, settings.MEMORY_MAX_VALUE_CHARS)
+    schema = answer_schema(
+        user_id=request.user_id,
+        messages=len(request.messages),
+        known_ids=[k.entry_id for k in known],
+        categories=categories,
+        max_value=max_value,
+    )
+    schema["properties"]["facts"]["items"]["properties"]["key"]["maxLength"] = min(
+        MAX_FACT_KEY, policy.max_key_length
+    )
+    prompt = prompt_of(
+        user_id=request.user_id,
+        messages=[{"role": m.role, "content": m.content} for m in request.messages],
+        known=known,
+        categories=categories,
+    )
+    done = llm.complete_json(system=SYSTEM, prompt=prompt, schema=schema)
+    facts = []
+    for fact in done.data["facts"]:
+        key, value = fact["key"].strip(), fact["value"].strip()
+        for name, text in (("key", key), ("value", value)):
+            problem = "is blank" if not text else text_problem(text)
+            if problem:
+                raise LLMError(f"the model's answer is refused: a fact's {name} {problem}", cost=done.cost)
+        facts.append({**fact, "key": key, "value": value})
+    threshold = policy.semantic_contradiction_threshold
+    return Proposed(facts, done.cost, llm.model, candidates, threshold)
+
+
+def extraction_record_failure(
+    *, request: ExtractionRequest, error: str, cost: float, model: str
+) -> Extraction:
+    """Record (and count) an extraction that changed nothing: the call failed or its answer was refused."""
+    metrics.failures.inc()
+    metrics.cost_dollars.inc(cost)
+    return Extraction.objects.create(
+        trigger=request.trigger,
+        agent=request.agent,
+        user_id=request.user_id,
+        conversation_id=request.conversation_id or "",
+        dry_run=request.dry_run,
+        status=Extraction.Status.FAILED,
+        messages=len(request.messages),
+        cost=Decimal(str(round(cost, 6))),
+        model=model,
+        prompt_version=PROMPT_VERSION,
+        error=error[:MAX_RECORDED_ERROR],
+        created_at=timezone.now(),
+    )
+
+
+def _fact_bound(request: ExtractionRequest, sources: list[int]) -> Bound:
+    bound = request.messages[sources[0]].bound
+    for index in sources[1:]:
+        bound = bound.narrowest(request.messages[index].bound)
+    return bound
+
+
+def _fit(scope: Scope, bound: Bound) -> Scope:
+    """``scope``, narrowed to ``bound`` where it is broader: the bound's groups, else ``self``."""
+    if bound.allows(scope):
+        return scope
+    if bound.most != Visibility.SELF and bound.groups:
+        return Scope(Visibility.GROUP, bound.groups)
+    return Scope(Visibility.SELF)
+
+
+def _provenance(request: ExtractionRequest, fact: dict[str, Any], *, model: str, extraction_id: int) -> dict:
+    ids = [request.messages[i].message_id for i in fact["sources"]]
+    return {
+        "source": SOURCE,
+        "confidence": fact["confidence"],
+        "conversationId": request.conversation_id,
+        "messageIds": [i for i in ids if i],
+        "messageIndexes": list(fact["sources"]),
+        "model": model,
+        "promptVersion": PROMPT_VERSION,
+        "extraction": extraction_id,
+        "trigger": request.trigger,
+    }
+
+
+def _operation(fact: dict[str, Any], request: ExtractionRequest, **fields: Any) -> dict[str, Any]:
+    ids = [request.messages[i].message_id for i in fact["sources"]]
+    return {
+        "key": fact["key"],
+        "value": fact["value"],
+        "category": fact["category"],
+        "confidence": fact["confidence"],
+        "sources": [i if i else index for i, index in zip(ids, fact["sources"], strict=True)],
+        "entryId": None,
+        **fields,
+    }
+
+
+def _apply_fact(
+    *, request: ExtractionRequest, proposed: Proposed, fact: dict[str, Any], meaning: KeyMeaning, run_id: int
+) -> dict[str, Any]:
+    """Decide one fact and (unless a dry run) write it; the operation as the answer shows it."""
+    bound = _fact_bound(request, fact["sources"])
+    decision = decide(
+        key=fact["key"],
+        value=fact["value"],
+        scope=_fit(request.scope, bound),
+        bound=bound,
+        agent_id=request.agent.id,
+        candidates=proposed.candidates,
+        meaning=meaning,
+    )
+    target = decision.target
+    shown: dict[str, Any] = {"matchedBy": decision.matched_by} if decision.matched_by else {}
+    if target is not None:
+        shown["entryId"] = target.entry_id
+    if decision.op == UPDATE and target is not None:
+        shown["previousValue"] = target.value
+    if decision.op == NOOP or request.dry_run or decision.scope is None:  # ADD and UPDATE carry a scope
+        return _operation(fact, request, op=decision.op, **shown)
+    write = MemoryWrite(
+        user_id=request.user_id,
+        key=decision.key,
+        value=fact["value"],
+        category=fact["category"],
+        visibility=decision.scope.visibility,
+        group_ids=list(decision.scope.group_ids) or None,
+        source_conversation_id=request.conversation_id,
+        confidence=fact["confidence"],
+        source=SOURCE,
+        provenance=_provenance(request, fact, model=proposed.model, extraction_id=run_id),
+    )
+    try:
+        result = memory_upsert(caller=request.caller, write=write, turn_id=request.turn_id)
+    except ServiceError as exc:
+        return _operation(fact, request, op=REJECTED, reason=exc.message)
+    op = ADD if result.created else UPDATE
+    entry = result.entry
+    written = {"entryId": entry.id, "visibility": entry.visibility, "groupIds": entry.group_ids}
+    return _operation(fact, request, op=op, **{**shown, **written})
+
+
+def extraction_apply(*, request: ExtractionRequest, proposed: Proposed) -> Outcome:
+    """Record the extraction and apply each fact (each write in its own savepoint). Call it inside the
+    transaction that must hold the writes (the background's watermark is advanced in the same one)."""
+    now = timezone.now()
+    extraction = Extraction.objects.create(
+        trigger=request.trigger,
+        agent=request.agent,
+        user_id=request.user_id,
+        conversation_id=request.conversation_id or "",
+        dry_run=request.dry_run,
+        status=Extraction.Status.SUCCEEDED,
+        messages=len(request.messages),
+        cost=Decimal(str(round(proposed.cost, 6))),
+        model=proposed.model,
+        prompt_version=PROMPT_VERSION,
+        created_at=now,
+    )
+    meaning = KeyMeaning(
+        {f["key"] for f in proposed.facts} | {c.key for c in proposed.candidates},
+        threshold=proposed.threshold,
+    )
+    outcome = Outcome(extraction)
+    seen: set[str] = set()
+    for fact in proposed.facts:
+        if fact["key"] in seen:
+            outcome.operations.append(_operation(fact, request, op=REJECTED, reason="a key given twice"))
+            continue
+        seen.add(fact["key"])
+        outcome.operations.append(
+            _apply_fact(request=request, proposed=proposed, fact=fact, meaning=meaning, run_id=extraction.pk)
+        )
+    extraction.facts_added = outcome.count(ADD)
+    extraction.facts_updated = outcome.count(UPDATE)
+    extraction.facts_unchanged = outcome.count(NOOP)
+    extraction.facts_rejected = outcome.count(REJECTED)
+    extraction.proposals = outcome.operations
+    extraction.save(
+        update_fields=["facts_added", "facts_updated", "facts_unchanged", "facts_rejected", "proposals"]
+    )
+    metrics.cost_dollars.inc(proposed.cost)
+    if not request.dry_run:
+        for op in (ADD, UPDATE, NOOP, REJECTED):
+            metrics.facts.labels(op=op.lower()).inc(outcome.count(op))
+    return outcome
+
+
+def extraction_run(*, request: ExtractionRequest, llm: LLM) -> Outcome:
+    """One extraction, end to end: the call (outside any transaction), then the writes in one. A failed
+    call or a refused answer is recorded and counted, and re-raised as :class:`LLMError`."""
+    try:
+        proposed = extraction_propose(request=request, llm=llm)
+    except LLMError as exc:
+        extraction_record_failure(request=request, error=str(exc), cost=exc.cost, model=llm.model)
+        raise
+    with transaction.atomic():
+        return extraction_apply(request=request, proposed=proposed)
+
+
+# --- GDPR ---------------------------------------------------------------------------------------------
+
+
+def extraction_erase_user(user_id: str) -> dict[str, int]:
+    """Delete the user's extraction records (their proposals hold the user's facts)."""
+    deleted, _ = Extraction.objects.filter(user_id=user_id).delete()
+    return {"extractionsDeleted": deleted}
+
+
+def extraction_export_user(user_id: str) -> dict[str, Any]:
+    rows = Extraction.objects.filter(user_id=user_id).order_by("created_at", "id")
+    return {
+        "extractions": [
+            {
+                "agentId": r.agent_id,
+                "conversationId": r.conversation_id or None,
+                "createdAt": r.created_at.isoformat(),
+                "status": r.status,
+                "model": r.model,
+                "promptVersion": r.prompt_version,
+                "proposals": [
+                    {**p, "entryId": publicids.public_str(publicids.ENTRY, p.get("entryId"))}
+                    for p in r.proposals
+                ],
+            }
+            for r in rows
+        ]
+    }
+
+
+def register_extraction_user_data() -> None:
+    register_user_data("extraction", eraser=extraction_erase_user, exporter=extraction_export_user)

@@ -1,0 +1,59 @@
+"""``client.extract(user_id, messages)`` (sync and async) over real HTTP against the live server and the
+scripted LLM, then a hybrid search that finds the facts: the README's newcomer example."""
+
+import asyncio
+
+import pytest
+from memoryplatform_client import BadRequestError
+
+from tests.extraction.conftest import fact, facts
+
+FIVE = [
+    {"role": "user", "content": "Hi! I'm Ana, I just moved to Lisbon."},
+    {"role": "assistant", "content": "Welcome, Ana! How are you settling in?"},
+    {"role": "user", "content": "Great. I work as a nurse at the city hospital."},
+    {"role": "assistant", "content": "That sounds demanding. Anything you like to eat after a shift?"},
+    {"role": "user", "content": "I'm vegetarian, and I love pastel de nata."},
+]
+
+
+def test_extract_then_a_hybrid_search_finds_the_facts(openai_llm, support, client_for):
+    nova = client_for(support[0])
+    openai_llm.answers = [
+        facts(
+            fact("home_city", "Lisbon", sources=[0]),
+            fact("occupation", "nurse at the city hospital", sources=[2]),
+            fact("diet", "vegetarian", category="preference", sources=[4]),
+        )
+    ]
+
+    done = nova.extract("ana", FIVE)
+
+    assert [o["op"] for o in done["operations"]] == ["ADD", "ADD", "ADD"]
+    found = nova.search_memories("ana", "what does she do for work", mode="hybrid")
+    best = {f["key"]: f for f in found[:2]}
+    assert best["occupation"]["id"] == done["operations"][1]["entryId"]
+    history = nova.get_memory_history(best["occupation"]["id"])
+    assert history[0]["provenance"]["source"] == "extracted"
+
+
+def test_a_dry_run_and_a_refusal_through_the_client(openai_llm, support, client_for):
+    nova = client_for(support[0])
+    openai_llm.answers = [facts(fact("home_city", "Lisbon"))]
+    assert nova.extract("ana", FIVE, dry_run=True)["operations"][0]["op"] == "ADD"
+    assert nova.list_memories("ana") == []
+    with pytest.raises(BadRequestError):
+        nova.extract("ana", [])
+
+
+def test_the_async_client_extracts_too(openai_llm, support, async_client_for):
+    openai_llm.answers = [facts(fact("home_city", "Lisbon"))]
+
+    client = async_client_for(support[0])  # the key is made outside the event loop
+
+    async def main() -> dict:
+        async with client:
+            return await client.extract("ana", FIVE[:1], visibility="group", group_ids=["support"])
+
+    done = asyncio.run(main())
+    assert done["operations"][0]["visibility"] == "group" and done["operations"][0]["groupIds"] == ["support"]

@@ -1,0 +1,207 @@
+"""Background extraction from stored conversations (``manage.py extract_conversations``, the service the
+worker and the scheduler run) against the scripted LLM: the visibility matrix of extracted facts, each
+message read once per agent, the budget, and a failure between batches."""
+
+import json
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from apikeys.models import ApiKey
+from extraction.background import extraction_run_background, watermark_advance
+from extraction.models import Extraction, ExtractionWatermark
+from extraction.tasks import extraction_run_background_task
+from tests.conftest import _client_for
+from tests.extraction.conftest import fact, facts
+from tests.factories import AgentFactory
+from tests.llm_server import Answer
+from usermemory.models import MemoryEntry
+
+U = "u1"
+CONV = "/v1/conversations"
+
+
+def conversation(admin_api: Any, group: str | None = None) -> str:
+    response = admin_api.post(CONV, {"userId": U, "groupId": group}, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()["id"]
+
+
+def say(client: Any, cid: str, *texts: str, role: str = "user", channel: str = "history") -> list[str]:
+    messages = [{"role": role, "channel": channel, "content": [{"type": "text", "text": t}]} for t in texts]
+    response = client.post(f"{CONV}/{cid}/messages", {"messages": messages}, format="json")
+    assert response.status_code == 201, response.content
+    return [m["id"] for m in response.json()["data"]]
+
+
+def run(agent: str | None = None, batch_size: int = 20) -> dict[str, Any]:
+    out = StringIO()
+    args = ["--batch-size", str(batch_size)] + (["--agent", agent] if agent else [])
+    call_command("extract_conversations", *args, stdout=out)
+    return json.loads(out.getvalue())
+
+
+def keys_seen(client: Any) -> set[str]:
+    response = client.get(f"/usermemorystore/memories/{U}")
+    assert response.status_code == 200, response.content
+    return {e["key"] for e in response.json()}
+
+
+def prompts(llm: Any) -> list[str]:
+    return [r["messages"][-1]["content"] for r in llm.requests]
+
+
+@pytest.fixture
+def trio(agent_a, agent_b, set_policy):
+    """agent-a and agent-b in the group ``team``, agent-c outside it; a and b extract from conversations."""
+    agent_b.groups.add(agent_a.groups.get(id="team"))
+    agent_c = AgentFactory(id="agent-c")
+    for agent in (agent_a, agent_b):
+        set_policy(agent, extract_from_conversations=True)
+    return agent_a, agent_b, agent_c
+
+
+def test_the_visibility_matrix_of_extracted_facts(
+    openai_llm, trio, admin_api, agent_a_api, agent_b_api, set_policy
+):
+    agent_a, agent_b, agent_c = trio
+    agent_c_api = _client_for(ApiKey.Role.AGENT, agent_c)
+    team = conversation(admin_api, "team")
+    solo_a = conversation(admin_api)
+    solo_b = conversation(admin_api)
+    set_policy(agent_b, extract_from_conversations=True, extraction_visibility="global")
+    say(agent_a_api, team, "I live in Lisbon.")  # a group conversation: a and b may read it
+    say(agent_b_api, team, "My dog is called Rex.")
+    say(agent_a_api, team, "Note to self: the user sounded tired.", role="assistant", channel="memory")
+    say(agent_a_api, solo_a, "I'm vegetarian.")  # no group: the policy's default, self
+    say(agent_b_api, solo_b, "I speak Portuguese.")  # no group, agent-b's policy says global
+    openai_llm.answers = [
+        # agent-a: the team conversation (both history messages, then its own memory note), then solo_a
+        facts(
+            fact("home_city", "Lisbon", sources=[0]),
+            fact("mood", "tired", sources=[2]),
+            fact("dog", "Rex", sources=[1]),
+        ),
+        facts(fact("diet", "vegetarian", sources=[0])),
+    ]
+    assert run("agent-a")["agents"]["agent-a"]["added"] == 4
+    team_prompt = prompts(openai_llm)[0]
+    assert "I live in Lisbon." in team_prompt and "Note to self" in team_prompt and "Rex" in team_prompt
+    openai_llm.answers += [  # the script answers by the count of requests so far
+        facts(fact("pet", "a dog named Rex", sources=[1])),  # agent-b's view of the team conversation
+        facts(fact("language", "Portuguese", sources=[0])),
+    ]
+    assert run("agent-b")["agents"]["agent-b"]["added"] == 2
+    b_team_prompt = prompts(openai_llm)[2]
+    assert "Note to self" not in b_team_prompt  # another agent's memory channel is never read
+
+    matrix = {
+        name: keys_seen(client)
+        for name, client in (("a", agent_a_api), ("b", agent_b_api), ("c", agent_c_api))
+    }
+    assert matrix["a"] == {"home_city", "dog", "mood", "diet", "pet", "language"}
+    assert matrix["b"] == {"home_city", "dog", "pet", "language"}  # not a's memory note, not a's solo fact
+    assert matrix["c"] == {"language"}  # outside the group: only what agent-b's policy made global
+    mood = MemoryEntry.objects.get(key="mood")
+    assert (mood.visibility, mood.source_agent_id) == ("self", "agent-a")
+    assert MemoryEntry.objects.get(key="home_city").group_ids == ["team"]
+    assert MemoryEntry.objects.get(key="diet").visibility == "self"
+
+
+def test_each_message_is_read_once_per_agent(openai_llm, trio, admin_api, agent_a_api, agent_b_api):
+    team = conversation(admin_api, "team")
+    say(agent_a_api, team, "I live in Lisbon.")
+    say(agent_b_api, team, "Hello from b")
+    openai_llm.answers = [facts(fact("home_city", "Lisbon"))]
+    first = run()
+    assert len(openai_llm.requests) == 2  # one batch for each agent
+    assert run() == {"agents": {a: {**first["agents"][a], **ZERO} for a in first["agents"]}}
+    assert len(openai_llm.requests) == 2  # nothing new: no call
+    say(agent_a_api, team, "I moved to Porto.")
+    openai_llm.answers = [facts(fact("home_city", "Porto"))]
+    run("agent-a")
+    assert "I live in Lisbon." not in prompts(openai_llm)[2] and "I moved to Porto." in prompts(openai_llm)[2]
+    entry = MemoryEntry.objects.get(key="home_city", source_agent_id="agent-a")
+    events = entry.events.order_by("created_at", "id")
+    assert [(e.old_value, e.new_value) for e in events] == [(None, "Lisbon"), ("Lisbon", "Porto")]
+    assert events[1].provenance["conversationId"] == team and events[1].provenance["source"] == "extracted"
+
+
+ZERO = {
+    "extractions": 0,
+    "added": 0,
+    "updated": 0,
+    "unchanged": 0,
+    "rejected": 0,
+    "failures": 0,
+    "cost": 0.0,
+    "messages": 0,
+}
+
+
+def test_off_by_default(openai_llm, agent_a, admin_api, agent_a_api):
+    say(agent_a_api, conversation(admin_api), "I live in Lisbon.")
+    assert run() == {"agents": {}}
+    assert openai_llm.requests == [] and not MemoryEntry.objects.exists()
+
+
+def test_the_budget_stops_a_run_and_the_next_goes_on(openai_llm, trio, admin_api, agent_a_api, set_policy):
+    set_policy(trio[0], extract_from_conversations=True, max_extraction_cost_per_run="0.10")
+    cid = conversation(admin_api)
+    say(agent_a_api, cid, "I live in Lisbon.", "I am vegetarian.", "I have a dog.")
+    openai_llm.answers = [facts(fact("fact_one", "x"))]  # each call costs $0.12 (1,000 in, 200 out)
+
+    done = run("agent-a", batch_size=1)["agents"]["agent-a"]
+
+    assert (done["extractions"], done["stoppedByBudget"], done["cost"]) == (1, True, pytest.approx(0.12))
+    assert len(openai_llm.requests) == 1
+    watermark = ExtractionWatermark.objects.get(agent_id="agent-a")
+    assert run("agent-a", batch_size=1)["agents"]["agent-a"]["extractions"] == 1
+    assert ExtractionWatermark.objects.get(pk=watermark.pk).last_seq > watermark.last_seq
+
+
+def test_a_failure_between_batches_skips_no_message_and_extracts_none_twice(
+    openai_llm, trio, admin_api, agent_a_api
+):
+    cid = conversation(admin_api)
+    texts = [f"message number {n}" for n in range(5)]
+    say(agent_a_api, cid, *texts)
+    ok = facts(fact("k", "v"))
+    openai_llm.answers = [ok, Answer(status=500)]  # the second batch's call fails
+
+    first = run("agent-a", batch_size=2)["agents"]["agent-a"]
+
+    assert (first["extractions"], first["failures"]) == (1, 1)
+    assert Extraction.objects.filter(status="failed").count() == 1
+    openai_llm.answers = [ok]
+    second = run("agent-a", batch_size=2)["agents"]["agent-a"]
+    assert (second["extractions"], second["failures"]) == (2, 0)
+    succeeded = [p for i, p in enumerate(prompts(openai_llm)) if i != 1]  # the second call failed
+    for text in texts:
+        assert sum(f'"{text}"' in p for p in succeeded) == 1, text  # read once by a call that counted
+    assert sum(f'"{texts[2]}"' in p for p in prompts(openai_llm)) == 2  # the failed batch was read again
+
+
+def test_a_stale_run_loses_the_compare_and_set(openai_llm, trio, admin_api, agent_a_api):
+    cid = conversation(admin_api)
+    say(agent_a_api, cid, "I live in Lisbon.")
+    openai_llm.answers = [facts(fact("home_city", "Lisbon"))]
+    run("agent-a")
+    last = ExtractionWatermark.objects.get(agent_id="agent-a").last_seq
+    # A second worker that read the watermark before the first committed cannot move it (nor write).
+    assert watermark_advance(conversation_id=cid, agent_id="agent-a", read=0, to=last) is False
+    assert extraction_run_background(agent_id="agent-a")["agents"]["agent-a"]["extractions"] == 0
+
+
+def test_without_an_llm_the_run_is_skipped(agent_a, settings):
+    settings.LLM_PROVIDER = ""
+    assert run() == {"skipped": "LLM_PROVIDER is empty"}
+
+
+def test_the_celery_task_runs_the_same_service(openai_llm, trio, admin_api, agent_a_api):
+    say(agent_a_api, conversation(admin_api), "I live in Lisbon.")
+    openai_llm.answers = [facts(fact("home_city", "Lisbon"))]
+    result = extraction_run_background_task.apply(kwargs={"agent_id": "agent-a"}).get()
+    assert result["agents"]["agent-a"]["added"] == 1
