@@ -22,7 +22,7 @@ from usermemory.models import (
     Visibility,
 )
 from usermemory.selectors import RANKED_MODES, SEARCH_MODES
-from usermemory.services import MemoryWrite
+from usermemory.services import MAX_TTL_REFRESH, MAX_TTL_SECONDS, MemoryWrite
 from usermemory.sql.search import ScoredEntry
 
 
@@ -176,6 +176,14 @@ class MemoryUpsertInputSerializer(FieldsBuiltOnce):
     validTo = serializers.DateTimeField(
         required=False, allow_null=True, default=None, help_text="The value holds until then (future)."
     )
+    ttlSeconds = AsciiIntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        max_value=MAX_TTL_SECONDS,
+        help_text="Or: the value holds this many seconds from the write (validTo = now + ttlSeconds).",
+    )
     confidence = ConfidenceField(
         required=False, allow_null=True, default=None, help_text="0 to 1; null: unsaid."
     )
@@ -199,6 +207,7 @@ class MemoryUpsertInputSerializer(FieldsBuiltOnce):
             group_ids=data["groupIds"],
             source_conversation_id=data["sourceConversationId"],
             valid_to=data["validTo"],
+            ttl_seconds=data["ttlSeconds"],
             confidence=data["confidence"],
             source=data["source"],
         )
@@ -235,6 +244,22 @@ class MemoryEventOutputSerializer(serializers.ModelSerializer):
             "newValueHidden",
             "createdAt",
         ]
+
+
+class TtlRefreshInputSerializer(FieldsBuiltOnce):
+    ids = serializers.ListField(
+        child=serializers.CharField(max_length=20),
+        max_length=MAX_TTL_REFRESH,
+        help_text="Entry ids whose TTL to renew; ids the caller cannot read, or without a TTL, are skipped.",
+    )
+    groupIds = serializers.ListField(
+        child=StrictCharField(max_length=64), required=False, allow_null=True, default=None, max_length=50
+    )
+
+
+class TtlRefreshOutputSerializer(serializers.Serializer):
+    userId = serializers.CharField()
+    refreshed = serializers.IntegerField()
 
 
 class CountOutputSerializer(serializers.Serializer):
@@ -393,6 +418,14 @@ class GuardrailsSerializer(serializers.Serializer):
 class DreamConfigSerializer(serializers.Serializer):
     enabled = serializers.BooleanField(source="dream_enabled")
     pruneStaleAfterDays = AsciiIntegerField(source="prune_stale_after_days", min_value=0, max_value=36500)
+    pruneExpiredAfterDays = AsciiIntegerField(
+        source="prune_expired_after_days",
+        min_value=0,
+        max_value=36500,
+        required=False,
+        help_text="Days an entry past its validTo is kept before Dream deletes it (its history stays); "
+        "0 keeps it.",
+    )
     detectContradictions = serializers.BooleanField(source="detect_contradictions")
     summarizeInteractions = serializers.BooleanField(source="summarize_interactions")
     maxCostPerRun = serializers.DecimalField(
