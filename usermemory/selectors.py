@@ -5,7 +5,7 @@ list, search, recall, category, key, count and history all show only what that a
 import logging
 import re
 from datetime import datetime
-from typing import Literal, NamedTuple, overload
+from typing import Any, Literal, NamedTuple, overload
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
@@ -34,10 +34,11 @@ from apikeys.models import Agent
 from memoryplatform import publicids
 from memoryplatform.embeddings import EmbedderError, get_embedder
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
-from memoryplatform.text import check_query
+from memoryplatform.text import check_query, json_problem, text_problem
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
 from usermemory.sql import history as history_sql
 from usermemory.sql import search as search_sql
+from usermemory.sql.base import NO_MATCH, EntryMatch
 from usermemory.sql.search import Ranking, ScoredEntry
 
 logger = logging.getLogger(__name__)
@@ -167,6 +168,36 @@ def visible_conflict(visible: Q) -> Case:
     return Case(When(conflicted=True, then=Exists(others)), default=Value(False), output_field=BooleanField())
 
 
+MATCH_OPERATORS = {"$eq": "eq", "$ne": "ne", "$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}
+MAX_MATCH_CONDITIONS = 20
+
+
+def entry_match(
+    *, key_prefix: str | None = None, visibility: str | None = None, value_filter: Any = None
+) -> EntryMatch:
+    """A list's or a search's narrowing (:class:`usermemory.sql.base.EntryMatch`). ``value_filter`` is
+    LangGraph's ``filter``: ``{field: value}`` (equal, as JSON) or ``{field: {"$gt": value, ...}}`` with
+    ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt`` and ``$lte``; every condition holds."""
+    if value_filter is not None and not isinstance(value_filter, dict):
+        raise BadRequest('filter must be a JSON object: {"field": value} or {"field": {"$gt": value}}.')
+    conditions: list[tuple[str, str, Any]] = []
+    for name, wanted in (value_filter or {}).items():
+        if isinstance(wanted, dict) and wanted and all(op in MATCH_OPERATORS for op in wanted):
+            conditions.extend((name, MATCH_OPERATORS[op], operand) for op, operand in wanted.items())
+        elif isinstance(wanted, dict) and any(str(op).startswith("$") for op in wanted):
+            raise BadRequest(f"filter: operators are {', '.join(MATCH_OPERATORS)}.")
+        else:
+            conditions.append((name, "eq", wanted))
+    if len(conditions) > MAX_MATCH_CONDITIONS:
+        raise BadRequest(f"filter: at most {MAX_MATCH_CONDITIONS} conditions.")
+    problem = json_problem([c[2] for c in conditions]) or next(
+        (text_problem(c[0]) for c in conditions if text_problem(c[0])), None
+    )
+    if problem or (key_prefix and text_problem(key_prefix)):
+        raise BadRequest(f"filter or keyPrefix: {problem or text_problem(key_prefix or '')}.")
+    return EntryMatch(key_prefix or None, visibility, tuple(conditions))
+
+
 def memory_list(
     *,
     caller: Caller,
@@ -175,6 +206,7 @@ def memory_list(
     include_superseded: bool = False,
     agent_id: str | None = None,
     min_confidence: float | None = None,
+    match: EntryMatch = NO_MATCH,
 ) -> QuerySet[MemoryEntry]:
     """The user's entries the caller may read (valid now unless ``include_superseded``), newest first; with
     ``agent_id``, only those that agent owns (seed 001's ``get_agent_insights``: what it wrote that the caller
@@ -186,6 +218,8 @@ def memory_list(
         qs = qs.filter(source_agent_id=agent_id)
     if min_confidence is not None:
         qs = qs.filter(confidence__gte=min_confidence)
+    if match != NO_MATCH:
+        qs = qs.filter(match.orm())
     return qs.order_by(*LIST_ORDER)
 
 
@@ -305,6 +339,7 @@ def memory_search(
     mode: str = "keyword",
     include_superseded: bool = False,
     min_confidence: float | None = None,
+    match: EntryMatch = NO_MATCH,
 ) -> list[MemoryEntry]:
     """One page of search results. ``keyword`` (the default, EDDI's): case-insensitive literal substring
     match on the key or the value's text, newest first. ``semantic`` and ``hybrid``: by relevance
@@ -325,6 +360,7 @@ def memory_search(
             offset=offset,
             include_superseded=include_superseded,
             min_confidence=min_confidence,
+            match=match,
         )
         return [scored.entry for scored in ranked.entries]
     if not query:
@@ -342,6 +378,7 @@ def memory_search(
         offset=offset,
         include_superseded=include_superseded,
         min_confidence=min_confidence,
+        match=match,
     )
 
 
@@ -410,6 +447,7 @@ def memory_search_ranked(
     offset: int = 0,
     include_superseded: bool = False,
     min_confidence: float | None = None,
+    match: EntryMatch = NO_MATCH,
 ) -> RankedSearch:
     """``semantic``: the entries nearest the query's meaning (cosine similarity of the current model's
     vectors). ``hybrid``: a convex combination of that list's and a full-text list's scaled scores (the full
@@ -430,6 +468,7 @@ def memory_search_ranked(
         ranking=ranking,
         include_superseded=include_superseded,
         min_confidence=min_confidence,
+        match=match,
     )
     return RankedSearch(entries, fallback)
 

@@ -350,6 +350,24 @@ class VisibleQuerySerializer(RecallQuerySerializer):
         return attrs
 
 
+MATCH_FIELDS = frozenset({"keyPrefix", "visibility", "filter"})
+
+
+class MatchQuerySerializer(FieldsBuiltOnce):
+    """A list's or a search's narrowing: a key prefix, one visibility, conditions on the value's fields."""
+
+    keyPrefix = StrictCharField(
+        required=False, max_length=MAX_KEY_CHARS, trim_whitespace=False, help_text="Only keys starting so."
+    )
+    visibility = serializers.ChoiceField(choices=Visibility.choices, required=False)
+    filter = serializers.JSONField(
+        required=False,
+        binary=True,
+        help_text='JSON: {"field": value} or {"field": {"$gt": value}} ($eq $ne $gt $gte $lt $lte) on the '
+        "value's fields; every condition holds.",
+    )
+
+
 class ListQuerySerializer(FieldsBuiltOnce):
     groupId = _group_ids()
     limit = AsciiIntegerField(
@@ -359,7 +377,7 @@ class ListQuerySerializer(FieldsBuiltOnce):
     includeSuperseded = _include_superseded()
 
 
-class UserListQuerySerializer(ListQuerySerializer):
+class UserListQuerySerializer(ListQuerySerializer, MatchQuerySerializer):
     """A user's list: ``asOf`` reads it as history knew it then; ``agentId`` only what that agent wrote (that
     the caller may see); ``minConfidence`` only entries at least that sure."""
 
@@ -376,14 +394,17 @@ class UserListQuerySerializer(ListQuerySerializer):
             raise serializers.ValidationError(
                 {"asOf": "asOf answers with what was valid then: leave includeSuperseded out."}
             )
-        if "asOf" in attrs and (attrs.get("agentId") or attrs.get("minConfidence") is not None):
+        if "asOf" in attrs and (
+            attrs.get("agentId") or attrs.get("minConfidence") is not None or MATCH_FIELDS & set(attrs)
+        ):
             raise serializers.ValidationError(
-                {"asOf": "asOf answers from history: leave agentId and minConfidence out."}
+                {"asOf": "asOf answers from history: leave agentId, minConfidence, keyPrefix, visibility and "
+                "filter out."}
             )
         return attrs
 
 
-class SearchQuerySerializer(ListQuerySerializer):
+class SearchQuerySerializer(ListQuerySerializer, MatchQuerySerializer):
     q = serializers.CharField(
         max_length=MAX_QUERY_CHARS,
         trim_whitespace=False,
@@ -404,6 +425,9 @@ class SearchAllQuerySerializer(SearchQuerySerializer):
     minConfidence = None  # type: ignore[assignment]  # staff search across users does not filter by it
     mode = None  # type: ignore[assignment]  # staff search across users is full-text only
     includeSuperseded = None  # type: ignore[assignment]  # staff search reads the entries valid now
+    keyPrefix = None  # type: ignore[assignment]  # staff search across users is by words only
+    visibility = None  # type: ignore[assignment]
+    filter = None  # type: ignore[assignment]
 
 
 class GuardrailsSerializer(serializers.Serializer):

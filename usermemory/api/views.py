@@ -40,6 +40,7 @@ from usermemory.api.serializers import (
     VisibleQuerySerializer,
     flatten_policy_changes,
 )
+from usermemory.sql.base import EntryMatch
 
 ENTRY_PARAM = OpenApiParameter("entry_id", int, OpenApiParameter.PATH)
 TURN_HEADER = OpenApiParameter(
@@ -54,6 +55,14 @@ def _query(serializer_class: type[serializers.Serializer], request: Request) -> 
     query = serializer_class(data=request.query_params)
     query.is_valid(raise_exception=True)
     return dict(query.validated_data)
+
+
+def _match(query: dict[str, Any]) -> EntryMatch:
+    return selectors.entry_match(
+        key_prefix=query.get("keyPrefix"),
+        visibility=query.get("visibility"),
+        value_filter=query.get("filter"),
+    )
 
 
 def _page(qs: QuerySet, query: dict[str, Any]) -> Response:
@@ -149,6 +158,7 @@ class MemoryUserView(MemoryView):
             include_superseded=query["includeSuperseded"],
             agent_id=query.get("agentId"),
             min_confidence=query.get("minConfidence"),
+            match=_match(query),
         )
         return _page(qs, query)
 
@@ -230,6 +240,7 @@ class MemorySearchView(MemoryView):
             "offset": query["offset"],
             "include_superseded": query["includeSuperseded"],
             "min_confidence": query.get("minConfidence"),
+            "match": _match(query),
         }
         if query["mode"] == "keyword":
             return Response(MemoryEntryOutputSerializer(selectors.memory_search(**args), many=True).data)

@@ -13,7 +13,10 @@ from usermemory.models import MemoryEntry
 from usermemory.sql.base import (
     EMBEDDING,
     ENTRY,
+    ENTRY_MATCH,
     MIN_CONFIDENCE,
+    NO_MATCH,
+    EntryMatch,
     Groups,
     RecallScope,
     access_marks,
@@ -30,7 +33,7 @@ from usermemory.sql.base import (
 # A literal substring of the casefolded key or value (strpos: no pattern characters), over the user's own
 # rows (memory_user_recent_idx); a trigram index cost every write more than it saved a user's search.
 _KEYWORD = """SELECT {columns} FROM {entry}
-WHERE {readable} AND {min_confidence}
+WHERE {readable} AND {min_confidence} AND {match}
     AND (strpos(key_folded, %(folded)s) > 0 OR strpos(text_folded, %(folded)s) > 0)
     AND (%(category)s::text IS NULL OR category = %(category)s)
 ORDER BY updated_at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s"""
@@ -43,6 +46,7 @@ def _keyword_sql(*, agent_view: bool, all_of_agent: bool) -> sql.Composed:
         entry=ENTRY,
         readable=readable(agent_view=agent_view, all_of_agent=all_of_agent),
         min_confidence=MIN_CONFIDENCE,
+        match=ENTRY_MATCH,
     )
 
 
@@ -58,6 +62,7 @@ def search(
     offset: int,
     include_superseded: bool = False,
     min_confidence: float | None = None,
+    match: EntryMatch = NO_MATCH,
 ) -> list[MemoryEntry]:
     """One page of the user's entries (an agent's read: the visible ones; valid now unless
     ``include_superseded``) whose key or value text holds ``query`` as a literal substring, ignoring case
@@ -70,6 +75,7 @@ def search(
             include_superseded=include_superseded,
             min_confidence=min_confidence,
         ),
+        **match.params(),
         "folded": query.casefold(),
         "category": category or None,
         "limit": limit,
@@ -114,7 +120,8 @@ STORED_CONFIG = "memory_simple"
 # The candidates: the readable entries, with their lexemes when the full-text side ranks ({lexemes}).
 _VISIBLE = """visible AS MATERIALIZED (
     SELECT id, updated_at{lexemes} FROM {entry}
-    WHERE {readable} AND {min_confidence} AND (%(category)s::text IS NULL OR category = %(category)s)
+    WHERE {readable} AND {min_confidence} AND {match}
+        AND (%(category)s::text IS NULL OR category = %(category)s)
 )"""
 _STORED_LEXEMES = ", search_vector AS vec"
 _PARSED_LEXEMES = ", to_tsvector(%(config)s::regconfig, key || ' ' || value_text) AS vec"
@@ -189,6 +196,7 @@ def _ranked_sql(
         entry=ENTRY,
         readable=readable(agent_view=agent_view, all_of_agent=all_of_agent),
         min_confidence=MIN_CONFIDENCE,
+        match=ENTRY_MATCH,
     )
     ctes: list[sql.Composable] = [candidates]
     if semantic:
@@ -253,11 +261,13 @@ def ranked_search(
     include_superseded: bool = False,
     min_confidence: float | None = None,
     ranking: Ranking,
+    match: EntryMatch = NO_MATCH,
 ) -> list[ScoredEntry]:
     """One page of the user's entries (an agent's read: the visible ones; valid now unless
     ``include_superseded``), best first by ``ranking``, each with its score."""
     params: dict[str, Any] = {
         **_ranking_params(ranking),
+        **match.params(),
         "category": category or None,
         "limit": limit,
         "offset": offset,
@@ -285,6 +295,7 @@ def ranked_recall(*, scope: RecallScope, ranking: Ranking, limit: int) -> list[S
     params: dict[str, Any] = {
         **scope.params(),
         **_ranking_params(ranking),
+        **NO_MATCH.params(),
         "category": None,
         "limit": limit,
         "offset": 0,
