@@ -17,7 +17,8 @@ def foods(agent_a_api, put, django_capture_on_commit_callbacks):
         put(agent_a_api, userId=U, key="food/pizza", value={"kind": "food", "rating": 5, "name": "pizza"})
         put(agent_a_api, userId=U, key="food/kale", value={"kind": "food", "rating": 2, "name": "kale"})
         put(agent_a_api, userId=U, key="food/soup", value={"kind": "food", "rating": "high", "name": "soup"})
-        put(agent_a_api, userId=U, key="sport/climb", value={"kind": "sport", "rating": 4, "name": "climbing"})
+        climb = {"kind": "sport", "rating": 4, "name": "climbing"}
+        put(agent_a_api, userId=U, key="sport/climb", value=climb)
         put(agent_a_api, userId=U, key="food/note", value="a plain string about food", visibility="global")
 
 
