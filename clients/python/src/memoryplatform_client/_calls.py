@@ -3,6 +3,7 @@ send. Names follow ``<verb>_<thing>`` so that a TypeScript client can mirror the
 
 from __future__ import annotations
 
+import json
 from typing import Any, TypedDict
 
 import httpx
@@ -81,12 +82,18 @@ class UpsertOptions(TypedDict, total=False):
     group_ids: list[str]
     source_conversation_id: str
     turn_id: str
+    ttl_seconds: int
+    """The value holds this many seconds from the write (the server sets ``validTo``); reads then miss it."""
 
 
 class ListOptions(TypedDict, total=False):
     group_ids: list[str]
     limit: int
     offset: int
+    key_prefix: str
+    visibility: Visibility
+    filter: dict[str, Any]
+    """LangGraph's filter on the value's fields: ``{field: value}`` or ``{field: {"$gt": value}}``."""
 
 
 class SearchOptions(ListOptions, total=False):
@@ -155,11 +162,23 @@ def memory_input(user_id: str, key: str, value: Any, options: UpsertOptions) -> 
         entry["sourceConversationId"] = options["source_conversation_id"]
     if "turn_id" in options:
         entry["turnId"] = options["turn_id"]
+    if "ttl_seconds" in options:
+        entry["ttlSeconds"] = options["ttl_seconds"]
     return entry
 
 
 def _list_query(options: ListOptions) -> list[tuple[str, str]]:
     return query(groupId=options.get("group_ids"), limit=options.get("limit"), offset=options.get("offset"))
+
+
+def _match_query(options: ListOptions) -> dict[str, str | None]:
+    """A list's or a search's narrowing, done by the server before it cuts the page."""
+    wanted = options.get("filter")
+    return {
+        "keyPrefix": options.get("key_prefix"),
+        "visibility": options.get("visibility"),
+        "filter": None if wanted is None else json.dumps(wanted, separators=(",", ":")),
+    }
 
 
 def upsert_memory(user_id: str, key: str, value: Any, options: UpsertOptions) -> Call[MemoryEntry]:
@@ -171,11 +190,7 @@ def upsert_memories(entries: list[MemoryInput]) -> Call[list[MemoryEntry]]:
 
 
 def list_memories(user_id: str, options: ListOptions) -> Call[list[MemoryEntry]]:
-    return Call(
-        "GET",
-        _user(user_id),
-        params=_list_query(options),
-    )
+    return Call("GET", _user(user_id), params=_list_query(options) + query(**_match_query(options)))
 
 
 def recall_memories(user_id: str, options: RecallOptions) -> Call[list[MemoryEntry]]:
@@ -211,6 +226,7 @@ def search_memories(user_id: str, q: str, options: SearchOptions) -> Call[list[M
             groupId=options.get("group_ids"),
             limit=options.get("limit"),
             offset=options.get("offset"),
+            **_match_query(options),
         ),
     )
 
@@ -229,6 +245,15 @@ def list_memories_by_category(user_id: str, category: str, options: ListOptions)
 
 def get_memory_by_key(user_id: str, key: str, group_ids: list[str] | None) -> Call[MemoryEntry]:
     return Call("GET", f"{_user(user_id)}/key/{segment(key)}", params=query(groupId=group_ids))
+
+
+def refresh_ttl(user_id: str, entry_ids: list[str], group_ids: list[str] | None) -> Call[int]:
+    return Call(
+        "POST",
+        f"{_user(user_id)}/ttl-refresh",
+        json=body(ids=entry_ids, groupIds=group_ids),
+        decode=lambda response: int(response.json()["refreshed"]),
+    )
 
 
 def count_memories(user_id: str, group_ids: list[str] | None) -> Call[int]:
