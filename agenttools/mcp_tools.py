@@ -8,9 +8,12 @@ second copy. A door may lean on another door's representation; no domain module 
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import mcp_types as types
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from jsonschema import Draft202012Validator
 
 from activity import selectors as activity_selectors
@@ -22,9 +25,10 @@ from apikeys.models import ApiKey
 from memoryplatform import publicids
 from memoryplatform.errors import BadRequest
 from memoryplatform.text import MAX_QUERY_CHARS
-from usermemory import selectors, services
+from usermemory import ranking, selectors, services
 from usermemory.api.serializers import MemoryEntryOutputSerializer, ScoredMemoryEntryOutputSerializer
-from usermemory.models import MAX_KEY_CHARS, RecallOrder, Visibility
+from usermemory.models import MAX_KEY_CHARS, MAX_SOURCE_CHARS, RecallOrder, Visibility
+from usermemory.sql.search import Filters
 
 CONFIRMATION = "CONFIRM"
 MAX_LIST = 1000
@@ -140,20 +144,40 @@ SEARCH_DEFAULT_MODE = "hybrid"
 FULLTEXT_NOTE = "Matched by words only (full text): search by meaning is unavailable right now."
 
 
+def _updated_after(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    parsed = parse_datetime(value)
+    if parsed is None:
+        raise BadRequest("updatedAfter must be an ISO 8601 time, e.g. 2026-01-31T12:00:00Z.")
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
+
+
 def _search(caller: Caller, args: dict[str, Any]) -> Any:
+    category = args.get("category")
+    filters = Filters(
+        categories=[category] if isinstance(category, str) else category,
+        source=args.get("source"),
+        author=args.get("sourceAgentId"),
+        updated_after=_updated_after(args.get("updatedAfter")),
+        key_prefix=args.get("keyPrefix"),
+    )
     search: dict[str, Any] = {
         "caller": caller,
         "user_id": args["userId"],
         "query": args["query"],
-        "category": args.get("category"),
         "group_ids": _group_ids(args),
         "limit": args.get("limit", DEFAULT_LIST),
         "offset": args.get("offset", 0),
+        "filters": filters,
     }
     mode = args.get("mode", SEARCH_DEFAULT_MODE)
     if mode == "keyword":
+        if "minScore" in args:
+            raise BadRequest("keyword search does not score: use mode hybrid.")
         return _entries(selectors.memory_search(**search))
-    ranked = selectors.memory_search_ranked(mode=mode, **search)
+    min_score = ranking.recall_min_score(args.get("minScore"))
+    ranked = selectors.memory_search_ranked(mode=mode, min_score=min_score, **search)
     entries = list(ScoredMemoryEntryOutputSerializer(ranked.entries, many=True).data)
     return Noted(entries, FULLTEXT_NOTE) if ranked.fallback else entries
 
@@ -325,10 +349,39 @@ TOOLS: dict[str, McpTool] = {
                     },
                     "mode": {
                         "type": "string",
-                        "enum": list(selectors.SEARCH_MODES),
+                        "enum": list(ranking.SEARCH_MODES),
                         "default": SEARCH_DEFAULT_MODE,
                     },
-                    "category": {"type": "string", "maxLength": 64, "description": "Exact category filter."},
+                    "category": {
+                        "anyOf": [
+                            {"type": "string", "maxLength": 64},
+                            {"type": "array", "items": {"type": "string", "maxLength": 64}, "maxItems": 50},
+                        ],
+                        "description": "Only entries of this category, or of any of these.",
+                    },
+                    "source": {
+                        "type": "string",
+                        "maxLength": MAX_SOURCE_CHARS,
+                        "description": "Only entries of this source.",
+                    },
+                    "sourceAgentId": {
+                        "type": "string",
+                        "maxLength": 64,
+                        "description": "Only the entries this agent wrote.",
+                    },
+                    "updatedAfter": {
+                        "type": "string",
+                        "format": "date-time",
+                        "description": "Only entries updated after this ISO 8601 time.",
+                    },
+                    "keyPrefix": {"type": "string", "maxLength": MAX_KEY_CHARS},
+                    "minScore": {
+                        "type": "number",
+                        "minimum": 0,
+                        "maximum": 1,
+                        "description": "hybrid and semantic: only results at least this relevant (the score "
+                        "is the probability of relevance). Default: the platform's RECALL_MIN_SCORE.",
+                    },
                     "groupIds": _GROUP_IDS,
                     "limit": _LIMIT,
                     "offset": _OFFSET,

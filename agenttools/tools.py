@@ -24,7 +24,7 @@ from apikeys.caller import Caller
 from memoryplatform import publicids
 from memoryplatform.errors import Forbidden, NotFound, ServiceError
 from memoryplatform.text import MAX_QUERY_CHARS, query_problem
-from usermemory import selectors, services
+from usermemory import ranking, selectors, services
 from usermemory.models import (
     MAX_KEY_CHARS,
     MAX_SOURCE_CHARS,
@@ -174,11 +174,20 @@ _MEMORY_FUNCTIONS: list[dict[str, Any]] = [
                 },
                 "mode": {
                     "type": "string",
-                    "enum": list(selectors.SEARCH_MODES),
+                    "enum": list(ranking.SEARCH_MODES),
                     "default": SEARCH_DEFAULT_MODE,
                     "description": (
                         "hybrid (meaning and words, the default), semantic (meaning only) or keyword "
                         "(the query as a literal piece of a key or value, newest first)."
+                    ),
+                },
+                "minScore": {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": 1,
+                    "description": (
+                        "hybrid and semantic: only memories at least this likely to be relevant (0 to 1). "
+                        "Leave it out for the platform's default, which drops what is off the subject."
                     ),
                 },
             },
@@ -422,14 +431,14 @@ FULLTEXT_NOTE = "(Matched by words only: search by meaning is unavailable right 
 
 
 def _search(context: ToolContext, arguments: dict[str, Any]) -> str:
-    _only(arguments, ("query", "mode"))
+    _only(arguments, ("query", "mode", "minScore"))
     query = _string(arguments, "query")
     problem = query_problem(query, name="query")
     if problem:  # refused before anything embeds or parses it, as every door does
         raise InvalidArguments(problem)
     mode = _string(arguments, "mode", required=False) or SEARCH_DEFAULT_MODE
-    if mode not in selectors.SEARCH_MODES:
-        raise InvalidArguments(f"mode must be one of {', '.join(selectors.SEARCH_MODES)}.")
+    if mode not in ranking.SEARCH_MODES:
+        raise InvalidArguments(f"mode must be one of {', '.join(ranking.SEARCH_MODES)}.")
     # As long a list as recall would give: the agent's maxRecallEntries bounds what reaches the prompt.
     limit = selectors.policy_for_caller(
         caller=context.caller, agent_id=context.caller.agent_id
@@ -442,10 +451,19 @@ def _search(context: ToolContext, arguments: dict[str, Any]) -> str:
         "limit": limit,
     }
     fallback = None
+    min_score = arguments.get("minScore")
+    if min_score is not None and (
+        isinstance(min_score, bool) or not isinstance(min_score, int | float) or not 0 <= min_score <= 1
+    ):
+        raise InvalidArguments("minScore must be a number from 0 to 1.")
     if mode == "keyword":
+        if min_score is not None:
+            raise InvalidArguments("keyword search does not score: use mode hybrid.")
         entries = selectors.memory_search(**scope)
     else:
-        ranked = selectors.memory_search_ranked(mode=mode, **scope)
+        ranked = selectors.memory_search_ranked(
+            mode=mode, min_score=ranking.recall_min_score(min_score), **scope
+        )
         entries, fallback = [scored.entry for scored in ranked.entries], ranked.fallback
     text = format_entries(entries) if entries else f"No memories found matching '{query}'."
     return f"{FULLTEXT_NOTE}\n{text}" if fallback else text

@@ -21,8 +21,9 @@ from conversations.models import Channel, Checkpoint, Conversation, Message, Mes
 from memoryplatform.batches import batch_size_check
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
 from usermemory.models import MemoryEntry
-from usermemory.selectors import RankedSearch
+from usermemory.ranking import RankedSearch
 from usermemory.services import memory_recall, memory_recall_ranked
+from usermemory.sql.search import NO_FILTERS, Filters
 
 MAX_BATCH = 20
 MAX_SYNC = 1000
@@ -342,6 +343,8 @@ def conversation_context(
     history_limit: int = CONTEXT_HISTORY,
     case_log_limit: int = CONTEXT_CASE_LOG,
     query: str | None = None,
+    min_score: float | None = None,
+    filters: Filters = NO_FILTERS,
 ) -> AgentContext:
     """An agent's context in one call: its latest memory epoch, the case log after its checkpoint, its
     isolated history (the latest ``history_limit`` messages, in order) and the user memories visible to it,
@@ -349,7 +352,8 @@ def conversation_context(
 
     With ``query``, the user memories are recalled by relevance to it instead (hybrid,
     :func:`usermemory.services.memory_recall_ranked`): the same entries may take part, within the same
-    limit, best first, with their scores in ``ranked_memories``."""
+    limit, best first, with their scores in ``ranked_memories``, at least ``min_score`` (default
+    RECALL_MIN_SCORE) and narrowed by ``filters``."""
     conversation = selectors.conversation_get_for(caller=caller, conversation_id=conversation_id)
     agent = selectors.reading_agent_id(caller=caller, agent_id=agent_id, required=True)
     assert agent is not None  # noqa: S101 (required=True)
@@ -376,7 +380,7 @@ def conversation_context(
     if query is None:
         user_memories = memory_recall(**recall_scope)
     else:
-        ranked = memory_recall_ranked(query=query, **recall_scope)
+        ranked = memory_recall_ranked(query=query, min_score=min_score, filters=filters, **recall_scope)
         user_memories = [scored.entry for scored in ranked.entries]
     return AgentContext(
         conversation=conversation,

@@ -288,6 +288,26 @@ if not isinstance(LLM_PRICES, dict) or not all(
 # 'simple' (the default) only lowercases, for mixed languages; a language ('english', 'german', ...) stems and
 # drops that language's stop words.
 SEARCH_LANGUAGE = env.str("SEARCH_LANGUAGE", default="memory_simple")
+# The first stage's calibration (memoryplatform/relevance.py) for an embedder the code has none for: a JSON
+# object of memoryplatform.relevance.Calibration's fields, as `python -m bench.calibrate` prints it.
+SEARCH_CALIBRATION = env.str("SEARCH_CALIBRATION", default="")
+
+# The default minScore of the reads that fill an agent's context: a recall by relevance (/visible?q=, a
+# conversation's /context?q=) and the agent tools' search (LLM tools, MCP). 0 keeps everything.
+RECALL_MIN_SCORE = env.float("RECALL_MIN_SCORE", default=0.5)
+
+# --- Reranking: the second stage of a ranked read (memoryplatform/rerank) -------------------------------
+# none | local (a cross-encoder in process, model inside a wheel) | http (POST {RERANK_URL}/rerank: TEI,
+# Jina, Cohere)
+RERANK_PROVIDER = env.str("RERANK_PROVIDER", default="none")
+RERANK_MODEL = env.str("RERANK_MODEL", default="")
+RERANK_URL = env.str("RERANK_URL", default="")
+RERANK_API_KEY = env.str("RERANK_API_KEY", default="")
+RERANK_TIMEOUT = env.float("RERANK_TIMEOUT", default=5.0)
+# How many of the first stage's candidates are reranked (1-200).
+RERANK_DEPTH = env.int("RERANK_DEPTH", default=30)
+# local only: threads of the model per call.
+RERANK_THREADS = env.int("RERANK_THREADS", default=2)
 
 # --- Metrics --------------------------------------------------------------------------------------
 # /metrics answers a request that carries `Authorization: Bearer $METRICS_TOKEN`, or one that comes from

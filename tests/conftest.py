@@ -76,3 +76,11 @@ def set_policy():
         return policy
 
     return _set
+
+
+@pytest.fixture(autouse=True)
+def _no_recall_threshold(settings):  # type: ignore[no-untyped-def]
+    """The role-matrix tests of ranked reads compare whole visible sets, so the reads that fill an agent's
+    context keep every result here; the default threshold (RECALL_MIN_SCORE) has tests of its own
+    (tests/usermemory/test_relevance.py)."""
+    settings.RECALL_MIN_SCORE = 0.0

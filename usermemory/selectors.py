@@ -5,9 +5,8 @@ list, search, recall, category, key, count and history all show only what that a
 import logging
 import re
 from datetime import datetime
-from typing import Any, Literal, NamedTuple, overload
+from typing import Any, Literal, overload
 
-from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.search import SearchQueryField, SearchVector
 from django.db.models import (
@@ -26,20 +25,19 @@ from django.db.models import (
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
 from django.utils import timezone
-from prometheus_client import Counter
 
 from apikeys import selectors as apikeys_selectors
 from apikeys.caller import Caller
 from apikeys.models import Agent
 from memoryplatform import publicids
-from memoryplatform.embeddings import EmbedderError, get_embedder
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
-from memoryplatform.text import check_query, json_problem, text_problem
+from memoryplatform.text import check_query, json_problem
+from usermemory import ranking as ranking_
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
+from usermemory.ranking import RankedSearch
 from usermemory.sql import history as history_sql
 from usermemory.sql import search as search_sql
-from usermemory.sql.base import NO_MATCH, EntryMatch
-from usermemory.sql.search import Ranking, ScoredEntry
+from usermemory.sql.search import NO_FILTERS, Filters
 
 logger = logging.getLogger(__name__)
 
@@ -168,34 +166,32 @@ def visible_conflict(visible: Q) -> Case:
     return Case(When(conflicted=True, then=Exists(others)), default=Value(False), output_field=BooleanField())
 
 
-MATCH_OPERATORS = {"$eq": "eq", "$ne": "ne", "$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}
-MAX_MATCH_CONDITIONS = 20
+VALUE_OPERATORS = {"$eq": "eq", "$ne": "ne", "$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}
+MAX_VALUE_CONDITIONS = 20
 
 
-def entry_match(
-    *, key_prefix: str | None = None, visibility: str | None = None, value_filter: Any = None
-) -> EntryMatch:
-    """A list's or a search's narrowing (:class:`usermemory.sql.base.EntryMatch`). ``value_filter`` is
-    LangGraph's ``filter``: ``{field: value}`` (equal, as JSON) or ``{field: {"$gt": value, ...}}`` with
-    ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt`` and ``$lte``; every condition holds."""
-    if value_filter is not None and not isinstance(value_filter, dict):
+def value_conditions(value_filter: Any) -> tuple[tuple[str, str, Any], ...]:
+    """LangGraph's ``filter`` on the value's fields as :class:`usermemory.sql.search.Filters`' conditions:
+    ``{field: value}`` (equal, as JSON) or ``{field: {"$gt": value, ...}}`` with ``$eq``, ``$ne``, ``$gt``,
+    ``$gte``, ``$lt`` and ``$lte``; every condition holds."""
+    if value_filter is None:
+        return ()
+    if not isinstance(value_filter, dict):
         raise BadRequest('filter must be a JSON object: {"field": value} or {"field": {"$gt": value}}.')
     conditions: list[tuple[str, str, Any]] = []
-    for name, wanted in (value_filter or {}).items():
-        if isinstance(wanted, dict) and wanted and all(op in MATCH_OPERATORS for op in wanted):
-            conditions.extend((name, MATCH_OPERATORS[op], operand) for op, operand in wanted.items())
+    for name, wanted in value_filter.items():
+        if isinstance(wanted, dict) and wanted and all(op in VALUE_OPERATORS for op in wanted):
+            conditions.extend((name, VALUE_OPERATORS[op], operand) for op, operand in wanted.items())
         elif isinstance(wanted, dict) and any(str(op).startswith("$") for op in wanted):
-            raise BadRequest(f"filter: operators are {', '.join(MATCH_OPERATORS)}.")
+            raise BadRequest(f"filter: the operators are {', '.join(VALUE_OPERATORS)}.")
         else:
             conditions.append((name, "eq", wanted))
-    if len(conditions) > MAX_MATCH_CONDITIONS:
-        raise BadRequest(f"filter: at most {MAX_MATCH_CONDITIONS} conditions.")
-    problem = json_problem([c[2] for c in conditions]) or next(
-        (text_problem(c[0]) for c in conditions if text_problem(c[0])), None
-    )
-    if problem or (key_prefix and text_problem(key_prefix)):
-        raise BadRequest(f"filter or keyPrefix: {problem or text_problem(key_prefix or '')}.")
-    return EntryMatch(key_prefix or None, visibility, tuple(conditions))
+    if len(conditions) > MAX_VALUE_CONDITIONS:
+        raise BadRequest(f"filter: at most {MAX_VALUE_CONDITIONS} conditions.")
+    problem = json_problem(value_filter)
+    if problem:
+        raise BadRequest(f"filter: {problem}.")
+    return tuple(conditions)
 
 
 def memory_list(
@@ -206,7 +202,7 @@ def memory_list(
     include_superseded: bool = False,
     agent_id: str | None = None,
     min_confidence: float | None = None,
-    match: EntryMatch = NO_MATCH,
+    filters: Filters = NO_FILTERS,
 ) -> QuerySet[MemoryEntry]:
     """The user's entries the caller may read (valid now unless ``include_superseded``), newest first; with
     ``agent_id``, only those that agent owns (seed 001's ``get_agent_insights``: what it wrote that the caller
@@ -218,8 +214,8 @@ def memory_list(
         qs = qs.filter(source_agent_id=agent_id)
     if min_confidence is not None:
         qs = qs.filter(confidence__gte=min_confidence)
-    if match != NO_MATCH:
-        qs = qs.filter(match.orm())
+    if filters != NO_FILTERS:
+        qs = qs.filter(filters.orm())
     return qs.order_by(*LIST_ORDER)
 
 
@@ -300,46 +296,19 @@ def fulltext_match(query: str) -> CombinedExpression | None:
     return CombinedExpression(vector, "@@", tsquery, output_field=BooleanField())
 
 
-SEARCH_MODES = ("keyword", "semantic", "hybrid")
-# Hybrid fusion: the first FUSION_CANDIDATES of each list take part, each list's scores scaled to [0, 1] over
-# them (min-max); an entry's score is SEMANTIC_WEIGHT times its semantic part plus the rest times its
-# full-text part. On LoCoMo this convex combination found an answer in the top 5 for 0.676 of questions where
-# reciprocal rank fusion of the same lists found one for 0.604 (bench/RESULTS.md, session 9). Equal weights,
-# not tuned to the data.
-# The recency prior adds at most a tenth of one list's first place, decaying with the entry's age.
-FUSION_CANDIDATES = 100
-SEMANTIC_WEIGHT = 0.5
-RECENCY_WEIGHT = 0.1 * SEMANTIC_WEIGHT
-RECENCY_HALF_LIFE_SECONDS = 30 * 86400.0
-
-search_fallbacks = Counter(
-    "memory_search_fallbacks",
-    "Semantic or hybrid searches answered by full text alone: the embedder was down or not configured.",
-    ["mode"],
-)
-
-
-class RankedSearch(NamedTuple):
-    """Entries best first with their scores; ``fallback`` names what answered instead ("fulltext") when the
-    embedder could not embed the query."""
-
-    entries: list[ScoredEntry]
-    fallback: str | None
-
-
 def memory_search(
     *,
     caller: Caller,
     user_id: str,
     query: str,
-    category: str | None = None,
     group_ids: list[str] | None = None,
     limit: int = 1000,
     offset: int = 0,
     mode: str = "keyword",
     include_superseded: bool = False,
     min_confidence: float | None = None,
-    match: EntryMatch = NO_MATCH,
+    min_score: float | None = None,
+    filters: Filters = NO_FILTERS,
 ) -> list[MemoryEntry]:
     """One page of search results. ``keyword`` (the default, EDDI's): case-insensitive literal substring
     match on the key or the value's text, newest first. ``semantic`` and ``hybrid``: by relevance
@@ -354,13 +323,13 @@ def memory_search(
             user_id=user_id,
             query=query,
             mode=mode,
-            category=category,
             group_ids=group_ids,
             limit=limit,
             offset=offset,
             include_superseded=include_superseded,
             min_confidence=min_confidence,
-            match=match,
+            min_score=min_score,
+            filters=filters,
         )
         return [scored.entry for scored in ranked.entries]
     if not query:
@@ -373,12 +342,11 @@ def memory_search(
         group_ids=groups,
         agent_view=caller.is_agent,
         query=query,
-        category=category or None,
         limit=limit,
         offset=offset,
         include_superseded=include_superseded,
         min_confidence=min_confidence,
-        match=match,
+        filters=filters,
     )
 
 
@@ -388,89 +356,50 @@ def _search_scope(*, caller: Caller, group_ids: list[str] | None) -> tuple[str |
     return resolve_read_scope(caller=caller, agent_id=None, group_ids=group_ids, require_agent=True)
 
 
-def _query_vector(query: str) -> tuple[str, str] | None:
-    """The query's vector (a pgvector literal) and the embedder's model id; ``None`` when there is no
-    embedder or it failed (logged)."""
-    embedder = get_embedder()
-    if embedder is None:
-        return None
-    try:
-        vector = embedder.embed_query(query)
-    except EmbedderError:
-        logger.warning(
-            "search: the embedder could not embed the query; answering by full text", exc_info=True
-        )
-        return None
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]", embedder.model_id
-
-
-RANKED_MODES = ("semantic", "hybrid")
-
-
-def search_ranking(*, query: str, mode: str, window: int) -> tuple[Ranking, str | None]:
-    """The ranking of a ``semantic`` or ``hybrid`` read of ``window`` results (limit + offset), and its
-    fallback: "fulltext" when the embedder could not embed the query (counted in
-    ``memory_search_fallbacks_total``), in which case both modes rank by full text alone."""
-    if mode not in RANKED_MODES:
-        raise BadRequest(f"mode must be one of {', '.join(RANKED_MODES)} to rank by relevance.")
-    if not query:
-        raise BadRequest("q is required: the text to search for.")
-    check_query(query)
-    embedded = _query_vector(query)
-    fallback = None
-    if embedded is None:
-        fallback = "fulltext"
-        search_fallbacks.labels(mode=mode).inc()
-    ranking = Ranking(
-        query=query,
-        vector=embedded[0] if embedded else None,
-        model=embedded[1] if embedded else "",
-        fulltext=mode == "hybrid" or embedded is None,
-        config=settings.SEARCH_LANGUAGE,
-        depth=max(FUSION_CANDIDATES, window) if mode == "hybrid" else window,
-        semantic_weight=SEMANTIC_WEIGHT,
-        recency=RECENCY_WEIGHT,
-        half_life_seconds=RECENCY_HALF_LIFE_SECONDS,
-    )
-    return ranking, fallback
-
-
 def memory_search_ranked(
     *,
     caller: Caller,
     user_id: str,
     query: str,
     mode: str,
-    category: str | None = None,
     group_ids: list[str] | None = None,
     limit: int = 1000,
     offset: int = 0,
     include_superseded: bool = False,
     min_confidence: float | None = None,
-    match: EntryMatch = NO_MATCH,
+    min_score: float | None = None,
+    filters: Filters = NO_FILTERS,
 ) -> RankedSearch:
     """``semantic``: the entries nearest the query's meaning (cosine similarity of the current model's
-    vectors). ``hybrid``: a convex combination of that list's and a full-text list's scaled scores (the full
-    text: the query's words, OR, stop words dropped, in SEARCH_LANGUAGE, ranked by BM25), with a small recency
-    prior. Candidates are only the caller's
-    visible entries, filtered in the same statement. When the embedder is down both answer by full text alone
-    (``fallback``, :func:`search_ranking`)."""
+    vectors). ``hybrid``: the candidates of that list and of a full-text list (the query's words, OR, stop
+    words dropped, in SEARCH_LANGUAGE, ranked by BM25), scored by both. Each score is the probability of
+    relevance (:mod:`usermemory.ranking`), the reranker's when one is configured; those under ``min_score``
+    are left out. Candidates are only the caller's visible entries narrowed by ``filters``, in the same
+    statement. When the embedder is down both answer by full text alone (``fallback``)."""
     agent_id, groups = _search_scope(caller=caller, group_ids=group_ids)
-    ranking, fallback = search_ranking(query=query, mode=mode, window=limit + offset)
+    window = limit + offset
+    ranking, fallback = ranking_.search_ranking(
+        query=query, mode=mode, window=window, min_score=min_score
+    )
+    candidates = ranking_.second_stage_window(window)
     entries = search_sql.ranked_search(
         user_id=user_id,
         agent_id=agent_id,
         group_ids=groups,
         agent_view=caller.is_agent,
-        category=category or None,
-        limit=limit,
-        offset=offset,
-        ranking=ranking,
+        limit=limit if candidates is None else candidates,
+        offset=offset if candidates is None else 0,
+        ranking=ranking if candidates is None else ranking._replace(min_score=0.0),
         include_superseded=include_superseded,
         min_confidence=min_confidence,
-        match=match,
+        filters=filters,
     )
-    return RankedSearch(entries, fallback)
+    if candidates is None:
+        return RankedSearch(entries, fallback)
+    reranked, failed = ranking_.rerank(query=query, candidates=entries, min_score=ranking.min_score)
+    return RankedSearch(
+        reranked[offset : offset + limit], ranking_.fallback_of(first=fallback, unreranked=failed)
+    )
 
 
 def memory_search_all_users(

@@ -14,6 +14,7 @@ from apikeys.caller import Caller
 from apikeys.services import caller_require_writer
 from memoryplatform import publicids
 from memoryplatform.errors import BadRequest, Forbidden
+from usermemory import ranking as ranking_
 from usermemory import selectors
 from usermemory.governance import (
     POLICY_FIELD_GROUPS,
@@ -32,9 +33,11 @@ from usermemory.models import (
     RecallOrder,
     Visibility,
 )
+from usermemory.ranking import RankedSearch
 from usermemory.sql import recall as recall_sql
 from usermemory.sql import search as search_sql
 from usermemory.sql.base import RecallScope
+from usermemory.sql.search import NO_FILTERS, Filters
 from usermemory.upsert import (
     LEGACY_SKIPPED_KEYS,
     MAX_BATCH,
@@ -277,21 +280,43 @@ def memory_recall_ranked(
     order: str | None = None,
     limit: int | None = None,
     min_confidence: float | None = None,
-) -> selectors.RankedSearch:
+    min_score: float | None = None,
+    filters: Filters = NO_FILTERS,
+) -> RankedSearch:
     """Recall by relevance to ``query``: the context an agent loads for a turn. The same entries a recall
-    may return (visible to the agent, in ``group_ids``), the same limit (at most the policy's
-    ``maxRecallEntries``) and the same access marking (``lastAccessedAt``; ``accessCount`` when the order,
-    the policy's unless given, is ``most_accessed``), but ranked as the ``hybrid`` (default) or ``semantic``
-    search ranks them, best first, each with its score; full text alone when the embedder is down
-    (``fallback``).
+    may return (visible to the agent, in ``group_ids``, narrowed by ``filters``), the same limit (at most the
+    policy's ``maxRecallEntries``) and the same access marking (``lastAccessedAt``; ``accessCount`` when the
+    order, the policy's unless given, is ``most_accessed``), but ranked as the ``hybrid`` (default) or
+    ``semantic`` search ranks them, best first, each with its score (at least ``min_score``, by default
+    ``RECALL_MIN_SCORE``); full text alone when the embedder is down (``fallback``).
 
-    One statement ranks, marks and returns the entries (:func:`usermemory.sql.search.ranked_recall`),
-    after the user's recall lock, as :func:`memory_recall` does."""
+    Without a reranker one statement ranks, marks and returns the entries
+    (:func:`usermemory.sql.search.ranked_recall`), after the user's recall lock, as :func:`memory_recall`
+    does. With one, the first stage's candidates are read, reranked, and the chosen ones marked
+    (:func:`usermemory.sql.search.mark_recalled`, which keeps only those still visible)."""
     plan = _recall_plan(caller=caller, agent_id=agent_id, group_ids=group_ids, order=order, limit=limit)
-    ranking, fallback = selectors.search_ranking(query=query, mode=mode, window=plan.limit)
+    ranking, fallback = ranking_.search_ranking(
+        query=query, mode=mode, window=plan.limit, min_score=ranking_.recall_min_score(min_score)
+    )
     scope = plan.scope(caller=caller, user_id=user_id, min_confidence=min_confidence)
-    entries = search_sql.ranked_recall(scope=scope, ranking=ranking, limit=plan.limit)
-    return selectors.RankedSearch(entries, fallback)
+    candidates = ranking_.second_stage_window(plan.limit)
+    if candidates is None:
+        entries = search_sql.ranked_recall(scope=scope, ranking=ranking, limit=plan.limit, filters=filters)
+        return RankedSearch(entries, fallback)
+    first = search_sql.ranked_search(
+        user_id=user_id,
+        agent_id=scope.agent_id,
+        group_ids=scope.group_ids,
+        agent_view=True,
+        limit=candidates,
+        offset=0,
+        min_confidence=min_confidence,
+        ranking=ranking._replace(min_score=0.0),
+        filters=filters,
+    )
+    chosen, failed = ranking_.rerank(query=query, candidates=first, min_score=ranking.min_score)
+    entries = search_sql.mark_recalled(scope=scope, chosen=chosen[: plan.limit])
+    return RankedSearch(entries, ranking_.fallback_of(first=fallback, unreranked=failed))
 
 
 def _newest_first(entry: MemoryEntry) -> tuple[datetime, int]:

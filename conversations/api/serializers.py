@@ -14,6 +14,7 @@ from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce
 from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory.api.serializers import (
     MemoryEntryOutputSerializer,
+    RankedFiltersSerializer,
     RecallQuerySerializer,
     ScoredMemoryEntryOutputSerializer,
     StrictCharField,
@@ -237,8 +238,9 @@ class ContextOutputSerializer(serializers.Serializer):
         return list(MemoryEntryOutputSerializer(context.user_memories, many=True).data)
 
 
-class ContextQuerySerializer(RecallQuerySerializer):
-    """``q``: the user memories recalled by relevance to it (hybrid)."""
+class ContextQuerySerializer(RecallQuerySerializer, RankedFiltersSerializer):
+    """``q``: the user memories recalled by relevance to it (hybrid), at least ``minScore`` relevant (default
+    RECALL_MIN_SCORE), narrowed by the filters of every ranked read."""
 
 
 # --- Search across conversations ---------------------------------------------------------------------------

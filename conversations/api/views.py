@@ -33,6 +33,7 @@ from conversations.api.serializers import (
 )
 from memoryplatform.api.serializers import require_valid_item
 from memoryplatform.errors import BadRequest
+from usermemory.api.serializers import to_filters
 from usermemory.api.views import FALLBACK_HEADER, fallback_headers
 
 TAGS = ["conversations"]
@@ -297,6 +298,8 @@ class ContextView(ConversationView):
             conversation_id=conversation_id,
             agent_id=request.query_params.get("agentId"),
             query=query.get("q"),
+            min_score=query.get("minScore"),
+            filters=to_filters(query),
         )
         headers = fallback_headers(context.ranked_memories)
         return Response(ContextOutputSerializer(context).data, headers=headers)

@@ -21,9 +21,10 @@ from usermemory.models import (
     SummarizeGroupBy,
     Visibility,
 )
-from usermemory.selectors import RANKED_MODES, SEARCH_MODES
+from usermemory.ranking import RANKED_MODES, SEARCH_MODES
+from usermemory.selectors import value_conditions
 from usermemory.services import MAX_TTL_REFRESH, MAX_TTL_SECONDS, MemoryWrite
-from usermemory.sql.search import ScoredEntry
+from usermemory.sql.search import Filters, ScoredEntry
 
 
 class MemoryEntryOutputSerializer(serializers.ModelSerializer):
@@ -296,6 +297,71 @@ def _as_of() -> serializers.DateTimeField:
     )
 
 
+def _min_score() -> ConfidenceField:
+    return ConfidenceField(
+        required=False,
+        help_text="Only results at least this relevant: the score is the probability of relevance (0 to 1), "
+        "the same scale for every query.",
+    )
+
+
+def _categories() -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(max_length=64),
+        required=False,
+        max_length=50,
+        help_text="Only entries of these categories (repeatable: any of them).",
+    )
+
+
+MATCH_FIELDS = frozenset({"keyPrefix", "visibility", "filter"})
+
+
+class MatchQuerySerializer(FieldsBuiltOnce):
+    """A list's, a search's and a ranked recall's narrowing: a key prefix, one visibility, conditions on the
+    value's fields (``to_filters``)."""
+
+    keyPrefix = StrictCharField(
+        required=False, max_length=MAX_KEY_CHARS, trim_whitespace=False, help_text="Only keys starting so."
+    )
+    visibility = serializers.ChoiceField(choices=Visibility.choices, required=False)
+    filter = serializers.JSONField(
+        required=False,
+        binary=True,
+        help_text='JSON: {"field": value} or {"field": {"$gt": value}} ($eq $ne $gt $gte $lt $lte) on the '
+        "value's fields; every condition holds.",
+    )
+
+
+class RankedFiltersSerializer(MatchQuerySerializer):
+    """The filters of every ranked read, applied in the same statement as visibility (``to_filters``)."""
+
+    category = _categories()
+    source = StrictCharField(  # type: ignore[assignment]  # a declared field: DRF takes it off the class
+        required=False, max_length=MAX_SOURCE_CHARS, help_text="Only entries of this source."
+    )
+    updatedAfter = serializers.DateTimeField(
+        required=False, help_text="Only entries updated after this time."
+    )
+    minScore = _min_score()
+
+
+RANKED_FILTERS = ("category", "source", "updatedAfter", "keyPrefix", "visibility", "filter", "minScore")
+
+
+def to_filters(attrs: dict[str, Any], *, author: str | None = None) -> Filters:
+    """The :class:`usermemory.sql.search.Filters` of a validated ranked read; ``author`` whose entries."""
+    return Filters(
+        categories=attrs.get("category") or None,
+        source=attrs.get("source"),
+        author=author,
+        updated_after=attrs.get("updatedAfter"),
+        key_prefix=attrs.get("keyPrefix") or None,
+        visibility=attrs.get("visibility"),
+        conditions=value_conditions(attrs.get("filter")),
+    )
+
+
 class GroupQuerySerializer(FieldsBuiltOnce):
     groupId = _group_ids()
     includeSuperseded = _include_superseded()
@@ -316,10 +382,17 @@ class RecallQuerySerializer(FieldsBuiltOnce):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "q" not in attrs and "q" in self.initial_data:
             raise serializers.ValidationError({"q": "q must not be empty (leave it out to recall in order)."})
+        ranked_only = [name for name in (*RANKED_FILTERS, "sourceAgentId") if name in attrs]
+        if ranked_only and "q" not in attrs:
+            name = ranked_only[0]
+            raise serializers.ValidationError({name: f"{name} narrows a recall by relevance: give q too."})
         return attrs
 
 
-class VisibleQuerySerializer(RecallQuerySerializer):
+class VisibleQuerySerializer(RecallQuerySerializer, RankedFiltersSerializer):
+    sourceAgentId = StrictCharField(
+        required=False, max_length=64, help_text="With q: only the entries this agent wrote."
+    )
     agentId = serializers.CharField(
         required=False, max_length=64, help_text="Required with viewer and admin keys: the agent recalling."
     )
@@ -348,24 +421,6 @@ class VisibleQuerySerializer(RecallQuerySerializer):
         if "asOf" in attrs and "q" in attrs:
             raise serializers.ValidationError({"asOf": "asOf answers from history, in order: leave q out."})
         return attrs
-
-
-MATCH_FIELDS = frozenset({"keyPrefix", "visibility", "filter"})
-
-
-class MatchQuerySerializer(FieldsBuiltOnce):
-    """A list's or a search's narrowing: a key prefix, one visibility, conditions on the value's fields."""
-
-    keyPrefix = StrictCharField(
-        required=False, max_length=MAX_KEY_CHARS, trim_whitespace=False, help_text="Only keys starting so."
-    )
-    visibility = serializers.ChoiceField(choices=Visibility.choices, required=False)
-    filter = serializers.JSONField(
-        required=False,
-        binary=True,
-        help_text='JSON: {"field": value} or {"field": {"$gt": value}} ($eq $ne $gt $gte $lt $lte) on the '
-        "value's fields; every condition holds.",
-    )
 
 
 class ListQuerySerializer(FieldsBuiltOnce):
@@ -404,30 +459,39 @@ class UserListQuerySerializer(ListQuerySerializer, MatchQuerySerializer):
         return attrs
 
 
-class SearchQuerySerializer(ListQuerySerializer, MatchQuerySerializer):
+class SearchQuerySerializer(ListQuerySerializer, RankedFiltersSerializer):
     q = serializers.CharField(
         max_length=MAX_QUERY_CHARS,
         trim_whitespace=False,
         help_text="keyword: matched literally; else by relevance.",
     )
-    category = serializers.CharField(required=False, max_length=64)
+    agentId = StrictCharField(
+        required=False,
+        max_length=64,
+        help_text="Only the entries this agent wrote (that the caller may see).",
+    )
     mode = serializers.ChoiceField(
         choices=SEARCH_MODES,
         required=False,
         default="keyword",
-        help_text="keyword (literal, newest first), semantic (by meaning), hybrid (meaning and words).",
+        help_text="keyword (EDDI's literal match, newest first: the default, for EDDI clients), semantic (by "
+        "meaning) or hybrid (meaning and words; what a newcomer wants).",
     )
     minConfidence = _min_confidence()
 
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("mode") == "keyword" and "minScore" in attrs:
+            raise serializers.ValidationError({"minScore": "keyword search does not score: use mode hybrid."})
+        return attrs
 
-class SearchAllQuerySerializer(SearchQuerySerializer):
+
+class SearchAllQuerySerializer(ListQuerySerializer):
+    """Staff search across every user: full text only, of the entries valid now, in no group context."""
+
     groupId = None  # type: ignore[assignment]  # DRF drops an inherited field set to None: staff search has no group
-    minConfidence = None  # type: ignore[assignment]  # staff search across users does not filter by it
-    mode = None  # type: ignore[assignment]  # staff search across users is full-text only
     includeSuperseded = None  # type: ignore[assignment]  # staff search reads the entries valid now
-    keyPrefix = None  # type: ignore[assignment]  # staff search across users is by words only
-    visibility = None  # type: ignore[assignment]
-    filter = None  # type: ignore[assignment]
+    q = serializers.CharField(max_length=MAX_QUERY_CHARS, trim_whitespace=False, help_text="Words to find.")
+    category = serializers.CharField(required=False, max_length=64)
 
 
 class GuardrailsSerializer(serializers.Serializer):

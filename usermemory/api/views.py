@@ -39,8 +39,9 @@ from usermemory.api.serializers import (
     UserListQuerySerializer,
     VisibleQuerySerializer,
     flatten_policy_changes,
+    to_filters,
 )
-from usermemory.sql.base import EntryMatch
+from usermemory.ranking import RankedSearch
 
 ENTRY_PARAM = OpenApiParameter("entry_id", int, OpenApiParameter.PATH)
 TURN_HEADER = OpenApiParameter(
@@ -55,14 +56,6 @@ def _query(serializer_class: type[serializers.Serializer], request: Request) -> 
     query = serializer_class(data=request.query_params)
     query.is_valid(raise_exception=True)
     return dict(query.validated_data)
-
-
-def _match(query: dict[str, Any]) -> EntryMatch:
-    return selectors.entry_match(
-        key_prefix=query.get("keyPrefix"),
-        visibility=query.get("visibility"),
-        value_filter=query.get("filter"),
-    )
 
 
 def _page(qs: QuerySet, query: dict[str, Any]) -> Response:
@@ -158,7 +151,7 @@ class MemoryUserView(MemoryView):
             include_superseded=query["includeSuperseded"],
             agent_id=query.get("agentId"),
             min_confidence=query.get("minConfidence"),
-            match=_match(query),
+            filters=to_filters(query),
         )
         return _page(qs, query)
 
@@ -179,12 +172,12 @@ FALLBACK_HEADER = OpenApiParameter(
 RANKED_OR_NOT = ScoredMemoryEntryOutputSerializer(many=True)
 
 
-def fallback_headers(ranked: selectors.RankedSearch | None) -> dict[str, str] | None:
+def fallback_headers(ranked: RankedSearch | None) -> dict[str, str] | None:
     """The ``X-Search-Fallback`` header of a ranked read that full text answered alone."""
     return {"X-Search-Fallback": ranked.fallback} if ranked and ranked.fallback else None
 
 
-def ranked_response(ranked: selectors.RankedSearch) -> Response:
+def ranked_response(ranked: RankedSearch) -> Response:
     """Entries best first, each with its score, and the fallback header when full text answered alone."""
     data = ScoredMemoryEntryOutputSerializer(ranked.entries, many=True).data
     return Response(data, headers=fallback_headers(ranked))
@@ -214,7 +207,13 @@ class MemoryVisibleView(MemoryView):
         if "q" in query:
             if "mode" in query:
                 args["mode"] = query["mode"]
-            return ranked_response(services.memory_recall_ranked(query=query["q"], **args))
+            ranked = services.memory_recall_ranked(
+                query=query["q"],
+                min_score=query.get("minScore"),
+                filters=to_filters(query, author=query.get("sourceAgentId")),
+                **args,
+            )
+            return ranked_response(ranked)
         if "asOf" in query:
             past = services.memory_recall_as_of(as_of=query["asOf"], **args)
             return Response(MemoryEntryOutputSerializer(past, many=True).data)
@@ -234,17 +233,17 @@ class MemorySearchView(MemoryView):
             "caller": request_caller(request),
             "user_id": user_id,
             "query": query["q"],
-            "category": query.get("category"),
             "group_ids": query.get("groupId"),
             "limit": query["limit"],
             "offset": query["offset"],
             "include_superseded": query["includeSuperseded"],
             "min_confidence": query.get("minConfidence"),
-            "match": _match(query),
+            "filters": to_filters(query, author=query.get("agentId")),
         }
         if query["mode"] == "keyword":
             return Response(MemoryEntryOutputSerializer(selectors.memory_search(**args), many=True).data)
-        return ranked_response(selectors.memory_search_ranked(mode=query["mode"], **args))
+        ranked = selectors.memory_search_ranked(mode=query["mode"], min_score=query.get("minScore"), **args)
+        return ranked_response(ranked)
 
 
 class MemoryCategoryView(MemoryView):

@@ -7,7 +7,6 @@ Clauses are :class:`psycopg.sql.SQL` fragments with identifiers composed by ``sq
 ones named here). Nothing here imports from above ``usermemory.sql``.
 """
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from functools import cache
@@ -16,8 +15,6 @@ from typing import Any, NamedTuple
 import psycopg
 from django.conf import settings
 from django.db import connection
-from django.db.models import BooleanField
-from django.db.models.expressions import RawSQL
 from psycopg import sql
 
 from apikeys.models import AgentGroup
@@ -114,56 +111,6 @@ CURRENT = sql.SQL("(%(all_times)s OR (superseded_by_id IS NULL AND (valid_to IS 
 
 # ``minConfidence``: only entries at least this sure (none without a confidence); NULL keeps every entry.
 MIN_CONFIDENCE = sql.SQL("(%(min_confidence)s::float8 IS NULL OR confidence >= %(min_confidence)s::float8)")
-
-
-class EntryMatch(NamedTuple):
-    """What a list or a search narrows to: keys starting with ``key_prefix``, one ``visibility``, and value
-    ``conditions``, each ``(field, op, operand)``: the value's field (a JSON object's) compared as JSON with
-    ``op`` ``eq``, ``ne``, ``gt``, ``gte``, ``lt`` or ``lte`` (the last four only between one JSON type)."""
-
-    key_prefix: str | None = None
-    visibility: str | None = None
-    conditions: tuple[tuple[str, str, Any], ...] = ()
-
-    def params(self) -> dict[str, Any]:
-        """The values of :data:`ENTRY_MATCH`'s placeholders."""
-        return {
-            "match_prefix": self.key_prefix,
-            "match_visibility": self.visibility,
-            "match_conditions": json.dumps([list(c) for c in self.conditions]) if self.conditions else None,
-        }
-
-    def orm(self) -> RawSQL:
-        """The same test for an ORM query (positional placeholders, in order)."""
-        p = self.params()
-        values = [p[name] for name in ("match_prefix", "match_visibility", "match_conditions") for _ in "xy"]
-        clause = _MATCH.format(prefix="%s", visibility="%s", conditions="%s")  # fixed text, values as params
-        return RawSQL(clause, values, BooleanField())  # noqa: S611
-
-
-# Each placeholder twice, in this order (EntryMatch.orm fills them positionally). A condition's field of a
-# value that is no JSON object, or that lacks it, is NULL: only ``ne`` holds for it.
-_MATCH = """({prefix}::text IS NULL OR starts_with(key, {prefix}::text))
-    AND ({visibility}::text IS NULL OR visibility = {visibility}::text)
-    AND ({conditions}::jsonb IS NULL OR NOT EXISTS (
-        SELECT 1 FROM jsonb_array_elements({conditions}::jsonb) AS c(cond)
-        WHERE NOT COALESCE(CASE c.cond ->> 1
-            WHEN 'eq' THEN value -> (c.cond ->> 0) = c.cond -> 2
-            WHEN 'ne' THEN value -> (c.cond ->> 0) IS DISTINCT FROM c.cond -> 2
-            ELSE jsonb_typeof(value -> (c.cond ->> 0)) = jsonb_typeof(c.cond -> 2) AND CASE c.cond ->> 1
-                WHEN 'gt' THEN value -> (c.cond ->> 0) > c.cond -> 2
-                WHEN 'gte' THEN value -> (c.cond ->> 0) >= c.cond -> 2
-                WHEN 'lt' THEN value -> (c.cond ->> 0) < c.cond -> 2
-                WHEN 'lte' THEN value -> (c.cond ->> 0) <= c.cond -> 2
-            END
-        END, false)
-    ))"""
-ENTRY_MATCH = sql.SQL(
-    _MATCH.format(
-        prefix="%(match_prefix)s", visibility="%(match_visibility)s", conditions="%(match_conditions)s"
-    )
-)
-NO_MATCH = EntryMatch()
 
 
 @cache

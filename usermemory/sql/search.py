@@ -4,19 +4,22 @@
 Every candidate of every ranked list comes from the caller's readable entries (:func:`readable`) in the same
 statement: visibility is applied before ranking, never after, so it can neither leak nor shorten a list."""
 
+import json
+from datetime import datetime
 from functools import cache
 from typing import Any, NamedTuple
 
+from django.db.models import BooleanField, Q
+from django.db.models.expressions import RawSQL
 from psycopg import sql
 
+from memoryplatform import relevance
+from memoryplatform.relevance import Calibration
 from usermemory.models import MemoryEntry
 from usermemory.sql.base import (
     EMBEDDING,
     ENTRY,
-    ENTRY_MATCH,
     MIN_CONFIDENCE,
-    NO_MATCH,
-    EntryMatch,
     Groups,
     RecallScope,
     access_marks,
@@ -26,6 +29,87 @@ from usermemory.sql.base import (
     readable,
     rows_under_recall_lock,
     scope_params,
+    visible,
+)
+
+# --- Filters ---------------------------------------------------------------------------------------------
+
+class Filters(NamedTuple):
+    """What a read narrows to, besides visibility, in the same statement: ``categories`` (any of them),
+    ``source`` (the entry's ``source``), ``author`` (the agent that wrote it), ``updated_after``,
+    ``key_prefix``, ``visibility`` (one of them) and value ``conditions``, each ``(field, op, operand)``: the
+    value's field (a JSON object's) compared as JSON with ``op`` ``eq``, ``ne``, ``gt``, ``gte``, ``lt`` or
+    ``lte`` (the last four only between one JSON type; LangGraph's ``filter``). ``None`` narrows nothing."""
+
+    categories: list[str] | None = None
+    source: str | None = None
+    author: str | None = None
+    updated_after: datetime | None = None
+    key_prefix: str | None = None
+    visibility: str | None = None
+    conditions: tuple[tuple[str, str, Any], ...] = ()
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "categories": self.categories or None,
+            "source": self.source,
+            "author": self.author,
+            "updated_after": self.updated_after,
+            "key_prefix": self.key_prefix,
+            "only_visibility": self.visibility,
+            "conditions": self._conditions(),
+        }
+
+    def _conditions(self) -> str | None:
+        return json.dumps([list(c) for c in self.conditions]) if self.conditions else None
+
+    def orm(self) -> Q:
+        """The same narrowing for an ORM query (a user's list)."""
+        q = Q()
+        for lookup, value in (
+            ("category__in", self.categories or None),
+            ("source", self.source),
+            ("source_agent_id", self.author),
+            ("updated_at__gt", self.updated_after),
+            ("key__startswith", self.key_prefix),
+            ("visibility", self.visibility),
+        ):
+            if value is not None:
+                q &= Q(**{lookup: value})
+        if self.conditions:
+            clause = _CONDITIONS.format(conditions="%s")  # a fixed text; the conditions go as a parameter
+            q &= Q(RawSQL(clause, [self._conditions()] * 2, BooleanField()))  # noqa: S611
+        return q
+
+
+NO_FILTERS = Filters()
+
+# The value conditions (:class:`Filters`), their placeholder twice. A field of a value that is no JSON object,
+# or that lacks it, is NULL: only ``ne`` holds for it.
+_CONDITIONS = """({conditions}::jsonb IS NULL OR NOT EXISTS (
+        SELECT 1 FROM jsonb_array_elements({conditions}::jsonb) AS c(cond)
+        WHERE NOT COALESCE(CASE c.cond ->> 1
+            WHEN 'eq' THEN value -> (c.cond ->> 0) = c.cond -> 2
+            WHEN 'ne' THEN value -> (c.cond ->> 0) IS DISTINCT FROM c.cond -> 2
+            ELSE jsonb_typeof(value -> (c.cond ->> 0)) = jsonb_typeof(c.cond -> 2) AND CASE c.cond ->> 1
+                WHEN 'gt' THEN value -> (c.cond ->> 0) > c.cond -> 2
+                WHEN 'gte' THEN value -> (c.cond ->> 0) >= c.cond -> 2
+                WHEN 'lt' THEN value -> (c.cond ->> 0) < c.cond -> 2
+                WHEN 'lte' THEN value -> (c.cond ->> 0) <= c.cond -> 2
+            END
+        END, false)
+    ))"""
+
+# The filters' clause (:class:`Filters`); NULL narrows nothing.
+FILTERS = sql.SQL(
+    """(%(categories)s::text[] IS NULL OR category = ANY(%(categories)s::text[]))
+    AND (%(source)s::text IS NULL OR source = %(source)s::text)
+    AND (%(author)s::text IS NULL OR source_agent_id = %(author)s::text)
+    AND (%(updated_after)s::timestamptz IS NULL OR updated_at > %(updated_after)s::timestamptz)
+    AND (%(key_prefix)s::text IS NULL OR starts_with(key, %(key_prefix)s::text))
+    AND (%(only_visibility)s::text IS NULL OR visibility = %(only_visibility)s::text)
+    AND """
+    + _CONDITIONS.format(conditions="%(conditions)s")
 )
 
 # --- Keyword search ------------------------------------------------------------------------------------
@@ -33,9 +117,9 @@ from usermemory.sql.base import (
 # A literal substring of the casefolded key or value (strpos: no pattern characters), over the user's own
 # rows (memory_user_recent_idx); a trigram index cost every write more than it saved a user's search.
 _KEYWORD = """SELECT {columns} FROM {entry}
-WHERE {readable} AND {min_confidence} AND {match}
+WHERE {readable} AND {min_confidence}
     AND (strpos(key_folded, %(folded)s) > 0 OR strpos(text_folded, %(folded)s) > 0)
-    AND (%(category)s::text IS NULL OR category = %(category)s)
+    AND {filters}
 ORDER BY updated_at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s"""
 
 
@@ -46,7 +130,7 @@ def _keyword_sql(*, agent_view: bool, all_of_agent: bool) -> sql.Composed:
         entry=ENTRY,
         readable=readable(agent_view=agent_view, all_of_agent=all_of_agent),
         min_confidence=MIN_CONFIDENCE,
-        match=ENTRY_MATCH,
+        filters=FILTERS,
     )
 
 
@@ -57,16 +141,15 @@ def search(
     group_ids: Groups,
     agent_view: bool,
     query: str,
-    category: str | None,
     limit: int,
     offset: int,
     include_superseded: bool = False,
     min_confidence: float | None = None,
-    match: EntryMatch = NO_MATCH,
+    filters: Filters = NO_FILTERS,
 ) -> list[MemoryEntry]:
     """One page of the user's entries (an agent's read: the visible ones; valid now unless
     ``include_superseded``) whose key or value text holds ``query`` as a literal substring, ignoring case
-    (full Unicode case folding: ``str.casefold``), newest first."""
+    (full Unicode case folding: ``str.casefold``), narrowed by ``filters``, newest first."""
     params: dict[str, Any] = {
         **scope_params(
             user_id=user_id,
@@ -75,9 +158,8 @@ def search(
             include_superseded=include_superseded,
             min_confidence=min_confidence,
         ),
-        **match.params(),
         "folded": query.casefold(),
-        "category": category or None,
+        **filters.params(),
         "limit": limit,
         "offset": offset,
     }
@@ -88,19 +170,17 @@ def search(
 # --- Ranked search -------------------------------------------------------------------------------------
 
 
-class ScoredEntry(NamedTuple):
-    entry: MemoryEntry
-    score: float
 
 
 class Ranking(NamedTuple):
     """How a ranked read ranks (:func:`usermemory.selectors.search_ranking` makes it).
 
     ``vector`` (a pgvector literal of the query) ranks by cosine similarity to the vectors of ``model``;
-    ``fulltext`` by BM25 of the query's lexemes in ``config`` (any of them); both: ``semantic_weight`` times
-    the semantic score plus the rest times the BM25 score, each scaled to [0, 1] over its list's first
-    ``depth`` (min-max), plus ``recency * exp(-age / half_life_seconds)``. Ties break by id. ``config``
-    ``memory_simple`` reads the stored ``search_vector``; any other parses the text."""
+    ``fulltext`` by BM25 of the query's lexemes in ``config`` (any of them); both: the candidates of either
+    list (its first ``depth``), each scored by the calibrated logistic model of both features
+    (:mod:`memoryplatform.relevance`). The score is the probability of relevance; ties break by id. Rows
+    scoring under ``min_score`` are left out. ``config`` ``memory_simple`` reads the stored ``search_vector``;
+    any other parses the text."""
 
     query: str
     vector: str | None
@@ -108,9 +188,8 @@ class Ranking(NamedTuple):
     fulltext: bool
     config: str
     depth: int
-    semantic_weight: float
-    recency: float
-    half_life_seconds: float
+    calibration: Calibration
+    min_score: float = 0.0
 
 
 # The configuration of the stored ``search_vector`` column (migration 0011): with it, the full-text side reads
@@ -120,13 +199,12 @@ STORED_CONFIG = "memory_simple"
 # The candidates: the readable entries, with their lexemes when the full-text side ranks ({lexemes}).
 _VISIBLE = """visible AS MATERIALIZED (
     SELECT id, updated_at{lexemes} FROM {entry}
-    WHERE {readable} AND {min_confidence} AND {match}
-        AND (%(category)s::text IS NULL OR category = %(category)s)
+    WHERE {readable} AND {min_confidence} AND {filters}
 )"""
 _STORED_LEXEMES = ", search_vector AS vec"
 _PARSED_LEXEMES = ", to_tsvector(%(config)s::regconfig, key || ' ' || value_text) AS vec"
 
-# Exact cosine distance over the candidates with a vector of the current model.
+# Exact cosine similarity over the candidates with a vector of the current model.
 _SEMANTIC = """sem AS (
     SELECT v.id, (1 - (e.embedding <=> %(vector)s::vector))::float8 AS score
     FROM visible v JOIN {embedding} e ON e.entry_id = v.id AND e.model = %(model)s
@@ -157,33 +235,53 @@ _FULLTEXT = """terms AS MATERIALIZED (
     GROUP BY h.id ORDER BY score DESC, h.id LIMIT %(depth)s
 )"""
 
-# Both lists: a convex combination of their scores, each scaled to [0, 1] over its list (min-max; a list of
-# one scores 1), plus a small recency prior.
-_FUSED = """fused AS (
-    SELECT r.id, sum(r.part)::float8
-        + %(recency)s * exp(-extract(epoch FROM now() - max(v.updated_at)) / %(half_life)s)::float8 AS score
-    FROM (
-        SELECT id, %(semantic_weight)s * CASE WHEN max(score) OVER () > min(score) OVER ()
-            THEN (score - min(score) OVER ()) / (max(score) OVER () - min(score) OVER ()) ELSE 1 END AS part
-        FROM sem
-        UNION ALL
-        SELECT id, (1 - %(semantic_weight)s) * CASE WHEN max(score) OVER () > min(score) OVER ()
-            THEN (score - min(score) OVER ()) / (max(score) OVER () - min(score) OVER ()) ELSE 1 END
-        FROM ft
-    ) r JOIN visible v ON v.id = r.id
-    GROUP BY r.id
+# Each kind of ranked list as ``ranked(id, cos, bm25, score)``: the features and the calibrated score.
+_RANKED_SEMANTIC = sql.SQL(
+    "ranked AS (SELECT id, score AS cos, 0::float8 AS bm25, {score} AS score FROM sem)"
+)
+_RANKED_FULLTEXT = sql.SQL(
+    "ranked AS (SELECT id, NULL::float8 AS cos, score AS bm25, {score} AS score FROM ft)"
+)
+# Hybrid: the candidates of either list; a full-text candidate's cosine is computed too (NULL without a
+# vector: it is scored by full text alone), a semantic candidate outside the full-text list has BM25 0.
+_RANKED_HYBRID = sql.SQL(
+    """ranked AS (
+    SELECT c.id, x.cos, coalesce(f.score, 0)::float8 AS bm25, {score} AS score
+    FROM (SELECT id FROM sem UNION SELECT id FROM ft) c
+    LEFT JOIN ft f ON f.id = c.id
+    LEFT JOIN LATERAL (
+        SELECT (1 - (e.embedding <=> %(vector)s::vector))::float8 AS cos FROM {embedding} e
+        WHERE e.entry_id = c.id AND e.model = %(model)s
+    ) x ON true
 )"""
+)
 
-# One page of a ranked list ({ranked}: sem, ft or fused), best first.
+
+def _ranked_cte(*, semantic: bool, fulltext: bool) -> sql.Composed:
+    if semantic and fulltext:
+        score = relevance.hybrid_score(cos=sql.SQL("x.cos"), bm25=sql.SQL("coalesce(f.score, 0)"))
+        return _RANKED_HYBRID.format(score=score, embedding=EMBEDDING)
+    if semantic:
+        return _RANKED_SEMANTIC.format(score=relevance.semantic_score(cos=sql.SQL("score")))
+    return _RANKED_FULLTEXT.format(score=relevance.fulltext_score(bm25=sql.SQL("score")))
+
+
+# One page of a ranked list, best first, with each row's score and features.
 _RANKED = """WITH {ctes}
-SELECT {columns}, s.score::float8 FROM {ranked} s JOIN {entry} ON {entry}.id = s.id
+SELECT {columns}, s.score, s.cos, s.bm25 FROM ranked s JOIN {entry} ON {entry}.id = s.id
+WHERE s.score >= %(min_score)s
 ORDER BY s.score DESC, {entry}.id LIMIT %(limit)s OFFSET %(offset)s"""
 
 # A ranked recall: the first page of the ranked list, its access marked as a recall marks it.
 _RANKED_RECALL = """UPDATE {entry} SET {access_marks}
-FROM (SELECT r.id, r.score FROM ({ranked}) AS r) AS ranked
+FROM (SELECT r.id, r.score, r.cos, r.bm25 FROM ({ranked}) AS r) AS ranked
 WHERE {entry}.id = ranked.id
-RETURNING {columns}, ranked.score"""
+RETURNING {columns}, ranked.score, ranked.cos, ranked.bm25"""
+
+# A recall of entries a second stage chose (:func:`mark_recalled`): the ones still readable, marked.
+_MARK_RECALLED = """UPDATE {entry} SET {access_marks}
+WHERE {entry}.id = ANY(%(ids)s::bigint[]) AND {readable}
+RETURNING {columns}"""
 
 
 @cache
@@ -196,19 +294,17 @@ def _ranked_sql(
         entry=ENTRY,
         readable=readable(agent_view=agent_view, all_of_agent=all_of_agent),
         min_confidence=MIN_CONFIDENCE,
-        match=ENTRY_MATCH,
+        filters=FILTERS,
     )
     ctes: list[sql.Composable] = [candidates]
     if semantic:
         ctes.append(sql.SQL(_SEMANTIC).format(embedding=EMBEDDING))
     if fulltext:
         ctes.append(sql.SQL(_FULLTEXT))
-    if semantic and fulltext:
-        ctes.append(sql.SQL(_FUSED))
+    ctes.append(_ranked_cte(semantic=semantic, fulltext=fulltext))
     return sql.SQL(_RANKED).format(
         ctes=sql.SQL(", ").join(ctes),
         columns=entry_columns(agent_view=agent_view, all_of_agent=all_of_agent),
-        ranked=sql.Identifier("fused" if semantic and fulltext else "sem" if semantic else "ft"),
         entry=ENTRY,
     )
 
@@ -239,14 +335,40 @@ def _ranked_recall_sql(
     )
 
 
+@cache
+def _mark_recalled_sql(*, agent_view: bool, all_of_agent: bool, order: str) -> sql.Composed:
+    return sql.SQL(_MARK_RECALLED).format(
+        entry=ENTRY,
+        access_marks=access_marks(order=order),
+        readable=visible(all_of_agent=all_of_agent),
+        columns=entry_columns(agent_view=agent_view, all_of_agent=all_of_agent),
+    )
+
+
 def _ranking_params(ranking: Ranking) -> dict[str, Any]:
-    """The ranking's placeholders: each field by its name (``half_life`` in seconds)."""
-    return {**ranking._asdict(), "half_life": ranking.half_life_seconds}
+    """The ranking's placeholders: each field by its name, and the calibration's weights."""
+    params = ranking._asdict()
+    del params["calibration"]
+    return {**params, **ranking.calibration.params()}
+
+
+class ScoredEntry(NamedTuple):
+    """An entry of a ranked read and its score (the probability of relevance,
+    :mod:`memoryplatform.relevance`); ``cos`` and ``bm25`` are the first stage's features (``cos`` ``None``
+    without a vector)."""
+
+    entry: MemoryEntry
+    score: float
+    cos: float | None = None
+    bm25: float = 0.0
 
 
 def _scored(rows: list[tuple[Any, ...]]) -> list[ScoredEntry]:
-    entries = entries_of_rows([row[:-1] for row in rows])
-    return [ScoredEntry(entry, float(row[-1])) for entry, row in zip(entries, rows, strict=True)]
+    entries = entries_of_rows([row[:-3] for row in rows])
+    return [
+        ScoredEntry(entry, float(row[-3]), None if row[-2] is None else float(row[-2]), float(row[-1]))
+        for entry, row in zip(entries, rows, strict=True)
+    ]
 
 
 def ranked_search(
@@ -255,20 +377,18 @@ def ranked_search(
     agent_id: str | None,
     group_ids: Groups,
     agent_view: bool,
-    category: str | None,
     limit: int,
     offset: int,
     include_superseded: bool = False,
     min_confidence: float | None = None,
     ranking: Ranking,
-    match: EntryMatch = NO_MATCH,
+    filters: Filters = NO_FILTERS,
 ) -> list[ScoredEntry]:
     """One page of the user's entries (an agent's read: the visible ones; valid now unless
-    ``include_superseded``), best first by ``ranking``, each with its score."""
+    ``include_superseded``) narrowed by ``filters``, best first by ``ranking``, each with its score."""
     params: dict[str, Any] = {
         **_ranking_params(ranking),
-        **match.params(),
-        "category": category or None,
+        **filters.params(),
         "limit": limit,
         "offset": offset,
         **scope_params(
@@ -283,7 +403,9 @@ def ranked_search(
     return _scored(fetch_all(statement, params))
 
 
-def ranked_recall(*, scope: RecallScope, ranking: Ranking, limit: int) -> list[ScoredEntry]:
+def ranked_recall(
+    *, scope: RecallScope, ranking: Ranking, limit: int, filters: Filters = NO_FILTERS
+) -> list[ScoredEntry]:
     """Recall by relevance: the ``limit`` entries of the recall's ``scope`` that :func:`ranked_search` ranks
     first with ``ranking``, with their access marked as a recall marks it
     (:func:`usermemory.sql.base.access_marks`, by the scope's order), best first, each with its score.
@@ -295,8 +417,7 @@ def ranked_recall(*, scope: RecallScope, ranking: Ranking, limit: int) -> list[S
     params: dict[str, Any] = {
         **scope.params(),
         **_ranking_params(ranking),
-        **NO_MATCH.params(),
-        "category": None,
+        **filters.params(),
         "limit": limit,
         "offset": 0,
     }
@@ -308,6 +429,24 @@ def ranked_recall(*, scope: RecallScope, ranking: Ranking, limit: int) -> list[S
         fulltext=ranking.fulltext,
         stored=ranking.config == STORED_CONFIG,
     )
-    scored = _scored(rows_under_recall_lock(statement, params))
+    return _best_first(_scored(rows_under_recall_lock(statement, params)))
+
+
+def mark_recalled(*, scope: RecallScope, chosen: list[ScoredEntry]) -> list[ScoredEntry]:
+    """The recall of entries a second stage chose from :func:`ranked_search`'s candidates: those of
+    ``chosen`` still visible to the scope's agent, their access marked as a recall marks it, in one
+    statement after the user's recall lock, best first with the scores they were chosen with."""
+    if not chosen:
+        return []
+    by_id = {scored.entry.id: scored for scored in chosen}
+    params = {**scope.params(), "ids": list(by_id)}
+    statement = _mark_recalled_sql(
+        agent_view=scope.agent_view, all_of_agent=scope.group_ids is None, order=scope.order
+    )
+    entries = entries_of_rows(rows_under_recall_lock(statement, params))
+    return _best_first([by_id[entry.id]._replace(entry=entry) for entry in entries])
+
+
+def _best_first(scored: list[ScoredEntry]) -> list[ScoredEntry]:
     scored.sort(key=lambda s: (-s.score, s.entry.id))  # RETURNING has no order: best first, ties by id
     return scored

@@ -4,6 +4,7 @@ send. Names follow ``<verb>_<thing>`` so that a TypeScript client can mirror the
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any, TypedDict
 
 import httpx
@@ -86,28 +87,52 @@ class UpsertOptions(TypedDict, total=False):
     """The value holds this many seconds from the write (the server sets ``validTo``); reads then miss it."""
 
 
-class ListOptions(TypedDict, total=False):
-    group_ids: list[str]
-    limit: int
-    offset: int
+class Narrowing(TypedDict, total=False):
+    """What a list, a search and a recall by relevance narrow to on the server, before the page is cut:
+    ``key_prefix``, one ``visibility``, and ``filter``, LangGraph's filter on the value's fields
+    (``{field: value}`` or ``{field: {"$gt": value}}``; ``$eq $ne $gt $gte $lt $lte``)."""
+
     key_prefix: str
     visibility: Visibility
     filter: dict[str, Any]
-    """LangGraph's filter on the value's fields: ``{field: value}`` or ``{field: {"$gt": value}}``."""
 
 
-class SearchOptions(ListOptions, total=False):
+class ListOptions(Narrowing, total=False):
+    group_ids: list[str]
+    limit: int
+    offset: int
+
+
+class RankedFilters(Narrowing, total=False):
+    """Filters of every ranked read, applied with visibility on the server. ``min_score``: only results at
+    least this relevant (a probability, 0 to 1, the same scale for every query); ``category``: one or any of
+    several; ``source``; ``updated_after`` (a datetime or ISO 8601 text); and :class:`Narrowing`'s."""
+
+    min_score: float
+    category: str | list[str]
+    source: str
+    updated_after: datetime | str
+
+
+class SearchOptions(ListOptions, RankedFilters, total=False):
+    """``mode`` defaults to ``hybrid`` here (meaning and words); the REST endpoint's own default is EDDI's
+    literal ``keyword``. ``agent_id``: only the entries this agent wrote."""
+
     mode: SearchMode
-    category: str
+    agent_id: str
 
 
-class RecallOptions(TypedDict, total=False):
+class RecallOptions(RankedFilters, total=False):
+    """With ``q``: recalled by relevance, at least ``min_score`` relevant (the server's default when left
+    out), narrowed by the filters; ``source_agent_id``: only the entries this agent wrote."""
+
     agent_id: str
     group_ids: list[str]
     order: RecallOrder
     limit: int
     q: str
     mode: RankedMode
+    source_agent_id: str
 
 
 class MessageOptions(TypedDict, total=False):
@@ -171,7 +196,7 @@ def _list_query(options: ListOptions) -> list[tuple[str, str]]:
     return query(groupId=options.get("group_ids"), limit=options.get("limit"), offset=options.get("offset"))
 
 
-def _match_query(options: ListOptions) -> dict[str, str | None]:
+def _match_query(options: Narrowing) -> dict[str, str | None]:
     """A list's or a search's narrowing, done by the server before it cuts the page."""
     wanted = options.get("filter")
     return {
@@ -204,8 +229,21 @@ def recall_memories(user_id: str, options: RecallOptions) -> Call[list[MemoryEnt
             limit=options.get("limit"),
             q=_query(options.get("q")),
             mode=options.get("mode"),
+            sourceAgentId=options.get("source_agent_id"),
+            **_ranked_filters(options),
         ),
     )
+
+
+def _ranked_filters(options: RankedFilters) -> dict[str, Any]:
+    updated_after = options.get("updated_after")
+    return {
+        "minScore": options.get("min_score"),
+        "category": options.get("category"),
+        "source": options.get("source"),
+        "updatedAfter": updated_after.isoformat() if isinstance(updated_after, datetime) else updated_after,
+        **_match_query(options),
+    }
 
 
 def _query(q: str | None) -> str | None:
@@ -221,12 +259,12 @@ def search_memories(user_id: str, q: str, options: SearchOptions) -> Call[list[M
         f"{_user(user_id)}/search",
         params=query(
             q=_query(q),
-            mode=options.get("mode"),
-            category=options.get("category"),
+            mode=options.get("mode", "hybrid"),
             groupId=options.get("group_ids"),
             limit=options.get("limit"),
             offset=options.get("offset"),
-            **_match_query(options),
+            agentId=options.get("agent_id"),
+            **_ranked_filters(options),
         ),
     )
 

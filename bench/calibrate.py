@@ -1,0 +1,143 @@
+"""Fit the first stage's calibration (``memoryplatform.relevance``) for the configured embedder.
+
+    env -u DATABASE_URL .venv/bin/python -m bench.calibrate [--data bench/calibration/user_facts.json]
+
+Each invented user of the data file gets its facts as memories (through the services, in a fresh database as
+``bench.recall_quality`` makes one), with vectors. Every question is then asked of its user in hybrid mode
+with no threshold, and each of the user's facts gives one example: its features (the cosine similarity and
+BM25 the platform computed) and whether the question names it as relevant. Three logistic regressions are
+fitted (both features, cosine alone, BM25 alone), by Newton's method with a small L2 penalty, and printed as
+the ``Calibration`` of the embedder's model id, ready for ``CALIBRATIONS`` or ``SEARCH_CALIBRATION``.
+
+The data is not LoCoMo's, and nothing is fitted to LoCoMo: it is measured with the result
+(``bench.recall_quality``)."""
+
+import argparse
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.recall_quality import Platform
+
+DATA = Path(__file__).parent / "calibration" / "user_facts.json"
+L2 = 0.01
+
+
+def log(message: str) -> None:
+    print(f"[calibrate {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, *, iterations: int = 50) -> np.ndarray:
+    """Weights (the last one the bias) of a logistic regression of ``y`` on the columns of ``x``."""
+    design = np.hstack([x, np.ones((x.shape[0], 1))])
+    weights = np.zeros(design.shape[1])
+    for _ in range(iterations):
+        p = 1 / (1 + np.exp(-np.clip(design @ weights, -50, 50)))
+        gradient = design.T @ (p - y) + L2 * np.r_[weights[:-1], 0]
+        hessian = design.T @ (design * (p * (1 - p))[:, None]) + L2 * np.eye(design.shape[1])
+        step = np.linalg.solve(hessian, gradient)
+        weights -= step
+        if np.abs(step).max() < 1e-9:
+            break
+    return weights
+
+
+def examples(platform: Platform, data: dict[str, Any]) -> tuple[list[tuple[float, float, int]], str]:
+    """(cos, bm25, relevant) for every (question, fact of its user), and the embedder's model id."""
+    from memoryplatform.embeddings import get_embedder
+    from usermemory import selectors, services
+    from usermemory.services import MemoryWrite, memory_upsert_batch
+
+    categories = sorted({fact["category"] for user in data["users"] for fact in user["facts"]})
+    services.policy_update(agent_id=platform_agent(), allowed_categories=categories)
+    rows: list[tuple[float, float, int]] = []
+    for index, user in enumerate(data["users"]):
+        user_id = f"calibration-{index}"
+        writes = [
+            MemoryWrite(
+                user_id=user_id,
+                key=fact["key"],
+                value=fact["value"],
+                category=fact["category"],
+                source_agent_id=platform_agent(),
+            )
+            for fact in user["facts"]
+        ]
+        memory_upsert_batch(caller=platform.caller, writes=writes, turn_id=f"calibration-{index}")
+    platform.embed()
+    for index, user in enumerate(data["users"]):
+        keys = {fact["key"] for fact in user["facts"]}
+        for question in user["queries"]:
+            found = selectors.memory_search_ranked(
+                caller=platform.caller,
+                user_id=f"calibration-{index}",
+                query=question["q"],
+                mode="hybrid",
+                limit=1000,
+                min_score=0.0,
+            )
+            seen = {s.entry.key: s for s in found.entries}
+            if set(seen) != keys:
+                raise RuntimeError(f"{question['q']!r}: {len(seen)} of {len(keys)} facts ranked")
+            relevant = set(question["relevant"])
+            rows += [(s.cos or 0.0, s.bm25, int(key in relevant)) for key, s in seen.items()]
+    embedder = get_embedder()
+    return rows, embedder.model_id if embedder else ""
+
+
+def platform_agent() -> str:
+    from bench.recall_quality import AGENT
+
+    return AGENT
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument(
+        "--db-url", default="", help="a PostgreSQL server (default: DATABASE_URL, or embedded)"
+    )
+    args = parser.parse_args(argv)
+    data = json.loads(args.data.read_text())
+    platform = Platform(args.db_url or os.environ.get("DATABASE_URL", ""))
+    rows, model_id = examples(platform, data)
+    table = np.array(rows, dtype=float)
+    cos, bm25, y = table[:, 0:1], np.log1p(table[:, 1:2]), table[:, 2]
+    log(f"{len(rows)} examples, {int(y.sum())} relevant, model {model_id}")
+    hybrid = fit_logistic(np.hstack([cos, bm25]), y)
+    semantic = fit_logistic(cos, y)
+    fulltext = fit_logistic(bm25, y)
+    calibration = {
+        "hybrid_cos": hybrid[0],
+        "hybrid_bm25": hybrid[1],
+        "hybrid_bias": hybrid[2],
+        "semantic_cos": semantic[0],
+        "semantic_bias": semantic[1],
+        "fulltext_bm25": fulltext[0],
+        "fulltext_bias": fulltext[1],
+    }
+    for name, weights, x in (
+        ("hybrid", hybrid, np.hstack([cos, bm25])),
+        ("semantic", semantic, cos),
+        ("fulltext", fulltext, bm25),
+    ):
+        p = 1 / (1 + np.exp(-(np.hstack([x, np.ones((len(x), 1))]) @ weights)))
+        loss = -np.mean(y * np.log(p + 1e-12) + (1 - y) * np.log(1 - p + 1e-12))
+        log(
+            f"{name}: log loss {loss:.4f}; mean p relevant {p[y == 1].mean():.3f}, not {p[y == 0].mean():.3f}"
+        )
+    print(json.dumps({model_id: {k: round(float(v), 4) for k, v in calibration.items()}}, indent=2))
+    if not all(math.isfinite(float(v)) for v in calibration.values()):
+        raise SystemExit("the fit did not converge")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,62 @@
+"""The second stage of a ranked read: a cross-encoder that reads the query with each candidate and answers the
+probability that the candidate is relevant, chosen by the ``RERANK_*`` settings.
+
+``RERANK_PROVIDER``: ``none`` (the first stage's calibrated score answers, :mod:`memoryplatform.relevance`),
+``local`` (a cross-encoder in process, from a model inside a wheel: :mod:`memoryplatform.rerank.local`) or
+``http`` (the rerank protocol of TEI, Jina and Cohere: :mod:`memoryplatform.rerank.http`). The first
+``RERANK_DEPTH`` candidates of the first stage are reranked; the rest follow in the first stage's order, with
+its scores. Every failure is a :class:`RerankerError`; a read then answers with the first stage alone and says
+so (``X-Search-Fallback: unreranked``)."""
+
+from functools import cache
+from typing import Protocol
+
+from django.conf import settings
+
+
+class RerankerError(Exception):
+    """A reranker could not score: unreachable, timed out, refused, or answered something unusable."""
+
+
+class Reranker(Protocol):
+    """Scores documents against a query: one probability of relevance in [0, 1] per document, in order."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    def scores(self, query: str, documents: list[str]) -> list[float]: ...
+
+
+PROVIDERS = ("none", "local", "http")
+
+
+@cache
+def get_reranker() -> Reranker | None:
+    """The process's reranker (``None`` for provider ``none``), built once from settings.
+
+    Tests that change the ``RERANK_*`` settings call ``get_reranker.cache_clear()``."""
+    return build_reranker()
+
+
+def build_reranker() -> Reranker | None:
+    """A reranker as the settings describe it (loading no model, calling no server); RerankerError when they
+    are wrong (the system check memoryplatform.E011 says so at start)."""
+    provider = settings.RERANK_PROVIDER
+    if provider == "none":
+        return None
+    if not 1 <= settings.RERANK_DEPTH <= 200:
+        raise RerankerError(f"RERANK_DEPTH must be between 1 and 200; got {settings.RERANK_DEPTH}.")
+    if provider == "local":
+        from memoryplatform.rerank.local import LocalReranker
+
+        return LocalReranker(model=settings.RERANK_MODEL, threads=settings.RERANK_THREADS)
+    if provider == "http":
+        from memoryplatform.rerank.http import HttpReranker
+
+        return HttpReranker(
+            url=settings.RERANK_URL,
+            model=settings.RERANK_MODEL,
+            api_key=settings.RERANK_API_KEY,
+            timeout=settings.RERANK_TIMEOUT,
+        )
+    raise RerankerError(f"RERANK_PROVIDER must be one of {', '.join(PROVIDERS)}; got {provider!r}.")

@@ -1,0 +1,154 @@
+"""How ranked reads rank: the first stage (:mod:`usermemory.sql.search`, scored by
+:mod:`memoryplatform.relevance`) and the second (:mod:`memoryplatform.rerank`), for the per-user search and
+the recall by relevance alike.
+
+A score is the probability that the entry is relevant to the query, in [0, 1], the same from one query to the
+next; ``minScore`` leaves out what scores under it. A score depends only on the query and the entries the
+caller may read: every statistic of the first stage is computed over those rows in the same statement, and
+the second stage reads only the query and the candidate."""
+
+import logging
+from typing import NamedTuple
+
+from django.conf import settings
+from prometheus_client import Counter
+
+from memoryplatform.embeddings import EmbedderError, get_embedder
+from memoryplatform.errors import BadRequest
+from memoryplatform.relevance import calibration_for
+from memoryplatform.rerank import RerankerError, get_reranker
+from memoryplatform.text import check_query
+from usermemory.searchtext import value_as_text
+from usermemory.sql.search import Ranking, ScoredEntry
+
+logger = logging.getLogger(__name__)
+
+SEARCH_MODES = ("keyword", "semantic", "hybrid")
+RANKED_MODES = ("semantic", "hybrid")
+# The one message of every door that ranks by relevance and is asked for another mode.
+RANKED_MODES_MESSAGE = (
+    "mode must be semantic or hybrid (the default) to rank by relevance; keyword (a literal match, "
+    "newest first) is a mode of the search only."
+)
+# The first stage's depth: the first FUSION_CANDIDATES of each list (semantic, full text) are candidates.
+FUSION_CANDIDATES = 100
+
+search_fallbacks = Counter(
+    "memory_search_fallbacks",
+    "Semantic or hybrid searches answered by full text alone: the embedder was down or not configured.",
+    ["mode"],
+)
+rerank_fallbacks = Counter(
+    "memory_rerank_fallbacks",
+    "Ranked reads answered by the first stage alone: the reranker failed.",
+)
+
+
+class RankedSearch(NamedTuple):
+    """Entries best first with their scores; ``fallback`` names what answered instead when a stage was down:
+    "fulltext" (the embedder could not embed the query), "unreranked" (the reranker failed), or both."""
+
+    entries: list[ScoredEntry]
+    fallback: str | None
+
+
+def recall_min_score(min_score: float | None) -> float:
+    """The threshold of a read for an agent's context (a recall by relevance, the agent tools' search):
+    ``min_score`` when given, else ``RECALL_MIN_SCORE``, measured so that an off-topic question usually
+    finds nothing (bench/RESULTS.md)."""
+    return settings.RECALL_MIN_SCORE if min_score is None else min_score
+
+
+def check_min_score(min_score: float | None) -> float:
+    """``minScore`` as a ranking takes it: 0 when absent; a BadRequest outside [0, 1]."""
+    if min_score is None:
+        return 0.0
+    if not 0.0 <= min_score <= 1.0:
+        raise BadRequest("minScore must be between 0 and 1: the probability that a result is relevant.")
+    return float(min_score)
+
+
+def _query_vector(query: str) -> tuple[str, str] | None:
+    """The query's vector (a pgvector literal) and the embedder's model id; ``None`` when there is no
+    embedder or it failed (logged)."""
+    embedder = get_embedder()
+    if embedder is None:
+        return None
+    try:
+        vector = embedder.embed_query(query)
+    except EmbedderError:
+        logger.warning(
+            "search: the embedder could not embed the query; answering by full text", exc_info=True
+        )
+        return None
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]", embedder.model_id
+
+
+def search_ranking(
+    *, query: str, mode: str, window: int, min_score: float | None = None
+) -> tuple[Ranking, str | None]:
+    """The first stage of a ``semantic`` or ``hybrid`` read of ``window`` results (limit + offset), and its
+    fallback: "fulltext" when the embedder could not embed the query (counted in
+    ``memory_search_fallbacks_total``), in which case both modes rank by full text alone."""
+    if mode not in RANKED_MODES:
+        raise BadRequest(RANKED_MODES_MESSAGE)
+    if not query:
+        raise BadRequest("q is required: the text to search for.")
+    check_query(query)
+    threshold = check_min_score(min_score)
+    embedded = _query_vector(query)
+    fallback = None
+    if embedded is None:
+        fallback = "fulltext"
+        search_fallbacks.labels(mode=mode).inc()
+    model = embedded[1] if embedded else ""
+    ranking = Ranking(
+        query=query,
+        vector=embedded[0] if embedded else None,
+        model=model,
+        fulltext=mode == "hybrid" or embedded is None,
+        config=settings.SEARCH_LANGUAGE,
+        depth=max(FUSION_CANDIDATES, window) if mode == "hybrid" else window,
+        calibration=calibration_for(model),
+        min_score=threshold,
+    )
+    return ranking, fallback
+
+
+def second_stage_window(window: int) -> int | None:
+    """How many first-stage candidates a read of ``window`` results fetches when a reranker is configured
+    (``None``: no reranker, the first stage answers, its threshold applied in SQL)."""
+    if get_reranker() is None:
+        return None
+    return max(window, settings.RERANK_DEPTH)
+
+
+def entry_document(scored: ScoredEntry) -> str:
+    """What the reranker reads of an entry: its key and its value's text."""
+    return f"{scored.entry.key}: {value_as_text(scored.entry.value)}"
+
+
+def rerank(*, query: str, candidates: list[ScoredEntry], min_score: float) -> tuple[list[ScoredEntry], bool]:
+    """The first ``RERANK_DEPTH`` candidates rescored by the reranker and sorted by it, then the rest in the
+    first stage's order, each kept if it scores at least ``min_score``; and whether the reranker failed (the
+    first stage's order and scores then answer, counted in ``memory_rerank_fallbacks_total``)."""
+    reranker = get_reranker()
+    head, tail = candidates[: settings.RERANK_DEPTH], candidates[settings.RERANK_DEPTH :]
+    failed = False
+    if reranker is not None and head:
+        try:
+            scores = reranker.scores(query, [entry_document(scored) for scored in head])
+        except RerankerError:
+            logger.warning("search: the reranker failed; answering with the first stage", exc_info=True)
+            rerank_fallbacks.inc()
+            failed = True
+        else:
+            head = [s._replace(score=p) for s, p in zip(head, scores, strict=True)]
+            head.sort(key=lambda s: (-s.score, s.entry.id))
+    return [s for s in head + tail if s.score >= min_score], failed
+
+
+def fallback_of(*, first: str | None, unreranked: bool) -> str | None:
+    """The fallback a read reports (:class:`RankedSearch`)."""
+    parts = [part for part in (first, "unreranked" if unreranked else None) if part]
+    return ",".join(parts) or None
