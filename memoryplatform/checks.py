@@ -9,9 +9,10 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import DEFAULT_DB_ALIAS
 from django.db import Error as DatabaseError
 
-from memoryplatform import store
+from memoryplatform import relevance, store
 from memoryplatform.embedded_db.server import EmbeddedServerError
 from memoryplatform.embeddings import EmbedderError, build_embedder
+from memoryplatform.rerank import RerankerError, build_reranker
 from usermemory.sql.search import STORED_CONFIG
 
 MIN_SERVER_VERSION_NUM = 150000  # PostgreSQL 15
@@ -57,6 +58,45 @@ def check_embeddings(app_configs: Any, **kwargs: Any) -> list[Error]:
     except EmbedderError as exc:
         return [Error(str(exc), hint="See the EMBEDDINGS_* lines of .env.example.", id="memoryplatform.E010")]
     return []
+
+
+@register()
+def check_reranker(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """The RERANK_* settings describe a reranker (building one loads nothing and calls nothing), and the
+    embedder's scores are calibrated (memoryplatform/relevance.py), or say they are not."""
+    messages: list[CheckMessage] = []
+    try:
+        build_reranker()
+    except RerankerError as exc:
+        messages.append(
+            Error(str(exc), hint="See the RERANK_* lines of .env.example.", id="memoryplatform.E011")
+        )
+    try:
+        configured = relevance.configured_calibration()
+    except (ValueError, KeyError, TypeError) as exc:
+        messages.append(
+            Error(
+                f"SEARCH_CALIBRATION is not a JSON object of the calibration's weights: {exc}",
+                hint="Run python -m bench.calibrate and paste its object.",
+                id="memoryplatform.E012",
+            )
+        )
+        return messages
+    try:
+        embedder = build_embedder()
+    except EmbedderError:
+        return messages  # memoryplatform.E010 says why
+    model = embedder.model_id if embedder else ""
+    if model and configured is None and not relevance.is_calibrated(model):
+        messages.append(
+            Warning(
+                f"The scores of embedder {model!r} are not calibrated: minScore and RECALL_MIN_SCORE mean "
+                "less than they say.",
+                hint="Run python -m bench.calibrate and set SEARCH_CALIBRATION to its object.",
+                id="memoryplatform.W003",
+            )
+        )
+    return messages
 
 
 @register()

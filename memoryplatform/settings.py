@@ -297,8 +297,8 @@ SEARCH_CALIBRATION = env.str("SEARCH_CALIBRATION", default="")
 RECALL_MIN_SCORE = env.float("RECALL_MIN_SCORE", default=0.5)
 
 # --- Reranking: the second stage of a ranked read (memoryplatform/rerank) -------------------------------
-# none | local (a cross-encoder in process, model inside a wheel) | http (POST {RERANK_URL}/rerank: TEI,
-# Jina, Cohere)
+# none (the first stage's calibrated score) | http (POST {RERANK_URL}/rerank: TEI, Jina, Cohere). No local
+# provider: no PyPI wheel ships a cross-encoder's weights (bench/RESULTS.md, session 11).
 RERANK_PROVIDER = env.str("RERANK_PROVIDER", default="none")
 RERANK_MODEL = env.str("RERANK_MODEL", default="")
 RERANK_URL = env.str("RERANK_URL", default="")
@@ -306,8 +306,6 @@ RERANK_API_KEY = env.str("RERANK_API_KEY", default="")
 RERANK_TIMEOUT = env.float("RERANK_TIMEOUT", default=5.0)
 # How many of the first stage's candidates are reranked (1-200).
 RERANK_DEPTH = env.int("RERANK_DEPTH", default=30)
-# local only: threads of the model per call.
-RERANK_THREADS = env.int("RERANK_THREADS", default=2)
 
 # --- Metrics --------------------------------------------------------------------------------------
 # /metrics answers a request that carries `Authorization: Bearer $METRICS_TOKEN`, or one that comes from

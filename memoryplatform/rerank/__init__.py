@@ -1,9 +1,11 @@
 """The second stage of a ranked read: a cross-encoder that reads the query with each candidate and answers the
 probability that the candidate is relevant, chosen by the ``RERANK_*`` settings.
 
-``RERANK_PROVIDER``: ``none`` (the first stage's calibrated score answers, :mod:`memoryplatform.relevance`),
-``local`` (a cross-encoder in process, from a model inside a wheel: :mod:`memoryplatform.rerank.local`) or
-``http`` (the rerank protocol of TEI, Jina and Cohere: :mod:`memoryplatform.rerank.http`). The first
+``RERANK_PROVIDER``: ``none`` (the default: the first stage's calibrated score answers,
+:mod:`memoryplatform.relevance`) or ``http`` (the rerank protocol of TEI, Jina and Cohere:
+:mod:`memoryplatform.rerank.http`), for a cross-encoder served where there is the compute for it. There is no
+``local`` provider: no PyPI package ships a cross-encoder's weights inside its wheel (surveyed in session 11,
+bench/RESULTS.md), and a model is never downloaded at run time. The first
 ``RERANK_DEPTH`` candidates of the first stage are reranked; the rest follow in the first stage's order, with
 its scores. Every failure is a :class:`RerankerError`; a read then answers with the first stage alone and says
 so (``X-Search-Fallback: unreranked``)."""
@@ -27,7 +29,7 @@ class Reranker(Protocol):
     def scores(self, query: str, documents: list[str]) -> list[float]: ...
 
 
-PROVIDERS = ("none", "local", "http")
+PROVIDERS = ("none", "http")
 
 
 @cache
@@ -47,9 +49,10 @@ def build_reranker() -> Reranker | None:
     if not 1 <= settings.RERANK_DEPTH <= 200:
         raise RerankerError(f"RERANK_DEPTH must be between 1 and 200; got {settings.RERANK_DEPTH}.")
     if provider == "local":
-        from memoryplatform.rerank.local import LocalReranker
-
-        return LocalReranker(model=settings.RERANK_MODEL, threads=settings.RERANK_THREADS)
+        raise RerankerError(
+            "RERANK_PROVIDER=local is not available: no PyPI package ships a cross-encoder's weights in its "
+            "wheel, and models are never downloaded at run time. Serve one (TEI, Jina) and use http."
+        )
     if provider == "http":
         from memoryplatform.rerank.http import HttpReranker
 

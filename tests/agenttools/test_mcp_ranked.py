@@ -6,7 +6,7 @@ text block."""
 import json
 
 from agenttools.mcp_tools import FULLTEXT_NOTE
-from tests.agenttools.mcp_harness import ok, run, sessions, stdio_session
+from tests.agenttools.mcp_harness import error, ok, run, sessions, stdio_session
 from tests.usermemory.ranked import LIMITS, QUESTION
 
 # The harness's agents: agent-a, in group team, and agent-b, in none.
@@ -101,3 +101,43 @@ def test_a_write_is_found_by_meaning_at_once_and_the_embedder_down_says_so(mcp_e
         assert [block.type for block in down.content] == ["text", "text"]
         assert [e["key"] for e in json.loads(down.content[0].text)] == ["food"]
         assert down.content[1].text == FULLTEXT_NOTE
+
+
+def test_min_score_and_filters_in_search_user_memories(connect, transport):
+    """minScore keeps only what is at least that relevant; the filters narrow inside visibility; a minScore
+    outside [0, 1], or with keyword, is refused as a tool error."""
+    user = f"{transport}-min-score"
+    found: dict[str, list[dict]] = {}
+    errors: list[str] = []
+
+    async def main() -> None:
+        async with sessions(connect, "agent-a") as (client,):
+            for key, value, category in [
+                ("native_language", "speaks German and some Spanish", "fact"),
+                ("pet", "a grey cat called Moritz", "preference"),
+                ("job", "works as a nurse at night", "context"),
+            ]:
+                await ok(client, "upsert_user_memory", userId=user, key=key, value=value, category=category)
+            question = "which language does the user speak"
+            found["every"] = await ok(client, "search_user_memories", userId=user, query=question)
+            top = found["every"][0]["score"]
+            found["top"] = await ok(client, "search_user_memories", userId=user, query=question, minScore=top)
+            found["category"] = await ok(
+                client, "search_user_memories", userId=user, query="the user", category=["context"]
+            )
+            found["prefix"] = await ok(
+                client, "search_user_memories", userId=user, query="the user", keyPrefix="pe"
+            )
+            errors.append(await error(client, "search_user_memories", userId=user, query="x", minScore=2))
+            errors.append(
+                await error(
+                    client, "search_user_memories", userId=user, query="x", mode="keyword", minScore=0.5
+                )
+            )
+
+    run(main)
+    assert len(found["every"]) == 3 and all(0 <= e["score"] <= 1 for e in found["every"])
+    assert [e["key"] for e in found["top"]] == ["native_language"]
+    assert [e["key"] for e in found["category"]] == ["job"]
+    assert [e["key"] for e in found["prefix"]] == ["pet"]
+    assert "minScore" in errors[0] and "keyword" in errors[1]

@@ -43,9 +43,16 @@ def test_memories_round_trip(client_for, support):
         "preferred_language",
         "diet",
     }
-    assert [e["key"] for e in mp.search_memories("org/u 1", "LISBON")] == ["city"]
-    ranked = mp.search_memories("org/u 1", "which animal lives with the user", mode="hybrid")
+    assert [e["key"] for e in mp.search_memories("org/u 1", "LISBON", mode="keyword")] == ["city"]
+    # a newcomer's first search: hybrid by default, so a question finds its answer first
+    first = mp.search_memories("org/u 1", "which language does the user speak")
+    assert first[0]["key"] == "preferred_language" and 0 <= first[0]["score"] <= 1
+    ranked = mp.search_memories("org/u 1", "which animal lives with the user")
     assert ranked[0]["key"] == "pet" and "score" in ranked[0]
+    relevant = mp.search_memories("org/u 1", "which animal lives with the user", min_score=ranked[0]["score"])
+    assert [e["key"] for e in relevant] == ["pet"]
+    by_category = mp.search_memories("org/u 1", "the user", category=["preference"], min_score=0)
+    assert {e["key"] for e in by_category} == {"preferred_language", "diet"}
     assert len(mp.recall_memories("org/u 1", order="most_recent", limit=2)) == 2
     for mode in ("hybrid", "semantic"):  # recall by relevance: best first, with scores
         recalled = mp.recall_memories("org/u 1", q="which animal lives with the user", mode=mode, limit=2)

@@ -1,5 +1,5 @@
-"""Scores that mean relevance (``memoryplatform.relevance``): in [0, 1], the same scale for every query, so that
-``minScore`` means one thing at every door; no statistic over rows the caller cannot read; the filters of
+"""Scores that mean relevance (``memoryplatform.relevance``): in [0, 1], the same scale for every query, so
+that ``minScore`` means one thing at every door; no statistic over rows the caller cannot read; the filters of
 every ranked read, in the same statement as visibility; the default threshold of the reads that fill an
 agent's context."""
 
@@ -121,7 +121,13 @@ def keys_of(entries):
 
 @pytest.mark.parametrize("mode", ["hybrid", "semantic", "keyword"])
 def test_search_filters_narrow_inside_visibility(facts, agent_a_api, agent_b_api, put, mode):
-    body = {"userId": U, "key": "b_note", "value": "a note", "visibility": "global", "source": "observed_pattern"}
+    body = {
+        "userId": U,
+        "key": "b_note",
+        "value": "a note",
+        "visibility": "global",
+        "source": "observed_pattern",
+    }
     assert put(agent_b_api, **body).status_code == 201
     q = "a" if mode == "keyword" else "the user"
     every = {"q": q, "mode": mode, **({} if mode == "keyword" else {"minScore": 0})}
@@ -142,3 +148,20 @@ def test_visible_q_filters(facts, agent_a_api):
     assert keys_of(found) == {"home_town", "job"}
     found = agent_a_api.get(VISIBLE, {"q": "the user", "keyPrefix": "pe", "minScore": 0}).json()
     assert keys_of(found) == {"pet"}
+
+
+def test_search_tool_uses_the_default_threshold_and_takes_min_score(facts, agent_a_api, settings):
+    settings.RECALL_MIN_SCORE = 0.5
+
+    def invoke(**arguments):
+        body = {"userId": U, "arguments": arguments}
+        return agent_a_api.post("/v1/tools/searchMemory/invoke", body, format="json")
+
+    off_topic = invoke(query="what is the user's favourite football team").json()["result"]
+    assert off_topic.startswith("No memories found")
+    on_topic = invoke(query="which language does the user speak").json()["result"]
+    assert "native_language" in on_topic and "pet" not in on_topic
+    every = invoke(query="which language does the user speak", minScore=0).json()["result"]
+    assert all(key in every for key in FACTS)
+    for bad in ({"minScore": 2}, {"minScore": True}, {"minScore": 0.5, "mode": "keyword"}):
+        assert invoke(query="x", **bad).status_code == 400

@@ -1,0 +1,77 @@
+"""The second stage (``RERANK_PROVIDER=http``, a scripted rerank server): the reranker's probability is the
+score and its order the order, at every ranked door; only the caller's visible entries reach it; the
+reranker down answers with the first stage and says so, never a 5xx."""
+
+import pytest
+
+from tests.helpers import assert_envelope
+from tests.rerank_server import scripted_reranker
+from tests.usermemory.ranked import BASE, QUESTION, SEEN, U
+
+SEARCH = f"{BASE}/{U}/search"
+VISIBLE = f"{BASE}/{U}/visible"
+
+
+def keys(entries):
+    return [e["key"] for e in entries]
+
+
+@pytest.mark.parametrize("tei", [False, True])
+def test_the_reranker_orders_and_scores(matrix, tei):
+    with scripted_reranker(Volvo=0.97, tacos=0.6) as script:
+        script.tei = tei
+        found = matrix["b"].get(SEARCH, {"q": QUESTION, "mode": "hybrid", "minScore": 0}).json()
+    assert keys(found)[:2] == ["car_global", "food_bteam"]
+    assert [e["score"] for e in found[:2]] == [0.97, 0.6]
+    assert set(keys(found)) == SEEN["b"]
+    sent = script.requests[0]
+    assert sent["query"] == QUESTION
+    # only what b may read reached the reranker, as "key: value"
+    assert {d.split(":")[0] for d in sent["documents"]} == SEEN["b"]
+    assert "car_global: drives a Volvo" in sent["documents"]
+
+
+def test_min_score_applies_to_the_rerankers_score(matrix):
+    with scripted_reranker(Volvo=0.97, tacos=0.6):
+        found = matrix["b"].get(SEARCH, {"q": QUESTION, "mode": "hybrid", "minScore": 0.5}).json()
+        recalled = matrix["b"].get(VISIBLE, {"q": QUESTION, "minScore": 0.9}).json()
+    assert keys(found) == ["car_global", "food_bteam"]
+    assert keys(recalled) == ["car_global"]
+
+
+def test_a_recall_marks_only_what_the_reranker_chose(matrix):
+    from usermemory.models import MemoryEntry
+
+    with scripted_reranker(Volvo=0.97):
+        recalled = matrix["b"].get(VISIBLE, {"q": QUESTION, "minScore": 0.5}).json()
+    assert keys(recalled) == ["car_global"]
+    marked = set(
+        MemoryEntry.objects.filter(user_id=U, last_accessed_at__isnull=False).values_list("key", flat=True)
+    )
+    assert marked == {"car_global"}
+
+
+@pytest.mark.parametrize("fail_with", [500, 503])
+def test_the_reranker_down_answers_with_the_first_stage(matrix, fail_with):
+    with scripted_reranker(Volvo=0.97) as script:
+        script.fail_with = fail_with
+        response = matrix["b"].get(SEARCH, {"q": QUESTION, "mode": "hybrid", "minScore": 0})
+        recall = matrix["b"].get(VISIBLE, {"q": QUESTION, "minScore": 0})
+    for answer in (response, recall):
+        assert answer.status_code == 200
+        assert answer.headers["X-Search-Fallback"] == "unreranked"
+        assert set(keys(answer.json())) == SEEN["b"]
+
+
+def test_a_reranker_answer_of_the_wrong_shape_is_a_fallback(matrix):
+    with scripted_reranker(Volvo=7.5):  # a raw logit, not a probability
+        response = matrix["b"].get(SEARCH, {"q": QUESTION, "mode": "hybrid"})
+    assert response.status_code == 200 and response.headers["X-Search-Fallback"] == "unreranked"
+
+
+def test_bad_min_score_is_refused_before_the_reranker(matrix):
+    with scripted_reranker(Volvo=0.97) as script:
+        assert_envelope(
+            matrix["b"].get(SEARCH, {"q": QUESTION, "mode": "hybrid", "minScore": 3}), 400, "bad_request"
+        )
+    assert script.requests == []
