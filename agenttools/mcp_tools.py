@@ -210,6 +210,7 @@ def _upsert(caller: Caller, args: dict[str, Any]) -> Any:
             source_conversation_id=args.get("sourceConversationId"),
             confidence=args.get("confidence"),
             source=args.get("source"),
+            ttl_seconds=args.get("ttlSeconds"),
         ),
         turn_id=args.get("turnId"),
     )
@@ -453,6 +454,12 @@ TOOLS: dict[str, McpTool] = {
                         "type": ["string", "null"],
                         "maxLength": 200,
                         "description": "user_correction, observed_pattern, task_outcome, or free text.",
+                    },
+                    "ttlSeconds": {
+                        "type": ["integer", "null"],
+                        "minimum": 1,
+                        "maximum": services.MAX_TTL_SECONDS,
+                        "description": "The memory holds this many seconds from the write (validTo).",
                     },
                     "turnId": {
                         "type": ["string", "null"],

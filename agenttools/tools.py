@@ -135,6 +135,13 @@ def _remember_function(policy: AgentMemoryPolicy) -> dict[str, Any]:
                     "description": "Where it came from: user_correction, observed_pattern, task_outcome, "
                     "or your own words (optional).",
                 },
+                "ttlSeconds": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": services.MAX_TTL_SECONDS,
+                    "description": "Forget it after this many seconds, e.g. 86400 for a day (optional; "
+                    "without it the memory holds until changed).",
+                },
             },
             "required": ["key", "value", "category"],
             "additionalProperties": False,
@@ -386,7 +393,7 @@ def _only(arguments: dict[str, Any], allowed: Iterable[str]) -> None:
 
 
 def _remember(context: ToolContext, arguments: dict[str, Any]) -> str:
-    _only(arguments, ("key", "value", "category", "visibility", "confidence", "source"))
+    _only(arguments, ("key", "value", "category", "visibility", "confidence", "source", "ttlSeconds"))
     key = _string(arguments, "key")
     if "value" not in arguments or arguments["value"] is None:
         raise InvalidArguments("value is required.")
@@ -405,6 +412,7 @@ def _remember(context: ToolContext, arguments: dict[str, Any]) -> str:
             source_conversation_id=context.conversation_id,
             confidence=arguments.get("confidence"),
             source=_string(arguments, "source", required=False),
+            ttl_seconds=arguments.get("ttlSeconds"),
         ),
         turn_id=context.turn_id,
     )

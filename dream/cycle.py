@@ -28,7 +28,7 @@ from dream.batches import Batching
 from dream.contradictions import dream_contradictions_by_meaning, dream_detect_contradictions
 from dream.erasure import drop_erased
 from dream.models import DreamRun
-from dream.prune import dream_prune_stale, dream_prune_turn_counters, stale_q
+from dream.prune import dream_prune_stale, dream_prune_turn_counters, prunes, stale_q
 from dream.records import error_text
 from dream.summarize import SummaryTotals, dream_summarize
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
@@ -241,7 +241,7 @@ def _prune_pass(cycle: _Cycle, policies: list[AgentMemoryPolicy], total_steps: i
             actor_id=cycle.actor_id,
             exclude=counted if cycle.dry_run else None,
         )
-        if cycle.dry_run and policy.prune_stale_after_days:
+        if cycle.dry_run and prunes(policy):
             stale = stale_q(policy=policy, now=cycle.now)
             counted = stale if counted is None else counted | stale
         if cycle.dry_run:
@@ -249,6 +249,7 @@ def _prune_pass(cycle: _Cycle, policies: list[AgentMemoryPolicy], total_steps: i
         totals.details["agents"][policy.agent_id] = {
             "pruned": result.pruned,
             "pruneStaleAfterDays": policy.prune_stale_after_days,
+            "pruneExpiredAfterDays": policy.prune_expired_after_days,
             "crossAgentMaintenance": policy.cross_agent_maintenance,
             "detectContradictions": policy.detect_contradictions,
             "summarizeInteractions": policy.summarize_interactions,

@@ -1,5 +1,5 @@
-"""Dream's pruning passes: stale entries (through :func:`usermemory.maintenance.memory_prune_batch`, in
-bounded batches), and old per-turn write counters."""
+"""Dream's pruning passes: stale entries and entries expired for the policy's retention (through
+:func:`usermemory.maintenance.memory_prune_batch`, in bounded batches), and old per-turn write counters."""
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,9 +22,21 @@ class PruneResult:
     dry_run: bool
 
 
+def prunes(policy: AgentMemoryPolicy) -> bool:
+    """Whether the policy prunes at all: stale entries, expired ones, or both (0 days turns each off)."""
+    return bool(policy.prune_stale_after_days or policy.prune_expired_after_days)
+
+
 def stale_q(*, policy: AgentMemoryPolicy, now: datetime) -> Q:
-    """Entries this policy prunes: not seen for ``prune_stale_after_days``; its own unless cross-agent."""
-    condition = Q(seen_at__lt=now - timedelta(days=policy.prune_stale_after_days))
+    """Entries this policy prunes (:func:`prunes` first): not seen for ``prune_stale_after_days``, or past
+    their ``valid_to`` (a TTL, a given time) for ``prune_expired_after_days``; its own unless cross-agent.
+    An entry a Dream summary superseded is not pruned as expired: the summary's provenance names it."""
+    condition = Q(pk__in=[])
+    if policy.prune_stale_after_days:
+        condition |= Q(seen_at__lt=now - timedelta(days=policy.prune_stale_after_days))
+    if policy.prune_expired_after_days:
+        expired_before = now - timedelta(days=policy.prune_expired_after_days)
+        condition |= Q(superseded_by__isnull=True, valid_to__lt=expired_before)
     if not policy.cross_agent_maintenance:
         condition &= Q(source_agent_id=policy.agent_id)
     return condition
@@ -39,12 +51,13 @@ def dream_prune_stale(
     actor_id: str = "dream",
     exclude: Q | None = None,
 ) -> PruneResult:
-    """Delete the entries ``policy`` finds stale, with a ``pruned`` event each. 0 days disables pruning.
+    """Delete the entries ``policy`` finds stale or long expired, with a ``pruned`` event each (their history
+    stays). 0 days in both turns pruning off.
 
     ``dry_run`` counts instead (minus ``exclude``: entries an earlier dry pass of the cycle already
     counted). Returns how many entries were (or would be) pruned.
     """
-    if policy.prune_stale_after_days == 0:
+    if not prunes(policy):
         return PruneResult(agent_id=policy.agent_id, pruned=0, dry_run=dry_run)
     at = now or timezone.now()
     stale = dream_entries(exclude=exclude).filter(stale_q(policy=policy, now=at))

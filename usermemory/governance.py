@@ -45,6 +45,7 @@ POLICY_FIELD_GROUPS: tuple[tuple[str | None, tuple[str, ...]], ...] = (
         (
             "dream_enabled",
             "prune_stale_after_days",
+            "prune_expired_after_days",
             "detect_contradictions",
             "cross_agent_maintenance",
             "summarize_interactions",

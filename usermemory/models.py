@@ -93,6 +93,11 @@ class MemoryEntry(models.Model):
     valid_to = models.DateTimeField(
         null=True, blank=True, help_text="Given on write, or set when Dream superseded the entry."
     )
+    ttl_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The TTL its write gave: valid_to is the write plus this, and a refresh renews it",
+    )
     # No database constraint: the batch deletes of Dream's pruning clear it themselves
     # (usermemory.sql.write.delete_entries), and the ORM's deletes set it null (GDPR erasure, deletes,
     # conflict resolution).
@@ -349,6 +354,9 @@ class AgentMemoryPolicy(models.Model):
     allowed_categories = models.JSONField(default=default_allowed_categories, blank=True)
     dream_enabled = models.BooleanField(default=False)
     prune_stale_after_days = models.PositiveIntegerField(default=90, help_text="0 disables pruning")
+    prune_expired_after_days = models.PositiveIntegerField(
+        default=30, help_text="Dream deletes entries past their validTo for this long; 0 keeps them"
+    )
     detect_contradictions = models.BooleanField(default=True)
     summarize_interactions = models.BooleanField(default=False)
     max_cost_per_run = models.DecimalField(

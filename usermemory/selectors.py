@@ -5,7 +5,7 @@ list, search, recall, category, key, count and history all show only what that a
 import logging
 import re
 from datetime import datetime
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.search import SearchQueryField, SearchVector
@@ -31,7 +31,7 @@ from apikeys.caller import Caller
 from apikeys.models import Agent
 from memoryplatform import publicids
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
-from memoryplatform.text import check_query
+from memoryplatform.text import check_query, json_problem
 from usermemory import ranking as ranking_
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
 from usermemory.ranking import RankedSearch
@@ -177,6 +177,34 @@ def visible_conflict(visible: Q) -> Case:
     return Case(When(conflicted=True, then=Exists(others)), default=Value(False), output_field=BooleanField())
 
 
+VALUE_OPERATORS = {"$eq": "eq", "$ne": "ne", "$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}
+MAX_VALUE_CONDITIONS = 20
+
+
+def value_conditions(value_filter: Any) -> tuple[tuple[str, str, Any], ...]:
+    """LangGraph's ``filter`` on the value's fields as :class:`usermemory.sql.search.Filters`' conditions:
+    ``{field: value}`` (equal, as JSON) or ``{field: {"$gt": value, ...}}`` with ``$eq``, ``$ne``, ``$gt``,
+    ``$gte``, ``$lt`` and ``$lte``; every condition holds."""
+    if value_filter is None:
+        return ()
+    if not isinstance(value_filter, dict):
+        raise BadRequest('filter must be a JSON object: {"field": value} or {"field": {"$gt": value}}.')
+    conditions: list[tuple[str, str, Any]] = []
+    for name, wanted in value_filter.items():
+        if isinstance(wanted, dict) and wanted and all(op in VALUE_OPERATORS for op in wanted):
+            conditions.extend((name, VALUE_OPERATORS[op], operand) for op, operand in wanted.items())
+        elif isinstance(wanted, dict) and any(str(op).startswith("$") for op in wanted):
+            raise BadRequest(f"filter: the operators are {', '.join(VALUE_OPERATORS)}.")
+        else:
+            conditions.append((name, "eq", wanted))
+    if len(conditions) > MAX_VALUE_CONDITIONS:
+        raise BadRequest(f"filter: at most {MAX_VALUE_CONDITIONS} conditions.")
+    problem = json_problem(value_filter)
+    if problem:
+        raise BadRequest(f"filter: {problem}.")
+    return tuple(conditions)
+
+
 def memory_list(
     *,
     caller: Caller,
@@ -185,6 +213,7 @@ def memory_list(
     include_superseded: bool = False,
     agent_id: str | None = None,
     min_confidence: float | None = None,
+    filters: Filters = NO_FILTERS,
 ) -> QuerySet[MemoryEntry]:
     """The user's entries the caller may read (valid now unless ``include_superseded``), newest first; with
     ``agent_id``, only those that agent owns (seed 001's ``get_agent_insights``: what it wrote that the caller
@@ -196,6 +225,8 @@ def memory_list(
         qs = qs.filter(source_agent_id=agent_id)
     if min_confidence is not None:
         qs = qs.filter(confidence__gte=min_confidence)
+    if filters != NO_FILTERS:
+        qs = qs.filter(filters.orm())
     return qs.order_by(*LIST_ORDER)
 
 

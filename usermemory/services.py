@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet, Value
 from django.utils import timezone
 
 from apikeys.caller import Caller
@@ -43,6 +43,7 @@ from usermemory.sql.search import NO_FILTERS, Filters
 from usermemory.upsert import (
     LEGACY_SKIPPED_KEYS,
     MAX_BATCH,
+    MAX_TTL_SECONDS,
     PROPERTY_CATEGORY,
     MemoryWrite,
     UpsertResult,
@@ -57,6 +58,8 @@ __all__ = [
     "LEGACY_SKIPPED_KEYS",
     "MAX_BATCH",
     "MAX_RECALL_LIMIT",
+    "MAX_TTL_REFRESH",
+    "MAX_TTL_SECONDS",
     "POLICY_FIELD_GROUPS",
     "POLICY_FIELDS",
     "PROPERTY_CATEGORY",
@@ -75,6 +78,7 @@ __all__ = [
     "memory_recall_ranked",
     "memory_resolve_conflict",
     "memory_settle_conflict",
+    "memory_ttl_refresh",
     "memory_upsert",
     "memory_upsert_batch",
     "policy_update",
@@ -137,6 +141,27 @@ def _delete_owned(*, caller: Caller, entries: QuerySet[MemoryEntry]) -> int:
     MemoryEntry.objects.filter(id__in=[row["id"] for row in rows]).delete()
     log.flush()
     return len(rows)
+
+
+MAX_TTL_REFRESH = 1000
+
+
+@transaction.atomic
+def memory_ttl_refresh(
+    *, caller: Caller, user_id: str, entry_ids: list[int], group_ids: list[str] | None = None
+) -> int:
+    """Renew the TTL of the user's entries ``entry_ids``: each one valid now that the caller may read and
+    that a write gave a TTL is valid again until now plus that TTL. Others are left as they are. Like an
+    access mark it changes no value, so it writes no history event. Returns how many were renewed."""
+    caller_require_writer(caller)
+    if len(entry_ids) > MAX_TTL_REFRESH:
+        raise BadRequest(f"At most {MAX_TTL_REFRESH} ids per refresh.")
+    readable = selectors.memory_readable_for(caller=caller, user_id=user_id, group_ids=group_ids)
+    renew = readable.filter(id__in=entry_ids, ttl_seconds__isnull=False).values("id")
+    until = ExpressionWrapper(
+        Value(timezone.now()) + F("ttl_seconds") * Value(timedelta(seconds=1)), output_field=DateTimeField()
+    )
+    return MemoryEntry.objects.filter(id__in=renew).update(valid_to=until)
 
 
 @transaction.atomic

@@ -34,6 +34,7 @@ from usermemory.searchtext import value_as_text
 from usermemory.sql.write import EntryWrite, Stored, Upserted, turn_count, upsert_with_event
 
 MAX_BATCH = 100
+MAX_TTL_SECONDS = 100 * 365 * 24 * 3600  # a century: any longer is no TTL
 PROPERTY_CATEGORY = "property"
 LEGACY_SKIPPED_KEYS = frozenset({"_id", "userId"})
 # Django builds a choices class's ``values`` list anew on every access; every upsert and recall checks these.
@@ -56,6 +57,7 @@ class MemoryWrite:
     group_ids: list[str] | None = None
     source_conversation_id: str | None = None
     valid_to: datetime | None = None  # the value holds until then; None: until changed
+    ttl_seconds: int | None = None  # or for this long from the write (valid_to = now + it)
     confidence: float | None = None
     source: str | None = None
     # Where the value came from, recorded on its history event (extraction: source, confidence, conversation,
@@ -130,6 +132,21 @@ def _check_storable(write: MemoryWrite) -> None:
     problem = json_problem(write.value)
     if problem:
         raise BadRequest(f"value: {problem}.")
+
+
+def _with_expiry(write: MemoryWrite, now: datetime) -> MemoryWrite:
+    """The write with its ``valid_to``: the one given (in the future), or ``now`` plus ``ttl_seconds``. The
+    one place a TTL becomes a time, whatever the door."""
+    ttl = write.ttl_seconds
+    if ttl is None:
+        if write.valid_to is not None and write.valid_to <= now:
+            raise BadRequest("validTo must be in the future: an entry is valid from its write until validTo.")
+        return write
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or not 1 <= ttl <= MAX_TTL_SECONDS:
+        raise BadRequest(f"ttlSeconds must be a whole number from 1 to {MAX_TTL_SECONDS}.")
+    if write.valid_to is not None:
+        raise BadRequest("Give validTo or ttlSeconds, not both.")
+    return replace(write, valid_to=now + timedelta(seconds=ttl))
 
 
 def _check_insight(write: MemoryWrite) -> None:
@@ -299,8 +316,7 @@ def _upsert_one(
     if len(write.key) > MAX_KEY_CHARS or len(write.user_id) > 255:
         raise BadRequest(f"key and userId are at most {MAX_KEY_CHARS} characters.")
     _check_storable(write)
-    if write.valid_to is not None and write.valid_to <= now:
-        raise BadRequest("validTo must be in the future: an entry is valid from its write until validTo.")
+    write = _with_expiry(write, now)
     _check_insight(write)
     text = value_as_text(write.value)
     _check_value_size(text)
@@ -349,6 +365,7 @@ def _upsert_one(
         last_accessed_at=written.last_accessed_at,
         valid_from=now,
         valid_to=write.valid_to,
+        ttl_seconds=write.ttl_seconds,
         superseded_by_id=None,
     )
     return UpsertResult(entry=entry, created=created)
@@ -389,6 +406,7 @@ def _write_entry(
         key_prefix=actor.key_prefix,
         now=now,
         valid_to=write.valid_to,
+        ttl_seconds=write.ttl_seconds,
     )
 
     def attempt(cap: int) -> Upserted:

@@ -58,7 +58,15 @@ def test_tools_are_openai_function_schemas(agent_a_api):
         assert tool["function"]["description"]
         assert tool["function"]["parameters"]["type"] == "object"
     remember, recall, search, forget, *_tasks = (t["function"]["parameters"] for t in tools)
-    assert set(remember["properties"]) == {"key", "value", "category", "visibility", "confidence", "source"}
+    assert set(remember["properties"]) == {
+        "key",
+        "value",
+        "category",
+        "visibility",
+        "confidence",
+        "source",
+        "ttlSeconds",
+    }
     assert remember["required"] == ["key", "value", "category"]
     assert remember["properties"]["category"]["enum"] == ["preference", "fact", "context"]
     assert remember["properties"]["visibility"]["enum"] == ["self", "group", "global"]

@@ -3,8 +3,10 @@ one conversation through ``MemoryPlatformSession``, each with its own key (seed 
 server)."""
 
 import asyncio
+import importlib.util
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -179,3 +181,64 @@ def test_recalled_memories_are_given_as_instructions(client_for, async_client_fo
     assert model.instructions == [
         "You are Nova.\n\nWhat you know about this user:\n- preferred_language: German"
     ]
+
+
+def _example(name: str) -> Any:
+    """A module of clients/python/examples, loaded from its file (the examples are scripts, no package)."""
+    path = Path(__file__).resolve().parents[2] / "clients" / "python" / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_handoff_stores_each_item_under_its_author(
+    client_for, async_client_for, key_for, server_url, support
+):
+    """The README's handoff example, run as written: nova hands off to aniza in one run; nova's handoff call
+    is stored as nova's, aniza's reply as aniza's, and each agent's view shows only its own items."""
+    nova, aniza, _ = support
+    admin = client_for(role="admin")
+    cid = admin.create_conversation("u1", group_id="support")["id"]
+
+    example = _example("agents_handoff")
+    answer = asyncio.run(example.main(server_url, key_for(nova), key_for(aniza), cid))
+    assert answer == "Aniza: refunds take 30 days."
+
+    stored = [
+        (m["agentId"], m["role"], m["content"][0]["item"].get("type", "message"))
+        for m in admin.iter_messages(cid, channel="history")
+    ]
+    assert stored == [
+        ("nova", "user", "message"),  # the user's message, recorded by the run's first agent
+        ("nova", "tool", "function_call"),  # transfer_to_aniza: nova's
+        ("nova", "tool", "function_call_output"),
+        ("aniza", "assistant", "message"),  # the reply: aniza's, not nova's
+    ]
+
+    def view(agent) -> list[str]:  # type: ignore[no-untyped-def]
+        return [
+            _texts([m["content"][0]["item"]])[0] if _texts([m["content"][0]["item"]]) else m["role"]
+            for m in client_for(agent).iter_messages(cid, channel="history", view="agent")
+        ]
+
+    assert "Aniza: refunds take 30 days." not in view(nova)
+    assert view(aniza) == ["How long do refunds take?", "Aniza: refunds take 30 days."]
+
+    # A session for both continues with the agent last handed to: its view, its items.
+    apis = {"nova": async_client_for(nova), "aniza": async_client_for(aniza)}
+
+    async def next_turn() -> list[Any]:
+        session = MemoryPlatformSession(apis, cid, agent="aniza")
+        items = await session.get_items()
+        await session.add_items([{"role": "assistant", "content": "Aniza: anything else?"}])
+        for api in apis.values():
+            await api.close()
+        return items
+
+    assert _texts(asyncio.run(next_turn())) == ["How long do refunds take?", "Aniza: refunds take 30 days."]
+    last = list(admin.iter_messages(cid, channel="history"))[-1]
+    assert (last["agentId"], last["content"][0]["text"]) == ("aniza", "Aniza: anything else?")
+    with pytest.raises(ValueError, match="not one of"):
+        MemoryPlatformSession({"nova": async_client_for(nova)}, cid, agent="aniza")

@@ -1,12 +1,17 @@
 """The LangGraph store over real HTTP: put, get, search (with a query), delete and list_namespaces behave
 as LangGraph documents them for a ``BaseStore``; namespaces map to the user's self, global and group
-memories. Values are short, so that they get their vector within the write (EMBEDDINGS_INLINE_MAX_CHARS)
+memories, in both of LangGraph's layouts; values round-trip; TTLs expire and refresh; search is narrowed by
+the server. Values are short, so that they get their vector within the write (EMBEDDINGS_INLINE_MAX_CHARS)
 and a search by meaning finds them at once."""
 
 import asyncio
+from datetime import UTC, datetime, timedelta
+from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
-from memoryplatform_client import PermissionDeniedError
+from django.utils import timezone
+from memoryplatform_client import MemoryPlatform, PermissionDeniedError
 from memoryplatform_client.langgraph import MemoryPlatformStore
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -63,8 +68,9 @@ def test_put_get_search_delete_list_namespaces(client_for, support):
     # A namespace is a prefix of the deeper ones (LangGraph's rule): ("memories", "u1") holds them all.
     assert [i.key for i in store.search(MINE)] == ["ticket", "name", "sport"]
 
-    with pytest.raises(ValueError, match="namespace"):
-        store.put(("notes", "u1"), "k", {"v": 1})
+    for bad in ((), ("memories", "*"), ("u1", "")):
+        with pytest.raises(ValueError, match="(?i)namespace"):
+            store.put(bad, "k", {"v": 1})
 
 
 def test_a_group_namespace_is_the_groups_members_only(client_for, support):
@@ -93,3 +99,134 @@ def test_async_batch(client_for, async_client_for, support):
         await store.async_client.close()
 
     asyncio.run(scenario())
+
+
+DOCS = ("u2", "memories")  # LangGraph's docs: (user_id, "memories")
+
+
+def test_the_docs_namespace_layout_and_values_as_put(client_for, support):
+    nova = support[0]
+    store = MemoryPlatformStore(client_for(nova))
+    store.put(DOCS, "food", {"likes": "pizza"})
+    store.put(DOCS, "note", "a plain string")
+    store.put(DOCS, "a/b%c", [1, 2])  # a key with the separator and the escape character
+    store.put(("u2", "chitchat", "prefs"), "tone", {"short": True})
+    store.put(("u2", "memories", "global"), "name", {"first": "Ada"})
+    store.put(("memories", "u2"), "food", {"likes": "soup"})  # the other layout: another namespace
+
+    assert store.get(DOCS, "food").value == {"likes": "pizza"}
+    assert store.get(("memories", "u2"), "food").value == {"likes": "soup"}
+    note = store.get(DOCS, "note")
+    assert note.value == "a plain string" and note.namespace == DOCS  # a string stays a string
+    assert store.get(DOCS, "a/b%c").value == [1, 2]
+
+    # On the platform: userId, the labels as the key's prefix, the store's category.
+    stored = {(e["key"], e["category"], e["visibility"]) for e in client_for(nova).list_memories("u2")}
+    assert stored == {
+        ("memories/food", "fact", "self"),
+        ("memories/note", "fact", "self"),
+        ("memories/a%2Fb%25c", "fact", "self"),
+        ("chitchat/prefs/tone", "fact", "self"),
+        ("memories/name", "fact", "global"),
+        ("food", "fact", "self"),
+    }
+    # And back: each item under the namespace it was put in, whatever the prefix searched.
+    found = {(i.namespace, i.key) for i in store.search(("u2",), limit=20)}
+    assert found == {
+        (DOCS, "food"),
+        (DOCS, "note"),
+        (DOCS, "a/b%c"),
+        (("u2", "chitchat", "prefs"), "tone"),
+        (("u2", "memories", "global"), "name"),
+        (("u2",), "food"),  # the first layout's entry, spelled as asked
+    }
+    assert {i.key for i in store.search(DOCS)} == {"food", "note", "a/b%c", "name"}
+    assert [i.key for i in store.search(("u2", "memories", "global"))] == ["name"]
+    assert [i.key for i in store.search(("u2", "chitchat"))] == ["tone"]
+    assert store.search(("u2", "chit")) == []  # a label is whole, not a text prefix
+    assert store.list_namespaces(prefix=("u2",)) == [
+        ("u2",),
+        ("u2", "chitchat", "prefs"),
+        DOCS,
+        ("u2", "memories", "global"),
+    ]
+    store.delete(DOCS, "note")
+    assert store.get(DOCS, "note") is None and store.get(DOCS, "food") is not None
+
+
+class Recording(httpx.HTTPTransport):
+    """The real transport, noting each request's path and query and how many items each list answer had."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, dict[str, list[str]], int | None]] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        response.read()
+        body = response.json() if response.headers.get("content-type") == "application/json" else None
+        url = urlsplit(str(request.url))
+        self.seen.append((url.path, parse_qs(url.query), len(body) if isinstance(body, list) else None))
+        return response
+
+
+def test_search_sends_query_filter_and_limit_to_the_server(server_url, key_for, support, set_policy):
+    nova = support[0]
+    set_policy(nova, max_writes_per_turn=50)
+    recording = Recording()
+    with MemoryPlatform(server_url, key_for(nova), max_retries=0, transport=recording) as client:
+        store = MemoryPlatformStore(client)
+        store.put(DOCS, "old", {"kind": "trip", "stars": 5})
+        for n in range(12):  # newer entries that do not match
+            store.put(DOCS, f"new{n}", {"kind": "chore", "stars": n % 3})
+        recording.seen.clear()
+
+        found = store.search(DOCS, filter={"kind": "trip", "stars": {"$gte": 4}}, limit=1)
+        assert [(i.key, i.value) for i in found] == [("old", {"kind": "trip", "stars": 5})]
+        ranked = store.search(DOCS, query="a trip", filter={"kind": "trip"}, limit=3)
+        assert [i.key for i in ranked] == ["old"] and ranked[0].score is not None
+        page = store.search(DOCS, filter={"kind": "chore"}, limit=4, offset=2)
+        assert [i.key for i in page] == ["new9", "new8", "new7", "new6"]
+
+    reads = [seen for seen in recording.seen if seen[0].startswith("/usermemorystore/memories/u2")]
+    assert [(path.rsplit("/", 1)[-1], items) for path, _, items in reads] == [
+        ("u2", 1),
+        ("search", 1),
+        ("u2", 4),
+    ]  # one request each, answered with the page only: no client-side scan
+    listing, search, paged = (params for _, params, _ in reads)
+    assert listing["filter"] == ['{"kind":"trip","stars":{"$gte":4}}']
+    assert listing["keyPrefix"] == ["memories/"] and listing["limit"] == ["1"]
+    assert search["q"] == ["a trip"] and search["mode"] == ["hybrid"] and search["limit"] == ["3"]
+    assert paged["offset"] == ["2"]
+
+
+def test_a_ttl_expires_an_item_and_a_read_refreshes_it(client_for, support, monkeypatch):
+    nova = support[0]
+    store = MemoryPlatformStore(client_for(nova), ttl={"default_ttl": 60, "refresh_on_read": True})
+    with monkeypatch.context() as clock:  # written two hours ago, for a minute: expired since
+        clock.setattr(timezone, "now", lambda: datetime.now(tz=UTC) - timedelta(hours=2))
+        store.put(DOCS, "mood", {"is": "tired"}, ttl=1)
+    store.put(DOCS, "plan", {"is": "gym"})  # the store's default_ttl: an hour
+    store.put(DOCS, "name", {"is": "Ada"}, ttl=None)  # no TTL
+    api = client_for(nova)
+    plan = api.get_memory_by_key("u2", "memories/plan")
+    valid = datetime.fromisoformat(plan["validTo"]) - datetime.fromisoformat(plan["validFrom"])
+    assert valid == timedelta(hours=1)
+    assert api.get_memory_by_key("u2", "memories/name")["validTo"] is None
+
+    assert store.get(DOCS, "mood", refresh_ttl=False) is None
+    assert {i.key for i in store.search(DOCS)} == {"plan", "name"}
+    assert "mood" not in {i.key for i in store.search(DOCS, query="mood tired")}
+    assert store.list_namespaces(prefix=("u2",)) == [DOCS]
+    plan = api.get_memory_by_key("u2", "memories/plan")  # as the reads above refreshed it
+
+    later = datetime.now(tz=UTC) + timedelta(minutes=30)
+    with monkeypatch.context() as clock:  # read half an hour on: the hour starts again then
+        clock.setattr(timezone, "now", lambda: later)
+        assert store.get(DOCS, "plan", refresh_ttl=False).value == {"is": "gym"}
+        assert api.get_memory_by_key("u2", "memories/plan")["validTo"] == plan["validTo"]
+        assert store.get(DOCS, "plan").value == {"is": "gym"}
+    renewed = datetime.fromisoformat(api.get_memory_by_key("u2", "memories/plan")["validTo"])
+    assert renewed == later + timedelta(hours=1)
+    assert api.refresh_ttl("u2", [plan["id"]]) == 1

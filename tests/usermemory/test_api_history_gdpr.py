@@ -140,6 +140,7 @@ def test_policy_read_and_patch(admin_api, agent_a):
         "dreamConfig": {
             "enabled": False,
             "pruneStaleAfterDays": 90,
+            "pruneExpiredAfterDays": 30,
             "detectContradictions": True,
             "summarizeInteractions": False,
             "maxCostPerRun": 0.5,

@@ -24,7 +24,8 @@ from usermemory.models import (
     Visibility,
 )
 from usermemory.ranking import RANKED_MODES, SEARCH_MODES
-from usermemory.services import MemoryWrite
+from usermemory.selectors import value_conditions
+from usermemory.services import MAX_TTL_REFRESH, MAX_TTL_SECONDS, MemoryWrite
 from usermemory.sql.search import Filters, ScoredEntry
 
 
@@ -178,6 +179,14 @@ class MemoryUpsertInputSerializer(FieldsBuiltOnce):
     validTo = serializers.DateTimeField(
         required=False, allow_null=True, default=None, help_text="The value holds until then (future)."
     )
+    ttlSeconds = AsciiIntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        max_value=MAX_TTL_SECONDS,
+        help_text="Or: the value holds this many seconds from the write (validTo = now + ttlSeconds).",
+    )
     confidence = ConfidenceField(
         required=False, allow_null=True, default=None, help_text="0 to 1; null: unsaid."
     )
@@ -201,6 +210,7 @@ class MemoryUpsertInputSerializer(FieldsBuiltOnce):
             group_ids=data["groupIds"],
             source_conversation_id=data["sourceConversationId"],
             valid_to=data["validTo"],
+            ttl_seconds=data["ttlSeconds"],
             confidence=data["confidence"],
             source=data["source"],
         )
@@ -246,6 +256,22 @@ class MemoryEventOutputSerializer(serializers.ModelSerializer):
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_provenance(self, event: MemoryEvent) -> Any:
         return None if getattr(event, "new_value_hidden", False) else event.provenance
+
+
+class TtlRefreshInputSerializer(FieldsBuiltOnce):
+    ids = serializers.ListField(
+        child=serializers.CharField(max_length=20),
+        max_length=MAX_TTL_REFRESH,
+        help_text="Entry ids whose TTL to renew; ids the caller cannot read, or without a TTL, are skipped.",
+    )
+    groupIds = serializers.ListField(
+        child=StrictCharField(max_length=64), required=False, allow_null=True, default=None, max_length=50
+    )
+
+
+class TtlRefreshOutputSerializer(serializers.Serializer):
+    userId = serializers.CharField()
+    refreshed = serializers.IntegerField()
 
 
 class CountOutputSerializer(serializers.Serializer):
@@ -299,7 +325,26 @@ def _categories() -> serializers.ListField:
     )
 
 
-class RankedFiltersSerializer(FieldsBuiltOnce):
+MATCH_FIELDS = frozenset({"keyPrefix", "visibility", "filter"})
+
+
+class MatchQuerySerializer(FieldsBuiltOnce):
+    """A list's, a search's and a ranked recall's narrowing: a key prefix, one visibility, conditions on the
+    value's fields (``to_filters``)."""
+
+    keyPrefix = StrictCharField(
+        required=False, max_length=MAX_KEY_CHARS, trim_whitespace=False, help_text="Only keys starting so."
+    )
+    visibility = serializers.ChoiceField(choices=Visibility.choices, required=False)
+    filter = serializers.JSONField(
+        required=False,
+        binary=True,
+        help_text='JSON: {"field": value} or {"field": {"$gt": value}} ($eq $ne $gt $gte $lt $lte) on the '
+        "value's fields; every condition holds.",
+    )
+
+
+class RankedFiltersSerializer(MatchQuerySerializer):
     """The filters of every ranked read, applied in the same statement as visibility (``to_filters``)."""
 
     category = _categories()
@@ -309,13 +354,10 @@ class RankedFiltersSerializer(FieldsBuiltOnce):
     updatedAfter = serializers.DateTimeField(
         required=False, help_text="Only entries updated after this time."
     )
-    keyPrefix = StrictCharField(
-        required=False, max_length=MAX_KEY_CHARS, trim_whitespace=False, help_text="Only keys starting so."
-    )
     minScore = _min_score()
 
 
-RANKED_FILTERS = ("category", "source", "updatedAfter", "keyPrefix", "minScore")
+RANKED_FILTERS = ("category", "source", "updatedAfter", "keyPrefix", "visibility", "filter", "minScore")
 
 
 def to_filters(attrs: dict[str, Any], *, author: str | None = None) -> Filters:
@@ -326,6 +368,8 @@ def to_filters(attrs: dict[str, Any], *, author: str | None = None) -> Filters:
         author=author,
         updated_after=attrs.get("updatedAfter"),
         key_prefix=attrs.get("keyPrefix") or None,
+        visibility=attrs.get("visibility"),
+        conditions=value_conditions(attrs.get("filter")),
     )
 
 
@@ -399,7 +443,7 @@ class ListQuerySerializer(FieldsBuiltOnce):
     includeSuperseded = _include_superseded()
 
 
-class UserListQuerySerializer(ListQuerySerializer):
+class UserListQuerySerializer(ListQuerySerializer, MatchQuerySerializer):
     """A user's list: ``asOf`` reads it as history knew it then; ``agentId`` only what that agent wrote (that
     the caller may see); ``minConfidence`` only entries at least that sure."""
 
@@ -416,9 +460,12 @@ class UserListQuerySerializer(ListQuerySerializer):
             raise serializers.ValidationError(
                 {"asOf": "asOf answers with what was valid then: leave includeSuperseded out."}
             )
-        if "asOf" in attrs and (attrs.get("agentId") or attrs.get("minConfidence") is not None):
+        if "asOf" in attrs and (
+            attrs.get("agentId") or attrs.get("minConfidence") is not None or MATCH_FIELDS & set(attrs)
+        ):
             raise serializers.ValidationError(
-                {"asOf": "asOf answers from history: leave agentId and minConfidence out."}
+                {"asOf": "asOf answers from history: leave agentId, minConfidence, keyPrefix, visibility and "
+                "filter out."}
             )
         return attrs
 
@@ -470,6 +517,14 @@ class GuardrailsSerializer(serializers.Serializer):
 class DreamConfigSerializer(serializers.Serializer):
     enabled = serializers.BooleanField(source="dream_enabled")
     pruneStaleAfterDays = AsciiIntegerField(source="prune_stale_after_days", min_value=0, max_value=36500)
+    pruneExpiredAfterDays = AsciiIntegerField(
+        source="prune_expired_after_days",
+        min_value=0,
+        max_value=36500,
+        required=False,
+        help_text="Days an entry past its validTo is kept before Dream deletes it (its history stays); "
+        "0 keeps it.",
+    )
     detectContradictions = serializers.BooleanField(source="detect_contradictions")
     summarizeInteractions = serializers.BooleanField(source="summarize_interactions")
     maxCostPerRun = serializers.DecimalField(

@@ -21,6 +21,7 @@ urlpatterns = [
     api_path(f"{USER}/search", views.MemorySearchView.as_view(), name="memory-search"),
     api_path(f"{USER}/category/<text:category>", views.MemoryCategoryView.as_view(), name="memory-category"),
     api_path(f"{USER}/key/<text:key>", views.MemoryKeyView.as_view(), name="memory-key"),
+    api_path(f"{USER}/ttl-refresh", views.MemoryTtlRefreshView.as_view(), name="memory-ttl-refresh"),
     api_path(f"{USER}/count", views.MemoryCountView.as_view(), name="memory-count"),
     api_path(f"{USER}/export", views.MemoryExportView.as_view(), name="memory-export"),
     api_path(USER, views.MemoryUserView.as_view(), name="memory-user"),

@@ -17,6 +17,7 @@ from apikeys.api.serializers import AgentOutputSerializer, AgentUpdateInputSeria
 from apikeys.models import Agent
 from apikeys.permissions import IsAdminCaller, ReadAnyWriteAgentOrAdmin, request_caller
 from apikeys.selectors import agent_list
+from memoryplatform import publicids
 from memoryplatform.api.serializers import require_valid_item
 from memoryplatform.errors import BadRequest, NotFound
 from memoryplatform.text import text_problem
@@ -33,6 +34,8 @@ from usermemory.api.serializers import (
     ScoredMemoryEntryOutputSerializer,
     SearchAllQuerySerializer,
     SearchQuerySerializer,
+    TtlRefreshInputSerializer,
+    TtlRefreshOutputSerializer,
     UserListQuerySerializer,
     VisibleQuerySerializer,
     flatten_policy_changes,
@@ -148,6 +151,7 @@ class MemoryUserView(MemoryView):
             include_superseded=query["includeSuperseded"],
             agent_id=query.get("agentId"),
             min_confidence=query.get("minConfidence"),
+            filters=to_filters(query),
         )
         return _page(qs, query)
 
@@ -281,6 +285,25 @@ class MemoryCountView(MemoryView):
             include_superseded=query["includeSuperseded"],
         )
         return Response({"userId": user_id, "count": count})
+
+
+class MemoryTtlRefreshView(MemoryView):
+    @extend_schema(
+        request=TtlRefreshInputSerializer,
+        responses=TtlRefreshOutputSerializer,
+        summary="Renew the TTL of entries the caller reads: validTo becomes now plus the TTL of their write",
+    )
+    def post(self, request: Request, user_id: str) -> Response:
+        data = TtlRefreshInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        ids = [publicids.parse(publicids.ENTRY, given) for given in data.validated_data["ids"]]
+        refreshed = services.memory_ttl_refresh(
+            caller=request_caller(request),
+            user_id=user_id,
+            entry_ids=[i for i in ids if i is not None],
+            group_ids=data.validated_data["groupIds"],
+        )
+        return Response({"userId": user_id, "refreshed": refreshed})
 
 
 class MemoryExportView(APIView):

@@ -4,10 +4,13 @@
 Every candidate of every ranked list comes from the caller's readable entries (:func:`readable`) in the same
 statement: visibility is applied before ranking, never after, so it can neither leak nor shorten a list."""
 
+import json
 from datetime import datetime
 from functools import cache
 from typing import Any, NamedTuple
 
+from django.db.models import BooleanField, Q
+from django.db.models.expressions import RawSQL
 from psycopg import sql
 
 from memoryplatform import relevance
@@ -33,14 +36,18 @@ from usermemory.sql.base import (
 
 class Filters(NamedTuple):
     """What a read narrows to, besides visibility, in the same statement: ``categories`` (any of them),
-    ``source`` (the entry's ``source``), ``author`` (the agent that wrote it), ``updated_after`` and
-    ``key_prefix``. ``None`` narrows nothing."""
+    ``source`` (the entry's ``source``), ``author`` (the agent that wrote it), ``updated_after``,
+    ``key_prefix``, ``visibility`` (one of them) and value ``conditions``, each ``(field, op, operand)``: the
+    value's field (a JSON object's) compared as JSON with ``op`` ``eq``, ``ne``, ``gt``, ``gte``, ``lt`` or
+    ``lte`` (the last four only between one JSON type; LangGraph's ``filter``). ``None`` narrows nothing."""
 
     categories: list[str] | None = None
     source: str | None = None
     author: str | None = None
     updated_after: datetime | None = None
     key_prefix: str | None = None
+    visibility: str | None = None
+    conditions: tuple[tuple[str, str, Any], ...] = ()
 
     def params(self) -> dict[str, Any]:
         return {
@@ -49,10 +56,49 @@ class Filters(NamedTuple):
             "author": self.author,
             "updated_after": self.updated_after,
             "key_prefix": self.key_prefix,
+            "only_visibility": self.visibility,
+            "conditions": self._conditions(),
         }
+
+    def _conditions(self) -> str | None:
+        return json.dumps([list(c) for c in self.conditions]) if self.conditions else None
+
+    def orm(self) -> Q:
+        """The same narrowing for an ORM query (a user's list)."""
+        q = Q()
+        for lookup, value in (
+            ("category__in", self.categories or None),
+            ("source", self.source),
+            ("source_agent_id", self.author),
+            ("updated_at__gt", self.updated_after),
+            ("key__startswith", self.key_prefix),
+            ("visibility", self.visibility),
+        ):
+            if value is not None:
+                q &= Q(**{lookup: value})
+        if self.conditions:
+            clause = _CONDITIONS.format(conditions="%s")  # a fixed text; the conditions go as a parameter
+            q &= Q(RawSQL(clause, [self._conditions()] * 2, BooleanField()))  # noqa: S611
+        return q
 
 
 NO_FILTERS = Filters()
+
+# The value conditions (:class:`Filters`), their placeholder twice. A field of a value that is no JSON object,
+# or that lacks it, is NULL: only ``ne`` holds for it.
+_CONDITIONS = """({conditions}::jsonb IS NULL OR NOT EXISTS (
+        SELECT 1 FROM jsonb_array_elements({conditions}::jsonb) AS c(cond)
+        WHERE NOT COALESCE(CASE c.cond ->> 1
+            WHEN 'eq' THEN value -> (c.cond ->> 0) = c.cond -> 2
+            WHEN 'ne' THEN value -> (c.cond ->> 0) IS DISTINCT FROM c.cond -> 2
+            ELSE jsonb_typeof(value -> (c.cond ->> 0)) = jsonb_typeof(c.cond -> 2) AND CASE c.cond ->> 1
+                WHEN 'gt' THEN value -> (c.cond ->> 0) > c.cond -> 2
+                WHEN 'gte' THEN value -> (c.cond ->> 0) >= c.cond -> 2
+                WHEN 'lt' THEN value -> (c.cond ->> 0) < c.cond -> 2
+                WHEN 'lte' THEN value -> (c.cond ->> 0) <= c.cond -> 2
+            END
+        END, false)
+    ))"""
 
 # The filters' clause (:class:`Filters`); NULL narrows nothing.
 FILTERS = sql.SQL(
@@ -60,7 +106,10 @@ FILTERS = sql.SQL(
     AND (%(source)s::text IS NULL OR source = %(source)s::text)
     AND (%(author)s::text IS NULL OR source_agent_id = %(author)s::text)
     AND (%(updated_after)s::timestamptz IS NULL OR updated_at > %(updated_after)s::timestamptz)
-    AND (%(key_prefix)s::text IS NULL OR starts_with(key, %(key_prefix)s::text))"""
+    AND (%(key_prefix)s::text IS NULL OR starts_with(key, %(key_prefix)s::text))
+    AND (%(only_visibility)s::text IS NULL OR visibility = %(only_visibility)s::text)
+    AND """
+    + _CONDITIONS.format(conditions="%(conditions)s")
 )
 
 # --- Keyword search ------------------------------------------------------------------------------------

@@ -52,9 +52,9 @@ def turn_count(*, agent_id: str, user_id: str, turn_id: str, now: datetime, cuto
 @dataclass(frozen=True)
 class EntryWrite:
     """One upsert as the statement takes it. ``category=None`` keeps the stored category, ``new_category`` on
-    insert (legacy properties). The value is valid from ``now`` to ``valid_to`` (``None``: open);
-    ``confidence`` and ``source`` are set by every write (``None``: unsaid). ``cap``: the user's most
-    entries; the actor and ``key_prefix`` go to the event."""
+    insert (legacy properties). The value is valid from ``now`` to ``valid_to`` (``None``: open; a TTL
+    sets ``ttl_seconds`` too); ``confidence`` and ``source`` are set by every write (``None``: unsaid).
+    ``cap``: the user's most entries; the actor and ``key_prefix`` go to the event."""
 
     user_id: str
     key: str
@@ -72,6 +72,7 @@ class EntryWrite:
     key_prefix: str
     now: datetime
     valid_to: datetime | None = None
+    ttl_seconds: int | None = None  # set with valid_to by a TTL, so a refresh moves valid_to by as much
     confidence: float | None = None
     source: str | None = None
     provenance: dict[str, Any] | None = None  # the event's: where the new value came from
@@ -111,19 +112,20 @@ _UPSERT = """WITH old AS (
     INSERT INTO {entry} (
         user_id, key, value, value_text, key_folded, text_folded, category, visibility, source_agent_id,
         group_ids, source_conversation_id, conflicted, access_count, created_at, updated_at,
-        last_accessed_at, valid_from, valid_to, confidence, source
+        last_accessed_at, valid_from, valid_to, ttl_seconds, confidence, source
     )
     SELECT %(user)s, %(key)s, %(value)s::jsonb, %(text)s, %(key_folded)s, %(text_folded)s,
         COALESCE(%(category)s, (SELECT category FROM old), %(new_category)s), %(visibility)s, %(owner)s,
         %(groups)s::jsonb, %(conversation)s, false, 0, %(now)s, %(now)s,
-        NULL, %(now)s, %(valid_to)s, %(confidence)s::float8, %(source)s::varchar
+        NULL, %(now)s, %(valid_to)s, %(ttl_seconds)s::integer, %(confidence)s::float8, %(source)s::varchar
     WHERE EXISTS (SELECT 1 FROM old) OR (SELECT n FROM room) < %(cap)s
     ON CONFLICT {conflict} DO UPDATE SET
         value = excluded.value, value_text = excluded.value_text, text_folded = excluded.text_folded,
         category = excluded.category, group_ids = excluded.group_ids,
         source_conversation_id = excluded.source_conversation_id, conflicted = excluded.conflicted,
         updated_at = excluded.updated_at, valid_from = excluded.valid_from, valid_to = excluded.valid_to,
-        superseded_by_id = NULL, confidence = excluded.confidence, source = excluded.source{set_visibility}
+        ttl_seconds = excluded.ttl_seconds, superseded_by_id = NULL, confidence = excluded.confidence,
+        source = excluded.source{set_visibility}
     RETURNING id, created_at, access_count, last_accessed_at, source_agent_id, category
 ), event AS (
     INSERT INTO {event} (
@@ -186,6 +188,7 @@ def upsert_with_event(write: EntryWrite) -> Upserted:
         "source": write.source,
         "now": write.now,
         "valid_to": write.valid_to,
+        "ttl_seconds": write.ttl_seconds,
         "cap": write.cap,
         "updated": MemoryEvent.Action.UPDATED,
         "created": MemoryEvent.Action.CREATED,

@@ -98,6 +98,13 @@ class AsyncMemoryPlatform(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport
     ) -> api.MemoryEntry:
         return await self.send(calls.get_memory_by_key(user_id, key, group_ids))
 
+    async def refresh_ttl(
+        self, user_id: str, entry_ids: list[str], *, group_ids: list[str] | None = None
+    ) -> int:
+        """Renew the TTL of these entries (those the key reads): each is valid for its TTL again from now.
+        Returns how many were renewed (entries without a TTL, or expired, are not)."""
+        return await self.send(calls.refresh_ttl(user_id, entry_ids, group_ids))
+
     async def count_memories(self, user_id: str, *, group_ids: list[str] | None = None) -> int:
         return await self.send(calls.count_memories(user_id, group_ids))
 

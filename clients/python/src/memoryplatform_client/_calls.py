@@ -3,6 +3,7 @@ send. Names follow ``<verb>_<thing>`` so that a TypeScript client can mirror the
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any, TypedDict
 
@@ -84,6 +85,8 @@ class UpsertOptions(TypedDict, total=False):
     group_ids: list[str]
     source_conversation_id: str
     turn_id: str
+    ttl_seconds: int
+    """The value holds this many seconds from the write (the server sets ``validTo``); reads then miss it."""
 
 
 class ExtractOptions(TypedDict, total=False):
@@ -96,22 +99,31 @@ class ExtractOptions(TypedDict, total=False):
     turn_id: str
 
 
-class ListOptions(TypedDict, total=False):
+class Narrowing(TypedDict, total=False):
+    """What a list, a search and a recall by relevance narrow to on the server, before the page is cut:
+    ``key_prefix``, one ``visibility``, and ``filter``, LangGraph's filter on the value's fields
+    (``{field: value}`` or ``{field: {"$gt": value}}``; ``$eq $ne $gt $gte $lt $lte``)."""
+
+    key_prefix: str
+    visibility: Visibility
+    filter: dict[str, Any]
+
+
+class ListOptions(Narrowing, total=False):
     group_ids: list[str]
     limit: int
     offset: int
 
 
-class RankedFilters(TypedDict, total=False):
+class RankedFilters(Narrowing, total=False):
     """Filters of every ranked read, applied with visibility on the server. ``min_score``: only results at
     least this relevant (a probability, 0 to 1, the same scale for every query); ``category``: one or any of
-    several; ``source``; ``updated_after`` (a datetime or ISO 8601 text); ``key_prefix``."""
+    several; ``source``; ``updated_after`` (a datetime or ISO 8601 text); and :class:`Narrowing`'s."""
 
     min_score: float
     category: str | list[str]
     source: str
     updated_after: datetime | str
-    key_prefix: str
 
 
 class SearchOptions(ListOptions, RankedFilters, total=False):
@@ -187,11 +199,23 @@ def memory_input(user_id: str, key: str, value: Any, options: UpsertOptions) -> 
         entry["sourceConversationId"] = options["source_conversation_id"]
     if "turn_id" in options:
         entry["turnId"] = options["turn_id"]
+    if "ttl_seconds" in options:
+        entry["ttlSeconds"] = options["ttl_seconds"]
     return entry
 
 
 def _list_query(options: ListOptions) -> list[tuple[str, str]]:
     return query(groupId=options.get("group_ids"), limit=options.get("limit"), offset=options.get("offset"))
+
+
+def _match_query(options: Narrowing) -> dict[str, str | None]:
+    """A list's or a search's narrowing, done by the server before it cuts the page."""
+    wanted = options.get("filter")
+    return {
+        "keyPrefix": options.get("key_prefix"),
+        "visibility": options.get("visibility"),
+        "filter": None if wanted is None else json.dumps(wanted, separators=(",", ":")),
+    }
 
 
 def upsert_memory(user_id: str, key: str, value: Any, options: UpsertOptions) -> Call[MemoryEntry]:
@@ -203,11 +227,7 @@ def upsert_memories(entries: list[MemoryInput]) -> Call[list[MemoryEntry]]:
 
 
 def list_memories(user_id: str, options: ListOptions) -> Call[list[MemoryEntry]]:
-    return Call(
-        "GET",
-        _user(user_id),
-        params=_list_query(options),
-    )
+    return Call("GET", _user(user_id), params=_list_query(options) + query(**_match_query(options)))
 
 
 def recall_memories(user_id: str, options: RecallOptions) -> Call[list[MemoryEntry]]:
@@ -234,7 +254,7 @@ def _ranked_filters(options: RankedFilters) -> dict[str, Any]:
         "category": options.get("category"),
         "source": options.get("source"),
         "updatedAfter": updated_after.isoformat() if isinstance(updated_after, datetime) else updated_after,
-        "keyPrefix": options.get("key_prefix"),
+        **_match_query(options),
     }
 
 
@@ -275,6 +295,15 @@ def list_memories_by_category(user_id: str, category: str, options: ListOptions)
 
 def get_memory_by_key(user_id: str, key: str, group_ids: list[str] | None) -> Call[MemoryEntry]:
     return Call("GET", f"{_user(user_id)}/key/{segment(key)}", params=query(groupId=group_ids))
+
+
+def refresh_ttl(user_id: str, entry_ids: list[str], group_ids: list[str] | None) -> Call[int]:
+    return Call(
+        "POST",
+        f"{_user(user_id)}/ttl-refresh",
+        json=body(ids=entry_ids, groupIds=group_ids),
+        decode=lambda response: int(response.json()["refreshed"]),
+    )
 
 
 def count_memories(user_id: str, group_ids: list[str] | None) -> Call[int]:

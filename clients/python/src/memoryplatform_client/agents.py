@@ -18,12 +18,21 @@ assistant messages to the server's extraction after they are stored (``POST .../
 conversation and the messages' ids): the facts about the conversation's user are added, updated or left as
 they are, bounded by who may read the conversation. A failed extraction never fails the turn: it is logged,
 and kept in :attr:`MemoryPlatformSession.last_extraction_error`.
+
+Handoffs: give the session a map from the SDK's agent names to their clients,
+``MemoryPlatformSession({"nova": nova_client, "aniza": aniza_client}, conversation_id)``. Each item is stored
+with the key of the agent that produced it: the run's starting agent (``agent=``, by default the map's
+first), and after a handoff (the SDK's ``{"assistant": name}`` output of a ``transfer_to_...`` call, itself
+the handing-off agent's) the agent handed to. The session keeps that agent for the next run, as
+``result.last_agent`` does; set ``session.agent`` when a run starts with another. Reads (``get_items``,
+``pop_item``, ``clear_session``) are the current agent's view.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from agents import Agent, RunContextWrapper, TResponseInputItem
@@ -78,10 +87,24 @@ def _to_item(message: Message) -> TResponseInputItem:
     return {"role": role, "content": text}
 
 
-class MemoryPlatformSession(SessionABC):
-    """The OpenAI Agents SDK ``Session`` protocol over one conversation, for the agent of ``client``'s key.
+def _handed_to(item: Any, agents: Mapping[str, Any]) -> str | None:
+    """The agent a handoff's output names (the SDK's ``{"assistant": name}``), if it is one of ``agents``."""
+    if not isinstance(item, dict) or item.get("type") != "function_call_output":
+        return None
+    try:
+        output = json.loads(item.get("output") or "")
+    except (TypeError, ValueError):
+        return None
+    if isinstance(output, dict) and list(output) == ["assistant"] and output["assistant"] in agents:
+        return str(output["assistant"])
+    return None
 
-    With ``record_user_messages=False`` the session writes only the agent's own items: for a user message
+
+class MemoryPlatformSession(SessionABC):
+    """The OpenAI Agents SDK ``Session`` protocol over one conversation, for the agent of ``client``'s key,
+    or, with handoffs, for several: ``client`` a map from SDK agent names to their clients (see the module).
+
+    With ``record_user_messages=False`` the session writes only the agents' own items: for a user message
     already in the conversation (the application posted it, or another agent's session recorded it), run
     the agent with an empty input, ``Runner.run(agent, [], session=session)``, and it reads the message once
     from the history.
@@ -89,14 +112,22 @@ class MemoryPlatformSession(SessionABC):
 
     def __init__(
         self,
-        client: AsyncMemoryPlatform,
+        client: AsyncMemoryPlatform | Mapping[str, AsyncMemoryPlatform],
         conversation_id: str,
         *,
+        agent: str | None = None,
         session_settings: SessionSettings | None = None,
         record_user_messages: bool = True,
         extract_facts: bool = False,
     ) -> None:
-        self.client = client
+        self.clients: dict[str, AsyncMemoryPlatform] = (
+            dict(client) if isinstance(client, Mapping) else {"": client}
+        )
+        if not self.clients:
+            raise ValueError("A session needs a client, or a map of SDK agent names to clients.")
+        self.agent = next(iter(self.clients)) if agent is None else agent
+        if self.agent not in self.clients:
+            raise ValueError(f"agent {self.agent!r} is not one of {sorted(self.clients)}.")
         self.conversation_id = conversation_id
         self.session_id = conversation_id
         self.session_settings = session_settings
@@ -106,6 +137,11 @@ class MemoryPlatformSession(SessionABC):
         self.last_extraction_error: MemoryPlatformError | None = None
         self._user_id: str | None = None
         self._turn: list[ExtractMessage] = []  # the turn's stored messages, until its answer is stored
+
+    @property
+    def client(self) -> AsyncMemoryPlatform:
+        """The current agent's client: the one whose view is read, and whose items come next."""
+        return self.clients[self.agent]
 
     async def _hidden(self) -> tuple[set[str], int]:
         """From this agent's markers: the message ids popped, and the sequence number cleared through."""
@@ -152,14 +188,18 @@ class MemoryPlatformSession(SessionABC):
         return [_to_item(message) for message in messages]
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        messages = [
-            _to_message(item, self.session_id)
-            for item in items
-            if self.record_user_messages or not (isinstance(item, dict) and item.get("role") == "user")
-        ]
+        """Store the items, each with its author's key, in order: consecutive items of one author together,
+        at most ``BATCH`` a request. A handoff's output makes the agent it names the next items' author."""
+        runs: list[tuple[str, list[MessageInput]]] = []
+        for item in items:
+            if self.record_user_messages or not (isinstance(item, dict) and item.get("role") == "user"):
+                if not runs or runs[-1][0] != self.agent or len(runs[-1][1]) == BATCH:
+                    runs.append((self.agent, []))
+                runs[-1][1].append(_to_message(item, self.session_id))
+            self.agent = _handed_to(item, self.clients) or self.agent
         stored: list[Message] = []
-        for start in range(0, len(messages), BATCH):
-            stored += await self.client.append_messages(self.conversation_id, messages[start : start + BATCH])
+        for author, messages in runs:
+            stored += await self.clients[author].append_messages(self.conversation_id, messages)
         if self.extract_facts:
             await self._extract(stored)
 

@@ -1,18 +1,36 @@
-"""LangGraph adapter (extra ``langgraph``): :class:`MemoryPlatformStore`, a ``BaseStore`` over a user's
-memories, with sync ``batch`` and async ``abatch``.
+"""LangGraph adapter (extra ``langgraph``): :class:`MemoryPlatformStore`, a ``BaseStore`` over users'
+memories, with sync ``batch`` and async ``abatch``, TTLs and server-side search.
 
-Namespaces map to users and visibility; the key is the memory's key, the value its (JSON object) value:
+A namespace names a user, labels, and a visibility; an item's key and value are the memory's. Both of
+LangGraph's usual layouts are read:
 
-| namespace | memories |
-|---|---|
-| ``("memories", user_id)`` | the agent's own ``self`` entries |
-| ``("memories", user_id, "global")`` | the user's ``global`` entries (every agent reads them) |
-| ``("memories", user_id, "group", group_id)`` | ``group`` entries shared with that group |
+| namespace | user | labels |
+|---|---|---|
+| ``(user_id, "memories")`` (LangGraph's docs) | ``user_id`` | ``("memories",)`` |
+| ``(user_id, "chitchat", "prefs")`` | ``user_id`` | ``("chitchat", "prefs")`` |
+| ``("memories", user_id, ...)`` (this platform's first layout, LangMem's) | ``user_id`` | what follows |
 
-The agent is the key's: use an agent key. ``search`` with a ``query`` uses the platform's ``hybrid`` search
-(meaning and words, each item with a ``score``); without one it lists the user's entries, newest first.
-``search`` and ``list_namespaces`` need a prefix that names the user: ``("memories", user_id, ...)``.
-A search or listing looks at the newest 1,000 entries the agent can see of that user.
+A namespace ending in ``"global"`` is the user's ``global`` entries (every agent reads them); ending in
+``("group", group_id)``, ``group`` entries shared with that group; else the agent's own ``self`` entries.
+
+On the platform: ``userId`` is the user; the labels are the key's prefix, each followed by ``/``; the
+item's key ends it (``(u, "memories")``, ``"food"`` is key ``memories/food`` of user ``u``); the category is
+the store's (``fact``). Labels and keys are written with ``%`` as ``%25`` and ``/`` as ``%2F``, so the key
+splits back into labels and key: the mapping is reversible. The two spellings of one place name the same
+entries (``("memories", u, "prefs")`` and ``(u, "prefs")``); an answer uses the spelling asked. A user id
+spelled ``"memories"`` is read as the first layout's root: put it second, ``("memories", "memories")``.
+
+Values round-trip as put: a dict stays a dict, a string a string. ``put(..., ttl=minutes)`` sets the entry's
+``validTo`` (the platform's ``ttlSeconds``); after it no read finds the item, and Dream deletes it after the
+agent's ``pruneExpiredAfterDays``. A ``get`` or ``search`` with ``refresh_ttl`` (LangGraph's default) renews
+the TTL of what it returns. ``search`` sends its ``query`` (``hybrid``: meaning and words, each item with a
+``score``), ``filter`` (``{field: value}`` or ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``), the
+prefix's labels and visibility, ``limit`` and ``offset`` to the server, which applies them before cutting the
+page. ``search`` and ``list_namespaces`` need a prefix that names the user; ``list_namespaces`` looks at the
+newest 1,000 entries the agent can see of that user.
+
+The agent is the key's: use an agent key. ``search`` without a ``query`` lists the user's entries, newest
+first.
 
 Opt-in memory formation: add :func:`extraction_node` to a graph after the agent's node, and after each turn
 the turn's messages (from the last user message on) go to the server's extraction, whose facts about the
@@ -25,6 +43,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Generator, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -40,6 +59,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
 )
 
 from memoryplatform_client import _calls as calls
@@ -52,6 +72,7 @@ from memoryplatform_client.types import ExtractMessage, MemoryEntry, Visibility
 logger = logging.getLogger(__name__)
 
 ROOT = "memories"
+SEP = "/"
 SCAN_LIMIT = 1000  # the server's largest page
 
 T = TypeVar("T")
@@ -60,87 +81,87 @@ T = TypeVar("T")
 Plan = Generator[Call[Any], Any, T]
 
 
-class Scope:
-    """A namespace's place: the user, the visibility and the group."""
+def _escape(part: str) -> str:
+    return part.replace("%", "%25").replace(SEP, "%2F")
 
-    def __init__(self, namespace: tuple[str, ...]) -> None:
-        if len(namespace) < 2 or namespace[0] != ROOT:
-            raise ValueError(f"A namespace starts with ({ROOT!r}, user_id): got {namespace!r}.")
-        self.user_id = namespace[1]
-        self.visibility: Visibility
-        self.group_id: str | None
-        rest = namespace[2:]
-        if rest == ():
-            self.visibility, self.group_id = "self", None
-        elif rest == ("global",):
-            self.visibility, self.group_id = "global", None
-        elif len(rest) == 2 and rest[0] == "group":
-            self.visibility, self.group_id = "group", rest[1]
-        else:
-            raise ValueError(
-                f"Unknown namespace {namespace!r}: use ({ROOT!r}, user), ({ROOT!r}, user, 'global') or "
-                f"({ROOT!r}, user, 'group', group_id)."
-            )
+
+def _unescape(part: str) -> str:
+    return part.replace("%2F", SEP).replace("%25", "%")
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a namespace (or a prefix of one) puts items: the user, the labels, the visibility and group
+    (``None``: any, in a prefix), and the spelling (``rooted``: ``("memories", user, ...)``)."""
+
+    user_id: str
+    labels: tuple[str, ...]
+    visibility: Visibility | None
+    group_id: str | None
+    rooted: bool
+
+    @classmethod
+    def of(cls, namespace: tuple[str, ...], *, prefix: bool = False) -> Place:
+        if any(not isinstance(part, str) or not part for part in namespace):
+            raise ValueError(f"A namespace is a tuple of non-empty strings: got {namespace!r}.")
+        rooted = len(namespace) >= 2 and namespace[0] == ROOT
+        rest = namespace[2:] if rooted else namespace[1:]
+        if not namespace or (rooted and namespace[1] == "*") or (not rooted and namespace[0] in ("*", ROOT)):
+            raise ValueError(f"A namespace names the user: (user_id, ...) or ({ROOT!r}, user_id, ...).")
+        user = namespace[1] if rooted else namespace[0]
+        visibility: Visibility | None = None if prefix else "self"
+        group: str | None = None
+        if rest[-1:] == ("global",):
+            visibility, rest = "global", rest[:-1]
+        elif len(rest) >= 2 and rest[-2] == "group":
+            visibility, group, rest = "group", rest[-1], rest[:-2]
+        elif prefix and rest[-1:] == ("group",):
+            visibility, rest = "group", rest[:-1]
+        return cls(user, rest, visibility, group, rooted)
+
+    @property
+    def key_prefix(self) -> str:
+        return "".join(_escape(label) + SEP for label in self.labels)
+
+    def key(self, key: str) -> str:
+        """The platform's key of an item of this place."""
+        return self.key_prefix + _escape(key)
 
     @property
     def group_ids(self) -> list[str] | None:
         return [self.group_id] if self.group_id else None
 
     def holds(self, entry: MemoryEntry) -> bool:
-        if entry["visibility"] != self.visibility:
+        if self.visibility is not None and entry["visibility"] != self.visibility:
             return False
         return self.group_id is None or self.group_id in entry["groupIds"]
 
+    def narrowing(self) -> calls.ListOptions:
+        """What the server narrows a list or search to for this place (as a prefix)."""
+        options: calls.ListOptions = {}
+        if self.labels:
+            options["key_prefix"] = self.key_prefix
+        if self.visibility is not None:
+            options["visibility"] = self.visibility
+        if self.group_ids:
+            options["group_ids"] = self.group_ids
+        return options
 
-def namespaces_of(entry: MemoryEntry) -> list[tuple[str, ...]]:
-    """The namespaces an entry is found under (a group entry under each of its groups)."""
-    user = entry["userId"]
-    if entry["visibility"] == "global":
-        return [(ROOT, user, "global")]
-    if entry["visibility"] == "group":
-        return [(ROOT, user, "group", group) for group in entry["groupIds"]]
-    return [(ROOT, user)]
+    def namespaces_of(self, entry: MemoryEntry) -> tuple[list[tuple[str, ...]], str]:
+        """The namespaces an entry is found under in this place's spelling (a group entry under each of its
+        groups), and the item's key."""
+        *labels, key = (_unescape(part) for part in entry["key"].split(SEP))
+        head = (ROOT, entry["userId"]) if self.rooted else (entry["userId"],)
+        base = (*head, *labels)
+        if entry["visibility"] == "global":
+            return [(*base, "global")], key
+        if entry["visibility"] == "group":
+            return [(*base, "group", group) for group in entry["groupIds"]], key
+        return [base], key
 
 
 def _time(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def _value(entry: MemoryEntry) -> dict[str, Any]:
-    value = entry["value"]
-    return dict(value) if isinstance(value, dict) else {"value": value}
-
-
-def _item(entry: MemoryEntry, namespace: tuple[str, ...]) -> Item:
-    return Item(
-        value=_value(entry),
-        key=entry["key"],
-        namespace=namespace,
-        created_at=_time(entry["createdAt"]),
-        updated_at=_time(entry["updatedAt"]),
-    )
-
-
-_OPERATORS = {
-    "$eq": lambda a, b: a == b,
-    "$ne": lambda a, b: a != b,
-    "$gt": lambda a, b: a is not None and a > b,
-    "$gte": lambda a, b: a is not None and a >= b,
-    "$lt": lambda a, b: a is not None and a < b,
-    "$lte": lambda a, b: a is not None and a <= b,
-}
-
-
-def matches_filter(value: dict[str, Any], conditions: dict[str, Any] | None) -> bool:
-    """LangGraph's ``filter``: each field equal to a value, or meeting ``{"$eq"|"$ne"|"$gt"|...: value}``."""
-    for name, wanted in (conditions or {}).items():
-        actual = value.get(name)
-        if isinstance(wanted, dict) and wanted and all(op in _OPERATORS for op in wanted):
-            if not all(_OPERATORS[op](actual, operand) for op, operand in wanted.items()):
-                return False
-        elif actual != wanted:
-            return False
-    return True
 
 
 def _matches(namespace: tuple[str, ...], condition: MatchCondition) -> bool:
@@ -155,91 +176,99 @@ def _matches(namespace: tuple[str, ...], condition: MatchCondition) -> bool:
     return all(want == "*" or want == got for want, got in zip(path, part, strict=True))
 
 
-def _find(scope: Scope, key: str) -> Plan[MemoryEntry | None]:
+def _refresh(place: Place, entries: list[MemoryEntry], refresh_ttl: bool) -> Plan[None]:
+    """Renew the TTL of the entries read (one call), when asked and any has an end."""
+    ids = [entry["id"] for entry in entries if entry.get("validTo")]
+    if refresh_ttl and ids:
+        yield calls.refresh_ttl(place.user_id, ids, place.group_ids)
+
+
+def _find(place: Place, key: str) -> Plan[MemoryEntry | None]:
     """The entry under this namespace and key: the server's by-key read when it answers with that entry
-    (it prefers the caller's own), else the user's newest entries."""
+    (it prefers the caller's own), else the entries with that key, narrowed by the server."""
+    stored = place.key(key)
     try:
-        entry: MemoryEntry = yield calls.get_memory_by_key(scope.user_id, key, scope.group_ids)
+        entry: MemoryEntry = yield calls.get_memory_by_key(place.user_id, stored, place.group_ids)
     except NotFoundError:
         return None
-    if scope.holds(entry):
+    if place.holds(entry):
         return entry
-    listing: calls.ListOptions = {"limit": SCAN_LIMIT}
-    if scope.group_ids:
-        listing["group_ids"] = scope.group_ids
-    entries: list[MemoryEntry] = yield calls.list_memories(scope.user_id, listing)
-    return next((e for e in entries if e["key"] == key and scope.holds(e)), None)
+    listing: calls.ListOptions = {**place.narrowing(), "key_prefix": stored}
+    entries: list[MemoryEntry] = yield calls.list_memories(place.user_id, listing)
+    return next((e for e in entries if e["key"] == stored and place.holds(e)), None)
 
 
 def _get(op: GetOp) -> Plan[Item | None]:
-    entry = yield from _find(Scope(op.namespace), op.key)
-    return _item(entry, op.namespace) if entry else None
+    place = Place.of(op.namespace)
+    entry = yield from _find(place, op.key)
+    if entry is None:
+        return None
+    yield from _refresh(place, [entry], op.refresh_ttl)
+    return Item(
+        value=entry["value"],
+        key=op.key,
+        namespace=op.namespace,
+        created_at=_time(entry["createdAt"]),
+        updated_at=_time(entry["updatedAt"]),
+    )
 
 
 def _put(op: PutOp, category: str) -> Plan[None]:
-    scope = Scope(op.namespace)
+    place = Place.of(op.namespace)
     if op.value is None:
-        entry = yield from _find(scope, op.key)
+        entry = yield from _find(place, op.key)
         if entry is not None:
             with contextlib.suppress(NotFoundError):  # gone meanwhile: the wanted outcome
                 yield calls.delete_memory(entry["id"])
         return None
-    options: calls.UpsertOptions = {"category": category, "visibility": scope.visibility}
-    if scope.group_ids:
-        options["group_ids"] = scope.group_ids
-    yield calls.upsert_memory(scope.user_id, op.key, dict(op.value), options)
+    options: calls.UpsertOptions = {"category": category, "visibility": place.visibility or "self"}
+    if place.group_ids:
+        options["group_ids"] = place.group_ids
+    if op.ttl is not None:
+        options["ttl_seconds"] = max(1, round(op.ttl * 60))  # LangGraph's TTLs are in minutes
+    yield calls.upsert_memory(place.user_id, place.key(op.key), op.value, options)
     return None
 
 
-def _user_scope(prefix: tuple[str, ...]) -> tuple[str, list[str] | None]:
-    """The user a prefix names, and the group to read in when it names one."""
-    if len(prefix) < 2 or prefix[0] != ROOT or prefix[1] == "*":
-        raise ValueError(f"A search or listing needs a prefix naming the user: ({ROOT!r}, user_id, ...).")
-    group = [prefix[3]] if len(prefix) >= 4 and prefix[2] == "group" and prefix[3] != "*" else None
-    return prefix[1], group
-
-
 def _search(op: SearchOp) -> Plan[list[SearchItem]]:
-    user_id, group_ids = _user_scope(op.namespace_prefix)
-    listing: calls.SearchOptions = {"limit": SCAN_LIMIT}
-    if group_ids:
-        listing["group_ids"] = group_ids
+    place = Place.of(op.namespace_prefix, prefix=True)
+    listing: calls.SearchOptions = {**place.narrowing(), "limit": op.limit, "offset": op.offset}
+    if op.filter:
+        listing["filter"] = dict(op.filter)
     if op.query:
         listing["mode"] = "hybrid"
-        entries: list[MemoryEntry] = yield calls.search_memories(user_id, op.query, listing)
+        entries: list[MemoryEntry] = yield calls.search_memories(place.user_id, op.query, listing)
     else:
-        entries = yield calls.list_memories(user_id, listing)
-    found: list[SearchItem] = []
+        entries = yield calls.list_memories(place.user_id, listing)
+    yield from _refresh(place, entries, op.refresh_ttl)
     prefix = MatchCondition(match_type="prefix", path=op.namespace_prefix)
+    found: list[SearchItem] = []
     for entry in entries:
-        namespace = next((ns for ns in namespaces_of(entry) if _matches(ns, prefix)), None)
-        if namespace is None or not matches_filter(_value(entry), op.filter):
-            continue
+        namespaces, key = place.namespaces_of(entry)
+        namespace = next((ns for ns in namespaces if _matches(ns, prefix)), namespaces[0])
         found.append(
             SearchItem(
                 namespace=namespace,
-                key=entry["key"],
-                value=_value(entry),
+                key=key,
+                value=entry["value"],
                 created_at=_time(entry["createdAt"]),
                 updated_at=_time(entry["updatedAt"]),
                 score=entry.get("score"),
             )
         )
-    return found[op.offset : op.offset + op.limit]
+    return found
 
 
 def _list_namespaces(op: ListNamespacesOp) -> Plan[list[tuple[str, ...]]]:
     prefixes = [c for c in op.match_conditions or () if c.match_type == "prefix"]
     if not prefixes:
-        raise ValueError(f"list_namespaces needs prefix=({ROOT!r}, user_id, ...) naming the user.")
-    user_id, group_ids = _user_scope(tuple(prefixes[0].path))
-    listing: calls.ListOptions = {"limit": SCAN_LIMIT}
-    if group_ids:
-        listing["group_ids"] = group_ids
-    entries: list[MemoryEntry] = yield calls.list_memories(user_id, listing)
+        raise ValueError("list_namespaces needs prefix=(user_id, ...) naming the user.")
+    place = Place.of(tuple(prefixes[0].path), prefix=True)
+    listing: calls.ListOptions = {**place.narrowing(), "limit": SCAN_LIMIT}
+    entries: list[MemoryEntry] = yield calls.list_memories(place.user_id, listing)
     namespaces: set[tuple[str, ...]] = set()
     for entry in entries:
-        for namespace in namespaces_of(entry):
+        for namespace in place.namespaces_of(entry)[0]:
             if all(_matches(namespace, condition) for condition in op.match_conditions or ()):
                 namespaces.add(namespace[: op.max_depth] if op.max_depth else namespace)
     return sorted(namespaces)[op.offset : op.offset + op.limit]
@@ -250,10 +279,11 @@ class MemoryPlatformStore(BaseStore):
 
     ``MemoryPlatformStore(MemoryPlatform(url, api_key=key), AsyncMemoryPlatform(url, api_key=key))``; without
     an async client, ``abatch`` runs ``batch`` in a thread. New entries get ``category`` (``fact``: it must be
-    one of the agent policy's allowed categories).
+    one of the agent policy's allowed categories). ``ttl`` is LangGraph's ``TTLConfig``: ``default_ttl``
+    (minutes) for a ``put`` without one, ``refresh_on_read`` for reads that do not say.
     """
 
-    supports_ttl = False
+    supports_ttl = True
 
     def __init__(
         self,
@@ -261,10 +291,12 @@ class MemoryPlatformStore(BaseStore):
         async_client: AsyncMemoryPlatform | None = None,
         *,
         category: str = "fact",
+        ttl: TTLConfig | None = None,
     ) -> None:
         self.client = client
         self.async_client = async_client
         self.category = category
+        self.ttl_config = ttl
 
     def _plan(self, op: Op) -> Plan[Result]:
         if isinstance(op, GetOp):

@@ -44,6 +44,7 @@ class MemoryInput(TypedDict):
     groupIds: NotRequired[list[str] | None]
     sourceConversationId: NotRequired[str | None]
     turnId: NotRequired[str | None]
+    ttlSeconds: NotRequired[int | None]
 
 
 class MemoryEvent(TypedDict, total=False):
