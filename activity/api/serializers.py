@@ -5,7 +5,7 @@ from rest_framework import serializers
 from activity.models import Task, ToolCall
 from activity.services import MAX_BATCH, ToolCallWrite
 from memoryplatform import publicids
-from memoryplatform.api.serializers import AsciiIntegerField, PublicIdField
+from memoryplatform.api.serializers import AsciiIntegerField, PublicIdField, StrictInput
 from usermemory.api.serializers import StrictCharField
 from usermemory.models import Visibility
 
@@ -18,7 +18,7 @@ def _text(max_length: int, **options: Any) -> StrictCharField:
     )
 
 
-class ToolCallInputSerializer(serializers.Serializer):
+class ToolCallInputSerializer(StrictInput):
     """One call as the agent reports it. ``result`` is any JSON, a text included."""
 
     tool = StrictCharField(max_length=128)
@@ -51,7 +51,7 @@ class ToolCallInputSerializer(serializers.Serializer):
         )
 
 
-class ToolCallBatchInputSerializer(serializers.Serializer):
+class ToolCallBatchInputSerializer(StrictInput):
     calls = serializers.ListField(child=ToolCallInputSerializer(), min_length=1, max_length=MAX_BATCH)
 
     def to_writes(self) -> list[ToolCallWrite]:
@@ -160,7 +160,9 @@ class TaskOutputSerializer(serializers.ModelSerializer):
         ]
 
 
-class TaskCreateInputSerializer(serializers.Serializer):
+class TaskCreateInputSerializer(StrictInput):
+    returned_by = TaskOutputSerializer
+
     title = StrictCharField(max_length=500)
     assigneeId = StrictCharField(max_length=64, required=False, allow_null=True, default=None)
     userId = StrictCharField(max_length=255, required=False, allow_null=True, default=None)
@@ -186,7 +188,9 @@ class TaskCreateInputSerializer(serializers.Serializer):
     )
 
 
-class TaskUpdateInputSerializer(serializers.Serializer):
+class TaskUpdateInputSerializer(StrictInput):
+    returned_by = TaskOutputSerializer
+
     status = serializers.ChoiceField(choices=Task.Status.choices, required=False)
     result = serializers.JSONField(
         required=False,

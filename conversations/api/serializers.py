@@ -10,7 +10,7 @@ from conversations.models import Channel, Checkpoint, Conversation, Message, Mes
 from conversations.selectors import DEFAULT_PAGE, MAX_EPOCH, MAX_PAGE, MAX_SEARCH, VIEW_AGENT
 from conversations.services import MAX_BLOCKS, MessageWrite, SyncMessage
 from memoryplatform.api.pagination import MAX_OFFSET
-from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce
+from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce, StrictInput
 from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory.api.serializers import (
     MemoryEntryOutputSerializer,
@@ -22,12 +22,6 @@ from usermemory.api.serializers import (
 # --- Conversations ---------------------------------------------------------------------------------------
 
 
-class ConversationCreateInputSerializer(serializers.Serializer):
-    userId = StrictCharField(max_length=255)
-    title = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
-    groupId = StrictCharField(max_length=64, required=False, allow_null=True, default=None)
-
-
 class ConversationOutputSerializer(serializers.ModelSerializer):
     id = serializers.CharField(read_only=True)
     userId = serializers.CharField(source="user_id")
@@ -37,6 +31,14 @@ class ConversationOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = Conversation
         fields = ["id", "userId", "groupId", "title", "createdAt"]
+
+
+class ConversationCreateInputSerializer(StrictInput):
+    returned_by = ConversationOutputSerializer
+
+    userId = StrictCharField(max_length=255)
+    title = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
+    groupId = StrictCharField(max_length=64, required=False, allow_null=True, default=None)
 
 
 class ConversationListQuerySerializer(serializers.Serializer):
@@ -92,7 +94,7 @@ class MessageInputSerializer(FieldsBuiltOnce):
         )
 
 
-class MessageBatchInputSerializer(serializers.Serializer):
+class MessageBatchInputSerializer(StrictInput):
     """A batch of 1 to 20 messages, all or nothing. A top-level ``sessionId`` applies to every message that
     does not name its own."""
 
@@ -157,14 +159,21 @@ class MessageListQuerySerializer(serializers.Serializer):
 # --- Memory sync -----------------------------------------------------------------------------------------
 
 
-class SyncMessageInputSerializer(serializers.Serializer):
+class SyncMessageInputSerializer(StrictInput):
+    """A message of the caller's memory channel. ``channel``, if sent, is ``memory``."""
+
+    returned_by = MessageOutputSerializer
+
+    channel = serializers.ChoiceField(
+        choices=[Channel.MEMORY], required=False, help_text="Only memory: a sync writes the memory channel."
+    )
     role = serializers.ChoiceField(choices=MessageRole.choices)
     content = serializers.ListField(
         child=ContentBlockField(), allow_empty=False, min_length=1, max_length=MAX_BLOCKS
     )
 
 
-class SyncInputSerializer(serializers.Serializer):
+class SyncInputSerializer(StrictInput):
     messages = SyncMessageInputSerializer(many=True, allow_empty=False)
     sessionId = StrictCharField(max_length=128, required=False, allow_null=True, default=None)
 
@@ -182,10 +191,6 @@ class SyncOutputSerializer(serializers.Serializer):
 # --- Checkpoints and context ------------------------------------------------------------------------------
 
 
-class CheckpointInputSerializer(serializers.Serializer):
-    lastEntryId = StrictCharField(max_length=64)
-
-
 class CheckpointOutputSerializer(serializers.Serializer):
     conversationId = serializers.CharField()
     agentId = serializers.CharField()
@@ -200,6 +205,12 @@ class CheckpointOutputSerializer(serializers.Serializer):
             "lastEntryId": str(checkpoint.last_message_id) if checkpoint else None,
             "updatedAt": checkpoint.updated_at if checkpoint else None,
         }
+
+
+class CheckpointInputSerializer(StrictInput):
+    returned_by = CheckpointOutputSerializer
+
+    lastEntryId = StrictCharField(max_length=64)
 
 
 class ContextMemorySerializer(serializers.Serializer):

@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from memoryplatform import publicids
 from memoryplatform.api.pagination import MAX_OFFSET
-from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce, PublicIdField
+from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce, PublicIdField, StrictInput
 from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory.models import (
     MAX_KEY_CHARS,
@@ -160,7 +160,9 @@ def _min_confidence() -> ConfidenceField:
 
 
 class MemoryUpsertInputSerializer(FieldsBuiltOnce):
-    """One entry of a PUT. ``id``, ``createdAt``, ``updatedAt`` and ``accessCount`` are ignored if sent."""
+    """One entry of a PUT."""
+
+    returned_by = ScoredMemoryEntryOutputSerializer
 
     userId = StrictCharField(max_length=255)
     key = StrictCharField(max_length=MAX_KEY_CHARS, trim_whitespace=False)
@@ -381,7 +383,7 @@ class SearchAllQuerySerializer(SearchQuerySerializer):
     includeSuperseded = None  # type: ignore[assignment]  # staff search reads the entries valid now
 
 
-class GuardrailsSerializer(serializers.Serializer):
+class GuardrailsSerializer(StrictInput):
     maxKeyLength = AsciiIntegerField(source="max_key_length", min_value=1, max_value=MAX_KEY_CHARS)
     maxValueLength = AsciiIntegerField(source="max_value_length", min_value=1, max_value=100_000)
     maxWritesPerTurn = AsciiIntegerField(source="max_writes_per_turn", min_value=1, max_value=10_000)
@@ -390,7 +392,7 @@ class GuardrailsSerializer(serializers.Serializer):
     )
 
 
-class DreamConfigSerializer(serializers.Serializer):
+class DreamConfigSerializer(StrictInput):
     enabled = serializers.BooleanField(source="dream_enabled")
     pruneStaleAfterDays = AsciiIntegerField(source="prune_stale_after_days", min_value=0, max_value=36500)
     detectContradictions = serializers.BooleanField(source="detect_contradictions")
@@ -424,7 +426,7 @@ class DreamConfigSerializer(serializers.Serializer):
     )
 
 
-class MemoryPolicySerializer(serializers.Serializer):
+class MemoryPolicySerializer(StrictInput):
     """EDDI's ``userMemoryConfig`` shape, read and (partially) written."""
 
     maxEntriesPerUser = AsciiIntegerField(source="max_entries_per_user", min_value=1, max_value=1_000_000)

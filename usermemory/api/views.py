@@ -17,7 +17,7 @@ from apikeys.api.serializers import AgentOutputSerializer, AgentUpdateInputSeria
 from apikeys.models import Agent
 from apikeys.permissions import IsAdminCaller, ReadAnyWriteAgentOrAdmin, request_caller
 from apikeys.selectors import agent_list
-from memoryplatform.api.serializers import require_valid_item
+from memoryplatform.api.serializers import refuse_unknown_fields, require_valid_item
 from memoryplatform.errors import BadRequest, NotFound
 from memoryplatform.text import text_problem
 from usermemory import selectors, services
@@ -102,6 +102,8 @@ class MemoryBatchView(MemoryView):
     )
     def put(self, request: Request) -> Response:
         body = request.data
+        if isinstance(body, dict):
+            refuse_unknown_fields(body, accepted=("entries", "turnId"))
         items = body.get("entries") if isinstance(body, dict) else body
         if not isinstance(items, list):
             raise BadRequest('A batch is a JSON list of entries (or {"entries": [...]}).')
