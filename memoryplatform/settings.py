@@ -81,6 +81,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    # X-Request-Id on every response; log lines written during the request name it.
+    "memoryplatform.requestid.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "memoryplatform.middleware.RefuseUnstorableTextMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -343,11 +345,19 @@ LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s [%(request_id)s] %(name)s %(message)s"}},
+    "filters": {"request_id": {"()": "memoryplatform.requestid.RequestIdFilter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["request_id"]}
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.server": {"level": "WARNING"},
+        # A 4xx is logged once, by the request log (memoryplatform.requests); Django's own "Bad Request: ..."
+        # warning would repeat it. Its 5xx errors stay.
+        "django.request": {"level": "ERROR"},
+        # The MCP SDK's stateless session manager says "Terminating session: None" after every call.
+        "mcp.server.streamable_http": {"level": "WARNING"},
     },
 }
 

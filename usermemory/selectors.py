@@ -35,6 +35,7 @@ from memoryplatform import publicids
 from memoryplatform.embeddings import EmbedderError, get_embedder
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
 from memoryplatform.text import check_query
+from usermemory import metrics
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
 from usermemory.sql import history as history_sql
 from usermemory.sql import search as search_sql
@@ -331,6 +332,7 @@ def memory_search(
         raise BadRequest("q is required: the text to search for.")
     check_query(query)
     agent_id, groups = _search_scope(caller=caller, group_ids=group_ids)
+    metrics.searches.labels(mode="keyword").inc()
     return search_sql.search(
         user_id=user_id,
         agent_id=agent_id,
@@ -419,6 +421,7 @@ def memory_search_ranked(
     (``fallback``, :func:`search_ranking`)."""
     agent_id, groups = _search_scope(caller=caller, group_ids=group_ids)
     ranking, fallback = search_ranking(query=query, mode=mode, window=limit + offset)
+    metrics.searches.labels(mode=mode).inc()
     entries = search_sql.ranked_search(
         user_id=user_id,
         agent_id=agent_id,

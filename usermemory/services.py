@@ -14,7 +14,7 @@ from apikeys.caller import Caller
 from apikeys.services import caller_require_writer
 from memoryplatform import publicids
 from memoryplatform.errors import BadRequest, Forbidden
-from usermemory import selectors
+from usermemory import metrics, selectors
 from usermemory.governance import (
     POLICY_FIELD_GROUPS,
     POLICY_FIELDS,
@@ -207,6 +207,7 @@ def memory_recall(
     head = plan.limit if plan.order == RecallOrder.MOST_RECENT else recall_split(plan.limit)
     scope = plan.scope(caller=caller, user_id=user_id, min_confidence=min_confidence)
     entries = recall_sql.recall(scope=scope, head=head, rest=plan.limit - head)
+    metrics.recalls.labels(kind=plan.order).inc()
     entries.sort(key=_newest_first, reverse=True)
     if plan.order == RecallOrder.MOST_ACCESSED:  # the newest `head` first, then the most accessed of the rest
         entries[head:] = sorted(entries[head:], key=_most_accessed_first, reverse=True)
@@ -231,6 +232,7 @@ def memory_recall_as_of(
     if min_confidence is not None:
         raise BadRequest("asOf answers from history, which keeps no confidence: leave minConfidence out.")
     plan = _recall_plan(caller=caller, agent_id=agent_id, group_ids=group_ids, order=None, limit=limit)
+    metrics.recalls.labels(kind="as_of").inc()
     return selectors.memory_as_of(
         caller=caller,
         user_id=user_id,
@@ -266,6 +268,7 @@ def memory_recall_ranked(
     ranking, fallback = selectors.search_ranking(query=query, mode=mode, window=plan.limit)
     scope = plan.scope(caller=caller, user_id=user_id, min_confidence=min_confidence)
     entries = search_sql.ranked_recall(scope=scope, ranking=ranking, limit=plan.limit)
+    metrics.recalls.labels(kind="relevance").inc()
     return selectors.RankedSearch(entries, fallback)
 
 
