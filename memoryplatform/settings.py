@@ -205,11 +205,18 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "PREPROCESSING_HOOKS": ["memoryplatform.routing.schema_without_trailing_slash"],
+    # Tags per area, the memory API first and the legacy properties last; the MCP endpoint described.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "memoryplatform.api.schema.tag_areas",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "ApiKeyRoleEnum": "apikeys.models.ApiKey.Role",
         "MessageRoleEnum": "conversations.models.MessageRole",
         "TaskStatusEnum": "activity.models.Task.Status",
         "AgentStatusEnum": "apikeys.models.Agent.Status",
+        "ChannelEnum": "conversations.models.Channel",
+        "SyncChannelEnum": [("memory", "memory")],
     },
 }
 

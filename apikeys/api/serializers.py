@@ -9,6 +9,7 @@ _AGENT_HINTS = {"name": "displayName", "display_name": "displayName"}
 
 class AgentOutputSerializer(serializers.ModelSerializer):
     displayName = serializers.CharField(source="display_name")
+    capabilities = serializers.ListField(child=serializers.CharField(), help_text="What the agent can do.")
     lastActiveAt = serializers.DateTimeField(source="last_active_at", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
@@ -36,6 +37,7 @@ class AgentPublicOutputSerializer(serializers.ModelSerializer):
     """An agent as other agents see it in the directory: never its keys, groups or policy."""
 
     displayName = serializers.CharField(source="display_name")
+    capabilities = serializers.ListField(child=serializers.CharField(), help_text="What the agent can do.")
     lastActiveAt = serializers.DateTimeField(source="last_active_at", allow_null=True)
 
     class Meta:

@@ -7,6 +7,7 @@ from typing import Any
 from django.utils import timezone
 from rest_framework import serializers
 
+from apikeys.api.serializers import AgentOutputSerializer
 from memoryplatform import publicids
 from memoryplatform.api.pagination import MAX_OFFSET
 from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce, PublicIdField, StrictInput
@@ -453,3 +454,12 @@ def flatten_policy_changes(data: dict[str, Any]) -> dict[str, Any]:
         else:
             flat[name] = value
     return flat
+
+
+class AgentDetailOutputSerializer(AgentOutputSerializer):
+    """An agent's directory entry with its memory policy (``GET/PATCH /v1/agents/{id}``)."""
+
+    memoryPolicy = MemoryPolicySerializer(source="*", read_only=True)
+
+    class Meta(AgentOutputSerializer.Meta):
+        fields = [*AgentOutputSerializer.Meta.fields, "memoryPolicy"]
