@@ -48,7 +48,8 @@ answered with JSON, no stream), with the key in `Authorization: Bearer <key>` or
 names the tools the key's role may call (viewer keys read; agent keys read and write as their agent; admin
 keys also erase a user); `tools/call` runs one through the same services as this API, with the same rules.
 Arguments are checked against each tool's input schema, unknown ones refused. Over stdio:
-`manage.py mcp --key <key>`; `manage.py mcp-config` prints a client's configuration.
+`MEMORYPLATFORM_API_KEY=<key> manage.py mcp`; `memoryplatform-client mcp-config` (the Python client) prints
+and checks an MCP client's configuration.
 """
 
 
