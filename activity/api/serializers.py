@@ -18,47 +18,6 @@ def _text(max_length: int, **options: Any) -> StrictCharField:
     )
 
 
-class ToolCallInputSerializer(StrictInput):
-    """One call as the agent reports it. ``result`` is any JSON, a text included."""
-
-    tool = StrictCharField(max_length=128)
-    args = serializers.JSONField(required=False, default=None, help_text="The call's arguments (JSON).")
-    result = serializers.JSONField(required=False, default=None, help_text="JSON or text, size-limited.")
-    success = serializers.BooleanField(required=False, default=True)
-    durationMs = AsciiIntegerField(
-        required=False, allow_null=True, default=None, min_value=0, max_value=MAX_DURATION_MS
-    )
-    error = _text(10_000, trim_whitespace=False)
-    taskId = _text(64)
-    conversationId = _text(255)
-    sessionId = _text(255)
-    createdAt = serializers.DateTimeField(
-        required=False, allow_null=True, default=None, help_text="When the call was made; default: now."
-    )
-
-    def to_write(self, data: dict[str, Any]) -> ToolCallWrite:
-        return ToolCallWrite(
-            tool=data["tool"],
-            args=data["args"],
-            result=data["result"],
-            success=data["success"],
-            duration_ms=data["durationMs"],
-            error=data["error"] or "",
-            task_id=data["taskId"] or "",
-            conversation_id=data["conversationId"] or "",
-            session_id=data["sessionId"] or "",
-            created_at=data["createdAt"],
-        )
-
-
-class ToolCallBatchInputSerializer(StrictInput):
-    calls = serializers.ListField(child=ToolCallInputSerializer(), min_length=1, max_length=MAX_BATCH)
-
-    def to_writes(self) -> list[ToolCallWrite]:
-        child = ToolCallInputSerializer()
-        return [child.to_write(call) for call in self.validated_data["calls"]]
-
-
 class BlankAsNullField(serializers.CharField):
     """A text the model stores blank when absent (a task id, a user id): null in the output."""
 
@@ -97,6 +56,49 @@ class ToolCallOutputSerializer(serializers.ModelSerializer):
             "via",
             "createdAt",
         ]
+
+
+class ToolCallInputSerializer(StrictInput):
+    """One call as the agent reports it. ``result`` is any JSON, a text included. The agent is the key's."""
+
+    returned_by = ToolCallOutputSerializer
+
+    tool = StrictCharField(max_length=128)
+    args = serializers.JSONField(required=False, default=None, help_text="The call's arguments (JSON).")
+    result = serializers.JSONField(required=False, default=None, help_text="JSON or text, size-limited.")
+    success = serializers.BooleanField(required=False, default=True)
+    durationMs = AsciiIntegerField(
+        required=False, allow_null=True, default=None, min_value=0, max_value=MAX_DURATION_MS
+    )
+    error = _text(10_000, trim_whitespace=False)
+    taskId = _text(64)
+    conversationId = _text(255)
+    sessionId = _text(255)
+    createdAt = serializers.DateTimeField(
+        required=False, allow_null=True, default=None, help_text="When the call was made; default: now."
+    )
+
+    def to_write(self, data: dict[str, Any]) -> ToolCallWrite:
+        return ToolCallWrite(
+            tool=data["tool"],
+            args=data["args"],
+            result=data["result"],
+            success=data["success"],
+            duration_ms=data["durationMs"],
+            error=data["error"] or "",
+            task_id=data["taskId"] or "",
+            conversation_id=data["conversationId"] or "",
+            session_id=data["sessionId"] or "",
+            created_at=data["createdAt"],
+        )
+
+
+class ToolCallBatchInputSerializer(StrictInput):
+    calls = serializers.ListField(child=ToolCallInputSerializer(), min_length=1, max_length=MAX_BATCH)
+
+    def to_writes(self) -> list[ToolCallWrite]:
+        child = ToolCallInputSerializer()
+        return [child.to_write(call) for call in self.validated_data["calls"]]
 
 
 class ToolCallPageOutputSerializer(serializers.Serializer):

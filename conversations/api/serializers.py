@@ -70,8 +70,35 @@ class ContentBlockField(serializers.DictField):
     """One content block, such as ``{"type": "text", "text": "..."}``."""
 
 
+class MessageOutputSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(read_only=True)
+    conversationId = serializers.CharField(source="conversation_id")
+    agentId = serializers.CharField(source="agent_id", allow_null=True)
+    memoryEpoch = serializers.IntegerField(source="memory_epoch", allow_null=True)
+    content = serializers.ListField(child=ContentBlockField())
+    sessionId = serializers.CharField(source="session_id", allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at")
+
+    class Meta:
+        model = Message
+        fields = [
+            "id",
+            "conversationId",
+            "seq",
+            "channel",
+            "role",
+            "agentId",
+            "memoryEpoch",
+            "content",
+            "sessionId",
+            "createdAt",
+        ]
+
+
 class MessageInputSerializer(FieldsBuiltOnce):
-    """One message: a channel, a role, content blocks and the session it belongs to."""
+    """One message: a channel, a role, content blocks and its session; the agent is always the key's."""
+
+    returned_by = MessageOutputSerializer
 
     channel = serializers.ChoiceField(choices=Channel.choices, required=False, default=Channel.HISTORY)
     role = serializers.ChoiceField(choices=MessageRole.choices)
@@ -100,31 +127,6 @@ class MessageBatchInputSerializer(StrictInput):
 
     messages = MessageInputSerializer(many=True)
     sessionId = StrictCharField(max_length=128, required=False, allow_null=True)
-
-
-class MessageOutputSerializer(serializers.ModelSerializer):
-    id = serializers.CharField(read_only=True)
-    conversationId = serializers.CharField(source="conversation_id")
-    agentId = serializers.CharField(source="agent_id", allow_null=True)
-    memoryEpoch = serializers.IntegerField(source="memory_epoch", allow_null=True)
-    content = serializers.ListField(child=ContentBlockField())
-    sessionId = serializers.CharField(source="session_id", allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at")
-
-    class Meta:
-        model = Message
-        fields = [
-            "id",
-            "conversationId",
-            "seq",
-            "channel",
-            "role",
-            "agentId",
-            "memoryEpoch",
-            "content",
-            "sessionId",
-            "createdAt",
-        ]
 
 
 class MessageBatchOutputSerializer(serializers.Serializer):
