@@ -16,35 +16,43 @@ THREADS ?= 4
 
 .PHONY: run test install install-dev lint migrate serve clean
 
+# Each step says what it does, on one line, before it starts (pip and the venv are quiet otherwise).
 $(VENV)/bin/python:
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	@echo "==> Creating the virtual environment in $(VENV)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install --quiet -e .
-	touch $@
+	@echo "==> Installing the platform and its dependencies (a minute or so the first time)"
+	@$(PY) -m pip install --quiet -e .
+	@touch $@
 
 $(VENV)/.installed-dev: pyproject.toml clients/python/pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install --quiet -e ".[dev]"
-	$(PY) -m pip install --quiet -e ./clients/python
-	touch $(VENV)/.installed $@
+	@echo "==> Installing the platform, the development tools and the Python client"
+	@$(PY) -m pip install --quiet -e ".[dev]"
+	@$(PY) -m pip install --quiet -e ./clients/python
+	@touch $(VENV)/.installed $@
 
 # A local .env with a random SECRET_KEY and PUBLIC_ID_KEY; never committed.
 .env:
-	$(PYTHON) -c "import secrets; print('SECRET_KEY=' + secrets.token_urlsafe(50)); print('PUBLIC_ID_KEY=' + secrets.token_urlsafe(32))" > .env
-	@echo "Wrote .env with a random SECRET_KEY and PUBLIC_ID_KEY (see .env.example for every setting)."
+	@echo "==> Writing .env with a random SECRET_KEY and PUBLIC_ID_KEY (.env.example lists every setting)"
+	@$(PYTHON) -c "import secrets; print('SECRET_KEY=' + secrets.token_urlsafe(50)); print('PUBLIC_ID_KEY=' + secrets.token_urlsafe(32))" > .env
 
 install: $(VENV)/.installed .env
 install-dev: $(VENV)/.installed-dev .env
 
 migrate: install
-	$(PY) manage.py migrate --noinput
+	@echo "==> Migrating the database (the embedded PostgreSQL in DATA_DIR starts on first use)"
+	@$(PY) manage.py migrate --noinput --verbosity 0
 
 run: migrate
-	$(PY) manage.py serve --host $(HOST) --port $(PORT) --check-port
-	$(PY) manage.py collectstatic --noinput --verbosity 0
-	$(PY) manage.py bootstrap --url http://$(HOST):$(PORT)
-	$(PY) manage.py serve --host $(HOST) --port $(PORT) --workers $(WORKERS) --threads $(THREADS)
+	@echo "==> Checking that port $(PORT) on $(HOST) is free"
+	@$(PY) manage.py serve --host $(HOST) --port $(PORT) --check-port
+	@echo "==> Collecting the admin's and the API docs' static files"
+	@$(PY) manage.py collectstatic --noinput --verbosity 0
+	@echo "==> Making sure a staff user and an admin API key exist"
+	@$(PY) manage.py bootstrap --url http://$(HOST):$(PORT)
+	@$(PY) manage.py serve --host $(HOST) --port $(PORT) --workers $(WORKERS) --threads $(THREADS)
 
 test: install-dev
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

@@ -7,6 +7,9 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryplatform.settings")
+    from memoryplatform.metricsdir import join_server_metrics
+
+    join_server_metrics(sys.argv)  # before the apps load prometheus_client
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

@@ -61,6 +61,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from prometheus_client import Histogram
 from rest_framework.utils.encoders import JSONEncoder
 
 from activity import services as activity
@@ -73,6 +74,13 @@ from memoryplatform import asgi_http
 from memoryplatform.errors import ServiceError
 
 logger = logging.getLogger(__name__)
+request_log = logging.getLogger("memoryplatform.requests")  # the request log REST requests are written to
+
+tool_call_seconds = Histogram(
+    "mcp_tool_call_seconds",
+    "MCP tool calls by tool and outcome (ok, refused), and how long each took.",
+    ["tool", "outcome"],
+)
 
 SERVER_NAME = "memoryplatform"
 
@@ -194,12 +202,17 @@ async def _on_call_tool(
     ctx: ServerRequestContext, params: types.CallToolRequestParams
 ) -> types.CallToolResult:
     caller = _caller()
+    started = time.perf_counter()
     # On the loop's pool of worker threads: each call opens and closes its database work on one of them, and
     # a slow call does not queue the others behind it (thread_sensitive would put every call on one thread).
     texts, is_error = await sync_to_async(_tool_call_in_thread, thread_sensitive=False)(
         caller=caller, raw_key=stdio_key.get(), name=params.name, arguments=params.arguments
     )
-    logger.info("MCP tool %s by %s%s", params.name, caller.log_label(), " refused" if is_error else "")
+    seconds = time.perf_counter() - started
+    outcome = "refused" if is_error else "ok"
+    tool = params.name if params.name in TOOLS else "unknown"  # a bounded label: any name may be sent
+    tool_call_seconds.labels(tool=tool, outcome=outcome).observe(seconds)
+    request_log.info("MCP %s %s %.1fms caller=%s", tool, outcome, seconds * 1000, caller.log_label())
     content: list[types.ContentBlock] = [types.TextContent(type="text", text=text) for text in texts]
     return types.CallToolResult(content=content, is_error=is_error)
 

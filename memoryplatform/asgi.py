@@ -29,7 +29,7 @@ django_application = get_wsgi_application()
 from django.core.handlers.asgi import ASGIRequest  # noqa: E402 (once Django is set up)
 
 from agenttools.mcp_server import McpHttpApp  # noqa: E402
-from memoryplatform import asgi_http  # noqa: E402
+from memoryplatform import asgi_http, requestid  # noqa: E402
 from memoryplatform.asgi_http import Receive, Scope, Send  # noqa: E402
 
 
@@ -60,6 +60,14 @@ class Application:
             return
         if scope["type"] != "http":  # no websockets here
             return
+        scope, send, request_id = requestid.asgi_request_id(scope, send)
+        token = requestid.current.set(request_id)
+        try:
+            await self._http(scope, receive, send)
+        finally:
+            requestid.current.reset(token)
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         if await asgi_http.refuse_bad_target(scope, send):
             return
         if _is_mcp_path(scope["path"]):

@@ -82,6 +82,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    # X-Request-Id on every response; log lines written during the request name it.
+    "memoryplatform.requestid.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "memoryplatform.middleware.RefuseUnstorableTextMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -205,11 +207,18 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "PREPROCESSING_HOOKS": ["memoryplatform.routing.schema_without_trailing_slash"],
+    # Tags per area, the memory API first and the legacy properties last; the MCP endpoint described.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "memoryplatform.api.schema.tag_areas",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "ApiKeyRoleEnum": "apikeys.models.ApiKey.Role",
         "MessageRoleEnum": "conversations.models.MessageRole",
         "TaskStatusEnum": "activity.models.Task.Status",
         "AgentStatusEnum": "apikeys.models.Agent.Status",
+        "ChannelEnum": "conversations.models.Channel",
+        "SyncChannelEnum": [("memory", "memory")],
     },
 }
 
@@ -368,11 +377,19 @@ LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s [%(request_id)s] %(name)s %(message)s"}},
+    "filters": {"request_id": {"()": "memoryplatform.requestid.RequestIdFilter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["request_id"]}
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.server": {"level": "WARNING"},
+        # A 4xx is logged once, by the request log (memoryplatform.requests); Django's own "Bad Request: ..."
+        # warning would repeat it. Its 5xx errors stay.
+        "django.request": {"level": "ERROR"},
+        # The MCP SDK's stateless session manager says "Terminating session: None" after every call.
+        "mcp.server.streamable_http": {"level": "WARNING"},
     },
 }
 

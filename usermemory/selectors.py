@@ -32,6 +32,7 @@ from apikeys.models import Agent
 from memoryplatform import publicids
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
 from memoryplatform.text import check_query, json_problem
+from usermemory import metrics
 from usermemory import ranking as ranking_
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
 from usermemory.ranking import RankedSearch
@@ -347,6 +348,7 @@ def memory_search(
         raise BadRequest("q is required: the text to search for.")
     check_query(query)
     agent_id, groups = _search_scope(caller=caller, group_ids=group_ids)
+    metrics.searches.labels(mode="keyword").inc()
     return search_sql.search(
         user_id=user_id,
         agent_id=agent_id,
@@ -393,6 +395,7 @@ def memory_search_ranked(
         query=query, mode=mode, window=window, min_score=min_score
     )
     candidates = ranking_.second_stage_window(window)
+    metrics.searches.labels(mode=mode).inc()
     entries = search_sql.ranked_search(
         user_id=user_id,
         agent_id=agent_id,

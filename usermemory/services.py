@@ -14,8 +14,8 @@ from apikeys.caller import Caller
 from apikeys.services import caller_require_writer
 from memoryplatform import publicids
 from memoryplatform.errors import BadRequest, Forbidden
+from usermemory import metrics, selectors
 from usermemory import ranking as ranking_
-from usermemory import selectors
 from usermemory.conflicts import SETTLE_MODES, memory_settle_conflict
 from usermemory.governance import (
     POLICY_FIELD_GROUPS,
@@ -240,6 +240,7 @@ def memory_recall(
     head = plan.limit if plan.order == RecallOrder.MOST_RECENT else recall_split(plan.limit)
     scope = plan.scope(caller=caller, user_id=user_id, min_confidence=min_confidence)
     entries = recall_sql.recall(scope=scope, head=head, rest=plan.limit - head)
+    metrics.recalls.labels(kind=plan.order).inc()
     entries.sort(key=_newest_first, reverse=True)
     if plan.order == RecallOrder.MOST_ACCESSED:  # the newest `head` first, then the most accessed of the rest
         entries[head:] = sorted(entries[head:], key=_most_accessed_first, reverse=True)
@@ -264,6 +265,7 @@ def memory_recall_as_of(
     if min_confidence is not None:
         raise BadRequest("asOf answers from history, which keeps no confidence: leave minConfidence out.")
     plan = _recall_plan(caller=caller, agent_id=agent_id, group_ids=group_ids, order=None, limit=limit)
+    metrics.recalls.labels(kind="as_of").inc()
     return selectors.memory_as_of(
         caller=caller,
         user_id=user_id,
@@ -305,6 +307,7 @@ def memory_recall_ranked(
     )
     scope = plan.scope(caller=caller, user_id=user_id, min_confidence=min_confidence)
     candidates = ranking_.second_stage_window(plan.limit)
+    metrics.recalls.labels(kind="relevance").inc()
     if candidates is None:
         entries = search_sql.ranked_recall(scope=scope, ranking=ranking, limit=plan.limit, filters=filters)
         return RankedSearch(entries, fallback)

@@ -17,7 +17,7 @@ from memoryplatform.batches import batch_size_check
 from memoryplatform.errors import BadRequest, CapacityReached, Forbidden, RateLimited
 from memoryplatform.locks import LockId, advisory_xact_lock
 from memoryplatform.text import json_problem, text_problem
-from usermemory import selectors
+from usermemory import metrics, selectors
 from usermemory.embedding import embeddings_schedule
 from usermemory.history import SCOPE_FIELDS, Actor, EventLog, Scope
 from usermemory.models import (
@@ -455,6 +455,7 @@ def memory_upsert(
     )
     log.flush()
     embeddings_schedule(entry_ids=[result.entry.id])  # after the commit, off the statement
+    metrics.count_upserts([result.created])
     return result
 
 
@@ -487,6 +488,7 @@ def memory_upsert_batch(
             raise
     log.flush()
     embeddings_schedule(entry_ids=[r.entry.id for r in results])  # after the commit, off the statements
+    metrics.count_upserts(r.created for r in results)
     return results
 
 

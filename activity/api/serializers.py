@@ -5,7 +5,7 @@ from rest_framework import serializers
 from activity.models import Task, ToolCall
 from activity.services import MAX_BATCH, ToolCallWrite
 from memoryplatform import publicids
-from memoryplatform.api.serializers import AsciiIntegerField, PublicIdField
+from memoryplatform.api.serializers import AsciiIntegerField, PublicIdField, StrictInput
 from usermemory.api.serializers import StrictCharField
 from usermemory.models import Visibility
 
@@ -16,47 +16,6 @@ def _text(max_length: int, **options: Any) -> StrictCharField:
     return StrictCharField(
         max_length=max_length, required=False, allow_blank=True, allow_null=True, default="", **options
     )
-
-
-class ToolCallInputSerializer(serializers.Serializer):
-    """One call as the agent reports it. ``result`` is any JSON, a text included."""
-
-    tool = StrictCharField(max_length=128)
-    args = serializers.JSONField(required=False, default=None, help_text="The call's arguments (JSON).")
-    result = serializers.JSONField(required=False, default=None, help_text="JSON or text, size-limited.")
-    success = serializers.BooleanField(required=False, default=True)
-    durationMs = AsciiIntegerField(
-        required=False, allow_null=True, default=None, min_value=0, max_value=MAX_DURATION_MS
-    )
-    error = _text(10_000, trim_whitespace=False)
-    taskId = _text(64)
-    conversationId = _text(255)
-    sessionId = _text(255)
-    createdAt = serializers.DateTimeField(
-        required=False, allow_null=True, default=None, help_text="When the call was made; default: now."
-    )
-
-    def to_write(self, data: dict[str, Any]) -> ToolCallWrite:
-        return ToolCallWrite(
-            tool=data["tool"],
-            args=data["args"],
-            result=data["result"],
-            success=data["success"],
-            duration_ms=data["durationMs"],
-            error=data["error"] or "",
-            task_id=data["taskId"] or "",
-            conversation_id=data["conversationId"] or "",
-            session_id=data["sessionId"] or "",
-            created_at=data["createdAt"],
-        )
-
-
-class ToolCallBatchInputSerializer(serializers.Serializer):
-    calls = serializers.ListField(child=ToolCallInputSerializer(), min_length=1, max_length=MAX_BATCH)
-
-    def to_writes(self) -> list[ToolCallWrite]:
-        child = ToolCallInputSerializer()
-        return [child.to_write(call) for call in self.validated_data["calls"]]
 
 
 class BlankAsNullField(serializers.CharField):
@@ -97,6 +56,49 @@ class ToolCallOutputSerializer(serializers.ModelSerializer):
             "via",
             "createdAt",
         ]
+
+
+class ToolCallInputSerializer(StrictInput):
+    """One call as the agent reports it. ``result`` is any JSON, a text included. The agent is the key's."""
+
+    returned_by = ToolCallOutputSerializer
+
+    tool = StrictCharField(max_length=128)
+    args = serializers.JSONField(required=False, default=None, help_text="The call's arguments (JSON).")
+    result = serializers.JSONField(required=False, default=None, help_text="JSON or text, size-limited.")
+    success = serializers.BooleanField(required=False, default=True)
+    durationMs = AsciiIntegerField(
+        required=False, allow_null=True, default=None, min_value=0, max_value=MAX_DURATION_MS
+    )
+    error = _text(10_000, trim_whitespace=False)
+    taskId = _text(64)
+    conversationId = _text(255)
+    sessionId = _text(255)
+    createdAt = serializers.DateTimeField(
+        required=False, allow_null=True, default=None, help_text="When the call was made; default: now."
+    )
+
+    def to_write(self, data: dict[str, Any]) -> ToolCallWrite:
+        return ToolCallWrite(
+            tool=data["tool"],
+            args=data["args"],
+            result=data["result"],
+            success=data["success"],
+            duration_ms=data["durationMs"],
+            error=data["error"] or "",
+            task_id=data["taskId"] or "",
+            conversation_id=data["conversationId"] or "",
+            session_id=data["sessionId"] or "",
+            created_at=data["createdAt"],
+        )
+
+
+class ToolCallBatchInputSerializer(StrictInput):
+    calls = serializers.ListField(child=ToolCallInputSerializer(), min_length=1, max_length=MAX_BATCH)
+
+    def to_writes(self) -> list[ToolCallWrite]:
+        child = ToolCallInputSerializer()
+        return [child.to_write(call) for call in self.validated_data["calls"]]
 
 
 class ToolCallPageOutputSerializer(serializers.Serializer):
@@ -160,7 +162,9 @@ class TaskOutputSerializer(serializers.ModelSerializer):
         ]
 
 
-class TaskCreateInputSerializer(serializers.Serializer):
+class TaskCreateInputSerializer(StrictInput):
+    returned_by = TaskOutputSerializer
+
     title = StrictCharField(max_length=500)
     assigneeId = StrictCharField(max_length=64, required=False, allow_null=True, default=None)
     userId = StrictCharField(max_length=255, required=False, allow_null=True, default=None)
@@ -186,7 +190,9 @@ class TaskCreateInputSerializer(serializers.Serializer):
     )
 
 
-class TaskUpdateInputSerializer(serializers.Serializer):
+class TaskUpdateInputSerializer(StrictInput):
+    returned_by = TaskOutputSerializer
+
     status = serializers.ChoiceField(choices=Task.Status.choices, required=False)
     result = serializers.JSONField(
         required=False,

@@ -8,6 +8,7 @@ from rest_framework.views import APIView
 
 from agenttools import tools
 from apikeys.permissions import IsAgentCaller, request_caller
+from memoryplatform.api.serializers import StrictInput
 from usermemory.api.serializers import StrictCharField
 
 
@@ -22,7 +23,7 @@ class ToolDefinitionSerializer(serializers.Serializer):
     function = ToolFunctionSerializer()
 
 
-class ToolInvokeInputSerializer(serializers.Serializer):
+class ToolInvokeInputSerializer(StrictInput):
     userId = StrictCharField(max_length=255)
     turnId = StrictCharField(max_length=128, required=False, allow_null=True, default=None)
     conversationId = StrictCharField(max_length=255, required=False, allow_null=True, default=None)

@@ -1,10 +1,15 @@
 from rest_framework import serializers
 
 from apikeys.models import AGENT_ID_VALIDATOR, Agent, AgentGroup, ApiKey
+from memoryplatform.api.serializers import StrictInput
+
+# A name newcomers send for the agent's display name (the directory calls it displayName everywhere).
+_AGENT_HINTS = {"name": "displayName", "display_name": "displayName"}
 
 
 class AgentOutputSerializer(serializers.ModelSerializer):
     displayName = serializers.CharField(source="display_name")
+    capabilities = serializers.ListField(child=serializers.CharField(), help_text="What the agent can do.")
     lastActiveAt = serializers.DateTimeField(source="last_active_at", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
@@ -32,6 +37,7 @@ class AgentPublicOutputSerializer(serializers.ModelSerializer):
     """An agent as other agents see it in the directory: never its keys, groups or policy."""
 
     displayName = serializers.CharField(source="display_name")
+    capabilities = serializers.ListField(child=serializers.CharField(), help_text="What the agent can do.")
     lastActiveAt = serializers.DateTimeField(source="last_active_at", allow_null=True)
 
     class Meta:
@@ -39,7 +45,10 @@ class AgentPublicOutputSerializer(serializers.ModelSerializer):
         fields = ["id", "displayName", "capabilities", "model", "status", "lastActiveAt"]
 
 
-class AgentCreateInputSerializer(serializers.Serializer):
+class AgentCreateInputSerializer(StrictInput):
+    returned_by = AgentOutputSerializer
+    hints = _AGENT_HINTS
+
     id = serializers.CharField(max_length=64, validators=[AGENT_ID_VALIDATOR])
     displayName = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     capabilities = serializers.ListField(
@@ -52,7 +61,12 @@ class AgentCreateInputSerializer(serializers.Serializer):
     groups = serializers.ListField(child=serializers.CharField(max_length=64), required=False, default=list)
 
 
-class AgentUpdateInputSerializer(serializers.Serializer):
+class AgentUpdateInputSerializer(StrictInput):
+    """The profile fields of a PATCH. Groups change through ``/v1/groups/{id}/members``."""
+
+    returned_by = AgentOutputSerializer
+    hints = _AGENT_HINTS
+
     displayName = serializers.CharField(
         max_length=200, required=False, allow_blank=True, source="display_name"
     )
@@ -73,13 +87,15 @@ class GroupOutputSerializer(serializers.ModelSerializer):
         return sorted(agent.id for agent in group.members.all())
 
 
-class GroupCreateInputSerializer(serializers.Serializer):
+class GroupCreateInputSerializer(StrictInput):
+    returned_by = GroupOutputSerializer
+
     id = serializers.CharField(max_length=64, validators=[AGENT_ID_VALIDATOR])
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     members = serializers.ListField(child=serializers.CharField(max_length=64), required=False, default=list)
 
 
-class GroupMembersInputSerializer(serializers.Serializer):
+class GroupMembersInputSerializer(StrictInput):
     agentIds = serializers.ListField(child=serializers.CharField(max_length=64), allow_empty=False)
 
 
@@ -106,7 +122,7 @@ class ApiKeyCreatedOutputSerializer(ApiKeyOutputSerializer):
         fields = [*ApiKeyOutputSerializer.Meta.fields, "key"]
 
 
-class ApiKeyCreateInputSerializer(serializers.Serializer):
+class ApiKeyCreateInputSerializer(StrictInput):
     label = serializers.CharField(  # type: ignore[assignment]  # a declared field: DRF takes it off the class
         max_length=200, required=False, allow_blank=True, default=""
     )

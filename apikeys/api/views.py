@@ -3,7 +3,7 @@
 from django.db import transaction
 from django.db.models import QuerySet
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -63,7 +63,24 @@ class AgentListCreateView(generics.ListAPIView):
     def get(self, request: Request, *args: str, **kwargs: str) -> Response:
         return super().get(request, *args, **kwargs)
 
-    @extend_schema(request=AgentCreateInputSerializer, responses={201: AgentOutputSerializer})
+    @extend_schema(
+        request=AgentCreateInputSerializer,
+        responses={201: AgentOutputSerializer},
+        summary="Add an agent to the directory (admin); then make its key: POST /v1/agents/{id}/keys",
+        examples=[
+            OpenApiExample(
+                "A support agent",
+                value={
+                    "id": "support-bot",
+                    "displayName": "Support bot",
+                    "capabilities": ["answer_tickets", "refunds"],
+                    "model": "gpt-4o-mini",
+                    "groups": ["helpdesk"],
+                },
+                request_only=True,
+            )
+        ],
+    )
     def post(self, request: Request) -> Response:
         data = AgentCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -79,6 +96,7 @@ class AgentListCreateView(generics.ListAPIView):
         return Response(AgentOutputSerializer(selectors.agent_list().get(id=agent.id)).data, status=201)
 
 
+@extend_schema_view(get=extend_schema(summary="Every agent group, with its members (admin)"))
 class GroupListCreateView(generics.ListAPIView):
     permission_classes = [IsAdminCaller]
     serializer_class = GroupOutputSerializer
@@ -86,7 +104,11 @@ class GroupListCreateView(generics.ListAPIView):
     def get_queryset(self) -> QuerySet[AgentGroup]:
         return selectors.group_list()
 
-    @extend_schema(request=GroupCreateInputSerializer, responses={201: GroupOutputSerializer})
+    @extend_schema(
+        request=GroupCreateInputSerializer,
+        responses={201: GroupOutputSerializer},
+        summary="Make a group, or add to it: its name and first members (admin)",
+    )
     def post(self, request: Request) -> Response:
         data = GroupCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -108,11 +130,15 @@ class GroupMembersView(APIView):
             raise NotFound(f"No group '{group_id}'.")
         return group
 
-    @extend_schema(responses=GroupOutputSerializer)
+    @extend_schema(responses=GroupOutputSerializer, summary="A group and its members (admin)")
     def get(self, request: Request, group_id: str) -> Response:
         return Response(GroupOutputSerializer(self._get(group_id)).data)
 
-    @extend_schema(request=GroupMembersInputSerializer, responses=GroupOutputSerializer)
+    @extend_schema(
+        request=GroupMembersInputSerializer,
+        responses=GroupOutputSerializer,
+        summary="Add agents to a group, keeping its members (admin)",
+    )
     def post(self, request: Request, group_id: str) -> Response:
         data = GroupMembersInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -123,7 +149,7 @@ class GroupMembersView(APIView):
 class GroupMemberDeleteView(APIView):
     permission_classes = [IsAdminCaller]
 
-    @extend_schema(responses={204: None})
+    @extend_schema(responses={204: None}, summary="Take an agent out of a group (admin)")
     def delete(self, request: Request, group_id: str, agent_id: str) -> Response:
         services.group_remove_member(group_id=group_id, agent_id=agent_id)
         return Response(status=status.HTTP_204_NO_CONTENT)

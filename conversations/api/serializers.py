@@ -10,7 +10,7 @@ from conversations.models import Channel, Checkpoint, Conversation, Message, Mes
 from conversations.selectors import DEFAULT_PAGE, MAX_EPOCH, MAX_PAGE, MAX_SEARCH, VIEW_AGENT, ScoredMessage
 from conversations.services import MAX_BLOCKS, MessageWrite, SyncMessage
 from memoryplatform.api.pagination import MAX_OFFSET
-from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce
+from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce, StrictInput
 from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory.api.serializers import (
     ConfidenceField,
@@ -34,12 +34,6 @@ def _min_score(what: str) -> ConfidenceField:
 # --- Conversations ---------------------------------------------------------------------------------------
 
 
-class ConversationCreateInputSerializer(serializers.Serializer):
-    userId = StrictCharField(max_length=255)
-    title = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
-    groupId = StrictCharField(max_length=64, required=False, allow_null=True, default=None)
-
-
 class ConversationOutputSerializer(serializers.ModelSerializer):
     id = serializers.CharField(read_only=True)
     userId = serializers.CharField(source="user_id")
@@ -49,6 +43,14 @@ class ConversationOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = Conversation
         fields = ["id", "userId", "groupId", "title", "createdAt"]
+
+
+class ConversationCreateInputSerializer(StrictInput):
+    returned_by = ConversationOutputSerializer
+
+    userId = StrictCharField(max_length=255)
+    title = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
+    groupId = StrictCharField(max_length=64, required=False, allow_null=True, default=None)
 
 
 class ConversationListQuerySerializer(serializers.Serializer):
@@ -80,38 +82,6 @@ class ContentBlockField(serializers.DictField):
     """One content block, such as ``{"type": "text", "text": "..."}``."""
 
 
-class MessageInputSerializer(FieldsBuiltOnce):
-    """One message: a channel, a role, content blocks and the session it belongs to."""
-
-    channel = serializers.ChoiceField(choices=Channel.choices, required=False, default=Channel.HISTORY)
-    role = serializers.ChoiceField(choices=MessageRole.choices)
-    content = serializers.ListField(
-        child=ContentBlockField(), allow_empty=False, min_length=1, max_length=MAX_BLOCKS
-    )
-    sessionId = StrictCharField(max_length=128, required=False, allow_null=True, default=None)
-    memoryEpoch = AsciiIntegerField(
-        min_value=1, max_value=MAX_EPOCH, required=False, allow_null=True, default=None
-    )
-
-    def to_write(self) -> MessageWrite:
-        data = self.validated_data
-        return MessageWrite(
-            channel=data["channel"],
-            role=data["role"],
-            content=data["content"],
-            session_id=data["sessionId"],
-            memory_epoch=data["memoryEpoch"],
-        )
-
-
-class MessageBatchInputSerializer(serializers.Serializer):
-    """A batch of 1 to 20 messages, all or nothing. A top-level ``sessionId`` applies to every message that
-    does not name its own."""
-
-    messages = MessageInputSerializer(many=True)
-    sessionId = StrictCharField(max_length=128, required=False, allow_null=True)
-
-
 class MessageOutputSerializer(serializers.ModelSerializer):
     id = serializers.CharField(read_only=True)
     conversationId = serializers.CharField(source="conversation_id")
@@ -135,6 +105,40 @@ class MessageOutputSerializer(serializers.ModelSerializer):
             "sessionId",
             "createdAt",
         ]
+
+
+class MessageInputSerializer(FieldsBuiltOnce):
+    """One message: a channel, a role, content blocks and its session; the agent is always the key's."""
+
+    returned_by = MessageOutputSerializer
+
+    channel = serializers.ChoiceField(choices=Channel.choices, required=False, default=Channel.HISTORY)
+    role = serializers.ChoiceField(choices=MessageRole.choices)
+    content = serializers.ListField(
+        child=ContentBlockField(), allow_empty=False, min_length=1, max_length=MAX_BLOCKS
+    )
+    sessionId = StrictCharField(max_length=128, required=False, allow_null=True, default=None)
+    memoryEpoch = AsciiIntegerField(
+        min_value=1, max_value=MAX_EPOCH, required=False, allow_null=True, default=None
+    )
+
+    def to_write(self) -> MessageWrite:
+        data = self.validated_data
+        return MessageWrite(
+            channel=data["channel"],
+            role=data["role"],
+            content=data["content"],
+            session_id=data["sessionId"],
+            memory_epoch=data["memoryEpoch"],
+        )
+
+
+class MessageBatchInputSerializer(StrictInput):
+    """A batch of 1 to 20 messages, all or nothing. A top-level ``sessionId`` applies to every message that
+    does not name its own."""
+
+    messages = MessageInputSerializer(many=True)
+    sessionId = StrictCharField(max_length=128, required=False, allow_null=True)
 
 
 class MessageBatchOutputSerializer(serializers.Serializer):
@@ -169,14 +173,21 @@ class MessageListQuerySerializer(serializers.Serializer):
 # --- Memory sync -----------------------------------------------------------------------------------------
 
 
-class SyncMessageInputSerializer(serializers.Serializer):
+class SyncMessageInputSerializer(StrictInput):
+    """A message of the caller's memory channel. ``channel``, if sent, is ``memory``."""
+
+    returned_by = MessageOutputSerializer
+
+    channel = serializers.ChoiceField(
+        choices=[Channel.MEMORY], required=False, help_text="Only memory: a sync writes the memory channel."
+    )
     role = serializers.ChoiceField(choices=MessageRole.choices)
     content = serializers.ListField(
         child=ContentBlockField(), allow_empty=False, min_length=1, max_length=MAX_BLOCKS
     )
 
 
-class SyncInputSerializer(serializers.Serializer):
+class SyncInputSerializer(StrictInput):
     messages = SyncMessageInputSerializer(many=True, allow_empty=False)
     sessionId = StrictCharField(max_length=128, required=False, allow_null=True, default=None)
 
@@ -194,10 +205,6 @@ class SyncOutputSerializer(serializers.Serializer):
 # --- Checkpoints ------------------------------------------------------------------------------------------
 
 
-class CheckpointInputSerializer(serializers.Serializer):
-    lastEntryId = StrictCharField(max_length=64)
-
-
 class CheckpointOutputSerializer(serializers.Serializer):
     conversationId = serializers.CharField()
     agentId = serializers.CharField()
@@ -212,6 +219,12 @@ class CheckpointOutputSerializer(serializers.Serializer):
             "lastEntryId": str(checkpoint.last_message_id) if checkpoint else None,
             "updatedAt": checkpoint.updated_at if checkpoint else None,
         }
+
+
+class CheckpointInputSerializer(StrictInput):
+    returned_by = CheckpointOutputSerializer
+
+    lastEntryId = StrictCharField(max_length=64)
 
 
 # --- Search across conversations ---------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from conversations.api.serializers import (
     SyncInputSerializer,
     SyncOutputSerializer,
 )
-from memoryplatform.api.serializers import require_valid_item
+from memoryplatform.api.serializers import refuse_unknown_fields, require_valid_item
 from memoryplatform.errors import BadRequest
 from usermemory.api.serializers import to_filters
 from usermemory.api.views import FALLBACK_HEADER, fallback_headers
@@ -195,6 +195,8 @@ class MessagesView(ConversationView):
         body = request.data
         batch_body = body if isinstance(body, dict) and "messages" in body else None
         batch = batch_body is not None
+        if batch_body is not None:
+            refuse_unknown_fields(batch_body, accepted=("messages", "sessionId"))
         items = batch_body["messages"] if batch_body is not None else [body]
         if not isinstance(items, list):
             raise BadRequest('A batch is {"messages": [...]}.')

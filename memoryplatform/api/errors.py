@@ -7,8 +7,6 @@ auth, throttling, 405) and Django's 404/500 handlers are translated to the same 
 """
 
 import logging
-import re
-import uuid
 from typing import Any
 
 import psycopg
@@ -20,6 +18,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 
 from memoryplatform.errors import ServiceError
+from memoryplatform.requestid import request_id_from
 
 logger = logging.getLogger("memoryplatform.api")
 
@@ -124,14 +123,13 @@ def database_unreachable(exc: Exception) -> bool:
     return sqlstate is None or sqlstate.startswith("08") or sqlstate in UNREACHABLE_SQLSTATES
 
 
-_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-
-
 def request_id_of(request: HttpRequest | None) -> str:
     """The request's id for the log: the ``X-Request-Id`` a proxy or client sent, if it is a plain token,
     else a new one."""
-    sent = request.headers.get("X-Request-Id", "") if request is not None else ""
-    return sent if _REQUEST_ID.fullmatch(sent) else uuid.uuid4().hex
+    known = getattr(request, "request_id", None)  # memoryplatform.requestid.RequestIdMiddleware's
+    if known:
+        return str(known)
+    return request_id_from(request.headers.get("X-Request-Id") if request is not None else None)
 
 
 def _server_error(exc: Exception, context: dict[str, Any]) -> Response:

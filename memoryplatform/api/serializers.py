@@ -1,9 +1,12 @@
 """Serializer helpers shared by the apps' REST doors."""
 
+import difflib
 import re
 import threading
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
 
+from django.http import QueryDict
 from rest_framework import serializers
 from rest_framework.utils.serializer_helpers import BindingDict
 
@@ -12,7 +15,71 @@ from memoryplatform.api.errors import first_message
 from memoryplatform.errors import BadRequest
 
 
-class FieldsBuiltOnce(serializers.Serializer):
+class StrictInput(serializers.Serializer):
+    """A request body's serializer: a field it does not know is refused, a 400 naming it (``visibilty:
+    unknown field; did you mean visibility?``), so a typo is never stored as the default. Nested bodies
+    (a policy's ``guardrails``, a batch's messages) are checked the same way, each by its own serializer.
+
+    ``returned_by`` names the output serializer of the resource this body writes: the fields the API returns
+    there and this body does not take (``id``, ``createdAt``, ...) are accepted and ignored, so a client that
+    sends back what it read still works. They are listed in the schema's description of the body. Query
+    strings (a ``QueryDict``) are not checked: an unknown query parameter is ignored, as HTTP caches and
+    proxies expect.
+    """
+
+    returned_by: ClassVar[type[serializers.Serializer] | None] = None
+    hints: ClassVar[Mapping[str, str]] = {}  # a likely wrong name -> the field meant, for the message
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        ignored = returned_fields_ignored(cls)
+        if ignored:
+            note = (
+                f"Fields the API returns here and a write does not take ({', '.join(ignored)}) are accepted "
+                "and ignored, so what a read returned can be sent back; any other unknown field is a 400."
+            )
+            cls.__doc__ = f"{(cls.__doc__ or '').rstrip()}\n\n{note}".lstrip()
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping) and not isinstance(data, QueryDict):
+            # Its own read-only fields are known too: DRF ignores them on input.
+            accepted = [*self.fields, *returned_fields_ignored(type(self))]
+            refuse_unknown_fields(data, accepted=accepted, hints=self.hints)
+        return super().to_internal_value(data)
+
+
+_IGNORED: dict[type, tuple[str, ...]] = {}
+
+
+def returned_fields_ignored(cls: type[StrictInput]) -> tuple[str, ...]:
+    """The fields ``cls.returned_by`` writes that ``cls`` does not take: accepted on input, and ignored."""
+    if cls.returned_by is None:
+        return ()
+    ignored = _IGNORED.get(cls)
+    if ignored is None:
+        own = set(cls().get_fields())
+        ignored = _IGNORED[cls] = tuple(name for name in cls.returned_by().get_fields() if name not in own)
+    return ignored
+
+
+def refuse_unknown_fields(
+    data: Mapping[Any, Any], *, accepted: Iterable[str], hints: Mapping[str, str] | None = None
+) -> None:
+    """A 400 (``ValidationError``) naming each field of ``data`` not in ``accepted``, with the likely one
+    meant when a name is close to an accepted one (or is in ``hints``)."""
+    known = set(accepted)
+    unknown = [str(name) for name in data if name not in known]
+    if not unknown:
+        return
+    errors = {}
+    for name in unknown:
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        meant = (hints or {}).get(name) or (close[0] if close else None)
+        errors[name] = [f"unknown field; did you mean {meant}?" if meant else "unknown field."]
+    raise serializers.ValidationError(errors)
+
+
+class FieldsBuiltOnce(StrictInput):
     """An input serializer whose declared fields are built once per thread, not once per instance.
 
     DRF deep-copies every declared field (and so re-runs each field's ``__init__`` and its validators) for

@@ -73,6 +73,16 @@ def test_expires_days_sets_expiry_and_revoke_and_list():
 
 
 @pytest.mark.django_db
+def test_the_first_bootstrap_ends_with_the_next_two_commands():
+    lines = run("bootstrap").splitlines()
+    assert lines[-1].startswith("=====")
+    assert [line.strip() for line in lines[-3:-1]] == [
+        '.venv/bin/python manage.py createagent my-agent --name "My agent"',
+        ".venv/bin/python manage.py createapikey --role agent --agent my-agent",
+    ]
+
+
+@pytest.mark.django_db
 def test_bootstrap_is_idempotent():
     first = run("bootstrap")
     assert "password:" in first

@@ -83,9 +83,13 @@ def test_seed_004_each_agent_sees_every_user_message_and_only_its_own_replies(ma
 
 def test_agent_comes_from_the_key_never_from_the_body(agent_a_api, agent_b_api):
     conversation = create(agent_a_api)
-    written = say(agent_a_api, conversation, "hi", role="assistant", agentId="agent-b", agent="agent-b")
+    written = say(agent_a_api, conversation, "hi", role="assistant", agentId="agent-b")  # returned: ignored
     assert written["agentId"] == "agent-a"
     assert Message.objects.get(id=written["id"]).agent_id == "agent-a"
+    # A field the API never returns is refused, naming it (strict input), and nothing is written.
+    refused = post(agent_a_api, conversation, content="hi", role="assistant", agent="agent-b")
+    assert assert_envelope(refused, 400, "bad_request")["error"].startswith("agent: unknown field")
+    assert Message.objects.count() == 1
 
 
 def test_batch_is_all_or_nothing_and_at_most_20(agent_a_api):

@@ -237,10 +237,10 @@ def test_serve_can_run_without_the_scheduler(fake_exec, settings):
     assert fake_exec["popen"] == [] and len(fake_exec["execv"]) == 1
 
 
-def test_serve_uses_var_prometheus_when_no_multiprocess_dir_is_set(monkeypatch, tmp_path):
+def test_serve_uses_data_dir_prometheus_when_no_multiprocess_dir_is_set(monkeypatch, tmp_path):
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "placeholder")  # so teardown restores the variable
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
-    monkeypatch.setattr(settings, "BASE_DIR", tmp_path)
+    monkeypatch.setattr(settings, "DATA_DIR", tmp_path / "var")
     (tmp_path / "var" / "prometheus").mkdir(parents=True)
     (tmp_path / "var" / "prometheus" / "counter_123.db").write_bytes(b"stale")
 

@@ -216,6 +216,30 @@ def test_make_run_checks_the_port_before_anything_else():
     assert check < next(i for i, line in enumerate(lines) if "bootstrap" in line)
 
 
+def test_make_run_says_each_step_before_it_runs_it():
+    """On a fresh clone (-B: every target out of date) ``make run`` prints one line per step, in order."""
+    result = subprocess.run(  # noqa: S603
+        ["make", "-n", "-B", "run"],  # noqa: S607
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    steps = [line.split('"')[1] for line in result.stdout.splitlines() if line.startswith('echo "==> ')]
+    assert [step.split()[1] for step in steps] == [
+        "Creating",
+        "Installing",
+        "Writing",
+        "Migrating",
+        "Checking",
+        "Collecting",
+        "Making",
+    ]
+    # Each command is quiet: its step's line says what it does (pip and migrate print nothing more).
+    assert "pip install --quiet" in result.stdout and "migrate --noinput --verbosity 0" in result.stdout
+
+
 def _chunked_put(live: Live, body: bytes) -> tuple[int, dict]:
     """A PUT upsert whose body comes chunked (no Content-Length), in 64 KB chunks."""
     conn = http.client.HTTPConnection("127.0.0.1", live.port, timeout=30)

@@ -9,9 +9,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from apikeys.api.serializers import AgentOutputSerializer
 from memoryplatform import publicids
 from memoryplatform.api.pagination import MAX_OFFSET
-from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce, PublicIdField
+from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce, PublicIdField, StrictInput
 from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory.models import (
     MAX_KEY_CHARS,
@@ -163,7 +164,9 @@ def _min_confidence() -> ConfidenceField:
 
 
 class MemoryUpsertInputSerializer(FieldsBuiltOnce):
-    """One entry of a PUT. ``id``, ``createdAt``, ``updatedAt`` and ``accessCount`` are ignored if sent."""
+    """One entry of a PUT."""
+
+    returned_by = ScoredMemoryEntryOutputSerializer
 
     userId = StrictCharField(max_length=255)
     key = StrictCharField(max_length=MAX_KEY_CHARS, trim_whitespace=False)
@@ -505,7 +508,7 @@ class SearchAllQuerySerializer(ListQuerySerializer):
     category = serializers.CharField(required=False, max_length=64)
 
 
-class GuardrailsSerializer(serializers.Serializer):
+class GuardrailsSerializer(StrictInput):
     maxKeyLength = AsciiIntegerField(source="max_key_length", min_value=1, max_value=MAX_KEY_CHARS)
     maxValueLength = AsciiIntegerField(source="max_value_length", min_value=1, max_value=100_000)
     maxWritesPerTurn = AsciiIntegerField(source="max_writes_per_turn", min_value=1, max_value=10_000)
@@ -514,7 +517,7 @@ class GuardrailsSerializer(serializers.Serializer):
     )
 
 
-class DreamConfigSerializer(serializers.Serializer):
+class DreamConfigSerializer(StrictInput):
     enabled = serializers.BooleanField(source="dream_enabled")
     pruneStaleAfterDays = AsciiIntegerField(source="prune_stale_after_days", min_value=0, max_value=36500)
     pruneExpiredAfterDays = AsciiIntegerField(
@@ -580,7 +583,7 @@ class ExtractionConfigSerializer(serializers.Serializer):
     )
 
 
-class MemoryPolicySerializer(serializers.Serializer):
+class MemoryPolicySerializer(StrictInput):
     """EDDI's ``userMemoryConfig`` shape, read and (partially) written."""
 
     maxEntriesPerUser = AsciiIntegerField(source="max_entries_per_user", min_value=1, max_value=1_000_000)
@@ -608,3 +611,12 @@ def flatten_policy_changes(data: dict[str, Any]) -> dict[str, Any]:
         else:
             flat[name] = value
     return flat
+
+
+class AgentDetailOutputSerializer(AgentOutputSerializer):
+    """An agent's directory entry with its memory policy (``GET/PATCH /v1/agents/{id}``)."""
+
+    memoryPolicy = MemoryPolicySerializer(source="*", read_only=True)
+
+    class Meta(AgentOutputSerializer.Meta):
+        fields = [*AgentOutputSerializer.Meta.fields, "memoryPolicy"]

@@ -6,7 +6,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -18,11 +18,12 @@ from apikeys.models import Agent
 from apikeys.permissions import IsAdminCaller, ReadAnyWriteAgentOrAdmin, request_caller
 from apikeys.selectors import agent_list
 from memoryplatform import publicids
-from memoryplatform.api.serializers import require_valid_item
+from memoryplatform.api.serializers import refuse_unknown_fields, require_valid_item
 from memoryplatform.errors import BadRequest, NotFound
 from memoryplatform.text import text_problem
 from usermemory import selectors, services
 from usermemory.api.serializers import (
+    AgentDetailOutputSerializer,
     CountOutputSerializer,
     EraseOutputSerializer,
     GroupQuerySerializer,
@@ -85,6 +86,19 @@ class MemoryUpsertView(MemoryView):
         responses={200: MemoryEntryOutputSerializer, 201: MemoryEntryOutputSerializer},
         parameters=[TURN_HEADER],
         summary="Upsert one memory entry",
+        examples=[
+            OpenApiExample(
+                "A preference every agent may read",
+                value={
+                    "userId": "user-123",
+                    "key": "preferred_language",
+                    "value": "German",
+                    "category": "preference",
+                    "visibility": "global",
+                },
+                request_only=True,
+            )
+        ],
     )
     def put(self, request: Request) -> Response:
         data = MemoryUpsertInputSerializer(data=request.data)
@@ -107,6 +121,8 @@ class MemoryBatchView(MemoryView):
     )
     def put(self, request: Request) -> Response:
         body = request.data
+        if isinstance(body, dict):
+            refuse_unknown_fields(body, accepted=("entries", "turnId"))
         items = body.get("entries") if isinstance(body, dict) else body
         if not isinstance(items, list):
             raise BadRequest('A batch is a JSON list of entries (or {"entries": [...]}).')
@@ -247,7 +263,11 @@ class MemorySearchView(MemoryView):
 
 
 class MemoryCategoryView(MemoryView):
-    @extend_schema(parameters=[ListQuerySerializer], responses=MemoryEntryOutputSerializer(many=True))
+    @extend_schema(
+        parameters=[ListQuerySerializer],
+        responses=MemoryEntryOutputSerializer(many=True),
+        summary="A user's memories in one category that the caller may read, newest first",
+    )
     def get(self, request: Request, user_id: str, category: str) -> Response:
         query = _query(ListQuerySerializer, request)
         qs = selectors.memory_by_category(
@@ -261,7 +281,11 @@ class MemoryCategoryView(MemoryView):
 
 
 class MemoryKeyView(MemoryView):
-    @extend_schema(parameters=[GroupQuerySerializer], responses=MemoryEntryOutputSerializer)
+    @extend_schema(
+        parameters=[GroupQuerySerializer],
+        responses=MemoryEntryOutputSerializer,
+        summary="A user's memory by its key, as the caller may read it",
+    )
     def get(self, request: Request, user_id: str, key: str) -> Response:
         query = _query(GroupQuerySerializer, request)
         entry = selectors.memory_by_key(
@@ -275,7 +299,11 @@ class MemoryKeyView(MemoryView):
 
 
 class MemoryCountView(MemoryView):
-    @extend_schema(parameters=[GroupQuerySerializer], responses=CountOutputSerializer)
+    @extend_schema(
+        parameters=[GroupQuerySerializer],
+        responses=CountOutputSerializer,
+        summary="How many of a user's memories the caller may read",
+    )
     def get(self, request: Request, user_id: str) -> Response:
         query = _query(GroupQuerySerializer, request)
         count = selectors.memory_count(
@@ -343,6 +371,7 @@ class MemorySearchAllView(APIView):
     @extend_schema(
         parameters=[SearchAllQuerySerializer],
         responses=MemoryEntryOutputSerializer(many=True),
+        summary="Search every user's memories by words (viewer and admin keys)",
     )
     def get(self, request: Request) -> Response:
         query = _query(SearchAllQuerySerializer, request)
@@ -355,14 +384,21 @@ class MemorySearchAllView(APIView):
 class PropertiesView(MemoryView):
     """Legacy ``/propertiesstore/properties/{userId}``: a flat map over the user's global entries."""
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT, 204: None})
+    @extend_schema(
+        responses={200: OpenApiTypes.OBJECT, 204: None},
+        summary="Legacy: the user's global entries as one flat map (EDDI's properties)",
+    )
     def get(self, request: Request, user_id: str) -> Response:
         properties = selectors.properties_for_user(user_id=user_id)
         if not properties:
             return Response(status=status.HTTP_204_NO_CONTENT)
         return Response(properties)
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses=OpenApiTypes.OBJECT,
+        summary="Legacy: merge a flat map into the user's global entries",
+    )
     def post(self, request: Request, user_id: str) -> Response:
         if not isinstance(request.data, dict):
             raise BadRequest("The body is a JSON object of property names to values.")
@@ -374,7 +410,7 @@ class PropertiesView(MemoryView):
         )
         return Response(selectors.properties_for_user(user_id=user_id))
 
-    @extend_schema(responses={204: None})
+    @extend_schema(responses={204: None}, summary="Legacy: delete the user's global entries")
     def delete(self, request: Request, user_id: str) -> Response:
         services.properties_delete(caller=request_caller(request), user_id=user_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -394,7 +430,9 @@ class AgentDetailView(APIView):
         data["memoryPolicy"] = MemoryPolicySerializer(selectors.policy_for_agent(agent_id=agent_id)).data
         return data
 
-    @extend_schema(responses=OpenApiTypes.OBJECT, summary="An agent's directory entry and memory policy")
+    @extend_schema(
+        responses=AgentDetailOutputSerializer, summary="An agent's directory entry and memory policy"
+    )
     def get(self, request: Request, agent_id: str) -> Response:
         return Response(self._render(agent_id))
 
@@ -413,7 +451,15 @@ class AgentDetailView(APIView):
                 "memoryPolicy": MemoryPolicySerializer(required=False, partial=True),
             },
         ),
-        responses=OpenApiTypes.OBJECT,
+        responses=AgentDetailOutputSerializer,
+        summary="Change an agent's profile and memory policy (admin); what GET returned may be sent back",
+        examples=[
+            OpenApiExample(
+                "Rename, and recall at most 20",
+                value={"displayName": "Support bot", "memoryPolicy": {"maxRecallEntries": 20}},
+                request_only=True,
+            )
+        ],
     )
     def patch(self, request: Request, agent_id: str) -> Response:
         body = request.data if isinstance(request.data, dict) else None

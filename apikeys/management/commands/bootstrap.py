@@ -4,6 +4,10 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from apikeys.services import bootstrap_first_admin
 
+# The first run's last words: the next two commands, an agent and its key (README: "Your first agent").
+NEXT_AGENT = '.venv/bin/python manage.py createagent my-agent --name "My agent"'
+NEXT_KEY = ".venv/bin/python manage.py createapikey --role agent --agent my-agent"
+
 
 class Command(BaseCommand):
     help = (
@@ -35,6 +39,9 @@ class Command(BaseCommand):
                 "First admin API key (shown once, store it now; send it as 'Authorization: Bearer <key>'):"
             )
             self.stdout.write(f"  {result.raw_key}")
+            self.stdout.write("Next: add an agent, then make its key (printed once, on the last line):")
+            self.stdout.write(f"  {NEXT_AGENT}")
+            self.stdout.write(f"  {NEXT_KEY}")
         else:
             self.stdout.write(
                 f"Admin:    {url}/admin/   user: {result.username} (password as printed on the first run;"

@@ -160,17 +160,72 @@ def test_async_client_retries_the_same_way():
     assert len(seen) == 2 and len(post_seen) == 1
 
 
+KEY = "mp_1a2b3c4d_" + "s" * 43
+NOBODY = "http://127.0.0.1:9"  # the discard port: nothing answers, so the key is not tried
+
+
+def _checkout(root):
+    (root / ".venv" / "bin").mkdir(parents=True)
+    (root / ".venv" / "bin" / "python").write_text("")
+    (root / "manage.py").write_text("")
+    return root
+
+
 def test_mcp_config_prints_http_and_stdio(capsys, tmp_path):
-    assert cli_main(["mcp-config", "--url", "http://mp.test/", "--key", "mp_k"]) == 0
-    http = json.loads(capsys.readouterr().out)["mcpServers"]["memoryplatform"]
-    assert http == {"type": "http", "url": "http://mp.test/mcp/", "headers": {"Authorization": "Bearer mp_k"}}
-    cli_main(["mcp-config", "--key", "mp_k", "--transport", "stdio", "--checkout", str(tmp_path)])
+    assert cli_main(["mcp-config", "--url", NOBODY, "--key", KEY]) == 0
+    printed = capsys.readouterr()
+    http = json.loads(printed.out)["mcpServers"]["memoryplatform"]
+    assert http == {"type": "http", "url": f"{NOBODY}/mcp/", "headers": {"Authorization": f"Bearer {KEY}"}}
+    assert "did not answer" in printed.err and ".mcp.json" in printed.err
+    checkout = _checkout(tmp_path)
+    assert (
+        cli_main(
+            ["mcp-config", "--url", NOBODY, "--key", KEY, "--transport", "stdio", "--checkout", str(checkout)]
+        )
+        == 0
+    )
     stdio = json.loads(capsys.readouterr().out)["mcpServers"]["memoryplatform"]
     assert stdio == {
-        "command": str(tmp_path / ".venv" / "bin" / "python"),
-        "args": [str(tmp_path / "manage.py"), "mcp"],
-        "env": {"MEMORYPLATFORM_API_KEY": "mp_k"},
+        "command": str(checkout / ".venv" / "bin" / "python"),
+        "args": [str(checkout / "manage.py"), "mcp"],
+        "env": {"MEMORYPLATFORM_API_KEY": KEY},
     }
+
+
+@pytest.mark.parametrize(
+    ("client", "transport", "servers_key", "server_type"),
+    [
+        ("cursor", "http", "mcpServers", None),
+        ("vscode", "http", "servers", "http"),
+        ("vscode", "stdio", "servers", "stdio"),
+        ("claude-desktop", "stdio", "mcpServers", None),
+    ],
+)
+def test_mcp_config_prints_each_clients_format(capsys, tmp_path, client, transport, servers_key, server_type):
+    argv = ["mcp-config", "--url", NOBODY, "--key", KEY, "--client", client, "--transport", transport]
+    assert cli_main([*argv, "--checkout", str(_checkout(tmp_path))]) == 0
+    (server,) = json.loads(capsys.readouterr().out)[servers_key].values()
+    assert server.get("type") == server_type
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--checkout", "/nonexistent", "--transport", "stdio"], "/nonexistent is not a platform checkout"),
+        (["--client", "claude-desktop"], "stdio only"),
+        (["--url", "file:///etc/passwd"], "--url must be an http"),
+    ],
+)
+def test_mcp_config_refuses_what_cannot_work(capsys, argv, says):
+    assert cli_main(["mcp-config", "--url", NOBODY, "--key", KEY, *argv]) == 1
+    printed = capsys.readouterr()
+    assert printed.out == "" and says in printed.err
+
+
+@pytest.mark.parametrize("key", ["mp_k", "sk-abc", "mp_1A2B3C4D_" + "s" * 43, "mp_1a2b3c4d_short"])
+def test_mcp_config_refuses_a_key_of_another_shape(capsys, key):
+    assert cli_main(["mcp-config", "--url", NOBODY, "--key", key]) == 1
+    assert "does not look like a platform key" in capsys.readouterr().err
 
 
 def test_a_server_error_is_not_retried_even_for_an_idempotent_call():

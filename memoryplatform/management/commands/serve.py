@@ -12,16 +12,19 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS
 
+from memoryplatform.metricsdir import server_metrics_dir
+
 
 def prepare_metrics_dir() -> str:
     """Put prometheus_client in multiprocess mode for the server's workers and the Dream scheduler, so the
     web's /metrics shows every process's counters (the scheduler's Dream counters included). Uses
-    PROMETHEUS_MULTIPROC_DIR when set; otherwise var/prometheus, emptied at each start."""
+    PROMETHEUS_MULTIPROC_DIR when set; otherwise ``DATA_DIR/prometheus`` (:func:`server_metrics_dir`), emptied
+    at each start, which ``manage.py dream`` and ``embed`` then count into too (``manage.py``)."""
     configured = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
     if configured:
         Path(configured).mkdir(parents=True, exist_ok=True)
         return configured
-    directory = Path(settings.BASE_DIR) / "var" / "prometheus"
+    directory = server_metrics_dir()
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)

@@ -1,0 +1,40 @@
+"""The memory store's domain metrics, counted at the service and selector layer, so every door (REST, MCP, the
+LLM tools, the admin) is counted the same. prometheus_client adds ``_total`` to counter names; the web
+serves them at /metrics. The other memory metrics live beside their code: ``memory_search_fallbacks``
+(selectors), ``memory_embeddings_pending``, ``memory_entries_embedded`` and ``memory_embedding_failures``
+(embedding)."""
+
+from collections.abc import Iterable
+
+from django.db import transaction
+from prometheus_client import Counter
+
+upserts = Counter(
+    "memory_upserts",
+    "Memory entries written by an upsert (one entry, a batch, the legacy properties), by result: created "
+    "or updated. Counted once committed.",
+    ["result"],
+)
+searches = Counter(
+    "memory_searches", "Per-user memory searches, by mode (keyword, semantic, hybrid).", ["mode"]
+)
+recalls = Counter(
+    "memory_recalls",
+    "Recalls of the entries visible to an agent, by kind: most_recent, most_accessed (the recall order), "
+    "relevance (with q) or as_of (from history).",
+    ["kind"],
+)
+
+
+def count_upserts(created: Iterable[bool]) -> None:
+    """Count upserts once the transaction that wrote them commits (a rolled back batch counts nothing)."""
+    counts = {"created": 0, "updated": 0}
+    for was_created in created:
+        counts["created" if was_created else "updated"] += 1
+
+    def count() -> None:
+        for result, n in counts.items():
+            if n:
+                upserts.labels(result=result).inc(n)
+
+    transaction.on_commit(count)
