@@ -22,15 +22,14 @@ from memoryplatform.api.serializers import refuse_unknown_fields, require_valid_
 from memoryplatform.errors import BadRequest, NotFound
 from memoryplatform.text import text_problem
 from usermemory import selectors, services
+from usermemory.api.policy import AgentDetailOutputSerializer, MemoryPolicySerializer, flatten_policy_changes
 from usermemory.api.serializers import (
-    AgentDetailOutputSerializer,
     CountOutputSerializer,
     EraseOutputSerializer,
     GroupQuerySerializer,
     ListQuerySerializer,
     MemoryEntryOutputSerializer,
     MemoryEventOutputSerializer,
-    MemoryPolicySerializer,
     MemoryUpsertInputSerializer,
     ScoredMemoryEntryOutputSerializer,
     SearchAllQuerySerializer,
@@ -39,7 +38,6 @@ from usermemory.api.serializers import (
     TtlRefreshOutputSerializer,
     UserListQuerySerializer,
     VisibleQuerySerializer,
-    flatten_policy_changes,
     to_filters,
 )
 from usermemory.ranking import RankedSearch
