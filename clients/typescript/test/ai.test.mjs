@@ -38,7 +38,7 @@ test("generateText calls remember, recall, search and forget on the platform", a
   assert.deepEqual(Object.keys(tools), ["remember", "recall", "search", "forget"]);
   const { model, prompts } = scripted(
     turn([call("c1", "remember", { key: "drink", value: "green tea, no sugar" })], "tool-calls"),
-    turn([call("c2", "recall", { topic: "what does the user drink" }), call("c3", "search", { query: "tea" })], "tool-calls"),
+    turn([call("c2", "recall", { topic: "which tea the user drinks" }), call("c3", "search", { query: "tea" })], "tool-calls"),
     turn([call("c4", "forget", { key: "drink" })], "tool-calls"),
     turn([{ type: "text", text: "Noted, then forgotten." }], "stop"),
   );
