@@ -30,12 +30,15 @@ def main(argv: list[str] | None = None) -> int:
     if not target.exists(where):
         raise SystemExit(f"{DB_NAME} is missing: run bench.ranking (or bench.recall_quality) first")
     target.django_setup(where)
+    from django.core.management import call_command
+
     from apikeys.caller import Caller
     from apikeys.models import ApiKey
     from apikeys.services import apikey_create
     from bench.http_door import Server
     from usermemory import selectors
 
+    call_command("migrate", verbosity=0, interactive=False)  # the data's schema follows the code's
     key, raw_key = apikey_create(role="agent", agent_id=AGENT, label="latency")
     caller = Caller.for_key(ApiKey.objects.select_related("agent").get(id=key.id))
 
