@@ -19,9 +19,24 @@ class Script:
     url: str = ""
 
 
+class JsonHandler(BaseHTTPRequestHandler):
+    """A scripted server's handler: JSON answers, and no request log."""
+
+    def _answer(self, status: int, payload: Any) -> None:
+        raw = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
 @contextmanager
 def embedding_server(script: Script) -> Iterator[Script]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             script.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
@@ -33,17 +48,6 @@ def embedding_server(script: Script) -> Iterator[Script]:
                 for i, text in enumerate(body["input"])
             ]
             self._answer(200, {"object": "list", "data": data[::-1], "model": body["model"]})
-
-        def _answer(self, status: int, payload: dict[str, Any]) -> None:
-            raw = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def log_message(self, *args: Any) -> None:
-            pass
 
     with serving(Handler) as script.url:
         yield script

@@ -7,10 +7,9 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.embedding_server import serving
+from tests.embedding_server import JsonHandler, serving
 
 
 @dataclass
@@ -27,7 +26,7 @@ class RerankScript:
 
 @contextmanager
 def rerank_server(script: RerankScript) -> Iterator[RerankScript]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             script.requests.append({"path": self.path, **body})
@@ -42,17 +41,6 @@ def rerank_server(script: RerankScript) -> Iterator[RerankScript]:
                 self._answer(200, [{"index": i, "score": s} for i, s in scored])
             else:
                 self._answer(200, {"results": [{"index": i, "relevance_score": s} for i, s in scored]})
-
-        def _answer(self, status: int, payload: Any) -> None:
-            raw = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def log_message(self, *args: Any) -> None:
-            pass
 
     with serving(Handler) as script.url:
         yield script

@@ -109,7 +109,12 @@ def test_an_admin_calls_each_of_the_eight_tools(connect, transport):
             assert erased == {"userId": user, "entriesDeleted": 1, "status": "deleted"}
             assert (await ok(client, "count_user_memories", userId=user))["count"] == 0
 
-            # Arguments that do not fit a tool's input schema, and unknown tools, are errors too.
+    run(main)
+
+
+def test_arguments_outside_a_tools_schema_and_unknown_tools_are_errors(connect):
+    async def main() -> None:
+        async with connect("admin") as client:
             assert "'userId' is a required property" in await error(client, "count_user_memories")
             assert "limit" in await error(client, "list_user_memories", userId="u", limit=0)
             assert "Unknown tool" in await error(client, "drop_database")
