@@ -119,15 +119,15 @@ class Platform:
         return time.perf_counter() - started
 
     def embed(self) -> float:
-        """Wait for the vectors the writes queued (long turns are embedded off the request, by the process's
-        background thread), then fill any left missing; returns the seconds it took. Semantic and hybrid are
+        """Embed what the writes queued (the background consumer's work, done here in process), then fill any
+        left missing; returns the seconds it took. Semantic and hybrid are
         measured on every turn's vector, as a quiet service would have them."""
         from django.core.management import call_command
 
-        from memoryplatform.embeddings import background
+        from memoryplatform.embeddings import consumer
 
         started = time.perf_counter()
-        background.drain()
+        consumer.drain()
         call_command("embed", "--missing", "--no-progress")
         return time.perf_counter() - started
 

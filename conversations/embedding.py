@@ -4,16 +4,18 @@ rules, the same fallback and backfill).
 
 A history or case-log message's vector is of its text with the turn before it on its channel as context
 (:mod:`conversations.store`): ``"user: where is my parcel?\\nassistant: it left Lisbon on Monday"``, so an
-answer is found by the question it answers. A write's messages get theirs after it commits, never in its
-statements: the short ones in the request with the local model, the rest by a Celery task or the process's
-background thread. The memory channel gets none (it repeats the history): it is found by its words.
+answer is found by the question it answers. A write's messages are queued in its transaction (a trigger)
+and get their vectors from the background consumer, never in its statements; with
+EMBEDDINGS_INLINE_MAX_CHARS, the short ones also in the request after the commit. The memory channel gets
+none (it repeats the history): it is found by its words.
 """
 
 from prometheus_client import Counter, Gauge
 
 from conversations import store
-from conversations.models import Message
+from conversations.models import Message, PendingMessageVector
 from memoryplatform.embeddings import jobs
+from memoryplatform.embeddings.store import QueueTable
 
 message_embedding_failures = Counter(
     "conversation_message_embedding_failures",
@@ -25,16 +27,10 @@ messages_embedded = Counter(
 )
 message_embeddings_pending = Gauge(
     "conversation_message_embeddings_pending",
-    "Conversation messages whose vector is missing, stale or of another model: counted when a re-embedding "
-    "pass starts, less what it has done since.",
+    "Conversation messages waiting for their vector: the queue's length (read by the consumer), or during a "
+    "re-embedding pass, what it has left.",
     multiprocess_mode="mostrecent",
 )
-
-
-def _enqueue(message_ids: list[str]) -> None:
-    from conversations.tasks import embed_messages_task  # the task module imports this one
-
-    embed_messages_task.delay(message_ids=message_ids)
 
 
 MESSAGES = jobs.VectorKind(
@@ -43,17 +39,11 @@ MESSAGES = jobs.VectorKind(
     pending=store.message_vectors_pending,
     pending_count=store.message_vectors_pending_count,
     write=store.message_vectors_write,
-    enqueue=_enqueue,
+    queue=QueueTable(PendingMessageVector._meta.db_table, "message_id", "uuid"),
     embedded=messages_embedded,
     failures=message_embedding_failures,
     backlog=message_embeddings_pending,
 )
-
-
-def message_embed(*, message_ids: list[str]) -> int:
-    """Embed those of these messages whose vector is missing or stale (failures logged and counted, not
-    raised). Returns the vectors written."""
-    return jobs.embed_ids(kind=MESSAGES, ids=message_ids)
 
 
 def message_embeddings_schedule(*, messages: list[Message]) -> None:

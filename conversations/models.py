@@ -20,7 +20,7 @@ from django.db import models
 from django.utils import timezone
 
 from apikeys.models import Agent, AgentGroup
-from usermemory.models import StoredEmbedding
+from usermemory.models import QueuedForVector, StoredEmbedding
 
 
 class Channel(models.TextChoices):
@@ -136,3 +136,22 @@ class MessageEmbedding(StoredEmbedding):
 
     def __str__(self) -> str:
         return f"{self.message_id} [{self.model}]"
+
+
+class PendingMessageVector(QueuedForVector):
+    """A history or case-log message whose vector is pending (usermemory.models.QueuedForVector): queued by a
+    trigger as the message is written, with the database's ON DELETE CASCADE (migration 0005)."""
+
+    message = models.OneToOneField(
+        Message,
+        primary_key=True,
+        on_delete=models.DO_NOTHING,
+        related_name="pending_vector",
+        db_constraint=False,
+    )
+
+    class Meta:
+        indexes = [models.Index(fields=["queued_at"], name="conv_pending_vector_queued")]
+
+    def __str__(self) -> str:
+        return f"{self.message_id} queued {self.queued_at}"

@@ -6,6 +6,8 @@ EMBEDDINGS_REEMBED_INTERVAL).
   stacks up cycles.
 - Beat sends ``usermemory.reembed`` (vectors missing, stale or of another model) every
   ``settings.EMBEDDINGS_REEMBED_INTERVAL`` seconds (0, or provider ``none``: never), expiring likewise.
+- A worker yields the cores to the requests of a web server on the same node: BACKGROUND_NICE and
+  BACKGROUND_EMBEDDINGS_THREADS (``memoryplatform.embeddings.consumer.yield_to_requests``).
 - A worker started with ``WORKER_METRICS_PORT`` serves Prometheus metrics on that port from its main
   process. With the default prefork pool, tasks run in child processes, so set ``PROMETHEUS_MULTIPROC_DIR``
   (an empty, writable directory; docker-compose.yml does) and the port serves every child's counters
@@ -122,21 +124,24 @@ def _serve_worker_metrics(sender: Any = None, **kwargs: Any) -> None:
     if not raw_port:
         return
     port = int(raw_port)
-    from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
+    from memoryplatform.metricsdir import serve_metrics_port
 
-    registry = REGISTRY
-    if _multiprocess_dir():
-        from prometheus_client import multiprocess
-
-        registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
-    elif "prefork" in str(getattr(sender, "pool_cls", "")):
+    if not _multiprocess_dir() and "prefork" in str(getattr(sender, "pool_cls", "")):
         logger.warning(
             "WORKER_METRICS_PORT with the prefork pool but no PROMETHEUS_MULTIPROC_DIR: counters of tasks "
             "run in pool processes will not show. Set PROMETHEUS_MULTIPROC_DIR or use --pool=solo/threads."
         )
-    start_http_server(port, registry=registry)
+    serve_metrics_port(port)
     logger.info("Serving worker metrics on port %s", port)
+
+
+@worker_init.connect
+def _yield_to_requests(sender: Any = None, **kwargs: Any) -> None:
+    """A worker is background work: its main process (and so every pool process it starts) runs at a lower
+    priority, with few threads for the local model (BACKGROUND_NICE, BACKGROUND_EMBEDDINGS_THREADS)."""
+    from memoryplatform.embeddings.consumer import yield_to_requests
+
+    yield_to_requests()
 
 
 @worker_process_shutdown.connect

@@ -26,3 +26,17 @@ def join_server_metrics(argv: list[str]) -> None:
     directory = server_metrics_dir()
     if directory.is_dir():
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+
+
+def serve_metrics_port(port: int) -> None:
+    """Serve this process's metrics (every process's, in multiprocess mode) on ``port``: a Celery worker's
+    and the vector consumer's, where they run apart from the web server (WORKER_METRICS_PORT)."""
+    from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
+
+    registry = REGISTRY
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    start_http_server(port, registry=registry)

@@ -256,17 +256,30 @@ EMBEDDINGS_DIMENSIONS = env.int("EMBEDDINGS_DIMENSIONS", default=0)  # 0: the mo
 EMBEDDINGS_TIMEOUT = env.float("EMBEDDINGS_TIMEOUT", default=10.0)
 # OpenMP threads of the local model per call (OMP_NUM_THREADS, when that is not set already).
 EMBEDDINGS_THREADS = env.int("EMBEDDINGS_THREADS", default=2)
-# local only: an entry whose "key: value" text has at most this many characters is embedded in its request,
-# after the commit; longer ones, and every entry with 0, in the background (a Celery task with REDIS_URL,
-# else a thread), so the response does not wait. The local model's time grows with the text (here, on a
-# quiet machine: 10 ms at 11 characters, 28 ms at 99, 93 ms at 400); 48 keeps the request's share under
-# about 20 ms, the issue's line for embedding in the request.
-EMBEDDINGS_INLINE_MAX_CHARS = env.int("EMBEDDINGS_INLINE_MAX_CHARS", default=48)
+# local only: a write's texts of at most this many characters ("key: value" of an entry) are also embedded in
+# its request, after the commit, so that a search right after it finds them by meaning. 0 (the default): none;
+# every text gets its vector from the background consumer (manage.py embed --follow, or the background process
+# beside manage.py serve), which the write wakes as it commits. Measured in bench/RESULTS.md (issue 31): the
+# inline 48 cost HTTP upserts most of their throughput.
+EMBEDDINGS_INLINE_MAX_CHARS = env.int("EMBEDDINGS_INLINE_MAX_CHARS", default=0)
+# The background consumer of the vector queue (memoryplatform/embeddings/consumer.py): it wakes on a write's
+# notification, or after this many seconds at most; holds a claimed batch for at most EMBEDDINGS_LEASE_SECONDS
+# (a consumer that dies frees it then); and after an embedder failure leaves the batch for
+# EMBEDDINGS_RETRY_SECONDS.
+EMBEDDINGS_POLL_SECONDS = env.float("EMBEDDINGS_POLL_SECONDS", default=5.0)
+EMBEDDINGS_LEASE_SECONDS = env.float("EMBEDDINGS_LEASE_SECONDS", default=300.0)
+EMBEDDINGS_RETRY_SECONDS = env.float("EMBEDDINGS_RETRY_SECONDS", default=30.0)
+# Background processes (the vector consumer, the Dream scheduler, Celery workers) yield the cores to the
+# requests: their scheduling priority is lowered by BACKGROUND_NICE (os.nice; 0: unchanged), and the local
+# model gets BACKGROUND_EMBEDDINGS_THREADS threads there (0: EMBEDDINGS_THREADS). Measured in bench/RESULTS.md
+# (issue 34).
+BACKGROUND_NICE = env.int("BACKGROUND_NICE", default=10)
+BACKGROUND_EMBEDDINGS_THREADS = env.int("BACKGROUND_EMBEDDINGS_THREADS", default=1)
 # The most an embedder ever sees of one text: queries, entries (whose hash covers all of them) and Dream's
 # keys alike are cut to their first this many characters (memoryplatform.embeddings.BoundedEmbedder). The
 # local model takes about 0.7 s for 2,000 characters (one 512-token window) and 35 s for 100,000 here.
 EMBEDDINGS_MAX_CHARS = env.int("EMBEDDINGS_MAX_CHARS", default=2000)
-# Entries per embedder call (the write path's background work and `manage.py embed`).
+# Texts per embedder call (the background consumer and `manage.py embed`).
 EMBEDDINGS_BATCH_SIZE = env.int("EMBEDDINGS_BATCH_SIZE", default=64)
 # The background re-embedding: every this many seconds (Celery beat with REDIS_URL, else the scheduler process
 # beside `manage.py serve`) the vectors missing, stale or of another model than the configured one are

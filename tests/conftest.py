@@ -84,3 +84,11 @@ def _no_recall_threshold(settings):  # type: ignore[no-untyped-def]
     context keep every result here; the default threshold (RECALL_MIN_SCORE) has tests of its own
     (tests/usermemory/test_relevance.py)."""
     settings.RECALL_MIN_SCORE = 0.0
+
+
+@pytest.fixture(autouse=True)
+def _short_texts_embedded_in_their_request(settings):  # type: ignore[no-untyped-def]
+    """The suite's writes of short texts get their vectors in their request (EMBEDDINGS_INLINE_MAX_CHARS), so
+    a search right after a write finds it by meaning without a consumer running; the default (0: every
+    vector from the background consumer) has tests of its own (tests/usermemory/test_vector_queue.py)."""
+    settings.EMBEDDINGS_INLINE_MAX_CHARS = 48

@@ -3,11 +3,12 @@ the rules (which are missing or stale, computing them, and when a write gets the
 messages.
 
 The text of an entry's vector is ``"key: value text"`` (its first EMBEDDINGS_MAX_CHARS). A write never fails
-because of the embedder, and its statements never wait on it: after it commits, its short entries are embedded
-in the request with the ``local`` model (EMBEDDINGS_INLINE_MAX_CHARS; 25-35 ms each here), so a search right
-after the write finds them; the rest by a Celery task when a broker is configured, else by the process's
-background thread (memoryplatform.embeddings.background). Every embedder failure is logged and counted
-(``memory_embedding_failures_total``); ``manage.py embed --missing`` fills what is left.
+because of the embedder, and its statements never wait on it: a trigger queues the entry in the write's own
+transaction (``PendingEntryVector``) and the background consumer embeds it
+(:mod:`memoryplatform.embeddings.consumer`); with EMBEDDINGS_INLINE_MAX_CHARS above 0, short entries are also
+embedded in the request after the commit. Every embedder failure is logged and counted
+(``memory_embedding_failures_total``); the consumer tries again, and ``manage.py embed --missing`` replaces
+stale vectors and those of another model.
 """
 
 from collections.abc import Callable
@@ -17,7 +18,8 @@ from prometheus_client import Counter, Gauge
 
 from memoryplatform.embeddings import jobs
 from memoryplatform.embeddings.jobs import ReembedBusy, Reembedded, text_hash
-from usermemory.models import MemoryEntry
+from memoryplatform.embeddings.store import QueueTable
+from usermemory.models import MemoryEntry, PendingEntryVector
 from usermemory.sql import vectors as vectors_sql
 
 __all__ = ["ReembedBusy", "Reembedded", "text_hash"]
@@ -29,8 +31,8 @@ embedding_failures = Counter(
 entries_embedded = Counter("memory_entries_embedded", "Memory entry vectors computed and stored.")
 embeddings_pending = Gauge(
     "memory_embeddings_pending",
-    "Memory entries whose vector is missing, stale or of another model: counted when a re-embedding pass "
-    "starts, less what it has done since.",
+    "Memory entries waiting for their vector: the queue's length (read by the consumer after each batch and "
+    "when idle), or during a re-embedding pass, what it has left.",
     multiprocess_mode="mostrecent",
 )
 reembed_runs = Counter(
@@ -47,29 +49,17 @@ def embedding_text(*, key: str, value_text: str) -> str:
     return f"{key}: {value_text}"
 
 
-def _enqueue(entry_ids: list[int]) -> None:
-    from usermemory.tasks import embed_entries_task  # the task module imports this one
-
-    embed_entries_task.delay(entry_ids=entry_ids)
-
-
 ENTRIES = jobs.VectorKind(
     name="memory entries",
     lock_key=MemoryEntry._meta.db_table,
     pending=vectors_sql.embeddings_pending,
     pending_count=lambda model: vectors_sql.embeddings_pending_count(model=model),
     write=vectors_sql.embeddings_write,
-    enqueue=_enqueue,
+    queue=QueueTable(PendingEntryVector._meta.db_table, "entry_id", "bigint"),
     embedded=entries_embedded,
     failures=embedding_failures,
     backlog=embeddings_pending,
 )
-
-
-def memory_embed_entries(*, entry_ids: list[int]) -> int:
-    """Embed those of these entries whose vector is missing or stale. Failures are logged and counted, not
-    raised: the caller is a write that already committed. Returns the vectors written."""
-    return jobs.embed_ids(kind=ENTRIES, ids=entry_ids)
 
 
 def memory_embed_missing(
@@ -98,6 +88,6 @@ def memory_reembed_scheduled() -> str:
 
 
 def embeddings_schedule(*, entry_ids: list[int]) -> None:
-    """After the current transaction commits, get these entries their vectors, off the write statements
-    (:func:`jobs.schedule`)."""
+    """Short entries' vectors in the request, after the commit, when EMBEDDINGS_INLINE_MAX_CHARS allows
+    (:func:`jobs.schedule`); the consumer embeds every entry the write queued."""
     jobs.schedule(kind=ENTRIES, ids=entry_ids)

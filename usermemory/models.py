@@ -450,6 +450,42 @@ class StoredEmbedding(models.Model):
         abstract = True
 
 
+class QueuedForVector(models.Model):
+    """A stored text waiting for its vector: the queue that a write fills in its own transaction and the
+    background consumer (:mod:`memoryplatform.embeddings.consumer`) empties.
+
+    A database trigger queues the owner on every insert and on every change of its embedded text, whoever
+    writes (the API, the admin, an import, plain SQL), and notifies channel ``memoryplatform_vectors`` as the
+    write commits. ``queued_at`` is when it was (last) queued; ``not_before`` hides it from other consumers
+    while one holds it (a lease) or after its embedder failed (a back-off). A concrete subclass adds the owner
+    as its primary key, with the database's ON DELETE CASCADE.
+    """
+
+    queued_at = models.DateTimeField(db_default=Now())
+    not_before = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class PendingEntryVector(QueuedForVector):
+    """A memory entry whose vector is pending (:class:`QueuedForVector`)."""
+
+    entry = models.OneToOneField(
+        MemoryEntry,
+        primary_key=True,
+        on_delete=models.DO_NOTHING,
+        related_name="pending_vector",
+        db_constraint=False,
+    )
+
+    class Meta:
+        indexes = [models.Index(fields=["queued_at"], name="um_pending_vector_queued")]
+
+    def __str__(self) -> str:
+        return f"{self.entry_id} queued {self.queued_at}"
+
+
 class EntryEmbedding(StoredEmbedding):
     """The vector of a memory entry's ``"key: value text"`` (usermemory.embedding.embedding_text). Deleting
     the entry (a delete, forget, GDPR erasure, eviction, Dream) deletes it, by the database's cascade."""

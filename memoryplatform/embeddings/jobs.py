@@ -4,13 +4,14 @@ stale, computing them, and when a write gets them.
 Each kind of text is a :class:`VectorKind` its app describes: its statements (the texts pending, their count,
 the vectors written) and its counters. The rules are the same for all, and live here once:
 
-- A write never fails because of the embedder, and its statements never wait on it: after it commits, its
-  short texts are embedded in the request with the ``local`` model (EMBEDDINGS_INLINE_MAX_CHARS), so a search
-  right after the write finds them; the rest by the kind's Celery task when a broker is configured, else by
-  the process's background thread (:mod:`memoryplatform.embeddings.background`).
-- Every embedder failure is logged and counted; ``manage.py embed --missing`` and the scheduled re-embedding
-  fill what is left (:func:`embed_missing`), one pass per kind at a time (an advisory lock keyed by its
-  table).
+- A write never fails because of the embedder, and its statements never wait on it: its texts are queued in
+  its own transaction (a trigger; :class:`usermemory.models.QueuedForVector`) and the background consumer
+  (:mod:`memoryplatform.embeddings.consumer`), in another process, embeds them in batches. With
+  EMBEDDINGS_INLINE_MAX_CHARS above 0 and the ``local`` model, a write's short texts are also embedded in its
+  request after it commits, so a search right after the write finds them by meaning.
+- Every embedder failure is logged and counted; the consumer tries again after EMBEDDINGS_RETRY_SECONDS, and
+  ``manage.py embed --missing`` and the scheduled re-embedding replace stale vectors and those of another
+  model (:func:`embed_missing`), one pass per kind at a time (an advisory lock keyed by its table).
 """
 
 import hashlib
@@ -26,7 +27,8 @@ from django.db import transaction
 from django.utils import timezone
 from prometheus_client import Counter, Gauge
 
-from memoryplatform.embeddings import Embedder, EmbedderError, background, get_embedder
+from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
+from memoryplatform.embeddings.store import QueueTable
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 
 logger = logging.getLogger(__name__)
@@ -70,7 +72,7 @@ class VectorKind:
       another model, or of another text; ``pending_count``: how many in all.
     - ``write``: store vectors, upserted, never for a text gone or changed since it was read; returns the
       rows.
-    - ``enqueue``: queue the kind's Celery task for these ids (raises when the broker is down).
+    - ``queue``: its vector queue's table (filled by triggers, emptied by the consumer).
     - ``lock_key``: the key of its one-pass-at-a-time lock (its table's name).
     """
 
@@ -79,7 +81,7 @@ class VectorKind:
     pending: PendingQuery
     pending_count: Callable[[str], int]
     write: VectorWrite
-    enqueue: Callable[[list[TextId]], None]
+    queue: QueueTable
     embedded: Counter
     failures: Counter
     backlog: Gauge
@@ -114,21 +116,6 @@ def compute(*, kind: VectorKind, embedder: Embedder, pending: list[PendingText])
     )
     kind.embedded.inc(written)
     return written
-
-
-def embed_ids(*, kind: VectorKind, ids: list[TextId]) -> int:
-    """Embed those of these texts whose vector is missing or stale. Failures are logged and counted, not
-    raised: the caller is a write that already committed. Returns the vectors written."""
-    embedder = get_embedder()
-    if embedder is None or not ids:
-        return 0
-    try:
-        pending = kind.pending(model=embedder.model_id, ids=ids, after=None, limit=len(ids))
-        return compute(kind=kind, embedder=embedder, pending=pending)
-    except EmbedderError as exc:
-        kind.failures.inc(len(ids))
-        logger.warning("Embedding %d %s failed: %s", len(ids), kind.name, exc)
-        return 0
 
 
 class ReembedBusy(Exception):
@@ -186,55 +173,28 @@ def embed_missing(
 
 
 def schedule(*, kind: VectorKind, ids: list[TextId]) -> None:
-    """After the current transaction commits, get these texts their vectors, off the write statements.
-
-    With the local model, the short texts (EMBEDDINGS_INLINE_MAX_CHARS: about 20 ms each here) are embedded
-    in the request; anything longer, and every text of a remote embedder, goes to the kind's Celery task when
-    a broker is configured, else to the process's background thread."""
-    if not ids or settings.EMBEDDINGS_PROVIDER == "none":
+    """With the local model and EMBEDDINGS_INLINE_MAX_CHARS above 0, embed the short ones of these texts in
+    the request once the current transaction commits, so that a search right after the write finds them by
+    meaning. Every text is queued for the consumer anyway (the write's trigger), which skips those found
+    current."""
+    if not ids or settings.EMBEDDINGS_PROVIDER != "local" or settings.EMBEDDINGS_INLINE_MAX_CHARS <= 0:
         return
     wanted = list(ids)
-    if settings.EMBEDDINGS_PROVIDER == "local" and settings.EMBEDDINGS_INLINE_MAX_CHARS > 0:
-        transaction.on_commit(lambda: _embed_short_now(kind, wanted), robust=True)
-    else:
-        transaction.on_commit(lambda: _offload(kind, wanted), robust=True)
+    transaction.on_commit(lambda: _embed_short_now(kind, wanted), robust=True)
 
 
 def _embed_short_now(kind: VectorKind, ids: list[TextId]) -> None:
-    """Embed the short texts of these ids now; offload the long ones."""
+    """Embed the short texts of these ids now; the consumer embeds the others."""
     try:
         embedder = get_embedder()
         if embedder is None:
             return
         pending = kind.pending(model=embedder.model_id, ids=ids, after=None, limit=len(ids))
         short = [p for p in pending if len(p.text) <= settings.EMBEDDINGS_INLINE_MAX_CHARS]
-        long = [p.id for p in pending if len(p.text) > settings.EMBEDDINGS_INLINE_MAX_CHARS]
-        if long:
-            _offload(kind, long)
         compute(kind=kind, embedder=embedder, pending=short)
-    except Exception as exc:  # a committed write is never failed by its vector
+    except Exception as exc:  # a committed write is never failed by its vector; the consumer has it queued
         kind.failures.inc(len(ids))
         logger.warning("Embedding %d %s failed: %s: %s", len(ids), kind.name, type(exc).__name__, exc)
-
-
-def _offload(kind: VectorKind, ids: list[TextId]) -> None:
-    if settings.CELERY_TASK_ALWAYS_EAGER:
-        if not background.submit(lambda: _embed_quietly(kind, ids)):
-            kind.failures.inc(len(ids))
-        return
-    try:
-        kind.enqueue(ids)
-    except Exception:  # the broker is down: the texts stay missing until `embed --missing`
-        kind.failures.inc(len(ids))
-        logger.exception("Queueing the embedding of %d %s failed.", len(ids), kind.name)
-
-
-def _embed_quietly(kind: VectorKind, ids: list[TextId]) -> None:
-    try:
-        embed_ids(kind=kind, ids=ids)
-    except Exception:  # a committed write is never failed by its vector (a lost connection, say)
-        kind.failures.inc(len(ids))
-        logger.exception("Embedding %d %s failed.", len(ids), kind.name)
 
 
 # --- The scheduled re-embedding of every kind ---------------------------------------------------------------

@@ -10,8 +10,8 @@ from django.core.management import call_command
 from django.test import override_settings
 from prometheus_client import REGISTRY
 
-from conversations.models import Conversation, MessageEmbedding
-from memoryplatform.embeddings import background, get_embedder
+from conversations.models import Conversation, MessageEmbedding, PendingMessageVector
+from memoryplatform.embeddings import get_embedder
 from memoryplatform.embeddings.jobs import text_hash
 from tests.conversations.utils import create, say, sync
 from tests.usermemory.ranked import embedder_down
@@ -34,7 +34,7 @@ def test_history_and_case_log_get_vectors_of_the_turn_before_and_the_message(
     agent_a_api, django_capture_on_commit_callbacks
 ):
     conversation = create(agent_a_api, "user-vec")
-    # Every text here embedded in the request (the background thread would not see the test's transaction).
+    # Every text here embedded in the request (EMBEDDINGS_INLINE_MAX_CHARS; the consumer has its own tests).
     inline = override_settings(EMBEDDINGS_INLINE_MAX_CHARS=1000)
     with inline, django_capture_on_commit_callbacks(execute=True):
         question = say(agent_a_api, conversation, "where is my parcel?", role="user")
@@ -60,23 +60,25 @@ def test_history_and_case_log_get_vectors_of_the_turn_before_and_the_message(
 def test_a_down_embedder_never_fails_a_write_and_embed_missing_fills_it(agent_a_api):
     conversation = create(agent_a_api, "user-vec")
     before = _failures()
-    with embedder_down("openai"), override_settings(CELERY_TASK_ALWAYS_EAGER=True):
+    with embedder_down("openai"), override_settings(EMBEDDINGS_RETRY_SECONDS=0):
         message = say(agent_a_api, conversation, "my order never arrived", role="user")
-        background.drain()
+        call_command("embed", "--drain")
     assert _failures() == before + 1
     assert not MessageEmbedding.objects.exists()
+    assert PendingMessageVector.objects.count() == 1  # still queued
     call_command("embed", "--missing", "--no-progress")
     assert [str(i) for i in MessageEmbedding.objects.values_list("message_id", flat=True)] == [message["id"]]
 
 
-def test_the_celery_task_embeds_what_a_write_left_missing(agent_a_api):
-    from conversations.tasks import embed_messages_task
-
+def test_the_consumer_embeds_what_a_write_queued_and_not_the_memory_channel(agent_a_api):
     conversation = create(agent_a_api, "user-vec")
-    message = say(agent_a_api, conversation, "I speak Portuguese", role="user")  # no commit: no hook ran
+    message = say(agent_a_api, conversation, "I speak Portuguese", role="user")  # no commit: no inline hook
+    sync(agent_a_api, conversation, "remember Portuguese")
     assert not MessageEmbedding.objects.exists()
-    assert embed_messages_task.apply(kwargs={"message_ids": [message["id"]]}).get() == 1
-    assert embed_messages_task.apply(kwargs={"message_ids": [message["id"]]}).get() == 0  # nothing stale
+    assert [str(p.message_id) for p in PendingMessageVector.objects.all()] == [message["id"]]
+    call_command("embed", "--drain")
+    assert [str(i) for i in MessageEmbedding.objects.values_list("message_id", flat=True)] == [message["id"]]
+    assert not PendingMessageVector.objects.exists()
 
 
 def test_erasure_and_a_deleted_conversation_remove_the_vectors(

@@ -1,5 +1,5 @@
-"""Entry vectors: the write path's hook (local model in the request; the background thread for a remote
-embedder), re-embedding on a change of value or model, removal with the entry, and `manage.py embed`."""
+"""Entry vectors: the write path (queued for the consumer; short texts in the request with the local model),
+re-embedding on a change of value or model, removal with the entry, and `manage.py embed`."""
 
 import socket
 from collections.abc import Iterator
@@ -11,11 +11,11 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 from prometheus_client import REGISTRY
 
-from memoryplatform.embeddings import background, get_embedder
+from memoryplatform.embeddings import get_embedder
 from tests.embedding_server import Script, embedding_server
 from tests.helpers import internal_id
 from usermemory.embedding import text_hash
-from usermemory.models import EntryEmbedding, MemoryEntry
+from usermemory.models import EntryEmbedding, MemoryEntry, PendingEntryVector
 
 BASE = "/usermemorystore/memories"
 U = "user-emb"
@@ -152,23 +152,25 @@ def _closed_port() -> int:
 def test_a_down_embedder_never_fails_a_write_and_embed_missing_fills_it_later(agent_a_api, put):
     remote = {"EMBEDDINGS_PROVIDER": "openai", "EMBEDDINGS_MODEL": "tiny", "EMBEDDINGS_TIMEOUT": 2}
     before = _failures()
-    # No broker: the background thread embeds, after the commit, off the request.
+    # The consumer embeds what the write queued, off the request; its embedder is down.
     down = f"http://127.0.0.1:{_closed_port()}"
-    with override_settings(**remote, EMBEDDINGS_URL=down, CELERY_TASK_ALWAYS_EAGER=True):
+    with override_settings(**remote, EMBEDDINGS_URL=down, EMBEDDINGS_RETRY_SECONDS=0):
         response = put(agent_a_api, userId=U, key="pet", value="a cat called Miso")
         assert response.status_code == 201, response.content
-        background.drain()
+        call_command("embed", "--drain")
     entry_id = internal_id(response.json()["id"])
     assert MemoryEntry.objects.filter(id=entry_id).exists()
     assert not EntryEmbedding.objects.filter(entry_id=entry_id).exists()
     assert _failures() == before + 1
+    assert PendingEntryVector.objects.filter(entry_id=entry_id).exists()  # still queued: nothing lost
 
     get_embedder.cache_clear()
     script = Script(vectors={"pet: a cat called Miso": [1.0, 0.0]})
     with embedding_server(script), override_settings(**remote, EMBEDDINGS_URL=script.url):
-        call_command("embed", "--missing", "--no-progress")
+        call_command("embed", "--drain")
         stored = _vector(response.json()["id"])
         assert stored.model == "openai/tiny" and list(stored.embedding) == [1.0, 0.0]
+        assert not PendingEntryVector.objects.exists()
         call_command("embed", "--missing", "--no-progress")  # idempotent: nothing left to ask
         assert len(script.requests) == 1
 
@@ -187,9 +189,11 @@ def test_a_change_of_model_is_re_embedded_by_embed_missing(
     assert stored.model == other and stored.dimensions == 384
 
 
-def test_embed_needs_missing_and_an_embedder():
-    with pytest.raises(CommandError, match="--missing"):
+def test_embed_needs_one_mode_and_an_embedder():
+    with pytest.raises(CommandError, match="--follow, --drain or --missing"):
         call_command("embed")
+    with pytest.raises(CommandError, match="one of"):
+        call_command("embed", "--drain", "--missing")
     with override_settings(EMBEDDINGS_PROVIDER="none"), pytest.raises(CommandError, match="none"):
         call_command("embed", "--missing")
 
@@ -200,16 +204,15 @@ def test_provider_none_stores_no_vectors(agent_a_api, put, django_capture_on_com
     assert not EntryEmbedding.objects.exists()
 
 
-def test_the_celery_task_embeds_what_a_write_left_missing(agent_a_api, put):
-    from usermemory.tasks import embed_entries_task
-
-    entry = put(agent_a_api, userId=U, key="sport", value="plays padel").json()  # no commit: no hook ran
+def test_the_consumer_embeds_what_a_write_queued_and_only_once(agent_a_api, put):
+    entry = put(agent_a_api, userId=U, key="sport", value="plays padel").json()  # no commit: no inline hook
     assert not EntryEmbedding.objects.exists()
-    assert embed_entries_task.apply(kwargs={"entry_ids": [internal_id(entry["id"])]}).get() == 1
+    assert PendingEntryVector.objects.filter(entry_id=internal_id(entry["id"])).exists()
+    call_command("embed", "--drain")
     assert _vector(entry["id"]).text_hash == text_hash("sport: plays padel")
-    assert (
-        embed_entries_task.apply(kwargs={"entry_ids": [internal_id(entry["id"])]}).get() == 0
-    )  # nothing stale
+    assert not PendingEntryVector.objects.exists()
+    call_command("embed", "--missing", "--no-progress")  # nothing stale is left behind
+    assert EntryEmbedding.objects.count() == 1
 
 
 def test_a_system_check_names_wrong_embeddings_settings():
@@ -232,10 +235,11 @@ def test_a_long_value_is_embedded_in_the_background_from_its_head(agent_a_api, p
     value = "The user described a long trip through the Alentejo, every village and meal on the way. " * 4
     text = f"trip: {value}"
     assert len(text) > settings.EMBEDDINGS_INLINE_MAX_CHARS
-    with override_settings(CELERY_TASK_ALWAYS_EAGER=True, EMBEDDINGS_MAX_CHARS=150):
+    with override_settings(EMBEDDINGS_MAX_CHARS=150):
         response = put(agent_a_api, userId=U, key="trip", value=value)
         assert response.status_code == 201, response.content
-        background.drain()
+        assert not EntryEmbedding.objects.exists()  # too long for the request: the consumer's
+        call_command("embed", "--drain")
     stored = _vector(response.json()["id"])
     assert stored.text_hash == text_hash(text)  # the whole text's hash: a change past the head re-embeds
     embedder = get_embedder()

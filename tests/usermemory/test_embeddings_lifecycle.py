@@ -13,7 +13,7 @@ from django.test import override_settings
 from prometheus_client import REGISTRY
 
 from memoryplatform.celery import app
-from memoryplatform.embeddings import background, get_embedder
+from memoryplatform.embeddings import consumer, get_embedder
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 from tests.embedding_server import Script, embedding_server
 from usermemory.models import EntryEmbedding
@@ -96,7 +96,7 @@ def test_a_remote_model_change_is_re_embedded_in_batches_over_runs_until_done(ag
     ):
         for key, value in FACTS.items():
             assert put(agent_a_api, userId=U, key=key, value=value).status_code == 201
-        background.drain()
+        consumer.drain()
     assert _models() == ["openai/model-a"] and EntryEmbedding.objects.count() == len(FACTS)
 
     get_embedder.cache_clear()

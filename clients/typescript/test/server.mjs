@@ -25,6 +25,9 @@ function serverEnv() {
   const env = { ...process.env, DATA_DIR: mkdtempSync(join(tmpdir(), "mp-ts-data-")), LOG_LEVEL: "WARNING" };
   delete env.DATABASE_URL; // never the environment's database: this one is new and thrown away
   delete env.REDIS_URL; // Celery runs tasks in process: no worker needed
+  // Short texts get their vectors in their write's request, so a test's search right after it finds them by
+  // meaning (the default leaves every vector to the background consumer, a moment later).
+  env.EMBEDDINGS_INLINE_MAX_CHARS = "48";
   return env;
 }
 

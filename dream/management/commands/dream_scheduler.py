@@ -16,15 +16,18 @@ from dream.scheduler import dream_schedule_loop
 from dream.services import dream_run_cycle
 from extraction.background import extraction_run_background
 from memoryplatform.celery import crontab_next_after
+from memoryplatform.embeddings import consumer
 from usermemory.embedding import memory_reembed_scheduled
 
 
 class Command(BaseCommand):
     help = (
         "Run the Dream cycle on DREAM_SCHEDULE in this process, without Celery beat or Redis (the embedded "
-        "default; `manage.py serve` starts it), and on a thread the re-embedding of missing, stale and "
-        "other-model entry vectors every EMBEDDINGS_REEMBED_INTERVAL seconds. Production runs `celery beat` "
-        "instead."
+        "default; `manage.py serve` starts it), and on threads the vector consumer (the texts writes "
+        "queue, as they commit), the re-embedding of stale and other-model vectors every "
+        "EMBEDDINGS_REEMBED_INTERVAL seconds, and the background extraction. A background process: it runs "
+        "at a lower priority (BACKGROUND_NICE). Production runs `celery beat` and `manage.py embed "
+        "--follow` instead."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -40,7 +43,13 @@ class Command(BaseCommand):
         def should_stop() -> bool:
             return parent is not None and os.getppid() != parent
 
+        consumer.yield_to_requests()
         self.stdout.write(f"Dream scheduler: cycles on '{settings.DREAM_SCHEDULE}' ({settings.TIME_ZONE})")
+        if settings.EMBEDDINGS_PROVIDER != "none":
+            threading.Thread(
+                target=consumer_loop, args=(should_stop,), name="vector-consumer", daemon=True
+            ).start()
+            self.stdout.write("Embedding queued texts as writes queue them (the vector consumer)")
         interval = settings.EMBEDDINGS_REEMBED_INTERVAL
         if interval > 0 and settings.EMBEDDINGS_PROVIDER != "none":
             threading.Thread(
@@ -63,6 +72,13 @@ class Command(BaseCommand):
                 run_cycle=lambda: dream_run_cycle(trigger=DreamRun.Trigger.SCHEDULE),
                 run_first=options["run_now"],
             )
+
+
+def consumer_loop(should_stop: Callable[[], bool]) -> None:
+    try:
+        consumer.follow(should_stop=should_stop)
+    finally:
+        connection.close()
 
 
 def reembed_loop(interval: int, should_stop: Callable[[], bool]) -> None:

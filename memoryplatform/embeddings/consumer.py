@@ -1,0 +1,174 @@
+"""The background consumer of the vector queue: the one place where a write's texts get their vectors, off the
+request path and out of the serving processes (issue 31, issue 34).
+
+- A write queues its texts in its own transaction (triggers: ``usermemory`` migration 0020, ``conversations``
+  0005) and notifies channel :data:`CHANNEL` as it commits. Nothing of the embedding runs in the request: no
+  broker message, no thread.
+- The consumer, a process of its own (``manage.py embed --follow``; under ``manage.py serve``, a thread of the
+  background process beside the server), waits on that channel (or :setting:`EMBEDDINGS_POLL_SECONDS` at
+  most), claims a batch per kind (:mod:`memoryplatform.embeddings.store`), embeds it, writes the vectors and
+  removes what it embedded. Several consumers share the work (``SKIP LOCKED``); one that dies loses nothing.
+- It yields to requests: :func:`yield_to_requests` lowers its process's scheduling priority
+  (``BACKGROUND_NICE``) and caps the local model's threads (``BACKGROUND_EMBEDDINGS_THREADS``) before the
+  model loads. The serving processes embed only their requests' queries, never behind a backlog.
+- An embedder failure backs the batch off (``EMBEDDINGS_RETRY_SECONDS``) and is counted; the texts stay
+  queued. Until its vector arrives a text is found by its words.
+"""
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import psycopg
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.utils import timezone
+from prometheus_client import Gauge, Histogram
+
+from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
+from memoryplatform.embeddings.jobs import VectorKind, compute, registered
+from memoryplatform.embeddings.store import queue_back_off, queue_backlog, queue_claim, queue_done
+
+logger = logging.getLogger(__name__)
+
+CHANNEL = "memoryplatform_vectors"
+
+vector_lag = Histogram(
+    "embedding_vector_lag_seconds",
+    "From a text's write (its queueing) to its vector stored by the background consumer, by kind of text.",
+    ["kind"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
+)
+queue_oldest = Gauge(
+    "embedding_queue_oldest_seconds",
+    "Age of the oldest text waiting for its vector (0: none waits), by kind; read by the consumer after each "
+    "batch and when idle.",
+    ["kind"],
+    multiprocess_mode="mostrecent",
+)
+
+
+@dataclass(frozen=True)
+class Consumed:
+    """One round over every kind: texts claimed, vectors written, texts whose embedding failed."""
+
+    claimed: int = 0
+    written: int = 0
+    failed: int = 0
+
+    def __add__(self, other: "Consumed") -> "Consumed":
+        return Consumed(
+            self.claimed + other.claimed, self.written + other.written, self.failed + other.failed
+        )
+
+
+def yield_to_requests() -> None:
+    """Make this process a background one: a lower scheduling priority, and few threads for the local model
+    (set before it loads; OMP_NUM_THREADS already set in the environment wins)."""
+    if settings.BACKGROUND_NICE > 0 and hasattr(os, "nice"):
+        os.nice(settings.BACKGROUND_NICE)
+    if settings.BACKGROUND_EMBEDDINGS_THREADS > 0:
+        os.environ.setdefault("OMP_NUM_THREADS", str(settings.BACKGROUND_EMBEDDINGS_THREADS))
+
+
+def consume_batch(*, kind: VectorKind, embedder: Embedder, batch_size: int) -> Consumed:
+    """Claim up to ``batch_size`` queued texts of ``kind``, embed those whose vector is missing or stale,
+    store the vectors and remove the claimed rows. An embedder failure backs them off instead."""
+    claimed = queue_claim(queue=kind.queue, limit=batch_size, lease_seconds=settings.EMBEDDINGS_LEASE_SECONDS)
+    if not claimed:
+        return Consumed()
+    ids = [c.id for c in claimed]
+    try:
+        pending = kind.pending(model=embedder.model_id, ids=ids, after=None, limit=len(ids))
+        written = compute(kind=kind, embedder=embedder, pending=pending)
+    except EmbedderError as exc:
+        queue_back_off(queue=kind.queue, claimed=claimed, seconds=settings.EMBEDDINGS_RETRY_SECONDS)
+        kind.failures.inc(len(claimed))
+        logger.warning("Embedding %d queued %s failed: %s", len(claimed), kind.name, exc)
+        return Consumed(claimed=len(claimed), failed=len(claimed))
+    queue_done(queue=kind.queue, claimed=claimed)
+    now = timezone.now()
+    lag = vector_lag.labels(kind=kind.name)
+    for item in claimed:
+        lag.observe(max((now - item.queued_at).total_seconds(), 0.0))
+    return Consumed(claimed=len(claimed), written=written)
+
+
+def consume_once(*, batch_size: int | None = None) -> Consumed:
+    """One batch of every registered kind (none without an embedder)."""
+    embedder = get_embedder()
+    if embedder is None:
+        return Consumed()
+    size = batch_size or settings.EMBEDDINGS_BATCH_SIZE
+    done = Consumed()
+    for kind in registered():
+        done += consume_batch(kind=kind, embedder=embedder, batch_size=size)
+    return done
+
+
+def drain(*, batch_size: int | None = None, deadline: float | None = None) -> Consumed:
+    """Consume until no kind has a text to claim (those backed off wait), or past ``deadline``
+    (``time.monotonic()``). Tests, ``manage.py embed --drain``, and the scheduled run without a consumer."""
+    total = Consumed()
+    while True:
+        done = consume_once(batch_size=batch_size)
+        total += done
+        if done.claimed == done.failed or (deadline is not None and time.monotonic() >= deadline):
+            return total
+
+
+def report_backlog() -> None:
+    """Set each kind's backlog gauges from its queue."""
+    now = timezone.now()
+    for kind in registered():
+        backlog = queue_backlog(queue=kind.queue)
+        kind.backlog.set(backlog.pending)
+        age = (now - backlog.oldest).total_seconds() if backlog.oldest is not None else 0.0
+        queue_oldest.labels(kind=kind.name).set(max(age, 0.0))
+
+
+def listen_connection() -> psycopg.Connection:
+    """A connection of its own that LISTENs on :data:`CHANNEL` (autocommit, never pooled)."""
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    listener = psycopg.connect(**params, autocommit=True)
+    listener.execute(f"LISTEN {CHANNEL}")
+    return listener
+
+
+def follow(*, should_stop: Callable[[], bool], poll_seconds: float | None = None) -> None:
+    """Consume as texts are queued, until ``should_stop()``: a batch after another while there is work,
+    else wait for a notification or ``poll_seconds``. A lost connection or a failing embedder pauses it
+    (EMBEDDINGS_RETRY_SECONDS), never ends it."""
+    poll = poll_seconds if poll_seconds is not None else settings.EMBEDDINGS_POLL_SECONDS
+    listener: psycopg.Connection | None = None
+    last_report = 0.0
+    while not should_stop():
+        try:
+            if listener is None or listener.closed:
+                listener = listen_connection()
+            close_old_connections()
+            done = consume_once()
+            if time.monotonic() - last_report >= poll or not done.claimed:
+                report_backlog()
+                last_report = time.monotonic()
+            if done.claimed and done.claimed != done.failed:
+                continue
+            if done.failed:
+                time.sleep(min(settings.EMBEDDINGS_RETRY_SECONDS, poll))
+                continue
+            connection.close()  # no idle connection held while waiting
+            for _ in listener.notifies(timeout=poll, stop_after=1):
+                pass
+        except (psycopg.Error, EmbedderError, OSError) as exc:
+            logger.warning("The vector consumer paused: %s: %s", type(exc).__name__, exc)
+            if listener is not None:
+                listener.close()
+            listener = None
+            connection.close()
+            time.sleep(settings.EMBEDDINGS_RETRY_SECONDS)
+    if listener is not None:
+        listener.close()

@@ -1,0 +1,129 @@
+"""The vector queue (issue 31): a write queues its entry in its own transaction and nothing of the embedding
+runs in its request (the default, EMBEDDINGS_INLINE_MAX_CHARS=0); the consumer embeds it, woken by the
+write's notification; a text changed while it was being embedded is embedded again; the queue's rows go with
+their entries; the backlog is exported."""
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from django.core.management import call_command
+from django.db import connection, transaction
+from django.test import override_settings
+from prometheus_client import REGISTRY
+
+from memoryplatform.embeddings import consumer, get_embedder
+from memoryplatform.embeddings.store import queue_claim, queue_done
+from tests.helpers import internal_id
+from usermemory.embedding import ENTRIES, text_hash
+from usermemory.models import EntryEmbedding, MemoryEntry, PendingEntryVector
+
+U = "user-queue"
+
+
+@pytest.fixture(autouse=True)
+def _default_write_path(settings) -> Iterator[None]:  # type: ignore[no-untyped-def]
+    """The default: no text is embedded in its request."""
+    settings.EMBEDDINGS_INLINE_MAX_CHARS = 0
+    get_embedder.cache_clear()
+    yield
+    get_embedder.cache_clear()
+
+
+def _queued() -> set[int]:
+    return set(PendingEntryVector.objects.values_list("entry_id", flat=True))
+
+
+def _sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_committed_write_is_queued_not_embedded_and_the_following_consumer_embeds_it(agent_a_api, put):
+    stop = threading.Event()
+    lags = _sample("embedding_vector_lag_seconds_count", kind=ENTRIES.name)
+    follower = threading.Thread(
+        target=lambda: (consumer.follow(should_stop=stop.is_set, poll_seconds=30), connection.close())
+    )
+    follower.start()
+    try:
+        started = time.monotonic()
+        response = put(agent_a_api, userId=U, key="drink", value="green tea, no sugar")
+        assert response.status_code == 201, response.content
+        entry_id = internal_id(response.json()["id"])
+        # Woken by the write's notification, not by the 30 s poll.
+        while not EntryEmbedding.objects.filter(entry_id=entry_id).exists():
+            assert time.monotonic() - started < 25, "the consumer did not embed the entry"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        with connection.cursor() as cursor:
+            cursor.execute("NOTIFY memoryplatform_vectors")  # wake it to see the stop
+        follower.join(timeout=30)
+    assert not follower.is_alive()
+    assert EntryEmbedding.objects.get(entry_id=entry_id).text_hash == text_hash("drink: green tea, no sugar")
+    assert _queued() == set()
+    assert _sample("embedding_vector_lag_seconds_count", kind=ENTRIES.name) == lags + 1
+
+
+def test_the_write_queues_in_its_transaction_and_a_rolled_back_one_queues_nothing(agent_a_api, put):
+    entry = put(agent_a_api, userId=U, key="city", value="Porto").json()
+    assert _queued() == {internal_id(entry["id"])}
+    assert not EntryEmbedding.objects.exists()  # nothing in the request
+    with pytest.raises(RuntimeError), transaction.atomic():
+        MemoryEntry.objects.filter(id=internal_id(entry["id"])).update(value_text="Lisbon")
+        PendingEntryVector.objects.all().delete()
+        MemoryEntry.objects.filter(id=internal_id(entry["id"])).update(value_text="Faro")
+        raise RuntimeError("rolled back")
+    assert _queued() == {internal_id(entry["id"])}
+
+
+def test_only_a_change_of_key_or_value_queues_again(agent_a_api, put):
+    entry = put(agent_a_api, userId=U, key="city", value="Porto").json()
+    call_command("embed", "--drain")
+    assert _queued() == set()
+    assert put(agent_a_api, userId=U, key="city", value="Porto").status_code in (200, 201)
+    assert _queued() == set()  # the same text: nothing to embed
+    assert put(agent_a_api, userId=U, key="city", value="Braga").status_code == 200
+    assert _queued() == {internal_id(entry["id"])}
+    call_command("embed", "--drain")
+    assert EntryEmbedding.objects.get().text_hash == text_hash("city: Braga")
+
+
+def test_a_text_changed_while_it_is_embedded_is_embedded_again(agent_a_api, put):
+    entry = put(agent_a_api, userId=U, key="pet", value="a cat").json()
+    claimed = queue_claim(queue=ENTRIES.queue, limit=10, lease_seconds=60)
+    assert [c.id for c in claimed] == [internal_id(entry["id"])]
+    assert queue_claim(queue=ENTRIES.queue, limit=10, lease_seconds=60) == []  # held: no other consumer
+    assert put(agent_a_api, userId=U, key="pet", value="two cats").status_code == 200  # while it embeds
+    assert queue_done(queue=ENTRIES.queue, claimed=claimed) == 0  # queued again since: kept
+    call_command("embed", "--drain")
+    assert EntryEmbedding.objects.get().text_hash == text_hash("pet: two cats")
+    assert _queued() == set()
+
+
+def test_a_deleted_entry_leaves_the_queue(agent_a_api, put):
+    entry = put(agent_a_api, userId=U, key="pet", value="a cat").json()
+    assert agent_a_api.delete(f"/usermemorystore/memories/entry/{entry['id']}").status_code in (200, 204)
+    assert _queued() == set()
+
+
+def test_the_backlog_and_its_oldest_age_are_exported(agent_a_api, put):
+    for key in ("a", "b", "c"):
+        put(agent_a_api, userId=U, key=key, value=f"value {key}")
+    PendingEntryVector.objects.update(queued_at=MemoryEntry.objects.first().updated_at.replace(year=2020))
+    consumer.report_backlog()
+    assert _sample("memory_embeddings_pending") == 3
+    assert _sample("embedding_queue_oldest_seconds", kind=ENTRIES.name) > 3600
+    call_command("embed", "--drain")
+    consumer.report_backlog()
+    assert _sample("memory_embeddings_pending") == 0
+    assert _sample("embedding_queue_oldest_seconds", kind=ENTRIES.name) == 0
+
+
+@override_settings(EMBEDDINGS_PROVIDER="none")
+def test_without_an_embedder_the_consumer_takes_nothing(agent_a_api, put):
+    put(agent_a_api, userId=U, key="a", value="x")
+    assert consumer.drain().claimed == 0
+    assert len(_queued()) == 1  # waiting for an embedder, as `embed --missing` would find it
