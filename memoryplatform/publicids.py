@@ -102,7 +102,16 @@ def to_public(kind: Kind, internal: int) -> int:
     2**52`` (a bigint sequence reaches that after 4.5e15 rows)."""
     if not 0 <= internal < PUBLIC_BASE:
         raise ValueError(f"internal id out of range: {internal}")
-    return PUBLIC_BASE + _encrypt(_rounds(kind), internal)
+    return _public(kind, internal, settings.PUBLIC_ID_KEY, settings.SECRET_KEY)
+
+
+@lru_cache(maxsize=16384)
+def _public(kind: Kind, internal: int, public_id_key: str, secret_key: str) -> int:
+    """The ids rendered lately, kept: a recall or a list renders the same entries again and again, and an id
+    costs four BLAKE2b rounds (10 % of a 40-entry recall's CPU, ``bench/RESULTS.md`` session 12). Keyed by
+    the settings' strings, like :func:`_round_keys`, so a changed key never answers from the cache; about
+    3 MB at most."""
+    return PUBLIC_BASE + _encrypt(_round_keys(kind, public_id_key, secret_key), internal)
 
 
 def public_str(kind: Kind, internal: int | None) -> str | None:

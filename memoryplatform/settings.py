@@ -186,7 +186,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["apikeys.permissions.IsAuthenticatedCaller"],
     "DEFAULT_RENDERER_CLASSES": [
-        "rest_framework.renderers.JSONRenderer",
+        "memoryplatform.api.renderers.FastJSONRenderer",  # DRF's JSON, written by orjson
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "DEFAULT_PARSER_CLASSES": ["memoryplatform.api.parsers.StrictJSONParser"],

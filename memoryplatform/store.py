@@ -6,6 +6,8 @@ One function per statement, keyword arguments, ``%(name)s`` placeholders filled 
 result. Nothing else in the core calls ``cursor()``.
 """
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, NamedTuple, TypeVar
 
@@ -32,6 +34,37 @@ def instances_from_rows(
             values[index] = field.from_db_value(values[index], None, connection)
         built.append(model.from_db(connection.alias, attnames, values))
     return built
+
+
+_RENDERED: "OrderedDict[int, tuple[sql.Composable, str]]" = OrderedDict()
+_RENDERED_MAX = 1024
+_RENDERED_LOCK = threading.Lock()
+
+
+def query_text(statement: sql.Composable) -> str:
+    """The text of a composed statement, as psycopg sends it, rendered once and kept.
+
+    psycopg renders a ``sql.Composed`` anew on every ``execute`` (each part, each identifier quoted): about
+    0.1 ms of CPU a recall or an upsert, which run one or two statements built once per process (profile
+    in ``bench/RESULTS.md``, session 12). Given the text instead, psycopg only encodes it and maps the
+    placeholders, which it caches by the text. The statements are constants (module-level or
+    ``functools.cache``d), so they are kept by identity, the object held so that its id cannot be reused,
+    in a bounded LRU: a statement composed per call would only cost its rendering, as before. Rendered on
+    the current connection: identifiers are quoted by its libpq, in its encoding (Django's is always
+    UTF-8)."""
+    key = id(statement)
+    with _RENDERED_LOCK:
+        hit = _RENDERED.get(key)
+        if hit is not None and hit[0] is statement:
+            _RENDERED.move_to_end(key)
+            return hit[1]
+    connection.ensure_connection()
+    rendered = statement.as_string(connection.connection)
+    with _RENDERED_LOCK:
+        _RENDERED[key] = (statement, rendered)
+        if len(_RENDERED) > _RENDERED_MAX:
+            _RENDERED.popitem(last=False)
+    return rendered
 
 
 # (namespace, hashtext(key)) with each of PostgreSQL's advisory lock functions.

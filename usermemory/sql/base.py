@@ -19,7 +19,7 @@ from psycopg import sql
 
 from apikeys.models import AgentGroup
 from memoryplatform.locks import LockId
-from memoryplatform.store import instances_from_rows
+from memoryplatform.store import instances_from_rows, query_text
 from usermemory.models import (
     EntryEmbedding,
     MemoryEntry,
@@ -195,14 +195,14 @@ def events_of_rows(rows: Sequence[Sequence[Any]]) -> list[MemoryEvent]:
 
 def fetch_all(statement: sql.Composable, params: dict[str, Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
-        cursor.execute(statement, params)
+        cursor.execute(query_text(statement), params)
         return cursor.fetchall()
 
 
 def fetch_one(statement: sql.Composable, params: dict[str, Any]) -> tuple[Any, ...]:
     """The one row of a statement that always returns one."""
     with connection.cursor() as cursor:
-        cursor.execute(statement, params)
+        cursor.execute(query_text(statement), params)
         row = cursor.fetchone()
     if row is None:
         raise RuntimeError("a statement that always returns one row returned none")
@@ -224,7 +224,7 @@ def prepared_row(statement: sql.Composed, params: dict[str, Any]) -> tuple[Any, 
         return fetch_one(statement, params)
     connection.ensure_connection()
     with psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(statement, params, prepare=True)
+        cursor.execute(query_text(statement), params, prepare=True)
         row = cursor.fetchone()
     if row is None:
         raise RuntimeError("a statement that always returns one row returned none")
@@ -254,6 +254,6 @@ def rows_under_recall_lock(statement: sql.Composable, params: dict[str, Any]) ->
     params = {**params, "recall_lock": LockId.USER_RECALL}
     with connection.cursor() as cursor:
         cursor.adapters.register_loader(*_timestamptz_loader())
-        cursor.execute(_RECALL_LOCK + statement, params)
+        cursor.execute(query_text(_RECALL_LOCK) + query_text(statement), params)
         cursor.nextset()  # the lock statement's row, then the recall's
         return cursor.fetchall()
