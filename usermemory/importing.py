@@ -18,7 +18,8 @@ What a line means (our own format, mem0's) is :mod:`usermemory.importlines`'s; t
 - **Refused** lines (a rule refused them) are reported with their number and reason; the import goes on.
 - **Malformed** lines (:class:`MalformedLine`, raised while the lines are read) stop the import: the lines
   before it are committed, nothing of it or after is written.
-- **Batches.** Lines are committed ``batch_size`` at a time, each line in a savepoint of the batch's
+- **Batches.** Lines are committed ``batch_size`` at a time (their vectors scheduled after the commit as one
+  batch's, as :func:`usermemory.upsert.memory_upsert_batch` does), each line in a savepoint of the batch's
   transaction, so a refused line leaves nothing and a batch never holds half a line. The batch takes its
   users' locks in one order first, as :func:`usermemory.upsert.memory_upsert_batch` does, so two imports (or
   an import and a batch upsert) never deadlock. A dry run does all of it and rolls each batch back.
@@ -37,6 +38,7 @@ from apikeys.caller import Caller
 from apikeys.models import Agent, ApiKey
 from memoryplatform.errors import ServiceError
 from memoryplatform.locks import LockId, advisory_xact_lock
+from usermemory.embedding import embeddings_schedule
 from usermemory.models import Visibility
 from usermemory.upsert import MemoryWrite, memory_upsert
 
@@ -100,6 +102,7 @@ class _Run:
     report: ImportReport
     agents: dict[str, Agent | Refusal] = field(default_factory=dict)
     keys: dict[bytes, int] = field(default_factory=dict)  # upsert key digest -> the line that set it
+    written_ids: list[int] = field(default_factory=list)  # the batch's entries written, for their vectors
 
     def caller_for(self, line: ImportLine) -> Caller | Refusal:
         name = line.agent or self.default_agent
@@ -157,7 +160,11 @@ def _write_line(run: _Run, line: ImportLine) -> None:
     write = replace(line.write, source_agent_id=agent_id, provenance=line.provenance)
     try:
         result = memory_upsert(
-            caller=caller, write=write, turn_id=f"import:{run.run_id}:{line.number}", skip_unchanged=True
+            caller=caller,
+            write=write,
+            turn_id=f"import:{run.run_id}:{line.number}",
+            skip_unchanged=True,
+            schedule_vectors=False,  # the batch's, at once: _run_batch
         )
     except ServiceError as exc:
         run.report.refused.append(Refusal(line.number, exc.code, exc.message))
@@ -165,7 +172,9 @@ def _write_line(run: _Run, line: ImportLine) -> None:
     run.keys[upsert_key] = line.number
     if result.unchanged:
         run.report.skipped += 1
-    elif result.created:
+        return
+    run.written_ids.append(result.entry.id)
+    if result.created:
         run.report.created += 1
     else:
         run.report.updated += 1
@@ -173,6 +182,7 @@ def _write_line(run: _Run, line: ImportLine) -> None:
 
 def _run_batch(run: _Run, batch: list[ImportLine | Refusal]) -> None:
     lines = [line for line in batch if isinstance(line, ImportLine)]
+    run.written_ids = []
     with transaction.atomic():
         for user_id in sorted({line.write.user_id for line in lines}):  # one lock order: no deadlock
             advisory_xact_lock(LockId.USER_MEMORY, user_id)
@@ -183,6 +193,8 @@ def _run_batch(run: _Run, batch: list[ImportLine | Refusal]) -> None:
                 _write_line(run, line)  # memory_upsert's own atomic block: a savepoint of the batch
         if run.dry_run:
             transaction.set_rollback(True)
+        else:
+            embeddings_schedule(entry_ids=run.written_ids)  # after the batch commits, as a batch upsert
     run.report.read += len(batch)
 
 

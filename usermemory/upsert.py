@@ -403,7 +403,7 @@ def _stored_unchanged(
         on_key = on_key.filter(visibility=Visibility.GLOBAL)
     else:
         on_key = on_key.filter(source_agent_id=owner).exclude(visibility=Visibility.GLOBAL)
-    entry = on_key.first()
+    entry = next(iter(on_key[:1]), None)  # at most one row: the upsert key is unique
     if entry is None or entry.superseded_by_id is not None:
         return None
     if entry.valid_to is not None and entry.valid_to <= now:
@@ -497,13 +497,15 @@ def memory_upsert(
     turn_id: str | None = None,
     system_category: bool = False,
     skip_unchanged: bool = False,
+    schedule_vectors: bool = True,
 ) -> UpsertResult:
     """Insert or update one entry on its upsert key. 201-worthy ``created`` tells which happened.
     ``system_category``: the platform chose the category (a task's result), so the agent's
     ``allowedCategories`` does not refuse it; no door lets a caller set it. ``skip_unchanged``: when the
     stored entry already holds what the write says (:func:`_stored_unchanged`), write nothing (no event, no
     turn counted, no new ``updatedAt``) and answer ``unchanged`` with the stored entry, after every rule
-    has passed (an import run twice: :mod:`usermemory.importing`)."""
+    has passed (an import run twice: :mod:`usermemory.importing`). ``schedule_vectors=False``: the caller
+    schedules the entry's vector itself (:func:`embeddings_schedule`), with the rest of its batch."""
     caller_require_writer(caller)
     log = EventLog(Actor.of(caller))
     result = _upsert_one(
@@ -519,7 +521,8 @@ def memory_upsert(
     if result.unchanged:
         return result
     log.flush()
-    embeddings_schedule(entry_ids=[result.entry.id])  # after the commit, off the statement
+    if schedule_vectors:
+        embeddings_schedule(entry_ids=[result.entry.id])  # after the commit, off the statement
     metrics.count_upserts([result.created])
     return result
 

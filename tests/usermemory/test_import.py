@@ -11,7 +11,7 @@ from django.core.management.base import CommandError
 
 from apikeys.models import Agent
 from tests.factories import AgentFactory, AgentGroupFactory
-from usermemory.models import MemoryEntry, MemoryEvent
+from usermemory.models import EntryEmbedding, MemoryEntry, MemoryEvent
 
 BASE = "/usermemorystore/memories"
 
@@ -264,3 +264,19 @@ def test_small_batches_commit_the_same(tmp_path, agent_a):
     assert "7 written" in _import(_file(tmp_path, lines), "--batch-size", "3")
     with pytest.raises(CommandError, match="--batch-size must be from 1"):
         _import(_file(tmp_path, lines), "--batch-size", "0")
+
+
+def test_imported_entries_get_their_vectors_after_each_batch_commits(
+    tmp_path, agent_a, django_capture_on_commit_callbacks
+):
+    lines = [_line(n, value=f"likes {food}") for n, food in enumerate(["ramen", "tea", "figs"], start=1)]
+    path = _file(tmp_path, lines)
+    with django_capture_on_commit_callbacks(execute=True):
+        _import(path, "--dry-run")
+    assert not EntryEmbedding.objects.exists()
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        _import(path, "--batch-size", "2")
+    assert not EntryEmbedding.objects.exists()  # nothing computed inside a batch's transaction
+    for callback in callbacks:
+        callback()
+    assert EntryEmbedding.objects.count() == 3
