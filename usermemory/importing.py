@@ -32,7 +32,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
 
 from apikeys.caller import Caller
 from apikeys.models import Agent, ApiKey
@@ -139,7 +138,7 @@ def _find_agent(name: str) -> Agent | Refusal:
     by_id = agents.filter(id=name).first()
     if by_id is not None:
         return by_id
-    named = list(agents.filter(Q(display_name=name))[:2])
+    named = list(agents.filter(display_name=name)[:2])
     if len(named) == 1:
         return named[0]
     if named:

@@ -47,7 +47,17 @@ MEM0_PROVENANCE_FIELDS = ("id", "hash", "categories", "metadata", "created_at", 
 # DRF's error codes for a value of the right type that a rule refuses; any other code (required, null,
 # invalid, not_a_list, date, ...) is a line of the wrong shape.
 _REFUSED_CODES = frozenset(
-    {"blank", "max_length", "min_length", "invalid_choice", "max_value", "min_value", "max_string_length"}
+    {
+        "blank",
+        "max_length",
+        "min_length",
+        "invalid_choice",
+        "max_value",
+        "min_value",
+        "max_string_length",
+        "null_characters_not_allowed",
+        "surrogate_characters_not_allowed",
+    }
 )
 
 

@@ -91,6 +91,8 @@ def test_refused_lines_are_reported_with_their_number_and_the_import_goes_on(tmp
         _line(5, visibility="everyone"),
         _line(6, confidence=1.5),
         _line(7),
+        _line(8, userId="nul\u0000user"),
+        _line(9, value={"note": "nul\u0000inside"}),
     ]
     out = _import(_file(tmp_path, lines))
     assert "line 2: refused (bad_request): value is 51 characters; the limit (maxValueLength) is 50." in out
@@ -98,8 +100,10 @@ def test_refused_lines_are_reported_with_their_number_and_the_import_goes_on(tmp
     assert "line 4: refused (bad_request): key: Ensure this field has no more than 255 characters." in out
     assert "line 5: refused (bad_request): visibility:" in out
     assert "line 6: refused (bad_request): confidence:" in out
+    assert "line 8: refused (bad_request): userId: Null characters are not allowed." in out
+    assert "line 9: refused (bad_request): value: a string contains a NUL character" in out
     assert (
-        "7 lines read: 2 written (2 new, 0 updated), 0 skipped (already stored as given), 5 refused." in out
+        "9 lines read: 2 written (2 new, 0 updated), 0 skipped (already stored as given), 7 refused." in out
     )
     assert set(MemoryEntry.objects.values_list("key", flat=True)) == {"fact-1", "fact-7"}
 

@@ -84,8 +84,9 @@ class Command(BaseCommand):
         for refusal in report.refused:
             self.stdout.write(f"line {refusal.number}: refused ({refusal.code}): {refusal.reason}")
         verb = "would be written" if report.dry_run else "written"
+        lines = "line" if report.read == 1 else "lines"
         summary = (
-            f"{report.read} lines read: {report.written} {verb} ({report.created} new, {report.updated} "
+            f"{report.read} {lines} read: {report.written} {verb} ({report.created} new, {report.updated} "
             f"updated), {report.skipped} skipped (already stored as given), {len(report.refused)} refused."
         )
         if report.dry_run:
