@@ -1,6 +1,7 @@
 """Upserts: every rule of a write (identity, group membership, guardrails, turns, caps), one entry, a batch,
 and the legacy property map, each through one statement of :mod:`usermemory.sql.write`."""
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -69,6 +70,7 @@ class MemoryWrite:
 class UpsertResult:
     entry: MemoryEntry
     created: bool
+    unchanged: bool = False  # asked with ``skip_unchanged``: nothing was written, ``entry`` is the stored one
 
 
 # --- Rules shared by every write ---------------------------------------------------------------------
@@ -308,6 +310,7 @@ def _upsert_one(
     now: datetime,
     memo: _BatchMemo,
     system_category: bool = False,
+    skip_unchanged: bool = False,
 ) -> UpsertResult:
     if write.visibility not in VISIBILITIES:
         raise BadRequest(f"visibility must be one of {', '.join(Visibility.values)}.")
@@ -325,6 +328,9 @@ def _upsert_one(
     policy = memo.policy_of(owner)
     if caller.is_agent:
         _check_guardrails(policy, write, text, system_category=system_category)
+    if skip_unchanged and (stored := _stored_unchanged(write=write, owner=owner, groups=groups, now=now)):
+        return UpsertResult(entry=stored, created=False, unchanged=True)
+    if caller.is_agent:
         _count_turn_write(
             agent_id=caller.acting_agent_id,
             user_id=write.user_id,
@@ -345,8 +351,16 @@ def _upsert_one(
             MemoryEntryGroup.objects.bulk_create(
                 [MemoryEntryGroup(entry_id=entry_id, user_id=write.user_id, group_id=g) for g in groups]
             )
-    entry = MemoryEntry(
-        id=entry_id,
+    entry = _entry_written(write=write, written=written, groups=groups, text=text, now=now)
+    return UpsertResult(entry=entry, created=created)
+
+
+def _entry_written(
+    *, write: MemoryWrite, written: Stored, groups: list[str], text: str, now: datetime
+) -> MemoryEntry:
+    """The entry as the upsert left it, built from the write and the statement's answer (no read)."""
+    return MemoryEntry(
+        id=written.entry_id,
         user_id=write.user_id,
         key=write.key,
         value=write.value,
@@ -368,7 +382,47 @@ def _upsert_one(
         ttl_seconds=write.ttl_seconds,
         superseded_by_id=None,
     )
-    return UpsertResult(entry=entry, created=created)
+
+
+def _canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _stored_unchanged(
+    *, write: MemoryWrite, owner: str | None, groups: list[str], now: datetime
+) -> MemoryEntry | None:
+    """The entry on the write's upsert key when the write would change nothing of it: the entry is current
+    (not superseded, not expired) and holds the same value, category, visibility, groups, conversation,
+    confidence, source and expiry (the same ``validTo``, or the same ``ttlSeconds``: a TTL is not renewed).
+    The ``conflicted`` flag is not compared: writing the same value again settles no conflict.
+
+    Read before the user's lock, so the answer is true as of the read: a concurrent write that lands after it
+    is ordered after this no-op, as it would be after a write of the same value."""
+    on_key = MemoryEntry.objects.filter(user_id=write.user_id, key=write.key)
+    if write.visibility == Visibility.GLOBAL:
+        on_key = on_key.filter(visibility=Visibility.GLOBAL)
+    else:
+        on_key = on_key.filter(source_agent_id=owner).exclude(visibility=Visibility.GLOBAL)
+    entry = next(iter(on_key[:1]), None)  # at most one row: the upsert key is unique
+    if entry is None or entry.superseded_by_id is not None:
+        return None
+    if entry.valid_to is not None and entry.valid_to <= now:
+        return None
+    if write.ttl_seconds is not None:
+        same_expiry = entry.ttl_seconds == write.ttl_seconds
+    else:
+        same_expiry = entry.ttl_seconds is None and entry.valid_to == write.valid_to
+    same = (
+        same_expiry
+        and entry.visibility == write.visibility
+        and (write.category is None or entry.category == write.category)
+        and sorted(entry.group_ids) == sorted(groups)
+        and entry.source_conversation_id == write.source_conversation_id
+        and entry.confidence == write.confidence
+        and entry.source == write.source
+        and _canonical_json(entry.value) == _canonical_json(write.value)
+    )
+    return entry if same else None
 
 
 def _write_entry(
@@ -437,11 +491,21 @@ def _write_entry(
 
 @transaction.atomic
 def memory_upsert(
-    *, caller: Caller, write: MemoryWrite, turn_id: str | None = None, system_category: bool = False
+    *,
+    caller: Caller,
+    write: MemoryWrite,
+    turn_id: str | None = None,
+    system_category: bool = False,
+    skip_unchanged: bool = False,
+    schedule_vectors: bool = True,
 ) -> UpsertResult:
     """Insert or update one entry on its upsert key. 201-worthy ``created`` tells which happened.
     ``system_category``: the platform chose the category (a task's result), so the agent's
-    ``allowedCategories`` does not refuse it; no door lets a caller set it."""
+    ``allowedCategories`` does not refuse it; no door lets a caller set it. ``skip_unchanged``: when the
+    stored entry already holds what the write says (:func:`_stored_unchanged`), write nothing (no event, no
+    turn counted, no new ``updatedAt``) and answer ``unchanged`` with the stored entry, after every rule
+    has passed (an import run twice: :mod:`usermemory.importing`). ``schedule_vectors=False``: the caller
+    schedules the entry's vector itself (:func:`embeddings_schedule`), with the rest of its batch."""
     caller_require_writer(caller)
     log = EventLog(Actor.of(caller))
     result = _upsert_one(
@@ -452,9 +516,13 @@ def memory_upsert(
         now=timezone.now(),
         memo=_BatchMemo(caller),
         system_category=system_category,
+        skip_unchanged=skip_unchanged,
     )
+    if result.unchanged:
+        return result
     log.flush()
-    embeddings_schedule(entry_ids=[result.entry.id])  # after the commit, off the statement
+    if schedule_vectors:
+        embeddings_schedule(entry_ids=[result.entry.id])  # after the commit, off the statement
     metrics.count_upserts([result.created])
     return result
 
