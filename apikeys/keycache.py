@@ -110,7 +110,9 @@ def hear(notify: Any) -> None:
         ROWS.clear()
 
 
-LISTENER = Listener([CHANNEL], on_notify=hear, on_reset=ROWS.clear)  # used with DATABASE_LISTEN_URL only
+LISTENER = Listener(
+    [CHANNEL], on_notify=hear, on_reset=ROWS.clear, name="memoryplatform-keycache"
+)  # used with DATABASE_LISTEN_URL only
 
 
 def enabled() -> bool:

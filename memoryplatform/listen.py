@@ -46,6 +46,7 @@ KEEPALIVES: dict[str, Any] = {
     "keepalives_interval": 10,
     "keepalives_count": 3,
 }
+APPLICATION_NAME = "memoryplatform-listen"
 # Django's and psycopg's options that are not libpq connection parameters.
 NOT_LIBPQ = {
     "prepare_threshold",
@@ -70,24 +71,20 @@ def _default_params() -> dict[str, Any]:
     return params | {key: value for key, value in given.items() if value}
 
 
-def connect() -> psycopg.Connection[Any]:
-    """A direct autocommit connection: ``DATABASE_LISTEN_URL``, else the default database's settings."""
+def connect(*, name: str = APPLICATION_NAME) -> psycopg.Connection[Any]:
+    """A direct autocommit connection: ``DATABASE_LISTEN_URL``, else the default database's settings.
+    ``name`` is its application_name (pg_stat_activity shows who listens)."""
     url: str = settings.DATABASE_LISTEN_URL
     params = {} if url else _default_params()
     return psycopg.connect(
-        url,
-        autocommit=True,
-        application_name="memoryplatform-listen",
-        connect_timeout=10,
-        **KEEPALIVES,
-        **params,
+        url, autocommit=True, application_name=name, connect_timeout=10, **KEEPALIVES, **params
     )
 
 
 @contextlib.contextmanager
-def listening(*channels: str) -> Iterator[psycopg.Connection[Any]]:
-    """A direct connection that LISTENs on ``channels``; closed at the end of the block."""
-    with connect() as conn:
+def listening(*channels: str, name: str = APPLICATION_NAME) -> Iterator[psycopg.Connection[Any]]:
+    """A direct connection (:func:`connect`) that LISTENs on ``channels``; closed at the end of the block."""
+    with connect(name=name) as conn:
         for channel in channels:
             conn.execute(sql.SQL("LISTEN {channel}").format(channel=sql.Identifier(channel)))
         yield conn
@@ -103,7 +100,8 @@ def notifications(conn: psycopg.Connection[Any], *, timeout: float) -> list[psyc
 
 
 class Listener:
-    """One daemon thread per process holding a direct connection that LISTENs on ``channels``.
+    """One daemon thread per process holding a direct connection that LISTENs on ``channels`` (its
+    application_name ``name``).
 
     ``on_notify`` runs for every notification; ``on_reset`` whenever what was missed is unknown: when the
     connection has just opened (after its LISTEN) and when it drops. Both run under the listener's lock,
@@ -118,10 +116,11 @@ class Listener:
         *,
         on_notify: Callable[[psycopg.Notify], None],
         on_reset: Callable[[], None],
+        name: str = APPLICATION_NAME,
         retry_seconds: float = 1.0,
         heartbeat_seconds: float = 10.0,
     ) -> None:
-        self.channels = tuple(channels)
+        self.channels, self.name = tuple(channels), name
         self.on_notify, self.on_reset = on_notify, on_reset
         self.retry_seconds, self.heartbeat_seconds = retry_seconds, heartbeat_seconds
         self._forget_parent()
@@ -185,7 +184,7 @@ class Listener:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                with listening(*self.channels) as conn:
+                with listening(*self.channels, name=self.name) as conn:
                     with self._lock:
                         self._conn = conn
                         self.on_reset()  # changes made before the LISTEN were not heard

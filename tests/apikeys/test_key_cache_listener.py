@@ -18,15 +18,17 @@ from tests.helpers import assert_envelope, url_of_the_test_database
 from usermemory.models import AgentMemoryPolicy
 
 pytestmark = pytest.mark.django_db(transaction=True)
+NAME = "memoryplatform-keycache-test"  # not the process's own listener's (it may run, behind PgBouncer)
 
 
 @pytest.fixture
 def listener(settings, monkeypatch):
-    settings.DATABASE_LISTEN_URL = url_of_the_test_database()
+    settings.DATABASE_LISTEN_URL = settings.DATABASE_LISTEN_URL or url_of_the_test_database()  # direct
     fresh = listen.Listener(
         [keycache.CHANNEL],
         on_notify=keycache.hear,
         on_reset=keycache.ROWS.clear,
+        name=NAME,
         retry_seconds=0.1,
         heartbeat_seconds=0.2,
     )
@@ -56,8 +58,8 @@ def api(listener, agent_a_api):
 def _listener_backends() -> list[int]:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = 'memoryplatform-listen' "
-            "AND datname = current_database()"
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND datname = current_database()",
+            [NAME],
         )
         return [pid for (pid,) in cursor.fetchall()]
 
