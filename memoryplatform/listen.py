@@ -146,7 +146,8 @@ class Listener:
                 self._thread = thread
 
     def stop(self, *, timeout: float | None = None) -> None:
-        """End the thread and close its connection (within a heartbeat); wait for it at most ``timeout``."""
+        """End the thread and close its connection (within a heartbeat); wait for it at most ``timeout``.
+        A stopped listener stays stopped."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -191,6 +192,8 @@ class Listener:
                     self._serve(conn)
             except (psycopg.Error, OSError, ValueError) as exc:
                 logger.warning("LISTEN connection lost or refused (%s); retrying", str(exc).strip() or exc)
+            except Exception:  # e.g. the embedded server failing to start: keep trying, never die silently
+                logger.exception("LISTEN connection failed; retrying")
             finally:
                 with self._lock:
                     self._drop()

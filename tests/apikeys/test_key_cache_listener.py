@@ -128,7 +128,7 @@ def test_notifications_waits_for_the_first_and_takes_the_rest():
         ]
 
 
-def test_listening_connects_past_the_pooler(settings):
+def test_listening_connects_where_the_listen_url_says(settings):
     settings.DATABASE_LISTEN_URL = "postgres://nobody@127.0.0.1:1/none"
     with pytest.raises(psycopg.OperationalError), listen.listening("memoryplatform_test"):
         pass
