@@ -7,16 +7,38 @@ its rows, and stays true by listening:
 - Every change to a key, an agent or a memory policy notifies channel :data:`CHANNEL`. Triggers do it
   (migrations ``apikeys.0002`` and ``usermemory.0007``), whoever writes: the admin, the API, a shell, plain
   SQL. Recording a key's or an agent's last use is not a change.
-- Every connection LISTENs from the moment it opens, and a new connection empties the cache: it could not hear
-  what changed before it opened.
+- Without ``DATABASE_LISTEN_URL``, every connection LISTENs from the moment it opens, and a new connection
+  empties the cache: it could not hear what changed before it opened.
 - Before a request reads the cache, its connection takes the notifications already received, without waiting.
   Any notification on the channel empties the cache. The server sends them as the change commits, so a worker
   hears of it well before a client can send a request that follows it.
 - A change made through this process's models also empties the cache at once, and again when it commits.
 
+Behind a transaction-pooling PgBouncer, a LISTEN sent through the pool is heard by nobody in particular, so
+with ``DATABASE_LISTEN_URL`` set (a direct URL to PostgreSQL, past the pooler) the pooled connections do not
+LISTEN. Instead each process keeps one listening connection of its own, held by a thread
+(:class:`memoryplatform.listen.Listener`), and the guarantee stays the one above, for the same reason:
+
+- Before a request reads the cache, it takes, without waiting, the notifications already received on that
+  connection (under the listener's lock, so a drain the thread has begun finishes first). Waking a thread
+  would not be enough: between the thread's wake-up and its emptying the cache, a request could read it.
+  Polling a socket costs a system call, not a round trip.
+- PostgreSQL signals every listening session as the change commits, before the writer hears that it
+  committed; the listening session then writes the notification to its socket. What remains is that write's
+  latency (a process to schedule: 94-99 % of notifications are there before the writer hears its commit,
+  p99 36 µs, a rare 5 ms on a loaded machine; ``bench/notify_latency.py``) against the writer's response
+  reaching a client and that client's next request reaching this process (an HTTP round trip at the least).
+  tests/memoryplatform/test_pgbouncer.py sends that next request at once. Closing even that window would
+  take a round trip on every request, which is what the cache saves.
+- The thread drains the socket when it is idle (PostgreSQL keeps a notification queue until every listener
+  has read it) and sends a heartbeat, so a dead connection is noticed. While the connection is not open
+  (not yet, or lost) the cache is empty and not used: every request looks its key up. A reopened connection
+  empties it again, since what changed in between was not heard. A connection that dies without a word
+  (a network cut) is noticed by the heartbeat (10 s) or TCP keepalives; until then, so is nothing else.
+
 Only committed rows are kept: the cache is read and filled only outside a transaction. A key that is not found
 is never kept, and the presented key's digest is checked on every request. The cache is off with
-``API_KEY_CACHE=false``, which a transaction-pooling PgBouncer needs (LISTEN does not survive it).
+``API_KEY_CACHE=false``.
 
 Notifications are read with psycopg's public ``Connection.notifies()`` (psycopg 3.3 keeps those that arrive
 while a query runs, for the next call).
@@ -31,6 +53,9 @@ from django.db import DEFAULT_DB_ALIAS, connection, transaction
 from django.db.backends.signals import connection_created
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
+from prometheus_client import Counter
+
+from memoryplatform.listen import Listener
 
 CHANNEL = "memoryplatform_auth"
 
@@ -71,19 +96,44 @@ class KeyRows:
             self._rows = {}
 
 
+lookups = Counter(
+    "api_key_lookups",
+    "Presented API keys, by where their row came from: cache (kept in the process) or database (looked up).",
+    ["source"],
+)
 ROWS = KeyRows(max_entries=settings.API_KEY_CACHE_SIZE)
 _LISTENING: "weakref.WeakSet[Any]" = weakref.WeakSet()  # psycopg connections that LISTEN on the channel
+
+
+def hear(notify: Any) -> None:
+    """A notification on the listening connection: one on :data:`CHANNEL` empties the cache."""
+    if notify.channel == CHANNEL:
+        ROWS.clear()
+
+
+LISTENER = Listener(
+    [CHANNEL], on_notify=hear, on_reset=ROWS.clear, name="memoryplatform-keycache"
+)  # used with DATABASE_LISTEN_URL only
 
 
 def enabled() -> bool:
     return bool(settings.API_KEY_CACHE)
 
 
+def listens_apart() -> bool:
+    """Whether the notifications come on the process's own direct connection (``DATABASE_LISTEN_URL``)
+    rather than on each pooled Django connection."""
+    return bool(settings.DATABASE_LISTEN_URL)
+
+
 def usable() -> bool:
     """Whether this request may read and fill the cache: on, outside a transaction, and every notification
-    received on this thread's connection applied."""
+    already received applied (on this thread's connection, or on the process's listening connection)."""
     if not enabled() or connection.in_atomic_block:
         return False
+    if listens_apart():
+        LISTENER.start()
+        return LISTENER.poll()
     connection.ensure_connection()
     return _apply_notifications(connection.connection)
 
@@ -128,7 +178,7 @@ def _changed(sender: Any, **kwargs: Any) -> None:
 def listen(sender: Any, connection: Any, **kwargs: Any) -> None:
     """A new connection: empty the cache, LISTEN and hear notifications. Django opens connections in
     autocommit, so LISTEN holds at once; a connection opened otherwise never reads the cache."""
-    if connection.alias != DEFAULT_DB_ALIAS or not settings.API_KEY_CACHE:
+    if connection.alias != DEFAULT_DB_ALIAS or not settings.API_KEY_CACHE or listens_apart():
         return
     ROWS.clear()
     conn = connection.connection

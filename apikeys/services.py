@@ -220,9 +220,12 @@ def apikey_authenticate(*, raw_key: str) -> ApiKey:
     generation = keycache.ROWS.generation
     row = keycache.ROWS.get(parsed.prefix) if cached else None
     if row is None:
+        keycache.lookups.labels("database").inc()
         row = store.key_lookup(prefix=parsed.prefix)
         if row is not None and cached:
             keycache.ROWS.put(parsed.prefix, row, generation=generation)
+    else:
+        keycache.lookups.labels("cache").inc()
     key = _key_from_row(row) if row is not None else None
     if key is None or not digest_matches(parsed.digest, key.digest):
         raise KeyRefused("Invalid API key.")

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +80,35 @@ def text(rng: random.Random) -> str:
     return " ".join(words)[:high]
 
 
-def prepare(db_url: str) -> tuple[target.Target, str]:
-    db = target.resolve(db_url, name=DB_NAME)
+def upserts(rng: random.Random, *, users_of: str) -> Callable[[], tuple[str, str, Any, set[int]]]:
+    """HTTP upserts of new keys for the users ``{users_of}-user-N``, with :func:`text`'s values."""
+
+    def request() -> tuple[str, str, Any, set[int]]:
+        body = {
+            "userId": f"{users_of}-user-{rng.randrange(USERS)}",
+            "key": f"fact-{next(SEQ)}",
+            "value": text(rng),
+            "category": "fact",
+        }
+        return "PUT", "/usermemorystore/memories", body, {200, 201}
+
+    return request
+
+
+def round_arguments(doc: str | None) -> argparse.ArgumentParser:
+    """The arguments of a bench of servers in interleaved rounds: rounds, seconds, clients, database."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=4.0, help="per server and round")
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--db-url", default=os.environ.get("DATABASE_URL", ""))
+    return parser
+
+
+def prepare(db_url: str, *, name: str = DB_NAME, agent: str = AGENT) -> tuple[target.Target, str]:
+    """A fresh database ``name``, migrated, with ``agent`` (no write limits that a bench would meet) and its
+    key."""
+    db = target.resolve(db_url, name=name)
     target.create(db, reset=True)
     target.django_setup(db)
     from django.core.management import call_command
@@ -89,9 +117,9 @@ def prepare(db_url: str) -> tuple[target.Target, str]:
     from usermemory import services
 
     call_command("migrate", verbosity=0, interactive=False)
-    agent_create(agent_id=AGENT, display_name="write-cost bench")
-    services.policy_update(agent_id=AGENT, max_entries_per_user=100_000, max_writes_per_turn=100_000)
-    _, raw_key = apikey_create(role="agent", agent_id=AGENT, label="write-cost bench")
+    agent_create(agent_id=agent, display_name=f"{agent} bench")
+    services.policy_update(agent_id=agent, max_entries_per_user=100_000, max_writes_per_turn=100_000)
+    _, raw_key = apikey_create(role="agent", agent_id=agent, label=f"{agent} bench")
     return db, raw_key
 
 
@@ -142,13 +170,7 @@ def start_worker(db_url: str, redis_url: str, logfile: Path) -> subprocess.Popen
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=4.0, help="per server and round")
-    parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--db-url", default=os.environ.get("DATABASE_URL", ""))
+    parser = round_arguments(__doc__)
     parser.add_argument("--redis-url", default="", help="with it, the worker server too (a Redis of its own)")
     args = parser.parse_args(argv)
     db, key = prepare(args.db_url)
@@ -171,19 +193,9 @@ def main(argv: list[str] | None = None) -> int:
             args.rounds + 1
         ):  # round 0 warms each server up (the model's load) and counts not
             for name, server in servers.items():
-                rng = random.Random(f"{number}-{name}")
-
-                def request(rng: random.Random = rng, name: str = name) -> tuple[str, str, Any, set[int]]:
-                    body = {
-                        "userId": f"{name}-user-{rng.randrange(USERS)}",
-                        "key": f"fact-{next(SEQ)}",
-                        "value": text(rng),
-                        "category": "fact",
-                    }
-                    return "PUT", "/usermemorystore/memories", body, {200, 201}
-
+                requests = upserts(random.Random(f"{number}-{name}"), users_of=name)
                 phase = drive(
-                    server.door(key, request), n=10**9, concurrency=args.concurrency, seconds=args.seconds
+                    server.door(key, requests), n=10**9, concurrency=args.concurrency, seconds=args.seconds
                 )
                 if number:
                     latencies[name] += phase.latencies

@@ -189,3 +189,57 @@ def check_database(
             unknown_search_language=None if known else settings.SEARCH_LANGUAGE,
         )
     )
+
+
+POOLERS = ("pgbouncer",)
+
+
+@register()
+def check_pooler(app_configs: Any, **kwargs: Any) -> list[Error]:
+    """What a transaction-pooling PgBouncer (``DATABASE_POOLER``) needs: no prepared statements (PgBouncer
+    before 1.21 sends a statement prepared on one server session to another), and a direct
+    ``DATABASE_LISTEN_URL`` for the key cache's notifications. Connects to nothing."""
+    pooler: str = settings.DATABASE_POOLER
+    listen_url: str = settings.DATABASE_LISTEN_URL
+    problems = []
+    if listen_url and urlsplit(listen_url).scheme not in DATABASE_URL_SCHEMES:
+        problems.append(
+            Error(
+                "DATABASE_LISTEN_URL must be a postgres:// or postgresql:// URL.",
+                hint="Point it at PostgreSQL itself (not at the pooler), or unset it.",
+                id="memoryplatform.E023",
+            )
+        )
+    if not pooler:
+        return problems
+    if pooler not in POOLERS:
+        return [
+            *problems,
+            Error(
+                f"DATABASE_POOLER must be one of {', '.join(POOLERS)} or empty, not {pooler!r}.",
+                hint="Set it to pgbouncer for a PgBouncer in transaction mode; leave it empty otherwise.",
+                id="memoryplatform.E022",
+            ),
+        ]
+    if settings.PREPARED_STATEMENTS:
+        problems.append(
+            Error(
+                "PREPARED_STATEMENTS is on behind a transaction-pooling PgBouncer (DATABASE_POOLER): a "
+                "statement prepared on one server session would run on another ('prepared statement does "
+                "not exist').",
+                hint="Set PREPARED_STATEMENTS=false. With PgBouncer 1.21 or later and "
+                "max_prepared_statements set, they work: then silence this check (SILENCED_SYSTEM_CHECKS).",
+                id="memoryplatform.E020",
+            )
+        )
+    if settings.API_KEY_CACHE and not listen_url:
+        problems.append(
+            Error(
+                "API_KEY_CACHE is on behind a transaction-pooling PgBouncer without DATABASE_LISTEN_URL: the "
+                "cache's LISTEN would go through the pool, and revoked keys could keep working.",
+                hint="Set DATABASE_LISTEN_URL to a postgres:// URL of the same database straight to "
+                "PostgreSQL (past the pooler), or set API_KEY_CACHE=false.",
+                id="memoryplatform.E021",
+            )
+        )
+    return problems

@@ -139,13 +139,26 @@ else:
     from memoryplatform.embedded_db.server import connection_settings
 
     DATABASES = {"default": {"ENGINE": "memoryplatform.embedded_db", **connection_settings(DATA_DIR)}}
+# A transaction-pooling PgBouncer in front of DATABASE_URL: "pgbouncer", or empty (none, or a session-pooling
+# one, which behaves as a server). Each transaction may run on another server session, so nothing may outlive
+# a transaction on a connection: no server-side cursors (Django's iterator() reads in chunks otherwise), and
+# prepared statements off by default (PgBouncer 1.21 or later with max_prepared_statements can keep them).
+DATABASE_POOLER = env.str("DATABASE_POOLER", default="")
+if DATABASE_POOLER:
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+# A postgres:// URL of the same database, straight to PostgreSQL (past any pooler), for the connections that
+# LISTEN: each process's one listener (apikeys/keycache.py, memoryplatform/listen.py). Unset: every Django
+# connection LISTENs itself, which needs DATABASE_URL not to be a transaction pooler.
+DATABASE_LISTEN_URL = env.str("DATABASE_LISTEN_URL", default="")
+# System checks to silence, comma-separated (e.g. memoryplatform.E020 behind PgBouncer 1.21+ that prepares).
+SILENCED_SYSTEM_CHECKS = env.list("SILENCED_SYSTEM_CHECKS", default=[])
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 # Off by default: it costs a round trip on every request (a third of a recall's); see .env.example.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = _strict_bool("CONN_HEALTH_CHECKS", False)
 # Run the statements of every write (turn count, upsert) as prepared statements (usermemory.sql.write,
 # psycopg's prepare=True). Behind PgBouncer in transaction mode this needs PgBouncer 1.21 or later with
-# max_prepared_statements set; otherwise turn it off.
-PREPARED_STATEMENTS = _strict_bool("PREPARED_STATEMENTS", True)
+# max_prepared_statements set: off by default with DATABASE_POOLER (memoryplatform.E020 if turned on).
+PREPARED_STATEMENTS = _strict_bool("PREPARED_STATEMENTS", not DATABASE_POOLER)
 if PREPARED_STATEMENTS:
     # psycopg prepares only on a connection whose prepare_threshold is a number (Django's default, None, turns
     # preparing off). A threshold no statement reaches: only those run with prepare=True are prepared.
@@ -229,7 +242,8 @@ API_KEY_TOUCH_INTERVAL = env.int("API_KEY_TOUCH_INTERVAL", default=60)
 # by the next Dream cycle; its next request makes it active again.
 AGENT_IDLE_AFTER = env.int("AGENT_IDLE_AFTER", default=3600)
 # PostgreSQL: keep looked-up keys in each process, emptied by a notification on every change to a key, an
-# agent or a memory policy (apikeys/keycache.py). Turn off behind a transaction-pooling PgBouncer (no LISTEN).
+# agent or a memory policy (apikeys/keycache.py). Behind a transaction-pooling PgBouncer it needs
+# DATABASE_LISTEN_URL (memoryplatform.E021 otherwise).
 API_KEY_CACHE = _strict_bool("API_KEY_CACHE", True)
 API_KEY_CACHE_SIZE = env.int("API_KEY_CACHE_SIZE", default=10_000)
 

@@ -1,6 +1,7 @@
 """Role fixtures: one API client per role, each with a real key, so a permission boundary is one line."""
 
 from collections.abc import Callable
+from urllib.parse import quote, urlsplit
 
 import pytest
 from rest_framework.test import APIClient
@@ -76,6 +77,18 @@ def set_policy():
         return policy
 
     return _set
+
+
+@pytest.fixture(autouse=True)
+def _listen_on_the_test_database(settings):  # type: ignore[no-untyped-def]
+    """With DATABASE_LISTEN_URL (the suite behind PgBouncer, .ci/behind_pgbouncer.py), the process's listener
+    connects to the test database, whose name pytest-django chose, on the server that URL names."""
+    if settings.DATABASE_LISTEN_URL:
+        from django.db import connection
+
+        url = urlsplit(settings.DATABASE_LISTEN_URL)
+        name = quote(connection.settings_dict["NAME"])
+        settings.DATABASE_LISTEN_URL = url._replace(path=f"/{name}").geturl()
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,13 @@ test database's URL for subprocesses."""
 import contextlib
 import os
 import signal
+import socket
 import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -37,6 +43,52 @@ def stop_process_group(process: subprocess.Popen[Any], *, timeout: float = 20) -
         process.wait()
     with contextlib.suppress(ProcessLookupError):  # a worker that outlived its master is ended too
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def stop_process(process: subprocess.Popen[Any], *, timeout: float = 15) -> None:
+    """End a child process: SIGTERM, then SIGKILL."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def manage(env: dict[str, str], *args: str, cwd: Path | None = None) -> str:
+    """Run ``manage.py`` with ``args`` in a process of its own; its standard output (it must succeed)."""
+    result = subprocess.run(  # noqa: S603
+        [sys.executable, "manage.py", *args],
+        cwd=cwd or Path(__file__).resolve().parent.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+def wait_healthy(process: subprocess.Popen[Any], base: str, log_path: Path, *, seconds: float = 60) -> None:
+    """Wait until the server at ``base`` answers ``/healthz`` with 200; fail with its log if it exits."""
+    deadline = time.monotonic() + seconds
+    while True:
+        assert process.poll() is None, log_path.read_text()[-3000:]
+        try:
+            with urllib.request.urlopen(f"{base}/healthz", timeout=2) as response:  # noqa: S310
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        assert time.monotonic() < deadline, f"{base} did not answer /healthz in {seconds:.0f} s"
+        time.sleep(0.2)
 
 
 def url_of_the_test_database() -> str:

@@ -232,7 +232,11 @@ class MemoryEntryGroup(models.Model):
     group_id = models.CharField(max_length=64)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["entry", "group_id"], name="memory_group_unique")]
+        # user_id last: the entry leads, as the entry's foreign key needs (no index of its own), and the key
+        # holds user_id, as Citus needs of a unique key on a table distributed by it (docs/scaling.md).
+        constraints = [
+            models.UniqueConstraint(fields=["entry", "group_id", "user_id"], name="memory_group_unique")
+        ]
         indexes = [models.Index(fields=["user_id", "group_id"], name="memory_group_user_idx")]
 
     def __str__(self) -> str:

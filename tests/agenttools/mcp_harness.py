@@ -5,10 +5,8 @@ through tests/agenttools/conftest.py: both MCP test modules share one database a
 import json
 import os
 import secrets
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -28,6 +26,8 @@ from django.db import connection
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+
+from tests.helpers import free_port, stop_process, wait_healthy
 
 BASE_DIR = Path(settings.BASE_DIR)
 PYTHON = sys.executable
@@ -121,30 +121,10 @@ def mcp_env(tmp_path_factory, django_db_setup, django_db_blocker) -> Iterator[Mc
         _admin_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_for(server: subprocess.Popen, base: str, log_path: Path) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        assert server.poll() is None, log_path.read_text()[-3000:]
-        try:
-            with urllib.request.urlopen(f"{base}/healthz", timeout=2) as response:  # noqa: S310
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError):
-            pass
-        assert time.monotonic() < deadline, "the server did not answer /healthz in 30 s"
-        time.sleep(0.2)
-
-
 @contextmanager
 def _served(env: dict[str, str], argv: list[str], log_path: Path) -> Iterator[str]:
     """Run a server (``{port}`` in ``argv`` filled with a free port) until the block ends; yields its URL."""
-    port = _free_port()
+    port = free_port()
     with log_path.open("w") as log:
         server = subprocess.Popen(  # noqa: S603
             [arg.format(port=port) for arg in argv],
@@ -155,15 +135,10 @@ def _served(env: dict[str, str], argv: list[str], log_path: Path) -> Iterator[st
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_for(server, base, log_path)
+        wait_healthy(server, base, log_path, seconds=30)
         yield base
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server)
 
 
 @pytest.fixture(scope="package")

@@ -76,7 +76,13 @@ pg = [pytest.mark.django_db(transaction=True)]
 
 
 class TestOnPostgres:
+    """Every Django connection LISTENs (no DATABASE_LISTEN_URL; test_key_cache_listener.py has the other)."""
+
     pytestmark = pg
+
+    @pytest.fixture(autouse=True)
+    def _each_connection_listens(self, settings):
+        settings.DATABASE_LISTEN_URL = ""
 
     @pytest.fixture
     def api(self, agent_a_api):

@@ -29,7 +29,15 @@ def _argv(command: str | list[str]) -> list[str]:
 
 
 def test_compose_has_every_production_service(compose):
-    assert set(compose["services"]) == {"postgres", "redis", "web", "worker", "beat", "prometheus"}
+    assert set(compose["services"]) == {
+        "postgres",
+        "pgbouncer",
+        "redis",
+        "web",
+        "worker",
+        "beat",
+        "prometheus",
+    }
     for name in ("web", "worker", "beat"):
         service = compose["services"][name]
         assert service["build"] == "."
@@ -38,6 +46,19 @@ def test_compose_has_every_production_service(compose):
         assert env["REDIS_URL"].startswith("redis://redis:")
         assert "SECRET_KEY" in env and "DREAM_SCHEDULE" in env
     assert (ROOT / "Dockerfile").exists()
+
+
+def test_the_web_goes_through_pgbouncer_and_listens_past_it(compose):
+    """The web's DATABASE_URL is PgBouncer in transaction mode, declared (DATABASE_POOLER); its listen URL and
+    its migrations go straight to PostgreSQL, as do the worker and beat (session advisory locks)."""
+    assert compose["services"]["pgbouncer"]["environment"]["POOL_MODE"] == "transaction"
+    web = compose["services"]["web"]["environment"]
+    assert "@pgbouncer:" in web["DATABASE_URL"] and web["DATABASE_POOLER"] == "pgbouncer"
+    assert "@postgres:" in web["DATABASE_LISTEN_URL"]
+    assert "DATABASE_URL=$$DATABASE_LISTEN_URL" in compose["services"]["web"]["command"].split("migrate")[0]
+    for name in ("worker", "beat"):
+        assert "@postgres:" in compose["services"][name]["environment"]["DATABASE_URL"]
+        assert not compose["services"][name]["environment"].get("DATABASE_POOLER")
 
 
 def test_web_command_serves_the_asgi_app(compose):
