@@ -1,8 +1,9 @@
 """Entry vectors stored as ``halfvec`` (pgvector 0.7 or later: 16-bit floats, 2 bytes a dimension instead of
 4), converted in place: ``ALTER COLUMN embedding TYPE halfvec USING embedding::halfvec`` (Django's type change).
-Still no fixed dimension. The statement rewrites the table under an exclusive lock (about 1 s per 100k rows
-of 384 dimensions here, bench/RESULTS.md session 12); searches wait for it. Reversible: back to ``vector``,
-with the values as the halves held them. LoCoMo's quality moved by under 0.005 (session 12)."""
+Still no fixed dimension. The statement rewrites the table under an exclusive lock: 1.7 s for 100k rows of
+384 dimensions here (bench/RESULTS.md session 12), so minutes at 10M, while searches and vector writes wait.
+Reversible: back to ``vector``, with the values as the halves held them. LoCoMo's dev-half quality moved by
+at most 0.0005 (session 12)."""
 
 import pgvector.django.halfvec
 from django.db import migrations
