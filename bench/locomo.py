@@ -100,10 +100,13 @@ def load(path: Path) -> list[Conversation]:
 @dataclass
 class Score:
     """One system's answers: per question, whether an evidence turn is in the top k, the share of evidence
-    turns in the top 5, and the time the answer took."""
+    turns in the top 5, the reciprocal rank of the first evidence turn (MRR@10), and the time it took."""
 
     hits: dict[int, list[bool]] = field(default_factory=lambda: {k: [] for k in KS})
     recall5: list[float] = field(default_factory=list)
+    reciprocal_ranks: list[float] = field(
+        default_factory=list
+    )  # 1 / the first evidence turn's rank, 0 outside
     categories: list[int] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -112,6 +115,8 @@ class Score:
         for k in KS:
             self.hits[k].append(bool(question.evidence & set(ranked[:k])))
         self.recall5.append(len(question.evidence & set(ranked[:5])) / len(question.evidence))
+        first = next((i for i, key in enumerate(ranked[: max(KS)], 1) if key in question.evidence), None)
+        self.reciprocal_ranks.append(1 / first if first else 0.0)
         self.categories.append(question.category)
         self.latencies.append(seconds)
 
@@ -137,6 +142,7 @@ def _summary(score: Score, rows: Sequence[int]) -> dict[str, Any]:
         "hit@5": mean(score.hits[5]),
         "hit@10": mean(score.hits[10]),
         "recall@5": mean(score.recall5),
+        "mrr@10": mean(score.reciprocal_ranks),
     }
 
 

@@ -11,8 +11,10 @@ platform sees it current, not stale or missing). The search computes exact dista
 rows (no ANN index), so its cost depends on how many rows and their dimension, not on the vectors' values:
 the latencies measured on these vectors are those of real ones.
 
-The rows go in by binary COPY (pgvector's binary format: int16 dimension, int16 unused, float4 values, all
-big-endian), built with numpy a chunk at a time.
+The rows go in by binary COPY, built with numpy a chunk at a time, in the binary format of the column's
+type (read from the catalog, so a database still on ``vector`` loads too): pgvector's ``vector`` is int16
+dimension, int16 unused, then float4 values; ``halfvec`` (usermemory 0020) the same header, then IEEE 754
+binary16 values; all big-endian. numpy rounds to binary16 to nearest-even, as pgvector's own conversion does.
 """
 
 import hashlib
@@ -34,6 +36,20 @@ COPY_SQL = (
 )
 PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 CHUNK = 4096
+# The binary value of each pgvector type: numpy's dtype of one component (big-endian).
+COMPONENT_DTYPES = {"vector": ">f4", "halfvec": ">f2"}
+COLUMN_TYPE_SQL = """SELECT t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+    WHERE a.attrelid = %(table)s::regclass AND a.attname = 'embedding'"""
+
+
+def column_type(conn: psycopg.Connection) -> str:
+    """The pgvector type of the vector table's ``embedding`` column (``vector`` or ``halfvec``)."""
+    row = conn.execute(COLUMN_TYPE_SQL, {"table": EMBEDDING_TABLE}).fetchone()
+    if row is None or row[0] not in COMPONENT_DTYPES:
+        raise SystemExit(
+            f"{EMBEDDING_TABLE}.embedding is {row and row[0]!r}, not one of {sorted(COMPONENT_DTYPES)}"
+        )
+    return str(row[0])
 
 
 def word_vectors(
@@ -49,7 +65,7 @@ def word_vectors(
     return {w: i for i, w in enumerate(words)}, matrix
 
 
-def _row_dtype(model: bytes, dims: int) -> np.dtype:
+def _row_dtype(model: bytes, dims: int, component: str) -> np.dtype:
     return np.dtype(
         [
             ("nfields", ">i2"),
@@ -64,7 +80,7 @@ def _row_dtype(model: bytes, dims: int) -> np.dtype:
             ("vec_len", ">i4"),
             ("vec_dim", ">i2"),
             ("vec_unused", ">i2"),
-            ("vec", ">f4", (dims,)),
+            ("vec", component, (dims,)),
             ("ts_len", ">i4"),
             ("ts", ">i8"),
         ]
@@ -89,11 +105,14 @@ def copy_vectors(
     index: dict[str, int],
     matrix: np.ndarray,
     model: str,
+    vector_type: str = "halfvec",
 ) -> int:
-    """COPY one vector per memory (the normalised mean of its words' vectors); returns the rows written."""
+    """COPY one vector per memory (the normalised mean of its words' vectors) in the binary format of
+    ``vector_type``; returns the rows written."""
     dims = matrix.shape[1]
     model_bytes = model.encode()
-    dtype = _row_dtype(model_bytes, dims)
+    component = COMPONENT_DTYPES[vector_type]
+    dtype = _row_dtype(model_bytes, dims, component)
     now_us = int((datetime.now(UTC) - PG_EPOCH).total_seconds() * 1_000_000)
     written = 0
     with conn.cursor() as cur, cur.copy(COPY_SQL) as copy:
@@ -110,7 +129,7 @@ def copy_vectors(
             rows = np.zeros(len(chunk), dtype=dtype)
             rows["nfields"] = 6
             rows["id_len"], rows["model_len"], rows["dims_len"] = 8, len(model_bytes), 4
-            rows["hash_len"], rows["vec_len"], rows["ts_len"] = 64, 4 + 4 * dims, 8
+            rows["hash_len"], rows["vec_len"], rows["ts_len"] = 64, 4 + np.dtype(component).itemsize * dims, 8
             rows["id"] = [m.id for m in chunk]
             rows["model"] = model_bytes
             rows["dims"] = dims
@@ -145,6 +164,7 @@ def load_vectors(url: str, *, n_memories: int, n_users: int, n_agents: int) -> d
             index=index,
             matrix=matrix,
             model=embedder.model_id,
+            vector_type=column_type(conn),
         )
         conn.execute("SET session_replication_role = DEFAULT")
         timings["copy_vectors_s"] = time.perf_counter() - started

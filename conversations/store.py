@@ -87,7 +87,8 @@ _PENDING = sql.SQL("WITH {texts} SELECT id::text, text FROM pending ORDER BY id 
 _PENDING_COUNT = sql.SQL("WITH {texts} SELECT count(*) FROM pending").format(texts=_TEXTS)
 
 # Insert, or replace a vector of another model or text; not for a message gone since it was read (messages
-# are never edited, so a text read is never stale).
+# are never edited, so a text read is never stale). The literal is parsed as ``vector`` and stored as
+# ``halfvec`` (the assignment rounds each component to 16 bits; one beyond ±65504 is refused).
 _WRITE = sql.SQL(
     """INSERT INTO {embedding} AS v (message_id, model, dimensions, text_hash, embedding, embedded_at)
     SELECT n.id, %(model)s, %(dimensions)s, n.text_hash, n.vector::vector, %(now)s
@@ -205,7 +206,10 @@ _VISIBLE = """visible AS MATERIALIZED (
 _STORED_LEXEMES = "m.search_vector"
 _PARSED_LEXEMES = "conversations_message_document(%(config)s::regconfig, m.content)"
 
-# Exact cosine similarity over the candidates with a vector of the current model.
+# Exact cosine similarity over the candidates with a vector of the current model. The query's literal is typed
+# ``vector``: against the ``halfvec`` column pgvector converts it once (its implicit cast, folded into a
+# constant at planning), so the distance is computed over the stored halves; the same statement reads a
+# ``vector`` column at full precision, which is how bench/vector_storage.py measures both.
 _SEMANTIC = """sem AS (
     SELECT v.id, (1 - (e.embedding <=> %(vector)s::vector))::float8 AS score
     FROM visible v JOIN {embedding} e ON e.message_id = v.id AND e.model = %(model)s

@@ -1,5 +1,6 @@
 """System checks for configuration that is wrong but would otherwise fail late."""
 
+import re
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -16,6 +17,7 @@ from memoryplatform.rerank import RerankerError, build_reranker
 from usermemory.sql.search import STORED_CONFIG
 
 MIN_SERVER_VERSION_NUM = 150000  # PostgreSQL 15
+MIN_PGVECTOR = (0, 7, 0)  # halfvec, the type of the vector tables (usermemory 0020, conversations 0005)
 DATABASE_URL_SCHEMES = ("postgres", "postgresql")
 EMBEDDED_HINT = "or unset DATABASE_URL to use the embedded PostgreSQL (with pgvector) in DATA_DIR"
 
@@ -117,12 +119,50 @@ def check_database_url(app_configs: Any, **kwargs: Any) -> list[Error]:
     ]
 
 
+def _version_tuple(version: str) -> tuple[int, ...]:
+    """``"0.8.6"`` -> ``(0, 8, 6)``; ``"0.7.0-dev"`` -> ``(0, 7, 0)``."""
+    return tuple(int(n) for n in re.findall(r"\d+", version)[:3])
+
+
+def pgvector_problem(*, server: str, available: str | None, installed: str | None) -> Error | None:
+    """What is wrong with pgvector on the PostgreSQL ``server`` (its version), given the version ``CREATE
+    EXTENSION vector`` would install (``None``: the server has none) and the version installed in this
+    database (``None``: not created yet)."""
+    minimum = ".".join(map(str, MIN_PGVECTOR))
+    if available is None and installed is None:
+        return Error(
+            f"The PostgreSQL {server} server has no 'vector' extension available (pg_available_extensions).",
+            hint="Install pgvector on the server (e.g. the postgresql-NN-pgvector package, or an image "
+            f"with pgvector such as pgvector/pgvector), {EMBEDDED_HINT}.",
+            id="memoryplatform.E003",
+        )
+    version = installed or available or ""
+    if _version_tuple(version) >= MIN_PGVECTOR:
+        return None
+    updatable = installed is not None and available is not None and _version_tuple(available) >= MIN_PGVECTOR
+    where = "installed in this database" if installed else f"the PostgreSQL {server} server's"
+    return Error(
+        f"pgvector {version} is {where}; memoryplatform stores vectors as halfvec, which needs pgvector "
+        f"{minimum} or later.",
+        hint=f"Run ALTER EXTENSION vector UPDATE (the server has {available})."
+        if updatable
+        else f"Upgrade pgvector on the server to {minimum} or later, {EMBEDDED_HINT}.",
+        id="memoryplatform.E013",
+    )
+
+
 def server_problems(
-    *, version_num: int, version: str, extensions: Sequence[str], unknown_search_language: str | None = None
+    *,
+    version_num: int,
+    version: str,
+    vector_available: str | None,
+    vector_installed: str | None = None,
+    unknown_search_language: str | None = None,
 ) -> list[Error]:
-    """What is wrong with a server of this version with these available extensions, whose text search
-    configurations lack ``unknown_search_language`` when that is given (a pure function of the facts, so every
-    branch is testable without such a server)."""
+    """What is wrong with a server of this version with pgvector at these versions (available: what
+    ``CREATE EXTENSION`` would install; installed: in this database), whose text search configurations lack
+    ``unknown_search_language`` when that is given (a pure function of the facts, so every branch is testable
+    without such a server)."""
     problems = []
     if unknown_search_language:
         problems.append(
@@ -143,16 +183,9 @@ def server_problems(
                 id="memoryplatform.E002",
             )
         )
-    if "vector" not in extensions:
-        problems.append(
-            Error(
-                f"The PostgreSQL {version} server has no 'vector' extension available "
-                "(pg_available_extensions).",
-                hint="Install pgvector on the server (e.g. the postgresql-NN-pgvector package, or an image "
-                f"with pgvector such as pgvector/pgvector), {EMBEDDED_HINT}.",
-                id="memoryplatform.E003",
-            )
-        )
+    vector = pgvector_problem(server=version, available=vector_available, installed=vector_installed)
+    if vector is not None:
+        problems.append(vector)
     return problems
 
 
@@ -160,7 +193,7 @@ def server_problems(
 def check_database(
     app_configs: Any, databases: Sequence[str] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
-    """The database is PostgreSQL 15 or later with ``vector`` available. Runs on ``migrate``,
+    """The database is PostgreSQL 15 or later with ``vector`` 0.7.0 or later available. Runs on ``migrate``,
     ``check --database default`` and at ``serve``'s start (it connects, so not on every command)."""
     if not databases or DEFAULT_DB_ALIAS not in databases:
         return []
@@ -178,14 +211,14 @@ def check_database(
                 id="memoryplatform.E004",
             )
         ]
-    extensions = ["vector"] if facts.vector_available else []
     # usermemory's migration 0011 creates the default configuration: before it has run, it is not missing.
     known = facts.search_language_known or settings.SEARCH_LANGUAGE == STORED_CONFIG
     return list(
         server_problems(
             version_num=facts.version_num,
             version=facts.version,
-            extensions=extensions,
+            vector_available=facts.vector_available,
+            vector_installed=facts.vector_installed,
             unknown_search_language=None if known else settings.SEARCH_LANGUAGE,
         )
     )

@@ -150,21 +150,24 @@ def distinct_estimate(*, table: str, column: str, using: str = DEFAULT_DB_ALIAS)
 class ServerFacts(NamedTuple):
     version_num: int  # server_version_num, e.g. 150004 for 15.4
     version: str  # server_version, as the server spells it
-    vector_available: bool  # pgvector is installed on the server (CREATE EXTENSION vector would work)
+    vector_available: str | None  # pgvector's version CREATE EXTENSION would install (None: none)
+    vector_installed: str | None  # pgvector's version in this database (None: not created yet)
     search_language_known: bool  # the server has a text search configuration of SEARCH_LANGUAGE's name
 
 
 _SERVER_FACTS = sql.SQL(
     """SELECT current_setting('server_version_num')::int,
         current_setting('server_version'),
-        EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = %(extension)s),
-        EXISTS (SELECT 1 FROM pg_ts_config WHERE cfgname = split_part(%(config)s, '.', -1))"""
+        EXISTS (SELECT 1 FROM pg_ts_config WHERE cfgname = split_part(%(config)s, '.', -1)),
+        (SELECT default_version FROM pg_available_extensions WHERE name = %(extension)s),
+        (SELECT extversion FROM pg_extension WHERE extname = %(extension)s)"""
 )
 
 
 def server_facts(*, search_language: str, using: str = DEFAULT_DB_ALIAS) -> ServerFacts:
-    """What the database system check decides on: the server's version, whether ``vector`` is available, and
-    whether a text search configuration named ``search_language`` (optionally schema-qualified) exists."""
+    """What the database system check decides on: the server's version, the versions of ``vector`` available
+    and installed, and whether a text search configuration named ``search_language`` (optionally
+    schema-qualified) exists."""
     with connections[using].cursor() as cursor:
         cursor.execute(_SERVER_FACTS, {"extension": "vector", "config": search_language})
         row = cursor.fetchone()
@@ -173,6 +176,7 @@ def server_facts(*, search_language: str, using: str = DEFAULT_DB_ALIAS) -> Serv
     return ServerFacts(
         version_num=int(row[0]),
         version=str(row[1]),
-        vector_available=bool(row[2]),
-        search_language_known=bool(row[3]),
+        search_language_known=bool(row[2]),
+        vector_available=row[3],
+        vector_installed=row[4],
     )

@@ -6,7 +6,7 @@ from django.contrib.postgres.search import SearchVector
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import MD5, Now
-from pgvector.django import VectorField
+from pgvector.django import HalfVectorField
 
 from apikeys.models import Agent
 
@@ -438,16 +438,17 @@ class StoredEmbedding(models.Model):
     ``model`` and ``dimensions`` say which embedder made it: a vector of another model than the configured one
     is stale, and ``manage.py embed --missing`` replaces it. ``text_hash`` is the SHA-256 (hex) of the text
     embedded, so a changed text is found stale by SQL alone. ``embedding`` has no fixed dimension, so a change
-    of model needs no migration. No ANN index: a search computes exact distances over one user's visible rows,
-    which an index on the whole table would not serve (it filters after the approximate scan).
-    A concrete subclass adds the owner as its primary key (cascade on delete); conversation messages get a
-    ``MessageEmbedding`` of the same shape.
+    of model needs no migration; it is a ``halfvec`` (16-bit floats: half the bytes of ``vector``, LoCoMo's
+    quality unchanged within 0.005, bench/RESULTS.md session 12). No ANN index: a search computes exact
+    distances over one user's visible rows, which an index on the whole table would not serve (it filters
+    after the approximate scan). A concrete subclass adds the owner as its primary key (cascade on delete);
+    conversation messages get a ``MessageEmbedding`` of the same shape.
     """
 
     model = models.CharField(max_length=200)
     dimensions = models.PositiveIntegerField()
     text_hash = models.CharField(max_length=64)
-    embedding = VectorField()
+    embedding = HalfVectorField()
     embedded_at = models.DateTimeField()
 
     class Meta:

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 
 import psycopg
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 from prometheus_client import Gauge, Histogram
 
+from memoryplatform import listen
 from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
 from memoryplatform.embeddings.jobs import VectorKind, compute, registered
 from memoryplatform.embeddings.store import queue_back_off, queue_backlog, queue_claim, queue_done
@@ -130,11 +131,8 @@ def report_backlog() -> None:
 
 
 def listen_connection() -> psycopg.Connection:
-    """A connection of its own that LISTENs on :data:`CHANNEL` (autocommit, never pooled)."""
-    params = connection.get_connection_params()
-    params.pop("cursor_factory", None)
-    params.pop("context", None)
-    listener = psycopg.connect(**params, autocommit=True)
+    """A connection of its own, past any pooler (memoryplatform.listen), that LISTENs on :data:`CHANNEL`."""
+    listener = listen.connect(name="memoryplatform-vectors")
     listener.execute(f"LISTEN {CHANNEL}")
     return listener
 
@@ -161,9 +159,8 @@ def follow(*, should_stop: Callable[[], bool], poll_seconds: float | None = None
                 time.sleep(min(settings.EMBEDDINGS_RETRY_SECONDS, poll))
                 continue
             connection.close()  # no idle connection held while waiting
-            for _ in listener.notifies(timeout=poll, stop_after=1):
-                pass
-        except (psycopg.Error, EmbedderError, OSError) as exc:
+            listen.notifications(listener, timeout=poll)
+        except (psycopg.Error, DatabaseError, EmbedderError, OSError) as exc:
             logger.warning("The vector consumer paused: %s: %s", type(exc).__name__, exc)
             if listener is not None:
                 listener.close()

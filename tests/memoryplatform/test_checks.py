@@ -1,5 +1,6 @@
 """The system checks on the database: DATABASE_URL names PostgreSQL, and the server is PostgreSQL 15 or later
-with the vector extension available; every failure is a check error with a hint, never a traceback."""
+with the vector extension 0.7.0 or later (halfvec) available; every failure is a check error with a hint,
+never a traceback."""
 
 import os
 import subprocess
@@ -38,27 +39,61 @@ def test_a_database_url_that_is_not_postgresql_is_an_error_with_a_hint(url):
 
 
 def test_a_current_server_with_vector_has_no_problem():
-    assert server_problems(version_num=180001, version="18.1", extensions=["plpgsql", "vector"]) == []
-    assert server_problems(version_num=150000, version="15.0", extensions=["vector"]) == []
+    assert server_problems(version_num=180001, version="18.1", vector_available="0.8.6") == []
+    assert server_problems(version_num=150000, version="15.0", vector_available="0.7.0") == []
+    assert (
+        server_problems(
+            version_num=150000, version="15.0", vector_available="0.7.0", vector_installed="0.7.0"
+        )
+        == []
+    )
 
 
 def test_a_server_older_than_15_is_an_error_naming_its_version():
-    (error,) = server_problems(version_num=140011, version="14.11", extensions=["vector"])
+    (error,) = server_problems(version_num=140011, version="14.11", vector_available="0.8.0")
     assert error.id == "memoryplatform.E002"
     assert "14.11" in error.msg and "15 or later" in error.msg
     assert "unset DATABASE_URL" in error.hint
 
 
 def test_a_server_without_vector_is_an_error_saying_to_install_pgvector():
-    (error,) = server_problems(version_num=150020, version="15.20", extensions=["plpgsql"])
+    (error,) = server_problems(version_num=150020, version="15.20", vector_available=None)
     assert error.id == "memoryplatform.E003"
     assert "'vector'" in error.msg and "15.20" in error.msg
     assert "pgvector" in error.hint
 
 
 def test_an_old_server_without_vector_gets_both_errors():
-    problems = server_problems(version_num=130000, version="13.0", extensions=[])
+    problems = server_problems(version_num=130000, version="13.0", vector_available=None)
     assert _ids(problems) == {"memoryplatform.E002", "memoryplatform.E003"}
+
+
+def test_a_pgvector_without_halfvec_is_an_error_saying_to_upgrade_it():
+    (error,) = server_problems(version_num=160004, version="16.4", vector_available="0.6.2")
+    assert error.id == "memoryplatform.E013"
+    assert "pgvector 0.6.2" in error.msg and "16.4" in error.msg and "0.7.0 or later" in error.msg
+    assert "Upgrade pgvector" in error.hint
+
+
+def test_an_old_pgvector_created_in_the_database_is_an_error_saying_to_update_the_extension():
+    # The server has 0.8 but this database still has the 0.5 it was created with: halfvec is missing here.
+    (error,) = server_problems(
+        version_num=160004, version="16.4", vector_available="0.8.0", vector_installed="0.5.1"
+    )
+    assert error.id == "memoryplatform.E013"
+    assert "pgvector 0.5.1 is installed in this database" in error.msg
+    assert "ALTER EXTENSION vector UPDATE" in error.hint
+    # Nothing newer on the server: the extension cannot be updated in place.
+    (error,) = server_problems(
+        version_num=160004, version="16.4", vector_available="0.6.0", vector_installed="0.6.0"
+    )
+    assert "Upgrade pgvector" in error.hint
+
+
+def test_a_development_pgvector_is_read_by_its_numbers():
+    assert server_problems(version_num=170000, version="17.0", vector_available="0.7.0-dev") == []
+    (error,) = server_problems(version_num=170000, version="17.0", vector_available="0.6.10")
+    assert error.id == "memoryplatform.E013"
 
 
 @pytest.mark.parametrize(

@@ -175,6 +175,23 @@ def test_a_down_embedder_never_fails_a_write_and_embed_missing_fills_it_later(ag
         assert len(script.requests) == 1
 
 
+def test_a_vector_is_stored_at_half_precision_and_read_back_within_its_rounding(agent_a_api, put):
+    # Components that 16 bits cannot hold exactly: each comes back as the nearest half (numpy's float16, the
+    # same rounding), within half precision's relative step of 2**-11 of what the embedder gave.
+    given = [0.1, -0.2, 1 / 3, 0.9, 0.001, -0.75]
+    remote = {"EMBEDDINGS_PROVIDER": "openai", "EMBEDDINGS_MODEL": "halves", "EMBEDDINGS_DIMENSIONS": 0}
+    script = Script(vectors={"pet: a cat called Miso": given})
+    entry = put(agent_a_api, userId=U, key="pet", value="a cat called Miso").json()  # no commit: no hook ran
+    with embedding_server(script), override_settings(**remote, EMBEDDINGS_URL=script.url):
+        get_embedder.cache_clear()
+        call_command("embed", "--missing", "--no-progress")
+    stored = list(_vector(entry["id"]).embedding)
+    halves = [float(np.float16(np.float32(x))) for x in given]  # parsed as float4, then halved
+    assert stored == pytest.approx(halves, rel=1e-7)  # read back as text: the half's shortest digits
+    assert stored != pytest.approx(given, rel=1e-6)  # not the float4 the embedder's values would have kept
+    assert stored == pytest.approx(given, rel=2**-11)
+
+
 def test_a_change_of_model_is_re_embedded_by_embed_missing(
     agent_a_api, put, django_capture_on_commit_callbacks
 ):

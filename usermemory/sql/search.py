@@ -204,7 +204,10 @@ _VISIBLE = """visible AS MATERIALIZED (
 _STORED_LEXEMES = ", search_vector AS vec"
 _PARSED_LEXEMES = ", to_tsvector(%(config)s::regconfig, key || ' ' || value_text) AS vec"
 
-# Exact cosine similarity over the candidates with a vector of the current model.
+# Exact cosine similarity over the candidates with a vector of the current model. The query's literal is typed
+# ``vector``: against the ``halfvec`` column pgvector converts it once (its implicit cast, folded into a
+# constant at planning), so the distance is computed over the stored halves; the same statement reads a
+# ``vector`` column at full precision, which is how bench/vector_storage.py measures both.
 _SEMANTIC = """sem AS (
     SELECT v.id, (1 - (e.embedding <=> %(vector)s::vector))::float8 AS score
     FROM visible v JOIN {embedding} e ON e.entry_id = v.id AND e.model = %(model)s

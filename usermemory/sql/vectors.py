@@ -34,6 +34,8 @@ _PENDING_COUNT = sql.SQL(
 ).format(entry=ENTRY, embedding=EMBEDDING, pending=_PENDING_WHERE)
 
 # Insert, or replace a vector of another model or text; not for an entry gone or whose text changed since.
+# The literal is parsed as ``vector`` and stored as ``halfvec`` (the assignment rounds each component to 16
+# bits; one beyond ±65504 is refused).
 _WRITE = sql.SQL(
     """INSERT INTO {embedding} AS v (entry_id, model, dimensions, text_hash, embedding, embedded_at)
     SELECT n.id, %(model)s, %(dimensions)s, n.text_hash, n.vector::vector, %(now)s
