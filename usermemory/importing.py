@@ -1,7 +1,8 @@
 """Imports: memories read from a file, written through the same service as a REST upsert
 (:func:`usermemory.upsert.memory_upsert`), each line as the agent it names.
 
-What a line means (our own format, mem0's) is :mod:`usermemory.importlines`'s; this module runs the lines:
+What a line means (our own format, mem0's) is :mod:`usermemory.management.importlines`'s; this module runs
+the lines:
 
 - **Who writes.** Each line is written as the agent it names (``sourceAgentId``, or mem0's ``agent_id``),
   found by its id or, failing that, by its display name when exactly one agent has it; a line naming none is

@@ -4,9 +4,12 @@ estimates where a count would scan the table, exact counts where an index bounds
 from typing import Any
 
 from django.db.models import Count
+from django.utils import timezone
 
 from memoryplatform import store
-from usermemory.models import EntryEmbedding, MemoryEntry
+from memoryplatform.embeddings.store import queue_backlog
+from usermemory.embedding import ENTRIES
+from usermemory.models import MemoryEntry
 
 EXACT_BELOW = 10_000  # a table the planner says is smaller (or never analysed) is counted, up to this
 
@@ -22,21 +25,25 @@ def _rows(model: Any) -> tuple[int, bool]:
 
 def memory_overview() -> dict[str, Any]:
     """Entries, users, open conflicts (sets of a user and key: the partial index ``memory_conflicted_idx``
-    holds only flagged rows) and embeddings pending (entries without a vector, from the two tables' rows;
-    a vector of an old model or text is not counted: ``manage.py embed --missing`` finds those)."""
+    holds only flagged rows) and embeddings pending: the entries the vector queue holds, and how long the
+    oldest has waited (seconds; a vector of an old model is not counted: ``manage.py embed --missing`` finds
+    those)."""
     entries, exact = _rows(MemoryEntry)
     if exact:
         users = MemoryEntry.objects.values("user_id").distinct().count()
     else:
         table = MemoryEntry._meta.db_table
         users = store.distinct_estimate(table=table, column="user_id") or 0
-    vectors, vectors_exact = _rows(EntryEmbedding)
+    backlog = queue_backlog(queue=ENTRIES.queue)
     flagged = MemoryEntry.objects.filter(conflicted=True)
     return {
         "entries": entries,
         "users": users,
-        "exact": exact and vectors_exact,
+        "exact": exact,
         "conflictedEntries": flagged.count(),
         "conflictKeys": flagged.values("user_id", "key").annotate(n=Count("id")).count(),
-        "embeddingsPending": max(entries - vectors, 0),
+        "embeddingsPending": backlog.pending,
+        "embeddingsOldestSeconds": (
+            max(int((timezone.now() - backlog.oldest).total_seconds()), 0) if backlog.oldest else None
+        ),
     }

@@ -11,23 +11,26 @@ FOREIGN_KEY = (
     "FOREIGN KEY (message_id) REFERENCES conversations_message (id) ON DELETE CASCADE"
 )
 
-# Queue a history or case-log message as it is written (messages are append-only), in the write's own
-# transaction, and wake the consumers as it commits. The memory channel gets no vector (conversations.store).
+# Queue the history and case-log messages a statement writes (messages are append-only), in the write's own
+# transaction, and wake the consumers as it commits: one statement-level trigger over the statement's new rows.
+# The memory channel gets no vector (conversations.store).
 QUEUE_FUNCTION = """
-CREATE FUNCTION conversations_queue_vector() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION conversations_queue_vectors() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO conversations_pendingmessagevector (message_id, queued_at, not_before)
-    VALUES (NEW.id, clock_timestamp(), NULL)
+    SELECT id, clock_timestamp(), NULL FROM new_messages WHERE channel IN ('history', 'summary')
     ON CONFLICT (message_id) DO UPDATE SET queued_at = EXCLUDED.queued_at, not_before = NULL;
-    PERFORM pg_notify('memoryplatform_vectors', TG_TABLE_NAME);
+    IF FOUND THEN
+        PERFORM pg_notify('memoryplatform_vectors', TG_TABLE_NAME);
+    END IF;
     RETURN NULL;
 END
 $$
 """
 
 TRIGGER = (
-    "CREATE TRIGGER conversations_message_queue_vector AFTER INSERT ON conversations_message FOR EACH ROW "
-    "WHEN (NEW.channel IN ('history', 'summary')) EXECUTE FUNCTION conversations_queue_vector()"
+    "CREATE TRIGGER conversations_message_queue_vector AFTER INSERT ON conversations_message "
+    "REFERENCING NEW TABLE AS new_messages FOR EACH STATEMENT EXECUTE FUNCTION conversations_queue_vectors()"
 )
 
 BACKFILL = (
@@ -38,7 +41,7 @@ BACKFILL = (
 
 DROP = [
     "DROP TRIGGER IF EXISTS conversations_message_queue_vector ON conversations_message",
-    "DROP FUNCTION IF EXISTS conversations_queue_vector()",
+    "DROP FUNCTION IF EXISTS conversations_queue_vectors()",
 ]
 
 

@@ -28,7 +28,7 @@ from django.utils import timezone
 from prometheus_client import Counter, Gauge
 
 from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
-from memoryplatform.embeddings.store import QueueTable
+from memoryplatform.embeddings.store import QueueTable, queue_clock, queue_forget
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 
 logger = logging.getLogger(__name__)
@@ -189,9 +189,13 @@ def _embed_short_now(kind: VectorKind, ids: list[TextId]) -> None:
         embedder = get_embedder()
         if embedder is None:
             return
+        read_at = queue_clock()  # the triggers' clock, not this host's
         pending = kind.pending(model=embedder.model_id, ids=ids, after=None, limit=len(ids))
         short = [p for p in pending if len(p.text) <= settings.EMBEDDINGS_INLINE_MAX_CHARS]
         compute(kind=kind, embedder=embedder, pending=short)
+        done = {p.id for p in short} | {i for i in ids if i not in {p.id for p in pending}}
+        if done:  # embedded here, or current already: the consumer has nothing to do for them
+            queue_forget(queue=kind.queue, ids=list(done), before=read_at)
     except Exception as exc:  # a committed write is never failed by its vector; the consumer has it queued
         kind.failures.inc(len(ids))
         logger.warning("Embedding %d %s failed: %s: %s", len(ids), kind.name, type(exc).__name__, exc)

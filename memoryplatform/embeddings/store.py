@@ -53,6 +53,8 @@ _BACK_OFF = """UPDATE {table} q SET not_before = now() + make_interval(secs => %
     FROM unnest(%(ids)s::{id_type}[], %(queued)s::timestamptz[]) AS d(id, queued_at)
     WHERE q.{column} = d.id AND q.queued_at = d.queued_at"""
 
+_FORGET = """DELETE FROM {table} WHERE {column} = ANY(%(ids)s::{id_type}[]) AND queued_at <= %(before)s"""
+
 _BACKLOG = "SELECT count(*), min(queued_at) FROM {table}"
 
 
@@ -89,6 +91,21 @@ def _by_claim(template: str, queue: QueueTable, claimed: list[Claimed], params: 
     values = {**params, "ids": [c.id for c in claimed], "queued": [c.queued_at for c in claimed]}
     with connection.cursor() as cursor:
         cursor.execute(_statement(template, queue), values)
+        return cursor.rowcount
+
+
+def queue_clock() -> datetime:
+    """The database's clock (what the queue's triggers stamp ``queued_at`` with)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT clock_timestamp()")
+        return cursor.fetchone()[0]
+
+
+def queue_forget(*, queue: QueueTable, ids: list[Any], before: datetime) -> int:
+    """Remove these texts' rows queued at or before ``before`` (their vectors were computed from a read made
+    after it: the request's own inline embedding); a row queued later stays."""
+    with connection.cursor() as cursor:
+        cursor.execute(_statement(_FORGET, queue), {"ids": ids, "before": before})
         return cursor.rowcount
 
 

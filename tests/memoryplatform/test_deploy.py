@@ -35,9 +35,11 @@ def test_compose_has_every_production_service(compose):
         "redis",
         "web",
         "worker",
+        "embedder",
         "beat",
         "prometheus",
     }
+    assert _argv(compose["services"]["embedder"]["command"])[-3:] == ["manage.py", "embed", "--follow"]
     for name in ("web", "worker", "beat"):
         service = compose["services"][name]
         assert service["build"] == "."
@@ -104,10 +106,10 @@ def test_celery_commands_name_real_entry_points(compose, service):
     assert result.returncode == 0, result.stderr
 
 
-def test_prometheus_scrapes_web_and_worker(compose):
+def test_prometheus_scrapes_web_worker_and_embedder(compose):
     config = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
     targets = {t for job in config["scrape_configs"] for c in job["static_configs"] for t in c["targets"]}
-    assert targets == {"web:8000", "worker:9100"}
+    assert targets == {"web:8000", "worker:9100", "embedder:9101"}
     web_job = next(job for job in config["scrape_configs"] if job["job_name"] == "memoryplatform-web")
     assert web_job["authorization"]["type"] == "Bearer"
     assert compose["services"]["worker"]["environment"]["WORKER_METRICS_PORT"] == "9100"

@@ -12,10 +12,27 @@ FOREIGN_KEY = (
     "FOREIGN KEY (entry_id) REFERENCES usermemory_memoryentry (id) ON DELETE CASCADE"
 )
 
-# Queue an entry as it is written or its embedded text ("key: value_text") changes, in the write's own
-# transaction, and wake the consumers as it commits (pg_notify is transactional; repeats are merged). The
-# time is the clock's, not the transaction's: a consumer removes a row only if it was not queued again since.
-QUEUE_FUNCTION = """
+# Queue entries as they are written or their embedded text ("key: value_text") changes, in the write's own
+# transaction, and wake the consumers as it commits (pg_notify is transactional; repeats are merged). New rows
+# by one statement-level trigger over the statement's new rows (a bulk insert pays once, not per row); changed
+# ones by a row trigger whose WHEN, checked without calling the function, skips every other update (recall's
+# access stamps). The time is the clock's, not the transaction's: a consumer removes a row only if it was not
+# queued again since.
+QUEUE_FUNCTIONS = [
+    """
+CREATE FUNCTION usermemory_queue_new_vectors() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO usermemory_pendingentryvector (entry_id, queued_at, not_before)
+    SELECT id, clock_timestamp(), NULL FROM new_entries
+    ON CONFLICT (entry_id) DO UPDATE SET queued_at = EXCLUDED.queued_at, not_before = NULL;
+    IF FOUND THEN
+        PERFORM pg_notify('memoryplatform_vectors', TG_TABLE_NAME);
+    END IF;
+    RETURN NULL;
+END
+$$
+""",
+    """
 CREATE FUNCTION usermemory_queue_vector() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO usermemory_pendingentryvector (entry_id, queued_at, not_before)
@@ -25,11 +42,12 @@ BEGIN
     RETURN NULL;
 END
 $$
-"""
+""",
+]
 
 TRIGGERS = [
     "CREATE TRIGGER usermemory_memoryentry_queue_vector_new AFTER INSERT ON usermemory_memoryentry "
-    "FOR EACH ROW EXECUTE FUNCTION usermemory_queue_vector()",
+    "REFERENCING NEW TABLE AS new_entries FOR EACH STATEMENT EXECUTE FUNCTION usermemory_queue_new_vectors()",
     "CREATE TRIGGER usermemory_memoryentry_queue_vector_changed AFTER UPDATE OF key, value_text "
     "ON usermemory_memoryentry FOR EACH ROW "
     "WHEN (OLD.key IS DISTINCT FROM NEW.key OR OLD.value_text IS DISTINCT FROM NEW.value_text) "
@@ -48,6 +66,7 @@ DROP = [
     "DROP TRIGGER IF EXISTS usermemory_memoryentry_queue_vector_new ON usermemory_memoryentry",
     "DROP TRIGGER IF EXISTS usermemory_memoryentry_queue_vector_changed ON usermemory_memoryentry",
     "DROP FUNCTION IF EXISTS usermemory_queue_vector()",
+    "DROP FUNCTION IF EXISTS usermemory_queue_new_vectors()",
 ]
 
 
@@ -70,6 +89,6 @@ class Migration(migrations.Migration):
             },
         ),
         migrations.RunSQL(sql=FOREIGN_KEY, reverse_sql=migrations.RunSQL.noop),
-        migrations.RunSQL(sql=[QUEUE_FUNCTION, *TRIGGERS], reverse_sql=DROP),
+        migrations.RunSQL(sql=[*QUEUE_FUNCTIONS, *TRIGGERS], reverse_sql=DROP),
         migrations.RunSQL(sql=BACKFILL, reverse_sql=migrations.RunSQL.noop),
     ]

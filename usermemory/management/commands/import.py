@@ -7,7 +7,7 @@ from tqdm import tqdm
 
 from memoryplatform.management.progress import Unended
 from usermemory.importing import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, ImportReport, memory_import
-from usermemory.importlines import FORMATS, read_lines
+from usermemory.management.importlines import FORMATS, read_lines
 
 
 class Command(BaseCommand):

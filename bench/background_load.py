@@ -1,0 +1,201 @@
+"""Reads under background load (issue 34): an agent's recall and hybrid search while its node embeds a
+backlog.
+
+    DATA_DIR=/work/benchdata env -u DATABASE_URL .venv/bin/python -m bench.background_load \\
+        [--backlog 20000] [--seconds 20] [--variants before,after]
+
+On the data ``bench.load`` left (1M memories with vectors), one ``manage.py serve`` (2 workers x 4 threads, as
+``make run``; no background process of its own), and an agent key of ``agent-00``. The heaviest user and a
+typical one (the median by entries). Operations, one client: hybrid search (``/search?mode=hybrid``) and
+recall (``/visible``) of each user. Phases, all in one run:
+
+- ``idle``: nothing else runs;
+- one phase per variant of the vector consumer, each over a backlog of its own: ``--backlog`` entries of other
+  users lose their vectors and are queued, as an import of that many memories leaves them, and a consumer
+  (``manage.py embed --follow``) starts; the reads run while it drains, and the drain rate (vectors a second)
+  is read from the queue. Variants:
+  - ``before``: the consumer as the serving processes' old background thread ran it: priority unchanged
+    (``BACKGROUND_NICE=0``), the local model's 2 threads (``BACKGROUND_EMBEDDINGS_THREADS=2``);
+  - ``after``: the defaults: ``BACKGROUND_NICE=10``, 1 thread.
+
+  Whatever is left of a variant's backlog is removed from the queue when its phase ends (those entries stay
+  without a vector, found by their words).
+
+Reported: p50 and p99 of each operation in each phase, their ratio to idle, and each backlog's drain rate.
+"""
+
+import argparse
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import target
+from bench.http_door import Server
+from bench.measure import drive, log
+from bench.write_cost import start_consumer
+
+AGENT = "agent-00"
+VARIANTS = {
+    "before": {"BACKGROUND_NICE": "0", "BACKGROUND_EMBEDDINGS_THREADS": "2"},
+    "after": {"BACKGROUND_NICE": "10", "BACKGROUND_EMBEDDINGS_THREADS": "1"},
+}
+QUESTION = "what did the user say about travel and food?"
+
+
+def _users() -> tuple[str, str]:
+    """The heaviest user and the median one, by entries."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT user_id, count(*) FROM usermemory_memoryentry GROUP BY user_id ORDER BY count(*) DESC"
+        )
+        sizes = cursor.fetchall()
+    return sizes[0][0], sizes[len(sizes) // 2][0]
+
+
+def _key() -> str:
+    from apikeys.services import apikey_create
+
+    _, raw = apikey_create(role="agent", agent_id=AGENT, label="background-load bench")
+    return raw
+
+
+def _queue_backlog(n: int, *, spare: tuple[str, ...]) -> None:
+    """Take ``n`` entries of other users than ``spare``: their vectors go, and they are queued."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS backlog AS SELECT id FROM usermemory_memoryentry LIMIT 0; "
+            "TRUNCATE backlog"
+        )
+        cursor.execute(
+            "INSERT INTO backlog SELECT e.id FROM usermemory_memoryentry e "
+            "JOIN usermemory_entryembedding v ON v.entry_id = e.id "
+            "WHERE e.user_id <> ALL(%(spare)s) LIMIT %(n)s",
+            {"spare": list(spare), "n": n},
+        )
+        cursor.execute("DELETE FROM usermemory_entryembedding v USING backlog b WHERE v.entry_id = b.id")
+        cursor.execute(
+            "INSERT INTO usermemory_pendingentryvector (entry_id) SELECT id FROM backlog "
+            "ON CONFLICT DO NOTHING"
+        )
+
+
+def _pending() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM usermemory_pendingentryvector")
+        return int(cursor.fetchone()[0])
+
+
+def _clear_queue() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM usermemory_pendingentryvector")
+
+
+def _reads(server: Server, key: str, users: dict[str, str], *, n: int, seconds: float) -> dict[str, Any]:
+    from urllib.parse import quote
+
+    results: dict[str, Any] = {}
+    for label, user in users.items():
+        for op, path in (
+            (
+                "hybrid search",
+                f"/usermemorystore/memories/{user}/search?q={quote(QUESTION)}&mode=hybrid&limit=10",
+            ),
+            ("recall", f"/usermemorystore/memories/{user}/visible?limit=20"),
+        ):
+            phase = drive(server.door(key, _get(path)), n=n, concurrency=1, seconds=seconds)
+            if phase.errors:
+                raise RuntimeError(f"{op} {label}: {phase.errors[:3]}")
+            results[f"{op}, {label}"] = sorted(phase.latencies)
+    return results
+
+
+def _get(path: str) -> Callable[[], tuple[str, str, Any, set[int]]]:
+    def request() -> tuple[str, str, Any, set[int]]:
+        return "GET", path, None, {200}
+
+    return request
+
+
+def _p(values: list[float], share: float) -> float:
+    return values[min(len(values) - 1, int(len(values) * share))] * 1000
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--backlog", type=int, default=20_000)
+    parser.add_argument("--seconds", type=float, default=20.0, help="per operation and phase, at most")
+    parser.add_argument("--n", type=int, default=300, help="requests per operation and phase, at most")
+    parser.add_argument("--variants", default="before,after")
+    parser.add_argument("--db-url", default=os.environ.get("DATABASE_URL", ""))
+    args = parser.parse_args(argv)
+    db = target.resolve(args.db_url)
+    target.django_setup(db)
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    heavy, typical = _users()
+    users = {"heaviest": heavy, "typical": typical}
+    key = _key()
+    _clear_queue()
+    logdir = Path(tempfile.mkdtemp(prefix="background-load-"))
+    server = Server(db.url, logdir / "serve.log")
+    phases: dict[str, dict[str, Any]] = {}
+    drains: dict[str, str] = {}
+    server.start()
+    try:
+        _reads(server, key, users, n=20, seconds=5)  # warm-up: the model, the caches
+        phases["idle"] = _reads(server, key, users, n=args.n, seconds=args.seconds)
+        log("idle done")
+        for name in args.variants.split(","):
+            _queue_backlog(args.backlog, spare=(heavy, typical))
+            consumer = start_consumer(db.url, logdir / f"consumer-{name}.log", VARIANTS[name])
+            started, queued = time.monotonic(), _pending()
+            try:
+                phases[name] = _reads(server, key, users, n=args.n, seconds=args.seconds)
+            finally:
+                left, took = _pending(), time.monotonic() - started
+                os.killpg(consumer.pid, signal.SIGTERM)
+                consumer.wait(timeout=30)
+            rate = (queued - left) / took
+            drains[name] = f"{queued - left} of {queued} in {took:.0f} s: {rate:.1f}/s"
+            log(f"{name} done; drained {drains[name]}")
+            _clear_queue()
+    finally:
+        server.stop()
+    idle = phases["idle"]
+    print(f"\nReads under background load, 1 client; backlog {args.backlog} entries per variant")
+    print("\n| operation | phase | n | p50 ms | p99 ms | p50 / idle | p99 / idle |")
+    print("|---|---|---|---|---|---|---|")
+    for op, base in idle.items():
+        for phase, results in phases.items():
+            values = results[op]
+            print(
+                f"| {op} | {phase} | {len(values)} | {_p(values, 0.5):.1f} | {_p(values, 0.99):.1f} | "
+                f"{_p(values, 0.5) / _p(base, 0.5):.2f} | {_p(values, 0.99) / _p(base, 0.99):.2f} |"
+            )
+    print("\n| variant | drained |\n|---|---|")
+    for name, text in drains.items():
+        print(f"| {name} | {text} |")
+    medians = statistics.median([_p(v, 0.5) for v in idle.values()])
+    print(f"\nload average at the end: {os.getloadavg()}; median of the idle p50s {medians:.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
