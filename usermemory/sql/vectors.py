@@ -87,3 +87,13 @@ def embeddings_write(
     with connection.cursor() as cursor:
         cursor.execute(_WRITE, params)
         return cursor.rowcount
+
+
+_QUEUED_AMONG = sql.SQL("SELECT count(*) FROM {queue} WHERE entry_id = ANY(%(ids)s::bigint[])").format(
+    queue=sql.Identifier("usermemory_pendingentryvector")
+)
+
+
+def embeddings_queued_among(*, ids: list[int]) -> int:
+    """How many of these entries the vector queue holds (they wait for their vector)."""
+    return int(fetch_one(_QUEUED_AMONG, {"ids": ids})[0]) if ids else 0

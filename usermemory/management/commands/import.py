@@ -91,5 +91,11 @@ class Command(BaseCommand):
         )
         if report.dry_run:
             summary = f"Dry run, nothing was written. {summary}"
+        elif report.vectors_pending:
+            summary += (
+                f" {report.vectors_pending} of the entries written wait for their vectors (the vector "
+                "consumer embeds them; meanwhile they are found by their words; `manage.py embed --drain` "
+                "waits)."
+            )
         style = self.style.SUCCESS if not report.refused and report.malformed is None else self.style.WARNING
         self.stdout.write(style(summary))
