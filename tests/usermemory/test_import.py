@@ -284,3 +284,12 @@ def test_imported_entries_get_their_vectors_after_each_batch_commits(
     for callback in callbacks:
         callback()
     assert EntryEmbedding.objects.count() == 3
+
+
+def test_the_report_says_how_many_entries_wait_for_their_vectors(tmp_path, agent_a, settings):
+    settings.EMBEDDINGS_INLINE_MAX_CHARS = 0  # the default: every vector from the consumer
+    out = _import(_file(tmp_path, [_line(n) for n in range(3)]))
+    assert "3 written" in out and "3 of the entries written wait for their vectors" in out
+    call_command("embed", "--drain")
+    out = _import(_file(tmp_path, [_line(n) for n in range(4)], name="more.jsonl"))
+    assert "1 of the entries written wait for their vectors" in out  # the first three: skipped

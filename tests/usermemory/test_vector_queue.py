@@ -127,3 +127,13 @@ def test_without_an_embedder_the_consumer_takes_nothing(agent_a_api, put):
     put(agent_a_api, userId=U, key="a", value="x")
     assert consumer.drain().claimed == 0
     assert len(_queued()) == 1  # waiting for an embedder, as `embed --missing` would find it
+
+
+def test_a_batch_answers_how_many_of_its_entries_wait_for_their_vectors(agent_a_api, settings):
+    entries = [{"userId": U, "key": f"k{n}", "value": f"value {n}"} for n in range(3)]
+    response = agent_a_api.put("/usermemorystore/memories/batch", entries, format="json")
+    assert response.status_code == 200, response.content
+    assert response.headers["X-Vectors-Pending"] == "3"
+    call_command("embed", "--drain")
+    response = agent_a_api.put("/usermemorystore/memories/batch", entries[:1], format="json")
+    assert response.headers["X-Vectors-Pending"] == "0"  # unchanged: nothing new to embed
