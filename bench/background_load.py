@@ -19,7 +19,10 @@ recall (``/visible``) of each user. Phases, all in one run:
   - ``after``: the defaults: ``BACKGROUND_NICE=10``, 1 thread.
 
   Whatever is left of a variant's backlog is removed from the queue when its phase ends (those entries stay
-  without a vector, found by their words).
+  without a vector, found by their words);
+- ``dream`` (with ``--dream``): one Dream cycle (``manage.py dream``, at ``BACKGROUND_NICE``) over the whole
+  data set, its LLM steps answered by ``bench.extraction``'s scripted OpenAI-compatible server; the reads run
+  while it does, and the cycle's wall time is reported (reads that outlast it are marked).
 
 Reported: p50 and p99 of each operation in each phase, their ratio to idle, and each backlog's drain rate.
 """
@@ -28,6 +31,7 @@ import argparse
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -123,6 +127,35 @@ def _reads(server: Server, key: str, users: dict[str, str], *, n: int, seconds: 
     return results
 
 
+def _dream_phase(
+    server: Server, key: str, users: dict[str, str], db_url: str, logdir: Path, args: argparse.Namespace
+) -> tuple[dict[str, Any], str]:
+    """The reads while one Dream cycle runs (a process of its own, the scripted LLM)."""
+    from bench.extraction import SCRIPTED_MODEL, scripted_llm
+
+    with scripted_llm() as url:
+        env = os.environ | {
+            "DATABASE_URL": db_url,
+            "LLM_PROVIDER": "openai",
+            "LLM_URL": url,
+            "LLM_MODEL": SCRIPTED_MODEL,
+        }
+        argv = [sys.executable, str(target.ROOT / "manage.py"), "dream", "--no-progress"]
+        with (logdir / "dream.log").open("w") as out:
+            started = time.monotonic()
+            dream = subprocess.Popen(  # noqa: S603 (our own interpreter, fixed arguments)
+                argv, cwd=target.ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            results = _reads(server, key, users, n=args.n, seconds=args.seconds)
+            ended = dream.poll() is not None
+            reads = time.monotonic() - started
+            dream.wait(timeout=3600)
+            took = time.monotonic() - started
+    outcome = (logdir / "dream.log").read_text().strip().splitlines()[-1:]
+    when = "every read ran during the cycle" if not ended else "the cycle ended before the reads did"
+    return results, f"cycle {took:.0f} s, reads {reads:.0f} s ({when}); exit {dream.returncode}: {outcome}"
+
+
 def _get(path: str) -> Callable[[], tuple[str, str, Any, set[int]]]:
     def request() -> tuple[str, str, Any, set[int]]:
         return "GET", path, None, {200}
@@ -142,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="per operation and phase, at most")
     parser.add_argument("--n", type=int, default=300, help="requests per operation and phase, at most")
     parser.add_argument("--variants", default="before,after")
+    parser.add_argument("--dream", action="store_true", help="a Dream cycle phase too, last")
     parser.add_argument("--db-url", default=os.environ.get("DATABASE_URL", ""))
     args = parser.parse_args(argv)
     db = target.resolve(args.db_url)
@@ -176,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
             drains[name] = f"{queued - left} of {queued} in {took:.0f} s: {rate:.1f}/s"
             log(f"{name} done; drained {drains[name]}")
             _clear_queue()
+        if args.dream:
+            phases["dream"], drains["dream"] = _dream_phase(server, key, users, db.url, logdir, args)
     finally:
         server.stop()
     idle = phases["idle"]
@@ -189,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {op} | {phase} | {len(values)} | {_p(values, 0.5):.1f} | {_p(values, 0.99):.1f} | "
                 f"{_p(values, 0.5) / _p(base, 0.5):.2f} | {_p(values, 0.99) / _p(base, 0.99):.2f} |"
             )
-    print("\n| variant | drained |\n|---|---|")
+    print("\n| phase | drained, or the Dream cycle |\n|---|---|")
     for name, text in drains.items():
         print(f"| {name} | {text} |")
     medians = statistics.median([_p(v, 0.5) for v in idle.values()])

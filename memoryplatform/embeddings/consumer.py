@@ -66,10 +66,13 @@ class Consumed:
 
 
 def yield_to_requests() -> None:
-    """Make this process a background one: a lower scheduling priority, and few threads for the local model
-    (set before it loads; OMP_NUM_THREADS already set in the environment wins)."""
+    """Make this process a background one: scheduling priority BACKGROUND_NICE (unless already lower), and
+    few threads for the local model (set before it loads; OMP_NUM_THREADS already set in the environment
+    wins)."""
     if settings.BACKGROUND_NICE > 0 and hasattr(os, "nice"):
-        os.nice(settings.BACKGROUND_NICE)
+        current = os.nice(0)
+        if current < settings.BACKGROUND_NICE:  # idempotent: a process already that low stays as it is
+            os.nice(settings.BACKGROUND_NICE - current)
     if settings.BACKGROUND_EMBEDDINGS_THREADS > 0:
         os.environ.setdefault("OMP_NUM_THREADS", str(settings.BACKGROUND_EMBEDDINGS_THREADS))
 

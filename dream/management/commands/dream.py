@@ -7,13 +7,15 @@ from apikeys.models import Agent
 from dream.models import DreamRun
 from dream.selectors import dream_run_summary, summary_diff
 from dream.services import MAX_BATCH_SIZE, dream_run_cycle
+from memoryplatform.embeddings.consumer import yield_to_requests
 from memoryplatform.management.progress import Unended
 
 
 class Command(BaseCommand):
     help = (
         "Run one Dream cycle now (stale pruning and contradiction detection for every agent whose Dream is "
-        "enabled), with a progress bar and a summary. --dry-run changes nothing and reports what it would do."
+        "enabled), with a progress bar and a summary. --dry-run changes nothing and reports what it would "
+        "do. Background work: it runs at a lower priority (BACKGROUND_NICE), as the scheduled cycle does."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -32,6 +34,7 @@ class Command(BaseCommand):
         if batch_size is not None and not 1 <= batch_size <= MAX_BATCH_SIZE:
             raise CommandError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE}.")
 
+        yield_to_requests()  # the node's requests first, as for the scheduled cycle
         bar = tqdm(
             total=1,
             desc="dream",
