@@ -271,11 +271,13 @@ EMBEDDINGS_TIMEOUT = env.float("EMBEDDINGS_TIMEOUT", default=10.0)
 # OpenMP threads of the local model per call (OMP_NUM_THREADS, when that is not set already).
 EMBEDDINGS_THREADS = env.int("EMBEDDINGS_THREADS", default=2)
 # local only: a write's texts of at most this many characters ("key: value" of an entry) are also embedded in
-# its request, after the commit, so that a search right after it finds them by meaning. 0 (the default): none;
-# every text gets its vector from the background consumer (manage.py embed --follow, or the background process
-# beside manage.py serve), which the write wakes as it commits. Measured in bench/RESULTS.md (issue 31): the
-# inline 48 cost HTTP upserts most of their throughput.
-EMBEDDINGS_INLINE_MAX_CHARS = env.int("EMBEDDINGS_INLINE_MAX_CHARS", default=0)
+# its request, after the commit, so that a search right after it finds them by meaning; every text is queued
+# for the background consumer anyway (manage.py embed --follow, or the background process beside
+# manage.py serve), which the write wakes as it commits. Default: 48 on the embedded database (one node, a newcomer's first
+# steps: the README's search right after its write), 0 with DATABASE_URL (a deployment: writes at full speed,
+# vectors a moment later). Measured in bench/RESULTS.md (issue 31): inline 48 costs HTTP upserts about half
+# their throughput under load (103 against 226 req/s).
+EMBEDDINGS_INLINE_MAX_CHARS = env.int("EMBEDDINGS_INLINE_MAX_CHARS", default=0 if DATABASE_URL else 48)
 # The background consumer of the vector queue (memoryplatform/embeddings/consumer.py): it wakes on a write's
 # notification, or after this many seconds at most; holds a claimed batch for at most EMBEDDINGS_LEASE_SECONDS
 # (a consumer that dies frees it then); and after an embedder failure leaves the batch for

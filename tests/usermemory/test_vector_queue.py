@@ -3,11 +3,15 @@ runs in its request (the default, EMBEDDINGS_INLINE_MAX_CHARS=0); the consumer e
 write's notification; a text changed while it was being embedded is embedded again; the queue's rows go with
 their entries; the backlog is exported."""
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 
 import pytest
+from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.db import connection, transaction
 from django.test import override_settings
@@ -137,3 +141,20 @@ def test_a_batch_answers_how_many_of_its_entries_wait_for_their_vectors(agent_a_
     call_command("embed", "--drain")
     response = agent_a_api.put("/usermemorystore/memories/batch", entries[:1], format="json")
     assert response.headers["X-Vectors-Pending"] == "0"  # unchanged: nothing new to embed
+
+
+@pytest.mark.parametrize(("database_url", "inline"), [("", "48"), ("postgres://u@127.0.0.1:1/db", "0")])
+def test_short_texts_are_embedded_in_their_request_by_default_only_on_the_embedded_database(
+    database_url: str, inline: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "EMBEDDINGS_INLINE_MAX_CHARS")}
+    code = "from django.conf import settings; print(settings.EMBEDDINGS_INLINE_MAX_CHARS)"
+    result = subprocess.run(  # noqa: S603 (our own interpreter, fixed arguments)
+        [sys.executable, "-c", f"import django, os; django.setup(); {code}"],
+        env=env | {"DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "memoryplatform.settings"},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=django_settings.BASE_DIR,
+    )
+    assert result.stdout.strip().splitlines()[-1] == inline
