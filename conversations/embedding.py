@@ -27,8 +27,8 @@ messages_embedded = Counter(
 )
 message_embeddings_pending = Gauge(
     "conversation_message_embeddings_pending",
-    "Conversation messages waiting for their vector: the queue's length (read by the consumer), or during a "
-    "re-embedding pass, what it has left.",
+    "Conversation messages waiting for their vector: the queue's length (read at each scrape of "
+    "/metrics), or during a re-embedding pass, what it has left.",
     multiprocess_mode="mostrecent",
 )
 

@@ -31,8 +31,8 @@ embedding_failures = Counter(
 entries_embedded = Counter("memory_entries_embedded", "Memory entry vectors computed and stored.")
 embeddings_pending = Gauge(
     "memory_embeddings_pending",
-    "Memory entries waiting for their vector: the queue's length (read by the consumer after each batch and "
-    "when idle), or during a re-embedding pass, what it has left.",
+    "Memory entries waiting for their vector: the queue's length (read at each scrape of the web's "
+    "/metrics), or during a re-embedding pass, what it has left.",
     multiprocess_mode="mostrecent",
 )
 reembed_runs = Counter(

@@ -44,8 +44,8 @@ vector_lag = Histogram(
 )
 queue_oldest = Gauge(
     "embedding_queue_oldest_seconds",
-    "Age of the oldest text waiting for its vector (0: none waits), by kind; read by the consumer after each "
-    "batch and when idle.",
+    "Age of the oldest text waiting for its vector (0: none waits), by kind; read from the queue at each "
+    "scrape of the web's /metrics.",
     ["kind"],
     multiprocess_mode="mostrecent",
 )
@@ -146,16 +146,12 @@ def follow(*, should_stop: Callable[[], bool], poll_seconds: float | None = None
     (EMBEDDINGS_RETRY_SECONDS), never ends it."""
     poll = poll_seconds if poll_seconds is not None else settings.EMBEDDINGS_POLL_SECONDS
     listener: psycopg.Connection | None = None
-    last_report = 0.0
     while not should_stop():
         try:
             if listener is None or listener.closed:
                 listener = listen_connection()
             close_old_connections()
             done = consume_once()
-            if time.monotonic() - last_report >= poll or not done.claimed:
-                report_backlog()
-                last_report = time.monotonic()
             if done.claimed and done.claimed != done.failed:
                 continue
             if done.failed:
