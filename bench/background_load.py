@@ -20,9 +20,12 @@ recall (``/visible``) of each user. Phases, all in one run:
 
   Whatever is left of a variant's backlog is removed from the queue when its phase ends (those entries stay
   without a vector, found by their words);
-- ``dream`` (with ``--dream``): one Dream cycle (``manage.py dream``, at ``BACKGROUND_NICE``) over the whole
-  data set, its LLM steps answered by ``bench.extraction``'s scripted OpenAI-compatible server; the reads run
-  while it does, and the cycle's wall time is reported (reads that outlast it are marked).
+- ``dream <variant>`` (with ``--dream``), one per variant: one Dream cycle (``manage.py dream``, a process of
+  its own with the variant's priority and threads) with Dream on for five agents of its own (``DREAM_AGENTS``:
+  stale pruning, contradictions, and summaries, whose LLM calls ``bench.extraction``'s scripted
+  OpenAI-compatible server answers); the reads run in rounds for as long as the cycle does, and the cycle's
+  wall time and counts are reported. A Dream phase changes the data (it prunes and summarises): reload it
+  before another run.
 
 Reported: p50 and p99 of each operation in each phase, their ratio to idle, and each backlog's drain rate.
 """
@@ -127,33 +130,84 @@ def _reads(server: Server, key: str, users: dict[str, str], *, n: int, seconds: 
     return results
 
 
+# Each Dream variant runs over agents of its own, so that both find the same kind of work (the generator deals
+# entries to agents alike); agent-00, whose key reads, is in neither.
+DREAM_AGENTS = {
+    "before": [f"agent-{i:02d}" for i in range(1, 6)],
+    "after": [f"agent-{i:02d}" for i in range(6, 11)],
+}
+
+
+def _dream_policies(agents: list[str], *, enabled: bool) -> None:
+    """Dream on or off for these agents: pruning, contradictions, and summaries (each group of 3 or more
+    becomes one, by the scripted LLM)."""
+    from usermemory.services import policy_update
+
+    for agent in agents:
+        policy_update(
+            agent_id=agent,
+            dream_enabled=enabled,
+            summarize_interactions=enabled,
+            summarize_min_entries=3,
+            summarize_target_entries=1,
+        )
+
+
+def _reads_while(
+    server: Server, key: str, users: dict[str, str], process: subprocess.Popen[bytes]
+) -> dict[str, list[float]]:
+    """Rounds of a few of each read, one after another, for as long as ``process`` runs; a round in which it
+    ended is left out, so every latency kept was taken while it ran."""
+    results: dict[str, list[float]] = {}
+    while process.poll() is None:
+        batch = _reads(server, key, users, n=5, seconds=10)
+        if process.poll() is not None:
+            break
+        for op, values in batch.items():
+            results.setdefault(op, []).extend(values)
+    return {op: sorted(values) for op, values in results.items()}
+
+
 def _dream_phase(
-    server: Server, key: str, users: dict[str, str], db_url: str, logdir: Path, args: argparse.Namespace
+    server: Server, key: str, users: dict[str, str], db_url: str, logdir: Path, variant: str
 ) -> tuple[dict[str, Any], str]:
-    """The reads while one Dream cycle runs (a process of its own, the scripted LLM)."""
+    """The reads while one Dream cycle runs (a process of its own at the variant's priority and threads, the
+    scripted LLM answering its summaries) over the variant's agents."""
     from bench.extraction import SCRIPTED_MODEL, scripted_llm
 
-    with scripted_llm() as url:
-        env = os.environ | {
-            "DATABASE_URL": db_url,
-            "LLM_PROVIDER": "openai",
-            "LLM_URL": url,
-            "LLM_MODEL": SCRIPTED_MODEL,
-        }
-        argv = [sys.executable, str(target.ROOT / "manage.py"), "dream", "--no-progress"]
-        with (logdir / "dream.log").open("w") as out:
-            started = time.monotonic()
-            dream = subprocess.Popen(  # noqa: S603 (our own interpreter, fixed arguments)
-                argv, cwd=target.ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+    _dream_policies(DREAM_AGENTS[variant], enabled=True)
+    try:
+        with scripted_llm() as url:
+            env = (
+                os.environ
+                | VARIANTS[variant]
+                | {
+                    "DATABASE_URL": db_url,
+                    "LLM_PROVIDER": "openai",
+                    "LLM_URL": url,
+                    "LLM_MODEL": SCRIPTED_MODEL,
+                }
             )
-            results = _reads(server, key, users, n=args.n, seconds=args.seconds)
-            ended = dream.poll() is not None
-            reads = time.monotonic() - started
-            dream.wait(timeout=3600)
-            took = time.monotonic() - started
-    outcome = (logdir / "dream.log").read_text().strip().splitlines()[-1:]
-    when = "every read ran during the cycle" if not ended else "the cycle ended before the reads did"
-    return results, f"cycle {took:.0f} s, reads {reads:.0f} s ({when}); exit {dream.returncode}: {outcome}"
+            argv = [sys.executable, str(target.ROOT / "manage.py"), "dream", "--no-progress"]
+            with (logdir / f"dream-{variant}.log").open("w") as out:
+                started = time.monotonic()
+                dream = subprocess.Popen(  # noqa: S603 (our own interpreter, fixed arguments)
+                    argv,
+                    cwd=target.ROOT,
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+                results = _reads_while(server, key, users, dream)
+                took = time.monotonic() - started
+    finally:
+        _dream_policies(DREAM_AGENTS[variant], enabled=False)
+    said = (logdir / f"dream-{variant}.log").read_text().splitlines()
+    counts = "; ".join(
+        line.strip() for line in said if line.strip().startswith(("entries ", "contradictions", "Dream run"))
+    )
+    return results, f"cycle {took:.0f} s, exit {dream.returncode}: {counts}"
 
 
 def _get(path: str) -> Callable[[], tuple[str, str, Any, set[int]]]:
@@ -210,8 +264,11 @@ def main(argv: list[str] | None = None) -> int:
             drains[name] = f"{queued - left} of {queued} in {took:.0f} s: {rate:.1f}/s"
             log(f"{name} done; drained {drains[name]}")
             _clear_queue()
-        if args.dream:
-            phases["dream"], drains["dream"] = _dream_phase(server, key, users, db.url, logdir, args)
+        for name in args.variants.split(",") if args.dream else []:
+            phases[f"dream {name}"], drains[f"dream {name}"] = _dream_phase(
+                server, key, users, db.url, logdir, name
+            )
+            log(f"dream {name} done: {drains[f'dream {name}']}")
     finally:
         server.stop()
     idle = phases["idle"]

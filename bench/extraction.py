@@ -69,16 +69,35 @@ def scripted_facts(prompt: str) -> dict[str, Any]:
     return {"facts": facts}
 
 
+_SOURCE = re.compile(r"^\[(\d+)\] ([^:]+): (.*)$")
+_GROUP = re.compile(r"share the '([^']*)' group")
+
+
+def scripted_summaries(prompt: str) -> dict[str, Any]:
+    """Dream's summary prompt answered with one summary of every entry it lists: its key from the group's
+    label, its value the entries' texts joined (cut to a few hundred characters), its sources all of them."""
+    lines = [found for line in prompt.splitlines() if (found := _SOURCE.match(line))]
+    label = (_GROUP.search(prompt) or [None, "facts"])[1] or "facts"
+    value = "; ".join(f"{found[2]}: {found[3]}" for found in lines)[:600]
+    return {"summaries": [{"key": f"summary of {label}"[:100], "value": value or "nothing",
+                           "sources": [int(found[1]) for found in lines]}]}  # fmt: skip
+
+
+def scripted_answer(prompt: str) -> dict[str, Any]:
+    """Dream's summary prompts get :func:`scripted_summaries`, every other one :func:`scripted_facts`."""
+    return scripted_summaries(prompt) if _GROUP.search(prompt) else scripted_facts(prompt)
+
+
 @contextmanager
 def scripted_llm(port: int = 0) -> Iterator[str]:
-    """An OpenAI-compatible chat-completions server answering with :func:`scripted_facts` (on ``port``, 0: a
+    """An OpenAI-compatible chat-completions server answering with :func:`scripted_answer` (on ``port``, 0: a
     free one); its base URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             prompt = body["messages"][-1]["content"]
-            text = json.dumps(scripted_facts(prompt))
+            text = json.dumps(scripted_answer(prompt))
             payload = {
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}],
                 "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": len(text) // 4},
