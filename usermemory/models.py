@@ -473,6 +473,20 @@ class QueuedForVector(models.Model):
         abstract = True
 
 
+class VectorSweep(models.Model):
+    """The last pass of the re-embedding that reached the end for one kind of text (its table), and with which
+    model. Once a pass has, every text of that kind has a vector of that model or is queued (the triggers
+    queue every later insert and change), so the scheduled pass scans again only for another model;
+    ``manage.py embed --missing`` always scans (after rows written past the triggers, say)."""
+
+    kind = models.CharField(max_length=63, primary_key=True)
+    model = models.CharField(max_length=300)
+    completed_at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.model}"
+
+
 class PendingEntryVector(QueuedForVector):
     """A memory entry whose vector is pending (:class:`QueuedForVector`)."""
 

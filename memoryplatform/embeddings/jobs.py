@@ -28,7 +28,7 @@ from django.utils import timezone
 from prometheus_client import Counter, Gauge
 
 from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
-from memoryplatform.embeddings.store import QueueTable, queue_clock, queue_forget
+from memoryplatform.embeddings.store import QueueTable, queue_clock, queue_forget, sweep_done, sweep_model
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 
 logger = logging.getLogger(__name__)
@@ -159,6 +159,7 @@ def embed_missing(
             pending = kind.pending(model=embedder.model_id, ids=None, after=after, limit=batch_size)
             if not pending:
                 kind.backlog.set(0)
+                sweep_done(kind=kind.lock_key, model=embedder.model_id)
                 return Reembedded(written, total, complete=True)
             written += compute(kind=kind, embedder=embedder, pending=pending)
             done += len(pending)
@@ -219,10 +220,19 @@ def registered() -> list[VectorKind]:
 _PRECEDENCE = ("failed", "partial", "skipped", "done")
 
 
+def _swept(kind: VectorKind) -> bool:
+    """Whether ``kind``'s last pass reached the end with the configured model: every text written since was
+    queued by its write, so a scan would find nothing."""
+    embedder = get_embedder()
+    return embedder is not None and sweep_model(kind=kind.lock_key) == embedder.model_id
+
+
 def reembed_scheduled(*, batch_size: int, seconds: float) -> str:
     """One scheduled pass of :func:`embed_missing` over every registered kind in turn, for at most ``seconds``
-    in all. Returns ``done`` (nothing left), ``partial`` (the next run goes on), ``skipped`` (another process
-    is at one of them, or there is no embedder) or ``failed`` (the embedder failed: logged; the next run tries
+    in all; a kind whose last pass reached the end with the configured model is not scanned (its later texts
+    were queued by their writes, so the scan would find nothing and costs time that grows with the table).
+    Returns ``done`` (nothing left), ``partial`` (the next run goes on), ``skipped`` (another process is at
+    one of them, or there is no embedder) or ``failed`` (the embedder failed: logged; the next run tries
     again)."""
     if settings.EMBEDDINGS_PROVIDER == "none":
         return "skipped"
@@ -230,6 +240,9 @@ def reembed_scheduled(*, batch_size: int, seconds: float) -> str:
     statuses = set()
     for kind in registered():
         try:
+            if _swept(kind):
+                statuses.add("done")
+                continue
             result = embed_missing(kind=kind, batch_size=batch_size, deadline=deadline)
         except ReembedBusy:
             statuses.add("skipped")

@@ -57,6 +57,12 @@ _FORGET = """DELETE FROM {table} WHERE {column} = ANY(%(ids)s::{id_type}[]) AND 
 
 _BACKLOG = "SELECT count(*), min(queued_at) FROM {table}"
 
+# usermemory.models.VectorSweep: a kind's last complete re-embedding pass, and its model.
+_SWEPT = "SELECT model FROM usermemory_vectorsweep WHERE kind = %(kind)s"
+_SWEEP_DONE = """INSERT INTO usermemory_vectorsweep (kind, model, completed_at)
+    VALUES (%(kind)s, %(model)s, now())
+    ON CONFLICT (kind) DO UPDATE SET model = EXCLUDED.model, completed_at = EXCLUDED.completed_at"""
+
 
 def _statement(template: str, queue: QueueTable) -> sql.Composed:
     if queue.id_type not in ("bigint", "uuid"):
@@ -115,3 +121,17 @@ def queue_backlog(*, queue: QueueTable) -> Backlog:
         cursor.execute(_statement(_BACKLOG, queue))
         count, oldest = cursor.fetchone()
     return Backlog(int(count), oldest)
+
+
+def sweep_model(*, kind: str) -> str | None:
+    """The model of ``kind``'s last re-embedding pass that reached the end, or None (there was none)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_SWEPT, {"kind": kind})
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def sweep_done(*, kind: str, model: str) -> None:
+    """Record that a pass over ``kind`` reached the end with ``model``."""
+    with connection.cursor() as cursor:
+        cursor.execute(_SWEEP_DONE, {"kind": kind, "model": model})
