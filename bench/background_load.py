@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import target
+from bench.dream_cycle import dream_counts, dream_process
 from bench.http_door import Server
 from bench.measure import drive, log
 from bench.write_cost import start_consumer
@@ -138,21 +139,6 @@ DREAM_AGENTS = {
 }
 
 
-def _dream_policies(agents: list[str], *, enabled: bool) -> None:
-    """Dream on or off for these agents: pruning, contradictions, and summaries (each group of 3 or more
-    becomes one, by the scripted LLM)."""
-    from usermemory.services import policy_update
-
-    for agent in agents:
-        policy_update(
-            agent_id=agent,
-            dream_enabled=enabled,
-            summarize_interactions=enabled,
-            summarize_min_entries=3,
-            summarize_target_entries=1,
-        )
-
-
 def _reads_while(
     server: Server, key: str, users: dict[str, str], process: subprocess.Popen[bytes]
 ) -> dict[str, list[float]]:
@@ -173,41 +159,12 @@ def _dream_phase(
 ) -> tuple[dict[str, Any], str]:
     """The reads while one Dream cycle runs (a process of its own at the variant's priority and threads, the
     scripted LLM answering its summaries) over the variant's agents."""
-    from bench.extraction import SCRIPTED_MODEL, scripted_llm
-
-    _dream_policies(DREAM_AGENTS[variant], enabled=True)
-    try:
-        with scripted_llm() as url:
-            env = (
-                os.environ
-                | VARIANTS[variant]
-                | {
-                    "DATABASE_URL": db_url,
-                    "LLM_PROVIDER": "openai",
-                    "LLM_URL": url,
-                    "LLM_MODEL": SCRIPTED_MODEL,
-                }
-            )
-            argv = [sys.executable, str(target.ROOT / "manage.py"), "dream", "--no-progress"]
-            with (logdir / f"dream-{variant}.log").open("w") as out:
-                started = time.monotonic()
-                dream = subprocess.Popen(  # noqa: S603 (our own interpreter, fixed arguments)
-                    argv,
-                    cwd=target.ROOT,
-                    env=env,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-                results = _reads_while(server, key, users, dream)
-                took = time.monotonic() - started
-    finally:
-        _dream_policies(DREAM_AGENTS[variant], enabled=False)
-    said = (logdir / f"dream-{variant}.log").read_text().splitlines()
-    counts = "; ".join(
-        line.strip() for line in said if line.strip().startswith(("entries ", "contradictions", "Dream run"))
-    )
-    return results, f"cycle {took:.0f} s, exit {dream.returncode}: {counts}"
+    log_path = logdir / f"dream-{variant}.log"
+    started = time.monotonic()
+    with dream_process(db_url, DREAM_AGENTS[variant], log_path, VARIANTS[variant]) as dream:
+        results = _reads_while(server, key, users, dream)
+    took = time.monotonic() - started
+    return results, f"cycle {took:.0f} s, exit {dream.returncode}: {dream_counts(log_path)}"
 
 
 def _get(path: str) -> Callable[[], tuple[str, str, Any, set[int]]]:
