@@ -393,9 +393,7 @@ def conversation_context(
         user_memories = memory_recall(**recall_scope)
     else:
         with one_embedding_per_query():  # memories and messages ranked by one vector of the query
-            ranked = memory_recall_ranked(
-                query=query, min_score=min_score, filters=filters, **recall_scope
-            )
+            ranked = memory_recall_ranked(query=query, min_score=min_score, filters=filters, **recall_scope)
             relevant = selectors.messages_relevant_in(
                 conversation=conversation,
                 agent_id=agent,

@@ -466,10 +466,8 @@ class UserListQuerySerializer(ListQuerySerializer, MatchQuerySerializer):
         if "asOf" in attrs and (
             attrs.get("agentId") or attrs.get("minConfidence") is not None or MATCH_FIELDS & set(attrs)
         ):
-            raise serializers.ValidationError(
-                {"asOf": "asOf answers from history: leave agentId, minConfidence, keyPrefix, visibility and "
-                "filter out."}
-            )
+            leave = "agentId, minConfidence, keyPrefix, visibility and filter"
+            raise serializers.ValidationError({"asOf": f"asOf answers from history: leave {leave} out."})
         return attrs
 
 

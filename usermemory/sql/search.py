@@ -34,6 +34,7 @@ from usermemory.sql.base import (
 
 # --- Filters ---------------------------------------------------------------------------------------------
 
+
 class Filters(NamedTuple):
     """What a read narrows to, besides visibility, in the same statement: ``categories`` (any of them),
     ``source`` (the entry's ``source``), ``author`` (the agent that wrote it), ``updated_after``,
@@ -168,8 +169,6 @@ def search(
 
 
 # --- Ranked search -------------------------------------------------------------------------------------
-
-
 
 
 class Ranking(NamedTuple):

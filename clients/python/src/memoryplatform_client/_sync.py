@@ -93,9 +93,7 @@ class MemoryPlatform(ClientBase[httpx.Client, httpx.BaseTransport]):
     ) -> api.MemoryEntry:
         return self.send(calls.get_memory_by_key(user_id, key, group_ids))
 
-    def refresh_ttl(
-        self, user_id: str, entry_ids: list[str], *, group_ids: list[str] | None = None
-    ) -> int:
+    def refresh_ttl(self, user_id: str, entry_ids: list[str], *, group_ids: list[str] | None = None) -> int:
         """Renew the TTL of these entries (those the key reads): each is valid for its TTL again from now.
         Returns how many were renewed (entries without a TTL, or expired, are not)."""
         return self.send(calls.refresh_ttl(user_id, entry_ids, group_ids))
