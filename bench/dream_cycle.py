@@ -1,14 +1,15 @@
 """One Dream cycle over the bench's data, timed (issue 31's table: Dream's cycle at 1M and 10M memories).
 
-    DATA_DIR=/work/data-10m env -u DATABASE_URL .venv/bin/python -m bench.dream_cycle [--agents 5]
+    DATA_DIR=/work/data-10m env -u DATABASE_URL .venv/bin/python -m bench.dream_cycle [--agents 5 --first 11]
 
-Dream is turned on for ``--agents`` agents (``agent-01`` on; ``agent-00`` is the one the other benches read
-as): stale pruning, contradictions, and summaries (each group of 3 or more entries becomes one, the LLM calls
-answered by ``bench.extraction``'s scripted OpenAI-compatible server). One ``manage.py dream`` runs in a
-process of its own at the defaults (``BACKGROUND_NICE``), then Dream is turned off again. Reported: the
-entries in scope (those the agents wrote), the cycle's wall time, its counts, and the seconds per 100,000
-entries in scope, which stays flat if the cycle grows with the agents' data and not with the table's. The
-cycle changes the data (it prunes and summarises): reload before measuring again.
+Dream is turned on for ``--agents`` agents from ``agent-<first>`` on (``agent-00`` is the one the other
+benches read as; ``background_load``'s Dream phases use agents 01-10): stale pruning, contradictions, and
+summaries (each group of 3 or more entries becomes one, the LLM calls answered by ``bench.extraction``'s
+scripted OpenAI-compatible server). One ``manage.py dream`` runs in a process of its own at the defaults
+(``BACKGROUND_NICE``), then Dream is turned off again. Reported: the entries in scope (those the agents
+wrote), the cycle's wall time, its counts, and the seconds per 100,000 entries in scope, which stays flat if
+the cycle grows with the agents' data and not with the table's. The cycle changes the data (it prunes and
+summarises): reload before measuring again.
 
 ``background_load`` uses :func:`dream_process` for its Dream phases.
 """
@@ -89,7 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--agents", type=int, default=5, help="agents with Dream on: agent-01 on")
+    parser.add_argument("--agents", type=int, default=5, help="agents with Dream on")
+    parser.add_argument(
+        "--first", type=int, default=11, help="the first of them (agent-11 on: background_load's are 01-10)"
+    )
     parser.add_argument("--db-url", default=os.environ.get("DATABASE_URL", ""))
     args = parser.parse_args(argv)
     db = target.resolve(args.db_url)
@@ -99,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     from usermemory.models import MemoryEntry
 
     call_command("migrate", verbosity=0)
-    agents = [f"agent-{i:02d}" for i in range(1, args.agents + 1)]
+    agents = [f"agent-{i:02d}" for i in range(args.first, args.first + args.agents)]
     table = MemoryEntry.objects.count()
     scope = _in_scope(agents)
     log(f"{table} entries, {scope} of them written by {agents[0]}..{agents[-1]}")
