@@ -23,8 +23,9 @@ recall (``/visible``) of each user. Phases, all in one run:
 - ``dream <variant>`` (with ``--dream``), one per variant: one Dream cycle (``manage.py dream``, a process of
   its own with the variant's priority and threads) with Dream on for five agents of its own (``DREAM_AGENTS``:
   stale pruning, contradictions, and summaries, whose LLM calls ``bench.extraction``'s scripted
-  OpenAI-compatible server answers); the reads run in rounds for as long as the cycle does, and the cycle's
-  wall time and counts are reported. A Dream phase changes the data (it prunes and summarises): reload it
+  OpenAI-compatible server answers); the reads run in rounds for as long as the cycle does, at most
+  ``--dream-seconds`` (a cycle still running then is stopped, and the phase says so), and the cycle's wall
+  time and counts are reported. A Dream phase changes the data (it prunes and summarises): reload it
   before another run.
 
 Reported: p50 and p99 of each operation in each phase, their ratio to idle, and each backlog's drain rate.
@@ -140,30 +141,41 @@ DREAM_AGENTS = {
 
 
 def _reads_while(
-    server: Server, key: str, users: dict[str, str], process: subprocess.Popen[bytes]
-) -> dict[str, list[float]]:
-    """Rounds of a few of each read, one after another, for as long as ``process`` runs; a round in which it
-    ended is left out, so every latency kept was taken while it ran."""
+    server: Server, key: str, users: dict[str, str], process: subprocess.Popen[bytes], cap: float
+) -> tuple[dict[str, list[float]], bool]:
+    """Rounds of a few of each read, one after another, for as long as ``process`` runs, or ``cap`` seconds,
+    whichever ends first; then a process still running is stopped (SIGTERM to its group). A round in which
+    it ended is left out, so every latency kept was taken while it ran. Returns the latencies, and whether
+    the process was stopped at the cap."""
     results: dict[str, list[float]] = {}
-    while process.poll() is None:
+    deadline = time.monotonic() + cap
+    while process.poll() is None and time.monotonic() < deadline:
         batch = _reads(server, key, users, n=5, seconds=10)
         if process.poll() is not None:
             break
         for op, values in batch.items():
             results.setdefault(op, []).extend(values)
-    return {op: sorted(values) for op, values in results.items()}
+    stopped = process.poll() is None
+    if stopped:
+        os.killpg(process.pid, signal.SIGTERM)
+    return {op: sorted(values) for op, values in results.items()}, stopped
 
 
 def _dream_phase(
-    server: Server, key: str, users: dict[str, str], db_url: str, logdir: Path, variant: str
+    server: Server, key: str, users: dict[str, str], db_url: str, logdir: Path, variant: str, cap: float
 ) -> tuple[dict[str, Any], str]:
     """The reads while one Dream cycle runs (a process of its own at the variant's priority and threads, the
-    scripted LLM answering its summaries) over the variant's agents."""
+    scripted LLM answering its summaries) over the variant's agents, for at most ``cap`` seconds."""
     log_path = logdir / f"dream-{variant}.log"
     started = time.monotonic()
     with dream_process(db_url, DREAM_AGENTS[variant], log_path, VARIANTS[variant]) as dream:
-        results = _reads_while(server, key, users, dream)
+        results, stopped = _reads_while(server, key, users, dream, cap)
     took = time.monotonic() - started
+    if stopped:
+        return (
+            results,
+            f"stopped at the cap after {took:.0f} s, mid-cycle (`manage.py dream` log: {log_path})",
+        )
     return results, f"cycle {took:.0f} s, exit {dream.returncode}: {dream_counts(log_path)}"
 
 
@@ -186,7 +198,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="per operation and phase, at most")
     parser.add_argument("--n", type=int, default=300, help="requests per operation and phase, at most")
     parser.add_argument("--variants", default="before,after")
-    parser.add_argument("--dream", action="store_true", help="a Dream cycle phase too, last")
+    parser.add_argument("--dream", action="store_true", help="a Dream cycle phase per variant too, last")
+    parser.add_argument(
+        "--dream-seconds",
+        type=float,
+        default=180.0,
+        help="a Dream phase's cap: a cycle still running is stopped",
+    )
     parser.add_argument("--db-url", default=os.environ.get("DATABASE_URL", ""))
     args = parser.parse_args(argv)
     db = target.resolve(args.db_url)
@@ -223,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             _clear_queue()
         for name in args.variants.split(",") if args.dream else []:
             phases[f"dream {name}"], drains[f"dream {name}"] = _dream_phase(
-                server, key, users, db.url, logdir, name
+                server, key, users, db.url, logdir, name, args.dream_seconds
             )
             log(f"dream {name} done: {drains[f'dream {name}']}")
     finally:

@@ -3,13 +3,13 @@
     DATA_DIR=/work/data-10m env -u DATABASE_URL .venv/bin/python -m bench.dream_cycle [--agents 5 --first 11]
 
 Dream is turned on for ``--agents`` agents from ``agent-<first>`` on (``agent-00`` is the one the other
-benches read as; ``background_load``'s Dream phases use agents 01-10): stale pruning, contradictions, and
-summaries (each group of 3 or more entries becomes one, the LLM calls answered by ``bench.extraction``'s
-scripted OpenAI-compatible server). One ``manage.py dream`` runs in a process of its own at the defaults
-(``BACKGROUND_NICE``), then Dream is turned off again. Reported: the entries in scope (those the agents
-wrote), the cycle's wall time, its counts, and the seconds per 100,000 entries in scope, which stays flat if
-the cycle grows with the agents' data and not with the table's. The cycle changes the data (it prunes and
-summarises): reload before measuring again.
+benches read as; ``background_load``'s Dream phases use agents 01-10): stale pruning (of about half of their
+entries), contradictions, and summaries (each group of 3 or more entries becomes one, the LLM calls answered
+by ``bench.extraction``'s scripted OpenAI-compatible server). One ``manage.py dream`` runs in a process of its
+own at the defaults (``BACKGROUND_NICE``), then Dream is turned off again. Reported: the entries in scope
+(those the agents wrote), the cycle's wall time, its counts, and the seconds per 100,000 entries in scope,
+which stays flat if the cycle grows with the agents' data and not with the table's. The cycle changes the data
+(it prunes and summarises): reload before measuring again.
 
 ``background_load`` uses :func:`dream_process` for its Dream phases.
 """
@@ -22,21 +22,31 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import target
+from bench import data, target
 from bench.measure import log
 
 
-def dream_policies(agents: list[str], *, enabled: bool) -> None:
-    """Dream on or off for these agents: pruning, contradictions, and summaries (each group of 3 or more
-    becomes one, by the scripted LLM)."""
+def stale_days() -> int:
+    """Days after which an entry is stale, so that about half of the generator's are: it dates them over the
+    year before ``bench.data.NOW``; the default's 90 days would prune them all, leaving nothing for the
+    other passes."""
+    return (datetime.now(UTC) - data.NOW).days + 183
+
+
+def dream_policies(agents: list[str], *, enabled: bool, contradictions: bool = True) -> None:
+    """Dream on or off for these agents: pruning (of about half: :func:`stale_days`), contradictions (unless
+    told not to), and summaries (each group of 3 or more becomes one, by the scripted LLM)."""
     from usermemory.services import policy_update
 
     for agent in agents:
         policy_update(
             agent_id=agent,
             dream_enabled=enabled,
+            detect_contradictions=contradictions,
+            prune_stale_after_days=stale_days(),
             summarize_interactions=enabled,
             summarize_min_entries=3,
             summarize_target_entries=1,
@@ -45,13 +55,18 @@ def dream_policies(agents: list[str], *, enabled: bool) -> None:
 
 @contextmanager
 def dream_process(
-    db_url: str, agents: list[str], log_path: Path, env: Mapping[str, str] = {}
+    db_url: str,
+    agents: list[str],
+    log_path: Path,
+    env: Mapping[str, str] = {},
+    *,
+    contradictions: bool = True,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Dream on for ``agents``, and one ``manage.py dream`` started in a process of its own (``env`` added to
     its environment) with the scripted LLM; on leaving, it is waited for and Dream is off again."""
     from bench.extraction import SCRIPTED_MODEL, scripted_llm
 
-    dream_policies(agents, enabled=True)
+    dream_policies(agents, enabled=True, contradictions=contradictions)
     try:
         with scripted_llm() as url, log_path.open("w") as out:
             variables = os.environ | dict(env)
@@ -94,6 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--first", type=int, default=11, help="the first of them (agent-11 on: background_load's are 01-10)"
     )
+    parser.add_argument(
+        "--contradictions",
+        action="store_true",
+        help="contradictions too (by meaning: every distinct key of the users in scope is embedded each "
+        "cycle, hours on the bench's data, whose keys are nearly all distinct)",
+    )
     parser.add_argument("--db-url", default=os.environ.get("DATABASE_URL", ""))
     args = parser.parse_args(argv)
     db = target.resolve(args.db_url)
@@ -109,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"{table} entries, {scope} of them written by {agents[0]}..{agents[-1]}")
     log_path = Path(tempfile.mkdtemp(prefix="dream-cycle-")) / "dream.log"
     started = time.monotonic()
-    with dream_process(db.url, agents, log_path) as process:
+    with dream_process(db.url, agents, log_path, contradictions=args.contradictions) as process:
         pass
     took = time.monotonic() - started
     print("\n| entries | in scope | agents | cycle s | s per 100k in scope | exit | outcome |")
