@@ -16,17 +16,18 @@ recall (``/visible``) of each user. Phases, all in one run:
   is read from the queue. Variants:
   - ``before``: the consumer as the serving processes' old background thread ran it: priority unchanged
     (``BACKGROUND_NICE=0``), the local model's 2 threads (``BACKGROUND_EMBEDDINGS_THREADS=2``);
-  - ``after``: the defaults: ``BACKGROUND_NICE=10``, 1 thread.
+  - ``nice``: nice 10 and 1 thread, without ``SCHED_IDLE`` (session 12's defaults);
+  - ``after``: the defaults: ``SCHED_IDLE``, nice 10, 1 thread.
 
   Whatever is left of a variant's backlog is removed from the queue when its phase ends (those entries stay
   without a vector, found by their words);
 - ``dream <variant>`` (with ``--dream``), one per variant: one Dream cycle (``manage.py dream``, a process of
-  its own with the variant's priority and threads) with Dream on for five agents of its own (``DREAM_AGENTS``:
-  stale pruning, contradictions, and summaries, whose LLM calls ``bench.extraction``'s scripted
-  OpenAI-compatible server answers); the reads run in rounds for as long as the cycle does, at most
+  its own with the variant's priority and threads) with Dream on for five agents of its own
+  (``--dream-first``): stale pruning, contradictions, and summaries, whose LLM calls ``bench.extraction``'s
+  scripted OpenAI-compatible server answers); the reads run in rounds for as long as the cycle does, at most
   ``--dream-seconds`` (a cycle still running then is stopped, and the phase says so), and the cycle's wall
-  time and counts are reported. A Dream phase changes the data (it prunes and summarises): reload it
-  before another run.
+  time and counts are reported. A Dream phase changes the data (it prunes and summarises): reload it before
+  another run.
 
 Reported: p50 and p99 of each operation in each phase, their ratio to idle, and each backlog's drain rate.
 """
@@ -50,9 +51,11 @@ from bench.measure import drive, log
 from bench.write_cost import start_consumer
 
 AGENT = "agent-00"
+_THREADS = "BACKGROUND_EMBEDDINGS_THREADS"
 VARIANTS = {
-    "before": {"BACKGROUND_NICE": "0", "BACKGROUND_EMBEDDINGS_THREADS": "2"},
-    "after": {"BACKGROUND_NICE": "10", "BACKGROUND_EMBEDDINGS_THREADS": "1"},
+    "before": {"BACKGROUND_SCHED_IDLE": "false", "BACKGROUND_NICE": "0", _THREADS: "2"},
+    "nice": {"BACKGROUND_SCHED_IDLE": "false", "BACKGROUND_NICE": "10", _THREADS: "1"},
+    "after": {"BACKGROUND_SCHED_IDLE": "true", "BACKGROUND_NICE": "10", _THREADS: "1"},
 }
 QUESTION = "what did the user say about travel and food?"
 
@@ -132,12 +135,16 @@ def _reads(server: Server, key: str, users: dict[str, str], *, n: int, seconds: 
     return results
 
 
-# Each Dream variant runs over agents of its own, so that both find the same kind of work (the generator deals
-# entries to agents alike); agent-00, whose key reads, is in neither.
-DREAM_AGENTS = {
-    "before": [f"agent-{i:02d}" for i in range(1, 6)],
-    "after": [f"agent-{i:02d}" for i in range(6, 11)],
-}
+DREAM_AGENTS = 5
+
+
+def _dream_agents(variants: list[str], first: int) -> dict[str, list[str]]:
+    """Five agents of its own for each Dream variant, from ``agent-<first>`` on, so that all find the same
+    kind of work (the generator deals entries to agents alike); agent-00, whose key reads, is in none."""
+    return {
+        name: [f"agent-{first + n * DREAM_AGENTS + i:02d}" for i in range(DREAM_AGENTS)]
+        for n, name in enumerate(variants)
+    }
 
 
 def _reads_while(
@@ -162,13 +169,20 @@ def _reads_while(
 
 
 def _dream_phase(
-    server: Server, key: str, users: dict[str, str], db_url: str, logdir: Path, variant: str, cap: float
+    server: Server,
+    key: str,
+    users: dict[str, str],
+    db_url: str,
+    logdir: Path,
+    variant: str,
+    agents: list[str],
+    cap: float,
 ) -> tuple[dict[str, Any], str]:
     """The reads while one Dream cycle runs (a process of its own at the variant's priority and threads, the
     scripted LLM answering its summaries) over the variant's agents, for at most ``cap`` seconds."""
     log_path = logdir / f"dream-{variant}.log"
     started = time.monotonic()
-    with dream_process(db_url, DREAM_AGENTS[variant], log_path, VARIANTS[variant]) as dream:
+    with dream_process(db_url, agents, log_path, VARIANTS[variant]) as dream:
         results, stopped = _reads_while(server, key, users, dream, cap)
     took = time.monotonic() - started
     if stopped:
@@ -197,7 +211,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backlog", type=int, default=20_000)
     parser.add_argument("--seconds", type=float, default=20.0, help="per operation and phase, at most")
     parser.add_argument("--n", type=int, default=300, help="requests per operation and phase, at most")
-    parser.add_argument("--variants", default="before,after")
+    parser.add_argument("--variants", default="before,nice,after")
+    parser.add_argument(
+        "--dream-first",
+        type=int,
+        default=1,
+        help="Dream variants: 5 agents each from agent-<this>",
+    )
     parser.add_argument("--dream", action="store_true", help="a Dream cycle phase per variant too, last")
     parser.add_argument(
         "--dream-seconds",
@@ -239,9 +259,10 @@ def main(argv: list[str] | None = None) -> int:
             drains[name] = f"{queued - left} of {queued} in {took:.0f} s: {rate:.1f}/s"
             log(f"{name} done; drained {drains[name]}")
             _clear_queue()
-        for name in args.variants.split(",") if args.dream else []:
+        variants = args.variants.split(",")
+        for name, agents in _dream_agents(variants, args.dream_first).items() if args.dream else []:
             phases[f"dream {name}"], drains[f"dream {name}"] = _dream_phase(
-                server, key, users, db.url, logdir, name, args.dream_seconds
+                server, key, users, db.url, logdir, name, agents, args.dream_seconds
             )
             log(f"dream {name} done: {drains[f'dream {name}']}")
     finally:

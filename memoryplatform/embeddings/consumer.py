@@ -66,9 +66,19 @@ class Consumed:
 
 
 def yield_to_requests() -> None:
-    """Make this process a background one: scheduling priority BACKGROUND_NICE (unless already lower), and
-    few threads for the local model (set before it loads; OMP_NUM_THREADS already set in the environment
-    wins)."""
+    """Make this process a background one (call it before it starts threads: they inherit it):
+
+    - with BACKGROUND_SCHED_IDLE, Linux's ``SCHED_IDLE`` policy: it runs only on a core no request wants,
+      and a request that wakes takes the core from it at once (nice alone leaves it a share, and a woken
+      request may wait for its time slice);
+    - scheduling priority BACKGROUND_NICE (unless already lower), which ranks it among background work too;
+    - few threads for the local model (set before it loads; OMP_NUM_THREADS already set in the environment
+      wins)."""
+    if settings.BACKGROUND_SCHED_IDLE and hasattr(os, "SCHED_IDLE"):
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        except OSError as exc:  # a container may forbid it: nice still applies
+            logger.warning("SCHED_IDLE refused (%s): background work runs at nice only.", exc)
     if settings.BACKGROUND_NICE > 0 and hasattr(os, "nice"):
         current = os.nice(0)
         if current < settings.BACKGROUND_NICE:  # idempotent: a process already that low stays as it is

@@ -77,8 +77,11 @@ class Command(BaseCommand):
         port = os.environ.get("WORKER_METRICS_PORT", "").strip()
         if port:  # a process apart from the web server (docker-compose.yml's embedder)
             serve_metrics_port(int(port))
+        priority = f"nice +{settings.BACKGROUND_NICE}"
+        if settings.BACKGROUND_SCHED_IDLE:
+            priority = f"SCHED_IDLE, {priority}"
         self.stdout.write(
-            f"Vector consumer: embedding queued texts as they are written (nice +{settings.BACKGROUND_NICE}, "
+            f"Vector consumer: embedding queued texts as they are written ({priority}, "
             f"waking on notifications or every {settings.EMBEDDINGS_POLL_SECONDS:g} s)"
         )
         self.stdout.flush()

@@ -1,0 +1,41 @@
+"""Background processes yield the cores to requests (issue 34): under Linux's SCHED_IDLE (a request that wakes
+takes the core at once), at nice BACKGROUND_NICE, with BACKGROUND_EMBEDDINGS_THREADS for the local model. Each
+case runs in a process of its own, as the consumer, the Dream scheduler and Celery workers do at start."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# What a background process is once it has yielded (twice: the second call changes nothing).
+PROBE = """
+import os, django
+django.setup()
+from memoryplatform.embeddings.consumer import yield_to_requests
+yield_to_requests()
+yield_to_requests()
+print(os.sched_getscheduler(0), os.nice(0), os.environ.get("OMP_NUM_THREADS"))
+"""
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's")
+
+
+def _background(**settings: str) -> tuple[int, int, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BACKGROUND_", "OMP_"))}
+    argv = [sys.executable, "-c", PROBE]
+    done = subprocess.run(argv, cwd=ROOT, env=env | settings, capture_output=True, text=True, check=True)  # noqa: S603
+    policy, nice, threads = done.stdout.split()
+    return int(policy), int(nice), threads
+
+
+def test_a_background_process_runs_under_sched_idle_at_nice_10_with_one_model_thread() -> None:
+    assert _background() == (os.SCHED_IDLE, 10, "1")
+
+
+def test_each_setting_turns_its_part_off() -> None:
+    policy, nice, threads = _background(BACKGROUND_SCHED_IDLE="false", BACKGROUND_NICE="0")
+    assert (policy, nice) == (os.SCHED_OTHER, 0) and threads == "1"
+    assert _background(BACKGROUND_NICE="5", BACKGROUND_EMBEDDINGS_THREADS="2") == (os.SCHED_IDLE, 5, "2")
