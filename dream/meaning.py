@@ -16,15 +16,15 @@ is not confirmed. The run records counts, the first pairs and the first few fail
 """
 
 import logging
-import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from django.db.models import Q, QuerySet
 
 from dream.records import MAX_RECORDED_FAILURES, LlmCalls, record_failure
-from memoryplatform.embeddings import EmbedderError, get_embedder
+from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
 from memoryplatform.llm import LLM, LLMError
 from usermemory.conflicts import dismissed_pairs_of
 from usermemory.maintenance import meaning_conflicts_record
@@ -34,6 +34,8 @@ from usermemory.searchtext import key_text
 logger = logging.getLogger(__name__)
 
 MAX_KEYS_PER_USER = 500  # pairs grow with the square; a user's keys past this are not compared
+USERS_PER_CHUNK = 500  # users read at a time: a cycle's memory is bounded by a chunk, not by the table
+KEY_VECTORS_KEPT = 50_000  # key vectors kept for the next chunks (about 150 MB at 384 dimensions)
 MAX_RECORDED_PAIRS = 100  # a run's details list the first pairs; all are counted
 CONFIRM_SYSTEM = (
     "Two facts stored about one user have different keys. Say whether they describe the same attribute of "
@@ -44,11 +46,6 @@ CONFIRM_SCHEMA = {
     "required": ["contradiction"],
     "properties": {"contradiction": {"type": "boolean"}},
 }
-
-
-def _unit(vector: list[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
-    return [x / norm for x in vector]
 
 
 def _agree(a: str, b: str) -> bool:
@@ -98,30 +95,46 @@ class MeaningResult:
 def find_pairs(*, current: QuerySet[MemoryEntry], scope: Q, threshold: float) -> list[Pair]:
     """The pairs of the ``current`` entries of the users in ``scope`` whose keys mean
     the same (from ``threshold``) and whose values disagree; at least one side in ``scope``. Empty without
-    an embedder; EmbedderError when it fails."""
+    an embedder; EmbedderError when it fails.
+
+    The users are read USERS_PER_CHUNK at a time, so memory is bounded by a chunk's entries and the key
+    vectors kept for the next chunks (at most KEY_VECTORS_KEPT), not by the table."""
     embedder = get_embedder()
     if embedder is None:
         return []
-    users = current.filter(scope).values("user_id").distinct()
-    in_scope = set(current.filter(scope).values_list("id", flat=True))
+    users = list(current.filter(scope).values_list("user_id", flat=True).distinct().order_by("user_id"))
+    vectors: dict[str, np.ndarray] = {}
+    pairs: list[Pair] = []
+    for start in range(0, len(users), USERS_PER_CHUNK):
+        chunk = users[start : start + USERS_PER_CHUNK]
+        pairs.extend(_chunk_pairs(current, scope, chunk, threshold, embedder, vectors))
+        if len(vectors) > KEY_VECTORS_KEPT:
+            vectors.clear()
+    return pairs
+
+
+def _chunk_pairs(
+    current: QuerySet[MemoryEntry],
+    scope: Q,
+    users: list[str],
+    threshold: float,
+    embedder: Embedder,
+    vectors: dict[str, np.ndarray],
+) -> list[Pair]:
+    """:func:`find_pairs` for these users; ``vectors`` (unit key vectors) is read and filled."""
+    in_scope = set(current.filter(scope, user_id__in=users).values_list("id", flat=True))
     rows = current.filter(user_id__in=users).values_list("id", "user_id", "key", "value_text").order_by("id")
     by_user: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
     for entry_id, user_id, key, text in rows:
         by_user[user_id].append((entry_id, key, text))
-    keys = sorted({key for entries in by_user.values() for _, key, _ in entries})
-    if not keys:
-        return []
-    vectors = dict(
-        zip(keys, (_unit(v) for v in embedder.embed_passages([key_text(k) for k in keys])), strict=True)
-    )
+    missing = sorted({key for entries in by_user.values() for _, key, _ in entries} - vectors.keys())
+    if missing:
+        computed = np.asarray(embedder.embed_passages([key_text(k) for k in missing]), dtype=np.float64)
+        norms = np.linalg.norm(computed, axis=1, keepdims=True)
+        vectors.update(zip(missing, computed / np.where(norms == 0, 1.0, norms), strict=True))
     pairs = []
     for user_id, entries in by_user.items():
-        user_keys = sorted({key for _, key, _ in entries})[:MAX_KEYS_PER_USER]
-        same = set()
-        for i, a in enumerate(user_keys):
-            for b in user_keys[i + 1 :]:
-                if sum(x * y for x, y in zip(vectors[a], vectors[b], strict=True)) >= threshold:
-                    same.add((a, b))
+        same = _same_keys(sorted({key for _, key, _ in entries})[:MAX_KEYS_PER_USER], vectors, threshold)
         if not same:
             continue
         for first_index, (first, first_key, first_text) in enumerate(entries):
@@ -142,6 +155,15 @@ def find_pairs(*, current: QuerySet[MemoryEntry], scope: Q, threshold: float) ->
                         )
                     )
     return pairs
+
+
+def _same_keys(keys: list[str], vectors: dict[str, np.ndarray], threshold: float) -> set[tuple[str, str]]:
+    """The pairs of these (sorted) keys whose vectors' cosine similarity reaches ``threshold``."""
+    if len(keys) < 2:
+        return set()
+    matrix = np.stack([vectors[k] for k in keys])
+    close = np.argwhere(np.triu(matrix @ matrix.T >= threshold, k=1))
+    return {(keys[i], keys[j]) for i, j in close}
 
 
 def without_dismissed(pairs: list[Pair]) -> list[Pair]:

@@ -41,6 +41,35 @@ def test_keys_of_one_meaning_with_values_that_disagree_are_flagged(agent_a, agen
     assert flags(agent_a_api) == {"city": False, "home_town": False, "language": False}
 
 
+def test_users_read_a_few_at_a_time_are_each_compared_as_a_whole(
+    agent_a, agent_a_api, dream_policy, monkeypatch
+):
+    """A cycle reads the users in chunks (its memory is bounded by a chunk, not by the table): with one user a
+    chunk and no key vector kept between chunks, each user's pairs are found as in one read."""
+    from dream import meaning
+
+    monkeypatch.setattr(meaning, "USERS_PER_CHUNK", 1)
+    monkeypatch.setattr(meaning, "KEY_VECTORS_KEPT", 0)
+    for user, home in (("mover", "Munich"), ("stayer", "berlin"), ("third", "Hamburg")):
+        for key, value in (("city", "Berlin"), ("home_town", home)):
+            body = {"userId": user, "key": key, "value": value}
+            assert agent_a_api.put(BASE, body, format="json").status_code == 201
+    dream_policy(agent_a, prune_stale_after_days=0)
+
+    run_dream("--no-progress")
+
+    conflicted = {
+        user: {e["key"]: e["conflicted"] for e in agent_a_api.get(f"{BASE}/{user}").json()}
+        for user in ("mover", "stayer", "third")
+    }
+    assert conflicted == {
+        "mover": {"city": True, "home_town": True},
+        "stayer": {"city": False, "home_town": False},
+        "third": {"city": True, "home_town": True},
+    }
+    assert DreamRun.objects.get().details["meaning"]["pairCount"] == 2
+
+
 def test_agreeing_values_are_not_flagged(agent_a, agent_a_api, dream_policy):
     put(agent_a_api, "city", "Berlin")
     put(agent_a_api, "home_town", "berlin")
