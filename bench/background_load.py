@@ -17,7 +17,8 @@ recall (``/visible``) of each user. Phases, all in one run:
   - ``before``: the consumer as the serving processes' old background thread ran it: priority unchanged
     (``BACKGROUND_NICE=0``), the local model's 2 threads (``BACKGROUND_EMBEDDINGS_THREADS=2``);
   - ``nice``: nice 10 and 1 thread, without ``SCHED_IDLE`` (session 12's defaults);
-  - ``after``: the defaults: ``SCHED_IDLE``, nice 10, 1 thread.
+  - ``after``: ``SCHED_IDLE``, nice 10, 1 thread;
+  - ``paced``: as ``nice``, with Dream's batches of 200 rows and 0.2 s between them (its Dream phase only).
 
   Whatever is left of a variant's backlog is removed from the queue when its phase ends (those entries stay
   without a vector, found by their words);
@@ -56,6 +57,8 @@ VARIANTS = {
     "before": {"BACKGROUND_SCHED_IDLE": "false", "BACKGROUND_NICE": "0", _THREADS: "2"},
     "nice": {"BACKGROUND_SCHED_IDLE": "false", "BACKGROUND_NICE": "10", _THREADS: "1"},
     "after": {"BACKGROUND_SCHED_IDLE": "true", "BACKGROUND_NICE": "10", _THREADS: "1"},
+    # nice's, with Dream's batches small and paced (the consumer is as nice's)
+    "paced": {"BACKGROUND_NICE": "10", _THREADS: "1", "DREAM_BATCH_SIZE": "200", "DREAM_BATCH_PAUSE": "0.2"},
 }
 QUESTION = "what did the user say about travel and food?"
 

@@ -286,11 +286,11 @@ EMBEDDINGS_POLL_SECONDS = env.float("EMBEDDINGS_POLL_SECONDS", default=5.0)
 EMBEDDINGS_LEASE_SECONDS = env.float("EMBEDDINGS_LEASE_SECONDS", default=300.0)
 EMBEDDINGS_RETRY_SECONDS = env.float("EMBEDDINGS_RETRY_SECONDS", default=30.0)
 # Background processes (the vector consumer, the Dream scheduler, Celery workers) yield the cores to the
-# requests: on Linux they run under SCHED_IDLE (BACKGROUND_SCHED_IDLE: only on a core no request wants),
-# their scheduling priority is lowered by BACKGROUND_NICE (os.nice; 0: unchanged), and the local model gets
-# BACKGROUND_EMBEDDINGS_THREADS threads there (0: EMBEDDINGS_THREADS). Measured in bench/RESULTS.md
-# (issue 34).
-BACKGROUND_SCHED_IDLE = _strict_bool("BACKGROUND_SCHED_IDLE", True)
+# requests: their scheduling priority is lowered by BACKGROUND_NICE (os.nice; 0: unchanged), and the local
+# model gets BACKGROUND_EMBEDDINGS_THREADS threads there (0: EMBEDDINGS_THREADS). BACKGROUND_SCHED_IDLE puts
+# them under Linux's SCHED_IDLE (only on a core no request wants): off, since it measured no better than nice
+# here (bench/RESULTS.md, issue 34), and it can starve them on a node whose requests keep the cores busy.
+BACKGROUND_SCHED_IDLE = _strict_bool("BACKGROUND_SCHED_IDLE", False)
 BACKGROUND_NICE = env.int("BACKGROUND_NICE", default=10)
 BACKGROUND_EMBEDDINGS_THREADS = env.int("BACKGROUND_EMBEDDINGS_THREADS", default=1)
 # The most an embedder ever sees of one text: queries, entries (whose hash covers all of them) and Dream's

@@ -68,9 +68,8 @@ class Consumed:
 def yield_to_requests() -> None:
     """Make this process a background one (call it before it starts threads: they inherit it):
 
-    - with BACKGROUND_SCHED_IDLE, Linux's ``SCHED_IDLE`` policy: it runs only on a core no request wants,
-      and a request that wakes takes the core from it at once (nice alone leaves it a share, and a woken
-      request may wait for its time slice);
+    - with BACKGROUND_SCHED_IDLE (off by default: no better than nice on the bench), Linux's ``SCHED_IDLE``
+      policy: it runs only on a core no request wants;
     - scheduling priority BACKGROUND_NICE (unless already lower), which ranks it among background work too;
     - few threads for the local model (set before it loads; OMP_NUM_THREADS already set in the environment
       wins)."""
