@@ -13,9 +13,9 @@ the embedded server's connection) is timed first and taken off each phase, so th
 - ``rerun``: the same file again: every line skipped;
 - ``batch 1``: a transaction a line;
 - ``batch 1000``;
-- ``batch 100 + local embedder``: the default embedder; values this long are embedded by the process's
-  background thread beside the import, and what it has not done when the command exits stays missing (counted
-  after the phase).
+- ``batch 100 + local embedder``: the default embedder; each entry is queued for the vector consumer in its
+  batch's transaction (none runs here, so every vector is still pending after the phase: counted), and values
+  this long are not embedded in the command's process at all.
 """
 
 import argparse

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from dream.records import MAX_RECORDED_FAILURES, LlmCalls, record_failure
@@ -128,10 +129,12 @@ def _chunk_pairs(
     for entry_id, user_id, key, text in rows:
         by_user[user_id].append((entry_id, key, text))
     missing = sorted({key for entries in by_user.values() for _, key, _ in entries} - vectors.keys())
-    if missing:
-        computed = np.asarray(embedder.embed_passages([key_text(k) for k in missing]), dtype=np.float64)
+    step = max(1, settings.EMBEDDINGS_BATCH_SIZE)  # the embedder's tensors stay a batch's size
+    for start in range(0, len(missing), step):
+        keys = missing[start : start + step]
+        computed = np.asarray(embedder.embed_passages([key_text(k) for k in keys]), dtype=np.float64)
         norms = np.linalg.norm(computed, axis=1, keepdims=True)
-        vectors.update(zip(missing, computed / np.where(norms == 0, 1.0, norms), strict=True))
+        vectors.update(zip(keys, computed / np.where(norms == 0, 1.0, norms), strict=True))
     pairs = []
     for user_id, entries in by_user.items():
         same = _same_keys(sorted({key for _, key, _ in entries})[:MAX_KEYS_PER_USER], vectors, threshold)
