@@ -3,7 +3,7 @@
     DATA_DIR=/work/data-10m env -u DATABASE_URL .venv/bin/python -m bench.dream_cycle [--agents 5 --first 11]
 
 Dream is turned on for ``--agents`` agents from ``agent-<first>`` on (``agent-00`` is the one the other
-benches read as; ``background_load``'s Dream phases use agents 01-10): stale pruning (of about half of their
+benches read as; ``background_load``'s Dream phases use agents 01-10): stale pruning (of a share of their
 entries), contradictions, and summaries (each group of 3 or more entries becomes one, the LLM calls answered
 by ``bench.extraction``'s scripted OpenAI-compatible server). One ``manage.py dream`` runs in a process of its
 own at the defaults (``BACKGROUND_NICE``), then Dream is turned off again. Reported: the entries in scope
@@ -30,14 +30,15 @@ from bench.measure import log
 
 
 def stale_days() -> int:
-    """Days after which an entry is stale, so that about half of the generator's are: it dates them over the
-    year before ``bench.data.NOW``; the default's 90 days would prune them all, leaving nothing for the
+    """Days after which an entry is stale, so that only some of the generator's are: it dates them over the
+    year before ``bench.data.NOW`` (this cut, half a year back, leaves about 7 % of an agent's entries stale,
+    since reads since then count too); the default's 90 days would prune them all, leaving nothing for the
     other passes."""
     return (datetime.now(UTC) - data.NOW).days + 183
 
 
 def dream_policies(agents: list[str], *, enabled: bool, contradictions: bool = True) -> None:
-    """Dream on or off for these agents: pruning (of about half: :func:`stale_days`), contradictions (unless
+    """Dream on or off for these agents: pruning (of some: :func:`stale_days`), contradictions (unless
     told not to), and summaries (each group of 3 or more becomes one, by the scripted LLM)."""
     from usermemory.services import policy_update
 
