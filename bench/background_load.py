@@ -18,7 +18,14 @@ recall (``/visible``) of each user. Phases, all in one run:
     (``BACKGROUND_NICE=0``), the local model's 2 threads (``BACKGROUND_EMBEDDINGS_THREADS=2``);
   - ``nice``: nice 10 and 1 thread, without ``SCHED_IDLE`` (session 12's defaults);
   - ``after``: ``SCHED_IDLE``, nice 10, 1 thread;
-  - ``paced``: as ``nice``, with Dream's batches of 200 rows and 0.2 s between them (its Dream phase only).
+  - ``paced``: as ``nice``, with Dream's batches of 200 rows and 0.2 s between them (its Dream phase only);
+  - ``duty50``, ``duty33`` (the default since session 14), ``duty20``: as ``nice``, with the duty cycle
+    (``BACKGROUND_DUTY`` 0.5, 0.33, 0.2: while the node is busy with others' work, background work sleeps
+    after each batch so that it takes that share of the time). ``before``, ``nice``, ``after`` and
+    ``paced`` run with ``BACKGROUND_DUTY=1`` (no duty cycle), as they did before it.
+
+  With ``--idle-drain S``, each backlog phase first lets the consumer drain for S seconds with no reads, and
+  reports that rate too: the duty cycle must not slow an idle node.
 
   Whatever is left of a variant's backlog is removed from the queue when its phase ends (those entries stay
   without a vector, found by their words);
@@ -53,12 +60,17 @@ from bench.write_cost import start_consumer
 
 AGENT = "agent-00"
 _THREADS = "BACKGROUND_EMBEDDINGS_THREADS"
+_NICE = {"BACKGROUND_SCHED_IDLE": "false", "BACKGROUND_NICE": "10", _THREADS: "1"}
 VARIANTS = {
-    "before": {"BACKGROUND_SCHED_IDLE": "false", "BACKGROUND_NICE": "0", _THREADS: "2"},
-    "nice": {"BACKGROUND_SCHED_IDLE": "false", "BACKGROUND_NICE": "10", _THREADS: "1"},
-    "after": {"BACKGROUND_SCHED_IDLE": "true", "BACKGROUND_NICE": "10", _THREADS: "1"},
+    "before": _NICE | {"BACKGROUND_NICE": "0", _THREADS: "2", "BACKGROUND_DUTY": "1"},
+    "nice": _NICE | {"BACKGROUND_DUTY": "1"},
+    "after": _NICE | {"BACKGROUND_SCHED_IDLE": "true", "BACKGROUND_DUTY": "1"},
     # nice's, with Dream's batches small and paced (the consumer is as nice's)
-    "paced": {"BACKGROUND_NICE": "10", _THREADS: "1", "DREAM_BATCH_SIZE": "200", "DREAM_BATCH_PAUSE": "0.2"},
+    "paced": _NICE | {"BACKGROUND_DUTY": "1", "DREAM_BATCH_SIZE": "200", "DREAM_BATCH_PAUSE": "0.2"},
+    # nice's, with the duty cycle (memoryplatform/duty.py): half the time, or a third (the default)
+    "duty50": _NICE | {"BACKGROUND_DUTY": "0.5"},
+    "duty33": _NICE | {"BACKGROUND_DUTY": "0.33"},
+    "duty20": _NICE | {"BACKGROUND_DUTY": "0.2"},
 }
 QUESTION = "what did the user say about travel and food?"
 
@@ -214,7 +226,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backlog", type=int, default=20_000)
     parser.add_argument("--seconds", type=float, default=20.0, help="per operation and phase, at most")
     parser.add_argument("--n", type=int, default=300, help="requests per operation and phase, at most")
-    parser.add_argument("--variants", default="before,nice,after")
+    parser.add_argument("--variants", default="before,nice,duty33")
+    parser.add_argument(
+        "--idle-drain", type=float, default=0.0, help="per backlog phase: seconds of drain alone first"
+    )
     parser.add_argument(
         "--dream-first",
         type=int,
@@ -251,6 +266,11 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.variants.split(","):
             _queue_backlog(args.backlog, spare=(heavy, typical))
             consumer = start_consumer(db.url, logdir / f"consumer-{name}.log", VARIANTS[name])
+            if args.idle_drain:
+                started, queued = time.monotonic(), _pending()
+                time.sleep(args.idle_drain)
+                alone, took = queued - _pending(), time.monotonic() - started
+                drains[f"{name}, no reads"] = f"{alone} in {took:.0f} s: {alone / took:.1f}/s"
             started, queued = time.monotonic(), _pending()
             try:
                 phases[name] = _reads(server, key, users, n=args.n, seconds=args.seconds)

@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from dream.records import MAX_RECORDED_FAILURES, LlmCalls, record_failure
+from memoryplatform import duty
 from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
 from memoryplatform.llm import LLM, LLMError
 from usermemory.conflicts import dismissed_pairs_of
@@ -132,7 +133,8 @@ def _chunk_pairs(
     step = max(1, settings.EMBEDDINGS_BATCH_SIZE)  # the embedder's tensors stay a batch's size
     for start in range(0, len(missing), step):
         keys = missing[start : start + step]
-        computed = np.asarray(embedder.embed_passages([key_text(k) for k in keys]), dtype=np.float64)
+        with duty.paced():  # the heaviest background work there is: the model at full tilt
+            computed = np.asarray(embedder.embed_passages([key_text(k) for k in keys]), dtype=np.float64)
         norms = np.linalg.norm(computed, axis=1, keepdims=True)
         vectors.update(zip(keys, computed / np.where(norms == 0, 1.0, norms), strict=True))
     pairs = []

@@ -293,6 +293,12 @@ EMBEDDINGS_RETRY_SECONDS = env.float("EMBEDDINGS_RETRY_SECONDS", default=30.0)
 BACKGROUND_SCHED_IDLE = _strict_bool("BACKGROUND_SCHED_IDLE", False)
 BACKGROUND_NICE = env.int("BACKGROUND_NICE", default=10)
 BACKGROUND_EMBEDDINGS_THREADS = env.int("BACKGROUND_EMBEDDINGS_THREADS", default=1)
+# While the node is busy with others' work (at least BACKGROUND_BUSY_CORES cores' worth of CPU, from Linux's
+# /proc/stat), background work runs BACKGROUND_DUTY of the time and sleeps the rest after each batch
+# (memoryplatform/duty.py): priority alone did not keep a running model from slowing reads (bench/RESULTS.md,
+# issue 34). 1: never sleeps. An idle node drains at full speed.
+BACKGROUND_DUTY = env.float("BACKGROUND_DUTY", default=0.33)
+BACKGROUND_BUSY_CORES = env.float("BACKGROUND_BUSY_CORES", default=0.1)
 # The most an embedder ever sees of one text: queries, entries (whose hash covers all of them) and Dream's
 # keys alike are cut to their first this many characters (memoryplatform.embeddings.BoundedEmbedder). The
 # local model takes about 0.7 s for 2,000 characters (one 512-token window) and 35 s for 100,000 here.

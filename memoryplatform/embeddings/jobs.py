@@ -27,6 +27,7 @@ from django.db import transaction
 from django.utils import timezone
 from prometheus_client import Counter, Gauge
 
+from memoryplatform import duty
 from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
 from memoryplatform.embeddings.store import QueueTable, queue_clock, queue_forget, sweep_done, sweep_model
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
@@ -161,7 +162,8 @@ def embed_missing(
                 kind.backlog.set(0)
                 sweep_done(kind=kind.lock_key, model=embedder.model_id)
                 return Reembedded(written, total, complete=True)
-            written += compute(kind=kind, embedder=embedder, pending=pending)
+            with duty.paced():
+                written += compute(kind=kind, embedder=embedder, pending=pending)
             done += len(pending)
             after = pending[-1].id
             kind.backlog.set(max(total - done, 0))
