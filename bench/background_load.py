@@ -21,8 +21,9 @@ recall (``/visible``) of each user. Phases, all in one run:
   - ``paced``: as ``nice``, with Dream's batches of 200 rows and 0.2 s between them (its Dream phase only);
   - ``duty50``, ``duty33`` (the default since session 14), ``duty20``: as ``nice``, with the duty cycle
     (``BACKGROUND_DUTY`` 0.5, 0.33, 0.2: while the node is busy with others' work, background work sleeps
-    after each batch so that it takes that share of the time). ``before``, ``nice``, ``after`` and
-    ``paced`` run with ``BACKGROUND_DUTY=1`` (no duty cycle), as they did before it.
+    after each batch so that it takes that share of the time); ``before-duty33``: as ``before`` (nice 0, 2
+    threads), with the duty cycle at 0.33. ``before``, ``nice``, ``after`` and ``paced`` run with
+    ``BACKGROUND_DUTY=1`` (no duty cycle), as they did before it.
 
   With ``--idle-drain S``, each backlog phase first lets the consumer drain for S seconds with no reads, and
   reports that rate too: the duty cycle must not slow an idle node.
@@ -71,6 +72,8 @@ VARIANTS = {
     "duty50": _NICE | {"BACKGROUND_DUTY": "0.5"},
     "duty33": _NICE | {"BACKGROUND_DUTY": "0.33"},
     "duty20": _NICE | {"BACKGROUND_DUTY": "0.2"},
+    # before's (nice 0, 2 threads), with the default duty cycle: does it tame an aggressive consumer?
+    "before-duty33": _NICE | {"BACKGROUND_NICE": "0", _THREADS: "2", "BACKGROUND_DUTY": "0.33"},
 }
 QUESTION = "what did the user say about travel and food?"
 

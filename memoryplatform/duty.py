@@ -20,6 +20,7 @@ backend): a batch's writes are milliseconds against its seconds of embedding, fa
 threshold.
 """
 
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -28,9 +29,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
+from prometheus_client import Counter
 
+logger = logging.getLogger(__name__)
 MAX_REST_SECONDS = 60.0  # one rest at most, whatever the unit of work took
 PROC_STAT = Path("/proc/stat")
+
+rested_seconds = Counter(
+    "background_rested_seconds",
+    "Seconds background work (the vector consumer, Dream, re-embedding) slept to leave a busy node to "
+    "others' work (memoryplatform/duty.py).",
+)
 
 
 def node_busy_seconds() -> float | None:
@@ -101,8 +110,10 @@ class DutyCycle:
             busy = self.others_busy()
             if busy is None or busy >= self.busy_cores:
                 pause = min(worked * (1 - self.duty) / self.duty, MAX_REST_SECONDS)
+                logger.debug("Worked %.2f s beside %s busy cores: rest %.2f s.", worked, busy, pause)
                 self.sleep(pause)
                 self.rested += pause
+                rested_seconds.inc(pause)
         self._mark = self._sample()
         return pause
 

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 from django.core.checks import run_checks
+from prometheus_client import REGISTRY
 
 from memoryplatform import duty
 from memoryplatform.duty import MAX_REST_SECONDS, DutyCycle
@@ -42,7 +43,12 @@ class Node:
         )
 
 
+def rested_total() -> float:
+    return REGISTRY.get_sample_value("background_rested_seconds_total") or 0.0
+
+
 def test_a_busy_node_gets_the_rest_of_the_time():
+    before = rested_total()
     node = Node(others=1.0)
     cycle = node.cycle(0.25)
     node.work(2.0)
@@ -51,6 +57,7 @@ def test_a_busy_node_gets_the_rest_of_the_time():
     assert cycle.rest(1.0) == pytest.approx(3.0)
     assert node.slept == pytest.approx([6.0, 3.0])
     assert cycle.rested == pytest.approx(9.0)
+    assert rested_total() - before == pytest.approx(9.0)  # the metric operators read
 
 
 def test_an_idle_node_never_waits():
