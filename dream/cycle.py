@@ -30,7 +30,9 @@ from dream.erasure import drop_erased
 from dream.models import DreamRun
 from dream.prune import dream_prune_stale, dream_prune_turn_counters, prunes, stale_q
 from dream.records import error_text
+from dream.store import key_vectors_sweep
 from dream.summarize import SummaryTotals, dream_summarize
+from memoryplatform.embeddings import get_embedder
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent
 
@@ -288,10 +290,13 @@ def _contradiction_pass(cycle: _Cycle, detectors: list[AgentMemoryPolicy], count
 
 
 def _housekeeping(cycle: _Cycle) -> None:
-    """Old turn counters, tool calls past their agent's retention (every agent, or only ``agent_id``), and
-    (a cycle for every agent) active agents unused for ``AGENT_IDLE_AFTER``."""
+    """Old turn counters, tool calls past their agent's retention (every agent, or only ``agent_id``),
+    (a cycle for every agent) active agents unused for ``AGENT_IDLE_AFTER``, and the key vectors of keys no
+    entry holds any more or of another model than the embedder's (:mod:`dream.store`)."""
     details = cycle.totals.details
     details["turnCountersDeleted"] = dream_prune_turn_counters(now=cycle.now, batching=cycle.batching)
+    embedder = get_embedder()
+    details["keyVectorsDeleted"] = key_vectors_sweep(model=embedder.model_id if embedder else "")
     details["toolCallsDeleted"] = tool_calls_prune(
         now=cycle.now, batch_size=cycle.batching.size, agent_id=cycle.agent_id
     )

@@ -21,6 +21,7 @@ from django.db import transaction
 from django.db.models import BooleanField, F, Func, JSONField, Q, QuerySet, Value
 
 from dream.models import DreamRun
+from dream.store import key_vectors_forget_user
 from usermemory.export import iso
 from usermemory.models import MemoryEntry, MemoryEvent
 
@@ -91,14 +92,22 @@ def _error_without(error: str, user_id: str) -> str:
 @transaction.atomic
 def dream_erase_user(user_id: str) -> dict[str, int]:
     """GDPR erasure's part here: the user's proposals (their entries' keys and values, the summaries),
-    failures, pairs and errors, removed from every run's records. Runs before the entries are deleted."""
+    failures, pairs and errors, removed from every run's records; and the key vectors of the keys only this
+    user holds. Runs before the entries are deleted."""
+    key_vectors = key_vectors_forget_user(user_id=user_id)
     entry_ids = _user_entry_ids(user_id)
     runs = list(
         DreamRun.objects.select_for_update()
         .filter(Q(pk__in=_runs_holding(user_id, entry_ids).values("pk")) | Q(status=DreamRun.Status.RUNNING))
         .order_by("pk")
     )
-    total = {"runsScrubbed": 0, "proposalsRemoved": 0, "failuresRemoved": 0, "pairsRemoved": 0}
+    total = {
+        "runsScrubbed": 0,
+        "proposalsRemoved": 0,
+        "failuresRemoved": 0,
+        "pairsRemoved": 0,
+        "keyVectorsRemoved": key_vectors,
+    }
     for run in runs:
         details, removed = _without(run.details, users={user_id}, entry_ids=set(entry_ids))
         error = _error_without(run.error, user_id)

@@ -2,7 +2,8 @@
 (``city`` and ``home_town``) and whose values disagree.
 
 Keys are compared by the embedder's vectors of ``"the user's <key>"`` (underscores, dots and slashes as
-spaces): the local model tells ``city``/``home_town`` (0.967) from ``name``/``language`` (0.957) that way,
+spaces; each key is embedded once per model and kept in :class:`dream.models.KeyVector`, not in every
+cycle): the local model tells ``city``/``home_town`` (0.967) from ``name``/``language`` (0.957) that way,
 where bare keys score every pair alike. Two keys mean the same from the policy's
 ``semanticContradictionThreshold`` (cosine similarity, default 0.96). Values agree when their texts are equal
 ignoring case and surrounding spaces.
@@ -25,6 +26,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from dream.records import MAX_RECORDED_FAILURES, LlmCalls, record_failure
+from dream.store import key_vectors_read, key_vectors_write
 from memoryplatform import duty
 from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
 from memoryplatform.llm import LLM, LLMError
@@ -130,13 +132,18 @@ def _chunk_pairs(
     for entry_id, user_id, key, text in rows:
         by_user[user_id].append((entry_id, key, text))
     missing = sorted({key for entries in by_user.values() for _, key, _ in entries} - vectors.keys())
+    stored = key_vectors_read(model=embedder.model_id, keys=missing)
+    vectors.update(stored)
+    missing = [key for key in missing if key not in stored]
     step = max(1, settings.EMBEDDINGS_BATCH_SIZE)  # the embedder's tensors stay a batch's size
     for start in range(0, len(missing), step):
         keys = missing[start : start + step]
         with duty.paced():  # the heaviest background work there is: the model at full tilt
             computed = np.asarray(embedder.embed_passages([key_text(k) for k in keys]), dtype=np.float64)
         norms = np.linalg.norm(computed, axis=1, keepdims=True)
-        vectors.update(zip(keys, computed / np.where(norms == 0, 1.0, norms), strict=True))
+        batch = dict(zip(keys, computed / np.where(norms == 0, 1.0, norms), strict=True))
+        key_vectors_write(model=embedder.model_id, vectors=batch)
+        vectors.update(batch)
     pairs = []
     for user_id, entries in by_user.items():
         same = _same_keys(sorted({key for _, key, _ in entries})[:MAX_KEYS_PER_USER], vectors, threshold)
@@ -246,7 +253,8 @@ def dream_meaning_conflicts(
     """Find the pairs among the ``current`` entries (a dry run: minus those it would prune) with
     :func:`find_pairs`, have the LLM confirm them when ``llm`` is given (within ``limits``), and record each
     entry's partners in ``meaning_conflicts`` (emptied where a pair is gone), for every current entry of the
-    users in scope (:func:`usermemory.maintenance.meaning_conflicts_record`). A dry run records nothing."""
+    users in scope (:func:`usermemory.maintenance.meaning_conflicts_record`). A dry run records nothing but
+    the key vectors it computed (:mod:`dream.store`: a cache of the model's vectors, no finding)."""
     result = MeaningResult()
     if get_embedder() is None:
         result.skipped = "no embedder (EMBEDDINGS_PROVIDER=none)"

@@ -5,6 +5,8 @@ from datetime import timedelta
 from django.db import models
 from django.db.models import Q
 
+from usermemory.models import MAX_KEY_CHARS
+
 
 class DreamRun(models.Model):
     """One Dream cycle: when it ran, how it ended, and what it did.
@@ -94,3 +96,21 @@ class DreamRun(models.Model):
         if self.finished_at is None:
             return None
         return self.finished_at - self.started_at
+
+
+class KeyVector(models.Model):
+    """A key's vector as Dream's contradictions by meaning compare keys (``"the user's <key>"``,
+    :mod:`dream.meaning`), unit length, float32, one per embedding model and key: each key is embedded once,
+    not in every cycle. Across users by design (the keys are a shared vocabulary), so no ``user_id``: a key
+    no entry holds any more is removed, at a user's erasure and by each cycle's housekeeping
+    (:mod:`dream.store`)."""
+
+    model = models.CharField(max_length=200)
+    key = models.CharField(max_length=MAX_KEY_CHARS)
+    vector = models.BinaryField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["model", "key"], name="dream_keyvector_model_key")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.model})"

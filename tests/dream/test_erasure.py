@@ -111,6 +111,7 @@ def test_after_an_erasure_a_dump_of_the_database_holds_nothing_of_the_users_entr
         "proposalsRemoved": 1,
         "failuresRemoved": 1,
         "pairsRemoved": 28,
+        "keyVectorsRemoved": 8,  # the vectors of U's 8 keys, which no other user holds (the dump below)
     }
     after = pg_dump()
     assert "zqa" not in after and "zqb" not in after and "zqs" not in after

@@ -132,3 +132,48 @@ def test_the_llm_confirms_each_pair_when_the_policy_asks(agent_a, agent_a_api, d
             assert flags(agent_a_api) == {"city": True, "home_town": True}
     run = DreamRun.objects.order_by("id").last()
     assert run is not None and float(run.llm_cost) > 0
+
+
+def test_each_key_is_embedded_once_and_goes_when_no_entry_holds_it(
+    agent_a, agent_a_api, admin_api, dream_policy, monkeypatch
+):
+    """Key vectors are kept per model (dream.models.KeyVector): a second cycle embeds no key it embedded
+    before; a key no entry holds any more leaves at the next cycle's housekeeping, and a user's erasure takes
+    the keys only that user holds."""
+    from dream.models import KeyVector
+    from memoryplatform.embeddings import get_embedder
+
+    embedder = get_embedder()
+    assert embedder is not None
+    embedded: list[str] = []
+    real = embedder.embed_passages
+
+    def spy(texts: list[str]) -> list[list[float]]:
+        embedded.extend(texts)
+        return real(texts)
+
+    monkeypatch.setattr(embedder, "embed_passages", spy)
+    put(agent_a_api, "city", "Berlin")
+    put(agent_a_api, "home_town", "Munich")
+    other = {"userId": "other", "key": "city", "value": "Paris"}
+    assert agent_a_api.put(BASE, other, format="json").status_code == 201
+    dream_policy(agent_a, prune_stale_after_days=0)
+
+    run_dream("--no-progress")
+    assert sorted(embedded) == ["the user's city", "the user's home town"]
+    assert set(KeyVector.objects.values_list("key", flat=True)) == {"city", "home_town"}
+
+    embedded.clear()
+    birth_place = put(agent_a_api, "birth_place", "Munich")
+    run_dream("--no-progress")
+    assert embedded == ["the user's birth place"]  # city and home_town were kept from the first cycle
+    assert flags(agent_a_api)["city"] is True  # the kept vectors still find the pair
+
+    assert agent_a_api.delete(f"{BASE}/entry/{birth_place['id']}").status_code == 204
+    run_dream("--no-progress")
+    assert set(KeyVector.objects.values_list("key", flat=True)) == {"city", "home_town"}
+    assert DreamRun.objects.latest("id").details["keyVectorsDeleted"] == 1
+
+    erased = admin_api.delete(f"{BASE}/{U}").json()
+    assert erased["dream"]["keyVectorsRemoved"] == 1  # home_town: city is the other user's too
+    assert set(KeyVector.objects.values_list("key", flat=True)) == {"city"}
