@@ -93,21 +93,22 @@ class DutyCycle:
     def _sample(self) -> Sample:
         return Sample(self.clock(), self.node(), self.own())
 
-    def others_busy(self) -> float | None:
-        """Cores' worth of CPU the node spent on others' work since the last rest (or the start), or None
-        where the node's CPU cannot be read."""
-        now, mark = self._sample(), self._mark
+    def others_busy(self, since: Sample | None = None) -> float | None:
+        """Cores' worth of CPU the node spent on others' work since ``since`` (by default the last rest, or
+        the start), or None where the node's CPU cannot be read."""
+        now, mark = self._sample(), since or self._mark
         elapsed = now.at - mark.at
         if now.node is None or mark.node is None or elapsed <= 0:
             return None
         return max(0.0, (now.node - mark.node) - (now.own - mark.own)) / elapsed
 
-    def rest(self, worked: float) -> float:
-        """After ``worked`` seconds of background work: sleep, if the node was busy meanwhile, long enough
-        that the work took ``duty`` of the time; returns the seconds slept."""
+    def rest(self, worked: float, since: Sample | None = None) -> float:
+        """After ``worked`` seconds of background work: sleep, if the node was busy meanwhile (from ``since``,
+        by default the last rest), long enough that the work took ``duty`` of the time; returns the seconds
+        slept."""
         pause = 0.0
         if self.duty < 1 and worked > 0:
-            busy = self.others_busy()
+            busy = self.others_busy(since)
             if busy is None or busy >= self.busy_cores:
                 pause = min(worked * (1 - self.duty) / self.duty, MAX_REST_SECONDS)
                 logger.debug("Worked %.2f s beside %s busy cores: rest %.2f s.", worked, busy, pause)
@@ -119,10 +120,12 @@ class DutyCycle:
 
     @contextmanager
     def work(self) -> Iterator[None]:
-        """Time the block as background work, and :meth:`rest` after it (not after an exception)."""
-        started = self.clock()
+        """Time the block as background work, and :meth:`rest` after it (not after an exception), judging the
+        node by the block's own window: threads of one process (the background process's consumer and Dream)
+        share the cycle without cutting each other's windows."""
+        started = self._sample()
         yield
-        self.rest(self.clock() - started)
+        self.rest(self.clock() - started.at, since=started)
 
 
 _process: DutyCycle | None = None

@@ -116,6 +116,19 @@ def test_work_times_the_block_and_rests_after_it():
     assert node.slept == pytest.approx([0.5])
 
 
+def test_a_block_is_judged_by_its_own_window_whatever_another_thread_did():
+    """The background process's threads (the consumer, Dream) share one cycle: another thread's rest in the
+    middle of a block does not cut the block's window."""
+    node = Node(others=1.0)
+    cycle = node.cycle(0.5)
+    with cycle.work():
+        node.work(1.0)  # requests during the first half
+        node.others = 0.0
+        cycle.rest(0.0)  # another thread's unit ends here: no work, no rest, the mark moves
+        node.work(1.0)
+    assert node.slept == pytest.approx([2.0])  # half a core busy over the block: it rests
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/stat is Linux's")
 def test_the_node_cpu_is_read_from_linux():
     first = duty.node_busy_seconds()
