@@ -38,6 +38,10 @@ recall (``/visible``) of each user. Phases, all in one run:
   time and counts are reported. A Dream phase changes the data (it prunes and summarises): reload it before
   another run.
 
+With ``--idle-rounds S``, an ``idle, in rounds`` phase reads with nothing else running for S seconds in the
+Dream phases' pattern (rounds of 5 of each read, in turn) rather than the other phases' (300 of one read,
+then the next): the Dream phases' own baseline.
+
 Reported: p50 and p99 of each operation in each phase, their ratio to idle, and each backlog's drain rate.
 """
 
@@ -172,18 +176,27 @@ def _reads_while(
     whichever ends first; then a process still running is stopped (SIGTERM to its group). A round in which
     it ended is left out, so every latency kept was taken while it ran. Returns the latencies, and whether
     the process was stopped at the cap."""
-    results: dict[str, list[float]] = {}
-    deadline = time.monotonic() + cap
-    while process.poll() is None and time.monotonic() < deadline:
-        batch = _reads(server, key, users, n=5, seconds=10)
-        if process.poll() is not None:
-            break
-        for op, values in batch.items():
-            results.setdefault(op, []).extend(values)
+    results = _rounds(server, key, users, until=lambda: process.poll() is not None, cap=cap)
     stopped = process.poll() is None
     if stopped:
         os.killpg(process.pid, signal.SIGTERM)
-    return {op: sorted(values) for op, values in results.items()}, stopped
+    return results, stopped
+
+
+def _rounds(
+    server: Server, key: str, users: dict[str, str], *, until: Callable[[], bool], cap: float
+) -> dict[str, list[float]]:
+    """Rounds of 5 of each read, one after another, until ``until()`` or ``cap`` seconds; a round in which
+    ``until()`` became true is left out."""
+    results: dict[str, list[float]] = {}
+    deadline = time.monotonic() + cap
+    while not until() and time.monotonic() < deadline:
+        batch = _reads(server, key, users, n=5, seconds=10)
+        if until():
+            break
+        for op, values in batch.items():
+            results.setdefault(op, []).extend(values)
+    return {op: sorted(values) for op, values in results.items()}
 
 
 def _dream_phase(
@@ -239,6 +252,12 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="Dream variants: 5 agents each from agent-<this>",
     )
+    parser.add_argument(
+        "--idle-rounds",
+        type=float,
+        default=0.0,
+        help="seconds of idle reads in the Dream phases' rounds of 5 (their own idle baseline)",
+    )
     parser.add_argument("--dream", action="store_true", help="a Dream cycle phase per variant too, last")
     parser.add_argument(
         "--dream-seconds",
@@ -266,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
         _reads(server, key, users, n=20, seconds=5)  # warm-up: the model, the caches
         phases["idle"] = _reads(server, key, users, n=args.n, seconds=args.seconds)
         log("idle done")
+        if args.idle_rounds:
+            phases["idle, in rounds"] = _rounds(server, key, users, until=lambda: False, cap=args.idle_rounds)
+            log("idle, in rounds done")
         for name in args.variants.split(","):
             _queue_backlog(args.backlog, spare=(heavy, typical))
             consumer = start_consumer(db.url, logdir / f"consumer-{name}.log", VARIANTS[name])
