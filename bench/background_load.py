@@ -210,7 +210,11 @@ def _dream_phase(
     cap: float,
 ) -> tuple[dict[str, Any], str]:
     """The reads while one Dream cycle runs (a process of its own at the variant's priority and threads, the
-    scripted LLM answering its summaries) over the variant's agents, for at most ``cap`` seconds."""
+    scripted LLM answering its summaries) over the variant's agents, for at most ``cap`` seconds. The key
+    vectors an earlier cycle kept are deleted first, so that every variant's cycle embeds its keys."""
+    from dream.models import KeyVector
+
+    KeyVector.objects.all().delete()
     log_path = logdir / f"dream-{variant}.log"
     started = time.monotonic()
     with dream_process(db_url, agents, log_path, VARIANTS[variant]) as dream:
