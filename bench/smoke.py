@@ -1,5 +1,6 @@
-"""The smoke run: a few hundred memories, every operation a few times, and memory formation on a tiny sample
-against a scripted LLM (``bench.extraction --smoke``); exit 0 when every call succeeded.
+"""The smoke run: a few hundred memories, every operation a few times, two Dream cycles over two agents
+(``bench.dream_cycle``), and memory formation on a tiny sample against a scripted LLM (``bench.extraction
+--smoke``); exit 0 when every call succeeded.
 
 It uses its own database, ``bench_smoke``, dropped after: in the embedded server of DATA_DIR when
 DATABASE_URL is unset, else on the server DATABASE_URL names.
@@ -36,9 +37,12 @@ def smoke() -> int:
            "--tail", "10", "--tail-seconds", "5", "--erase-n", "1", "--warmup", "1"]  # fmt: skip
     run += [] if peers else ["--no-peers"]
     extraction = [sys.executable, "-m", "bench.extraction", "--smoke"]  # the scripted LLM; its own database
+    # two Dream cycles with contradictions by meaning (the second reads the key vectors the first kept)
+    dream = [sys.executable, "-m", "bench.dream_cycle", "--agents", "2", "--first", "1", "--contradictions",
+             "--cycles", "2"]  # fmt: skip
     status = 0
     try:
-        for cmd in (load, run, extraction):
+        for cmd in (load, run, dream, extraction):
             log(f"smoke: {' '.join(cmd[1:])}")
             done = subprocess.run(cmd, cwd=target.ROOT, env=env, check=False)  # noqa: S603
             if done.returncode:
