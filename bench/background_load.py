@@ -228,6 +228,35 @@ def _dream_phase(
     return results, f"cycle {took:.0f} s, exit {dream.returncode}: {dream_counts(log_path)}"
 
 
+def _backlog_phase(
+    server: Server,
+    key: str,
+    users: dict[str, str],
+    db_url: str,
+    logdir: Path,
+    variant: str,
+    args: argparse.Namespace,
+    drains: dict[str, str],
+) -> dict[str, Any]:
+    """The reads while the variant's consumer drains the queued backlog (after ``--idle-drain`` seconds of
+    draining alone); each drain rate goes into ``drains``."""
+    consumer = start_consumer(db_url, logdir / f"consumer-{variant}.log", VARIANTS[variant])
+    if args.idle_drain:
+        started, queued = time.monotonic(), _pending()
+        time.sleep(args.idle_drain)
+        alone, took = queued - _pending(), time.monotonic() - started
+        drains[f"{variant}, no reads"] = f"{alone} in {took:.0f} s: {alone / took:.1f}/s"
+    started, queued = time.monotonic(), _pending()
+    try:
+        results = _reads(server, key, users, n=args.n, seconds=args.seconds)
+    finally:
+        left, took = _pending(), time.monotonic() - started
+        os.killpg(consumer.pid, signal.SIGTERM)
+        consumer.wait(timeout=30)
+    drains[variant] = f"{queued - left} of {queued} in {took:.0f} s: {(queued - left) / took:.1f}/s"
+    return results
+
+
 def _get(path: str) -> Callable[[], tuple[str, str, Any, set[int]]]:
     def request() -> tuple[str, str, Any, set[int]]:
         return "GET", path, None, {200}
@@ -237,6 +266,26 @@ def _get(path: str) -> Callable[[], tuple[str, str, Any, set[int]]]:
 
 def _p(values: list[float], share: float) -> float:
     return values[min(len(values) - 1, int(len(values) * share))] * 1000
+
+
+def _report(backlog: int, phases: dict[str, dict[str, Any]], drains: dict[str, str]) -> None:
+    """Each operation's p50 and p99 in each phase with their ratio to idle, then the drains."""
+    idle = phases["idle"]
+    print(f"\nReads under background load, 1 client; backlog {backlog} entries per variant")
+    print("\n| operation | phase | n | p50 ms | p99 ms | p50 / idle | p99 / idle |")
+    print("|---|---|---|---|---|---|---|")
+    for op, base in idle.items():
+        for phase, results in phases.items():
+            values = results[op]
+            print(
+                f"| {op} | {phase} | {len(values)} | {_p(values, 0.5):.1f} | {_p(values, 0.99):.1f} | "
+                f"{_p(values, 0.5) / _p(base, 0.5):.2f} | {_p(values, 0.99) / _p(base, 0.99):.2f} |"
+            )
+    print("\n| phase | drained, or the Dream cycle |\n|---|---|")
+    for name, text in drains.items():
+        print(f"| {name} | {text} |")
+    medians = statistics.median([_p(v, 0.5) for v in idle.values()])
+    print(f"\nload average at the end: {os.getloadavg()}; median of the idle p50s {medians:.1f} ms")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -294,21 +343,7 @@ def main(argv: list[str] | None = None) -> int:
             log("idle, in rounds done")
         for name in args.variants.split(","):
             _queue_backlog(args.backlog, spare=(heavy, typical))
-            consumer = start_consumer(db.url, logdir / f"consumer-{name}.log", VARIANTS[name])
-            if args.idle_drain:
-                started, queued = time.monotonic(), _pending()
-                time.sleep(args.idle_drain)
-                alone, took = queued - _pending(), time.monotonic() - started
-                drains[f"{name}, no reads"] = f"{alone} in {took:.0f} s: {alone / took:.1f}/s"
-            started, queued = time.monotonic(), _pending()
-            try:
-                phases[name] = _reads(server, key, users, n=args.n, seconds=args.seconds)
-            finally:
-                left, took = _pending(), time.monotonic() - started
-                os.killpg(consumer.pid, signal.SIGTERM)
-                consumer.wait(timeout=30)
-            rate = (queued - left) / took
-            drains[name] = f"{queued - left} of {queued} in {took:.0f} s: {rate:.1f}/s"
+            phases[name] = _backlog_phase(server, key, users, db.url, logdir, name, args, drains)
             log(f"{name} done; drained {drains[name]}")
             _clear_queue()
         variants = args.variants.split(",")
@@ -319,22 +354,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"dream {name} done: {drains[f'dream {name}']}")
     finally:
         server.stop()
-    idle = phases["idle"]
-    print(f"\nReads under background load, 1 client; backlog {args.backlog} entries per variant")
-    print("\n| operation | phase | n | p50 ms | p99 ms | p50 / idle | p99 / idle |")
-    print("|---|---|---|---|---|---|---|")
-    for op, base in idle.items():
-        for phase, results in phases.items():
-            values = results[op]
-            print(
-                f"| {op} | {phase} | {len(values)} | {_p(values, 0.5):.1f} | {_p(values, 0.99):.1f} | "
-                f"{_p(values, 0.5) / _p(base, 0.5):.2f} | {_p(values, 0.99) / _p(base, 0.99):.2f} |"
-            )
-    print("\n| phase | drained, or the Dream cycle |\n|---|---|")
-    for name, text in drains.items():
-        print(f"| {name} | {text} |")
-    medians = statistics.median([_p(v, 0.5) for v in idle.values()])
-    print(f"\nload average at the end: {os.getloadavg()}; median of the idle p50s {medians:.1f} ms")
+    _report(args.backlog, phases, drains)
     return 0
 
 

@@ -10,8 +10,7 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import DEFAULT_DB_ALIAS
 from django.db import Error as DatabaseError
 
-from memoryplatform import relevance, store
-from memoryplatform.duty import DutyCycle
+from memoryplatform import duty, relevance, store
 from memoryplatform.embedded_db.server import EmbeddedServerError
 from memoryplatform.embeddings import EmbedderError, build_embedder
 from memoryplatform.rerank import RerankerError, build_reranker
@@ -67,7 +66,7 @@ def check_embeddings(app_configs: Any, **kwargs: Any) -> list[Error]:
 def check_background(app_configs: Any, **kwargs: Any) -> list[Error]:
     """BACKGROUND_DUTY and BACKGROUND_BUSY_CORES describe a duty cycle (memoryplatform/duty.py)."""
     try:
-        DutyCycle(duty=settings.BACKGROUND_DUTY, busy_cores=settings.BACKGROUND_BUSY_CORES, node=lambda: None)
+        duty.validate(duty=settings.BACKGROUND_DUTY, busy_cores=settings.BACKGROUND_BUSY_CORES)
     except ValueError as exc:
         return [Error(str(exc), hint="See the BACKGROUND_* lines of .env.example.", id="memoryplatform.E014")]
     return []

@@ -61,6 +61,14 @@ def own_seconds() -> float:
     return times.user + times.system
 
 
+def validate(*, duty: float, busy_cores: float) -> None:
+    """ValueError unless ``duty`` is in (0, 1] and ``busy_cores`` is not negative (system check E014)."""
+    if not 0 < duty <= 1:
+        raise ValueError(f"BACKGROUND_DUTY must be more than 0 and at most 1, got {duty}")
+    if busy_cores < 0:
+        raise ValueError(f"BACKGROUND_BUSY_CORES must be 0 or more, got {busy_cores}")
+
+
 @dataclass(frozen=True)
 class Sample:
     at: float
@@ -84,10 +92,7 @@ class DutyCycle:
     _mark: Sample = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not 0 < self.duty <= 1:
-            raise ValueError(f"BACKGROUND_DUTY must be more than 0 and at most 1, got {self.duty}")
-        if self.busy_cores < 0:
-            raise ValueError(f"BACKGROUND_BUSY_CORES must be 0 or more, got {self.busy_cores}")
+        validate(duty=self.duty, busy_cores=self.busy_cores)
         self._mark = self._sample()
 
     def _sample(self) -> Sample:
