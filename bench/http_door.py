@@ -35,6 +35,7 @@ class Server:
             sys.executable, "manage.py", "serve", "--port", str(self.port),
             "--workers", "2", "--threads", "4", "--no-dream-scheduler",
         ]  # fmt: skip
+        self.logfile.parent.mkdir(parents=True, exist_ok=True)
         out = self.logfile.open("ab")
         self.proc = subprocess.Popen(  # noqa: S603 (our own interpreter, fixed arguments)
             cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
