@@ -7,7 +7,9 @@ features that depend only on the query and the rows the caller may read:
 
 - ``cos``: the cosine similarity of the query's vector and the candidate's (the embedder's own geometry);
 - ``ln(1 + bm25)``: the candidate's BM25 for the query's words, whose statistics (document count, average
-  length, document frequencies) are computed over the caller's readable rows only, in the same statement.
+  length, document frequencies) are computed over the caller's readable rows only, in the same statement; the
+  document count is taken as at least 20, so that a word of a user's lone memory is not worth next to nothing
+  (:mod:`usermemory.sql.search`).
 
 ``score = 1 / (1 + exp(-(w_cos * cos + w_bm25 * ln(1 + bm25) + bias)))``, with one set of weights for each
 kind of read: both features (hybrid), ``cos`` alone (semantic) and ``bm25`` alone (full text: the embedder is

@@ -101,6 +101,29 @@ def test_visible_q_uses_the_default_threshold(facts, agent_a_api, settings):
     assert len(every) == len(FACTS)
 
 
+@pytest.mark.parametrize(
+    ("question", "found"),
+    [
+        ("what does the user drink", ["drink"]),
+        ("does the user like green tea", ["drink"]),
+        ("what is the user's favourite football team", []),
+    ],
+)
+def test_a_lone_memory_is_scored_as_one_among_many(
+    agent_a_api, put, settings, django_capture_on_commit_callbacks, question, found
+):
+    # BM25's document count is taken as at least 20: a word of a user's only memory weighs as it would among
+    # 20, so the default threshold finds it by a question that names it, and nothing for another question
+    settings.RECALL_MIN_SCORE = 0.5
+    lone = "lone-fact-user"
+    body = {"userId": lone, "key": "drink", "value": "green tea, no sugar", "visibility": "global"}
+    with django_capture_on_commit_callbacks(execute=True):
+        assert put(agent_a_api, **body).status_code == 201
+    answer = agent_a_api.get(f"{BASE}/{lone}/visible", {"q": question})
+    assert answer.status_code == 200, answer.content
+    assert [e["key"] for e in answer.json()] == found
+
+
 def test_context_q_takes_min_score(facts, agent_a_api, settings):
     settings.RECALL_MIN_SCORE = 0.5
     conversation = create(agent_a_api, U)

@@ -214,17 +214,19 @@ _SEMANTIC = """sem AS (
 )"""
 
 # BM25 (k1 1.2, b 0.75) of the query's lexemes (any of them; stop words dropped by the configuration), its
-# IDF over the candidates. Only rows holding a lexeme are unnested, and of each only the query's lexemes:
-# setweight marks them (weight A; the stored and parsed vectors carry none) and ts_filter keeps the marked ones,
-# both in C, so a row of 25 lexemes unnests the 1 or 2 the query holds (unnesting the whole vector was half of a
-# hybrid statement: bench/RESULTS.md, session 15). Each step MATERIALIZED: inlined, the planner (estimating one
-# row for the unnested lexemes) ran the statistics of the candidates again for every matching lexeme
-# (bench/RESULTS.md, session 9).
+# IDF over the candidates, counted as at least 20: a store of a few entries is taken as one of 20 whose other
+# entries lack the query's words, so that a word a lone memory holds weighs as it would among 20, not next to
+# nothing (bench/RESULTS.md, session 15). Only rows holding a lexeme are unnested, and of each only the
+# query's lexemes: setweight marks them (weight A; the stored and parsed vectors carry none) and ts_filter
+# keeps the marked ones, both in C, so a row of 25 lexemes unnests the 1 or 2 the query holds (unnesting the
+# whole vector was half of a hybrid statement: bench/RESULTS.md, session 15). Each step MATERIALIZED: inlined,
+# the planner (estimating one row for the unnested lexemes) ran the statistics of the candidates again for
+# every matching lexeme (bench/RESULTS.md, session 9).
 _FULLTEXT = """terms AS MATERIALIZED (
     SELECT array_agg(lexeme) AS lexemes, string_agg(quote_literal(lexeme), ' | ')::tsquery AS tsq
     FROM unnest(to_tsvector(%(config)s::regconfig, %(query)s))
 ), stats AS MATERIALIZED (
-    SELECT count(*)::float8 AS n, avg(length(vec))::float8 AS avglen FROM visible
+    SELECT greatest(count(*), 20)::float8 AS n, avg(length(vec))::float8 AS avglen FROM visible
 ), hits AS MATERIALIZED (
     SELECT v.id, u.lexeme, cardinality(u.positions)::float8 AS tf, length(v.vec)::float8 AS len
     FROM visible v, terms t, unnest(ts_filter(setweight(v.vec, 'A', t.lexemes), '{a}')) u
