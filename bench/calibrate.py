@@ -3,9 +3,10 @@
     env -u DATABASE_URL .venv/bin/python -m bench.calibrate [--data bench/calibration/user_facts.json]
 
 Each invented user of the data file gets its facts as memories (through the services, in a fresh database as
-``bench.recall_quality`` makes one), with vectors. Every question is then asked of its user in hybrid mode
-with no threshold, and each of the user's facts gives one example: its features (the cosine similarity and
-BM25 the platform computed) and whether the question names it as relevant. Three logistic regressions are
+``bench.recall_quality`` makes one), with vectors; with ``--store-sizes``, again split into smaller stores
+(each a user of its own). Every question is then asked of each store of its user in hybrid mode with no
+threshold, and each fact of the store gives one example: its features (the cosine similarity and BM25 the
+platform computed) and whether the question names it as relevant. Three logistic regressions are
 fitted (both features, cosine alone, BM25 alone), by Newton's method with a small L2 penalty, and printed as
 the ``Calibration`` of the embedder's model id, ready for ``CALIBRATIONS`` or ``SEARCH_CALIBRATION``.
 
@@ -47,17 +48,41 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, *, iterations: int = 50) -> np.nd
     return weights
 
 
-def examples(platform: Platform, data: dict[str, Any]) -> tuple[list[tuple[float, float, int]], str]:
-    """(cos, bm25, relevant) for every (question, fact of its user), and the embedder's model id."""
+def stores(data: dict[str, Any], sizes: tuple[int, ...]) -> list[tuple[int, str, list[dict[str, Any]]]]:
+    """(user index, store's user id, facts) for every store: each user's facts whole, and split in order into
+    stores of each of ``sizes`` facts."""
+    out: list[tuple[int, str, list[dict[str, Any]]]] = []
+    for index, user in enumerate(data["users"]):
+        facts = user["facts"]
+        out.append((index, f"calibration-{index}", facts))
+        for size in sizes:
+            for start in range(0, len(facts), size):
+                out.append((index, f"calibration-{index}-{size}-{start}", facts[start : start + size]))
+    return out
+
+
+def fit_hybrid(x: np.ndarray, y: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    """The hybrid weights: their direction (the ratio of the two features' weights, which alone orders a
+    store's entries) fitted on the whole stores, where ranking matters; their scale and bias, which make the
+    score a probability, fitted on the stores of every size."""
+    direction = fit_logistic(x[whole], y[whole])[:-1]
+    scale, bias = fit_logistic((x @ direction)[:, None], y)
+    return np.r_[scale * direction, bias]
+
+
+def examples(
+    platform: Platform, data: dict[str, Any], sizes: tuple[int, ...]
+) -> tuple[list[tuple[float, float, int, int]], str]:
+    """(cos, bm25, relevant, whole) for every (question, fact of a store of its user), ``whole`` 1 for the
+    user's whole store; and the embedder's model id."""
     from memoryplatform.embeddings import get_embedder
     from usermemory import selectors, services
     from usermemory.services import MemoryWrite, memory_upsert_batch
 
     categories = sorted({fact["category"] for user in data["users"] for fact in user["facts"]})
     services.policy_update(agent_id=platform_agent(), allowed_categories=categories)
-    rows: list[tuple[float, float, int]] = []
-    for index, user in enumerate(data["users"]):
-        user_id = f"calibration-{index}"
+    every = stores(data, sizes)
+    for _, user_id, facts in every:
         writes = [
             MemoryWrite(
                 user_id=user_id,
@@ -66,16 +91,18 @@ def examples(platform: Platform, data: dict[str, Any]) -> tuple[list[tuple[float
                 category=fact["category"],
                 source_agent_id=platform_agent(),
             )
-            for fact in user["facts"]
+            for fact in facts
         ]
-        memory_upsert_batch(caller=platform.caller, writes=writes, turn_id=f"calibration-{index}")
+        memory_upsert_batch(caller=platform.caller, writes=writes, turn_id=user_id)
     platform.embed()
-    for index, user in enumerate(data["users"]):
-        keys = {fact["key"] for fact in user["facts"]}
-        for question in user["queries"]:
+    rows: list[tuple[float, float, int, int]] = []
+    for index, user_id, facts in every:
+        whole = int(facts is data["users"][index]["facts"])
+        keys = {fact["key"] for fact in facts}
+        for question in data["users"][index]["queries"]:
             found = selectors.memory_search_ranked(
                 caller=platform.caller,
-                user_id=f"calibration-{index}",
+                user_id=user_id,
                 query=question["q"],
                 mode="hybrid",
                 limit=1000,
@@ -85,7 +112,7 @@ def examples(platform: Platform, data: dict[str, Any]) -> tuple[list[tuple[float
             if set(seen) != keys:
                 raise RuntimeError(f"{question['q']!r}: {len(seen)} of {len(keys)} facts ranked")
             relevant = set(question["relevant"])
-            rows += [(s.cos or 0.0, s.bm25, int(key in relevant)) for key, s in seen.items()]
+            rows += [(s.cos or 0.0, s.bm25, int(key in relevant), whole) for key, s in seen.items()]
     embedder = get_embedder()
     return rows, embedder.model_id if embedder else ""
 
@@ -104,14 +131,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--db-url", default="", help="a PostgreSQL server (default: DATABASE_URL, or embedded)"
     )
+    parser.add_argument(
+        "--store-sizes",
+        default="",
+        help="also ask each question of its user's facts split into stores of these sizes, e.g. 1,2,4,8 "
+        "(default: the whole stores only)",
+    )
     args = parser.parse_args(argv)
     data = json.loads(args.data.read_text())
     platform = Platform(args.db_url or os.environ.get("DATABASE_URL", ""))
-    rows, model_id = examples(platform, data)
+    sizes = tuple(int(size) for size in args.store_sizes.split(",") if size)
+    rows, model_id = examples(platform, data, sizes)
     table = np.array(rows, dtype=float)
     cos, bm25, y = table[:, 0:1], np.log1p(table[:, 1:2]), table[:, 2]
     log(f"{len(rows)} examples, {int(y.sum())} relevant, model {model_id}")
-    hybrid = fit_logistic(np.hstack([cos, bm25]), y)
+    hybrid = fit_hybrid(np.hstack([cos, bm25]), y, table[:, 3] == 1)
     semantic = fit_logistic(cos, y)
     fulltext = fit_logistic(bm25, y)
     calibration = {
