@@ -1,6 +1,7 @@
 """Recall order, the most_accessed recency reservation, access counting, and query bounds."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.utils import timezone
@@ -151,6 +152,14 @@ def test_fast_entry_rendering_matches_drf_fields(admin_api, agent_a_api):
     fast = MemoryEntryOutputSerializer(entry).data
     slow = serializers.ModelSerializer.to_representation(MemoryEntryOutputSerializer(), entry)
     assert dict(fast) == dict(slow)
+    # Times in other zones, one of them at UTC's offset (London in winter), are written in UTC all the same.
+    entry.valid_from = datetime(2026, 7, 1, 12, 30, 5, 120, tzinfo=ZoneInfo("Europe/Paris"))
+    entry.valid_to = datetime(2026, 1, 5, 8, 0, tzinfo=ZoneInfo("Europe/London"))
+    fast = MemoryEntryOutputSerializer(entry).data
+    assert dict(fast) == dict(
+        serializers.ModelSerializer.to_representation(MemoryEntryOutputSerializer(), entry)
+    )
+    assert (fast["validFrom"], fast["validTo"]) == ("2026-07-01T10:30:05.000120Z", "2026-01-05T08:00:00Z")
     assert fast["lastAccessedAt"] is not None and fast["lastAccessedAt"].endswith("Z")
 
 
