@@ -32,6 +32,7 @@ from usermemory.models import (
     MemoryEntry,
     Visibility,
 )
+from usermemory.sql.base import AnyEntry
 
 REMEMBER = "rememberFact"
 RECALL = "recallMemories"
@@ -279,12 +280,12 @@ _TASK_FUNCTIONS: list[dict[str, Any]] = [
 # --- Texts --------------------------------------------------------------------------------------------
 
 
-def format_entry(entry: MemoryEntry) -> str:
+def format_entry(entry: AnyEntry) -> str:
     """``name = Alice [fact, self]``."""
     return f"{entry.key} = {services.value_as_text(entry.value)} [{entry.category}, {entry.visibility}]"
 
 
-def format_entries(entries: Iterable[MemoryEntry]) -> str:
+def format_entries(entries: Iterable[AnyEntry]) -> str:
     """EDDI's bullet list: one ``  • key = value [category, visibility]`` line per entry."""
     return "\n".join(f"  • {format_entry(entry)}" for entry in entries)
 

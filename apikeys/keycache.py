@@ -2,7 +2,8 @@
 
 The lookup reads a key, its agent and the agent's memory policy in one statement: on an upsert it was one of
 five round trips to the database, and about an eighth of the worker's CPU (``bench/RESULTS.md``). This keeps
-its rows, and stays true by listening:
+what it read, the key built with its agent and policy (building them was 5-9 % of a hot request's CPU), and
+stays true by listening:
 
 - Every change to a key, an agent or a memory policy notifies channel :data:`CHANNEL`. Triggers do it
   (migrations ``apikeys.0002`` and ``usermemory.0007``), whoever writes: the admin, the API, a shell, plain
@@ -59,11 +60,13 @@ from memoryplatform.listen import Listener
 
 CHANNEL = "memoryplatform_auth"
 
-Row = Any  # apikeys.store.KeyLookupRow: immutable, so kept as it is
+# What apikeys.services keeps of a key: the ApiKey built from its lookup row, with its agent and the agent's
+# policy loaded. Requests share it and only read it (apikeys.services.apikey_authenticate says how).
+Row = Any
 
 
 class KeyRows:
-    """Key lookup rows by key prefix. A row is kept only if nothing emptied the cache since its read began."""
+    """Looked-up keys by key prefix. One is kept only if nothing emptied the cache since its read began."""
 
     def __init__(self, max_entries: int) -> None:
         self.max_entries = max_entries

@@ -212,21 +212,28 @@ class KeyRefused(Exception):
 
 
 def apikey_authenticate(*, raw_key: str) -> ApiKey:
-    """The live key for a raw key, or :class:`KeyRefused`. Touches last-used times at most once a window."""
+    """The live key for a raw key, or :class:`KeyRefused`. Touches last-used times at most once a window.
+
+    The key cache (:mod:`apikeys.keycache`) keeps the key as built from its lookup row, with its agent and
+    the agent's policy, so a request that finds it builds nothing (5-9 % of a hot request's CPU,
+    ``bench/RESULTS.md`` session 12). Any change to a key, an agent or a policy empties the cache, so a kept
+    key is the database's; what changes with time alone (expiry) and the presented digest are checked on
+    every request. Requests share a kept key and only read it; the one write, :func:`_touch`, sets the
+    last-used times the database now holds and drops the key, so the next request reads it again."""
     parsed = key_parse(raw_key.strip())
     if parsed is None:
         raise KeyRefused("Invalid API key.")
     cached = keycache.usable()
     generation = keycache.ROWS.generation
-    row = keycache.ROWS.get(parsed.prefix) if cached else None
-    if row is None:
+    key: ApiKey | None = keycache.ROWS.get(parsed.prefix) if cached else None
+    if key is None:
         keycache.lookups.labels("database").inc()
         row = store.key_lookup(prefix=parsed.prefix)
-        if row is not None and cached:
-            keycache.ROWS.put(parsed.prefix, row, generation=generation)
+        key = _key_from_row(row) if row is not None else None
+        if key is not None and cached:
+            keycache.ROWS.put(parsed.prefix, key, generation=generation)
     else:
         keycache.lookups.labels("cache").inc()
-    key = _key_from_row(row) if row is not None else None
     if key is None or not digest_matches(parsed.digest, key.digest):
         raise KeyRefused("Invalid API key.")
     now = timezone.now()
@@ -245,8 +252,7 @@ def _instance(columns: store.ModelColumns, values: tuple[Any, ...]) -> Any:
 
 
 def _key_from_row(row: store.KeyLookupRow) -> ApiKey:
-    """The key of a lookup row, with its agent and the agent's memory policy loaded: new instances each time,
-    so no request shares them."""
+    """The key of a lookup row, with its agent and the agent's memory policy loaded."""
     key_columns, agent_columns, policy_columns = store.lookup_columns()
     key: ApiKey = _instance(key_columns, row.key)
     if row.agent is None:

@@ -22,9 +22,9 @@ from conversations.models import Channel, Checkpoint, Conversation, Message, Mes
 from memoryplatform.batches import batch_size_check
 from memoryplatform.embeddings import one_embedding_per_query
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
-from usermemory.models import MemoryEntry
 from usermemory.ranking import RankedSearch
 from usermemory.services import memory_recall, memory_recall_ranked
+from usermemory.sql.base import AnyEntry
 from usermemory.sql.search import NO_FILTERS, Filters
 
 MAX_BATCH = 20
@@ -72,7 +72,7 @@ class AgentContext:
     checkpoint: Checkpoint | None
     case_log: selectors.Page[Message]
     history: list[Message]
-    user_memories: list[MemoryEntry]
+    user_memories: Sequence[AnyEntry]  # rows of a plain recall; with a query, the ranked entries
     # With a query: the same user memories best first, with their scores and the search's fallback.
     ranked_memories: RankedSearch | None = None
     # With a query: the conversation's messages most relevant to it that the context does not hold already.
@@ -389,6 +389,7 @@ def conversation_context(
     history = list(reversed(recent[:history_limit]))
     case_log_page = selectors.page_of(case_log, limit=case_log_limit)
     ranked = relevant = None
+    user_memories: Sequence[AnyEntry]
     if query is None:
         user_memories = memory_recall(**recall_scope)
     else:

@@ -38,7 +38,7 @@ from usermemory.models import (
 from usermemory.ranking import RankedSearch
 from usermemory.sql import recall as recall_sql
 from usermemory.sql import search as search_sql
-from usermemory.sql.base import RecallScope
+from usermemory.sql.base import EntryRow, RecallScope
 from usermemory.sql.search import NO_FILTERS, Filters
 from usermemory.upsert import (
     LEGACY_SKIPPED_KEYS,
@@ -230,11 +230,12 @@ def memory_recall(
     order: str | None = None,
     limit: int | None = None,
     min_confidence: float | None = None,
-) -> list[MemoryEntry]:
+) -> list[EntryRow]:
     """The entries visible to the agent, in its policy's order and limit; counts the access of each.
 
     One statement (:func:`usermemory.sql.recall.recall`) picks the entries, counts their access, sets
-    ``lastAccessedAt`` where it is older than the granularity, and returns them as they now are.
+    ``lastAccessedAt`` where it is older than the granularity, and returns them as they now are: the fields
+    an answer shows (:class:`usermemory.sql.base.EntryRow`), not model instances.
     """
     plan = _recall_plan(caller=caller, agent_id=agent_id, group_ids=group_ids, order=order, limit=limit)
     head = plan.limit if plan.order == RecallOrder.MOST_RECENT else recall_split(plan.limit)
@@ -327,11 +328,11 @@ def memory_recall_ranked(
     return RankedSearch(entries, ranking_.fallback_of(first=fallback, unreranked=failed))
 
 
-def _newest_first(entry: MemoryEntry) -> tuple[datetime, int]:
+def _newest_first(entry: EntryRow) -> tuple[datetime, int]:
     return entry.updated_at, entry.id
 
 
-def _most_accessed_first(entry: MemoryEntry) -> tuple[int, datetime, int]:
+def _most_accessed_first(entry: EntryRow) -> tuple[int, datetime, int]:
     return entry.access_count, entry.updated_at, entry.id
 
 

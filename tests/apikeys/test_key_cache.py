@@ -115,6 +115,19 @@ class TestOnPostgres:
         body = assert_envelope(api.get(ME), 401, "unauthorized")
         assert "expired" in body["error"]
 
+    def test_a_kept_key_expires_on_time(self, api):
+        """The kept key is built once; its expiry is still checked against the clock on every request."""
+        elsewhere(
+            "UPDATE apikeys_apikey SET expires_at = now() + interval '1 second' WHERE prefix = %s",
+            [api.key.prefix],
+        )
+        assert key_lookups(api)[1] == 1  # read again with its expiry, and kept
+        response, lookups = key_lookups(api)
+        assert response.status_code == 200 and lookups == 0
+        time.sleep(1.1)
+        body = assert_envelope(api.get(ME), 401, "unauthorized")
+        assert "expired" in body["error"]
+
     def test_a_deleted_key_is_refused(self, api):
         elsewhere("DELETE FROM apikeys_apikey WHERE prefix = %s", [api.key.prefix])
         assert_envelope(api.get(ME), 401, "unauthorized")

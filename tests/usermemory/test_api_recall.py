@@ -1,6 +1,7 @@
 """Recall order, the most_accessed recency reservation, access counting, and query bounds."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.utils import timezone
@@ -151,4 +152,52 @@ def test_fast_entry_rendering_matches_drf_fields(admin_api, agent_a_api):
     fast = MemoryEntryOutputSerializer(entry).data
     slow = serializers.ModelSerializer.to_representation(MemoryEntryOutputSerializer(), entry)
     assert dict(fast) == dict(slow)
+    # Times in other zones, one of them at UTC's offset (London in winter), are written in UTC all the same.
+    entry.valid_from = datetime(2026, 7, 1, 12, 30, 5, 120, tzinfo=ZoneInfo("Europe/Paris"))
+    entry.valid_to = datetime(2026, 1, 5, 8, 0, tzinfo=ZoneInfo("Europe/London"))
+    fast = MemoryEntryOutputSerializer(entry).data
+    assert dict(fast) == dict(
+        serializers.ModelSerializer.to_representation(MemoryEntryOutputSerializer(), entry)
+    )
+    assert (fast["validFrom"], fast["validTo"]) == ("2026-07-01T10:30:05.000120Z", "2026-01-05T08:00:00Z")
     assert fast["lastAccessedAt"] is not None and fast["lastAccessedAt"].endswith("Z")
+
+
+def test_a_recall_answers_its_entries_as_the_list_does(admin_api, agent_a_api, agent_b):
+    """A plain recall renders rows (no model instances); the list renders model instances. Read right after
+    the recall (so both see its access marks), each entry's JSON is the same, field for field and in order:
+    public ids, timestamps, the JSON values, the conflicted flag the agent may see."""
+    writes = [
+        {
+            "key": "prefs",
+            "value": {"a": [1, "x"], "big": 2**70, "t": "line\u2028sep"},
+            "visibility": "global",
+        },
+        {"key": "note", "value": "caf\u00e9 \U0001f600", "confidence": 0.9, "source": "said twice"},
+        {"key": "ttl", "value": 0, "ttlSeconds": 3600},
+        {"key": "team", "value": [True, 1.5], "visibility": "group", "groupIds": ["team", "ops"]},
+        {"key": "color", "value": "red", "visibility": "global", "sourceAgentId": "agent-b"},
+        {"key": "color", "value": "blue", "sourceConversationId": "conv-1"},
+        {"key": "diet", "value": "vegan"},
+    ]
+    for write in writes:
+        body = {"userId": U, "visibility": "self", "sourceAgentId": "agent-a", **write}
+        assert admin_api.put(BASE, body, format="json").status_code in (200, 201)
+    for key, value in (("color", "green"), ("diet", "meat")):  # agent-b's own: hidden from agent-a
+        hidden = {"userId": U, "key": key, "value": value, "visibility": "self", "sourceAgentId": "agent-b"}
+        assert admin_api.put(BASE, hidden, format="json").status_code == 201
+    MemoryEntry.objects.filter(key__in=["color", "diet"]).exclude(value="red").update(conflicted=True)
+    agent_a_api.get(f"{BASE}/{U}/visible?groupId=team")  # the first use of the key records it
+
+    recalled = agent_a_api.get(f"{BASE}/{U}/visible?groupId=team&order=most_accessed")
+    listed = {entry["id"]: entry for entry in agent_a_api.get(f"{BASE}/{U}?groupId=team").json()}
+
+    entries = recalled.json()
+    assert len(entries) == 7 and {e["id"] for e in entries} == set(listed)
+    for entry in entries:
+        assert list(entry.items()) == list(listed[entry["id"]].items())
+    colors = sorted((e["value"], e["conflicted"]) for e in entries if e["key"] == "color")
+    assert colors == [("blue", True), ("red", False)]  # blue: red differs and is seen; green is hidden
+    assert [e["conflicted"] for e in entries if e["key"] == "diet"] == [False]  # only a hidden one differs
+    assert b"line\\u2028sep" in recalled.content and str(2**70).encode() in recalled.content
+    assert all(e["accessCount"] == 1 and e["lastAccessedAt"].endswith("Z") for e in entries)

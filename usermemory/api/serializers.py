@@ -23,6 +23,7 @@ from usermemory.models import (
 from usermemory.ranking import RANKED_MODES, SEARCH_MODES
 from usermemory.selectors import value_conditions
 from usermemory.services import MAX_TTL_REFRESH, MAX_TTL_SECONDS, MemoryWrite
+from usermemory.sql.base import AnyEntry
 from usermemory.sql.search import Filters, ScoredEntry
 
 
@@ -76,9 +77,10 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
             "source",
         ]
 
-    def to_representation(self, instance: MemoryEntry) -> dict[str, Any]:
+    def to_representation(self, instance: AnyEntry) -> dict[str, Any]:
         """The declared fields above, built directly: recall and list render many entries per request, and
-        DRF's field-by-field path costs several times more. A test holds the two to the same output."""
+        DRF's field-by-field path costs several times more. A test holds the two to the same output. A plain
+        recall's entries are rows (:class:`usermemory.sql.base.EntryRow`), with the same attribute names."""
         return {
             "id": publicids.public_str(publicids.ENTRY, instance.id),
             "userId": instance.user_id,
@@ -130,9 +132,12 @@ def _iso(value: datetime | None) -> str | None:
     if value.tzinfo is None:  # as timezone.localtime refuses one; the database gives aware datetimes
         raise ValueError("a naive datetime has no place in an answer")
     # datetime's own conversion: Django's localtime() checks and converts the same, at 2-3 times the cost,
-    # four times an entry (profile in bench/RESULTS.md, session 12).
-    text = value.astimezone(UTC).isoformat()
-    return text[:-6] + "Z" if text.endswith("+00:00") else text
+    # five times an entry (profile in bench/RESULTS.md, session 12). A value already at UTC's offset (the
+    # database's: Django sets the session's time zone to UTC) is written as it is, without converting it.
+    text = value.isoformat()
+    if not text.endswith("+00:00"):
+        text = value.astimezone(UTC).isoformat()
+    return text[:-6] + "Z"
 
 
 class StrictCharField(serializers.CharField):

@@ -1,6 +1,6 @@
 """What every statement of user memory shares: the tables, the clauses that say which entries a read sees
 (visible, valid now, sure enough), the entry columns a read returns, a recall's access marks, the rows turned
-into entries, the cursor, and the user's recall lock.
+into entries (model instances, or the light :class:`EntryRow`), the cursor, and the user's recall lock.
 
 Clauses are :class:`psycopg.sql.SQL` fragments with identifiers composed by ``sql.Identifier`` and
 ``%(name)s`` placeholders that the function running the statement fills (:func:`scope_params` for the
@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import psycopg
 from django.conf import settings
 from django.db import connection
+from django.db.models import Field
 from psycopg import sql
 
 from apikeys.models import AgentGroup
@@ -43,6 +44,41 @@ MEMBER_AGENT = sql.Identifier(_MEMBERS.get_field("agent").column)
 SEARCH_ONLY = frozenset({"value_text", "key_folded", "text_folded"})
 ENTRY_FIELDS = tuple(f for f in MemoryEntry._meta.concrete_fields if f.name not in SEARCH_ONLY)
 EVENT_FIELDS = tuple(MemoryEvent._meta.concrete_fields)
+
+
+class EntryRow(NamedTuple):
+    """An entry as a plain recall returns it: the columns an answer shows (every door's output of an entry),
+    JSON decoded, timestamps aware, and nothing else; a tuple, not a model instance. Building 40 instances
+    (``Model.from_db``) was a third of a recall's Python CPU (``bench/RESULTS.md``, session 12). Its fields
+    are named as :class:`MemoryEntry`'s attributes, so what reads an entry's answer fields reads either."""
+
+    id: int
+    user_id: str
+    key: str
+    value: Any
+    category: str
+    visibility: str
+    source_agent_id: str | None
+    group_ids: list[str]
+    source_conversation_id: str | None
+    conflicted: bool
+    access_count: int
+    created_at: datetime
+    updated_at: datetime
+    last_accessed_at: datetime | None
+    valid_from: datetime
+    valid_to: datetime | None
+    superseded_by_id: int | None
+    confidence: float | None
+    source: str | None
+
+
+# What a read of entries may hand on to an answer: model instances (search, list) or rows (plain recall).
+AnyEntry = MemoryEntry | EntryRow
+
+_FIELD_OF = {f.attname: f for f in MemoryEntry._meta.concrete_fields}
+ROW_FIELDS = tuple(_FIELD_OF[name] for name in EntryRow._fields)  # a renamed field fails here, at import
+_ROW_CONVERTED = tuple((i, f) for i, f in enumerate(ROW_FIELDS) if hasattr(f, "from_db_value"))
 
 # Groups of a read: a list of group ids, or ``None`` for every group the agent is a member of (read by a
 # subquery of the same statement, so it costs no round trip).
@@ -143,10 +179,22 @@ def readable(*, agent_view: bool, all_of_agent: bool) -> sql.Composable:
 
 @cache
 def entry_columns(*, agent_view: bool, all_of_agent: bool) -> sql.Composed:
-    """The entry columns recall and search return (:data:`ENTRY_FIELDS`, in order). In an agent's read
-    (``agent_view``) ``conflicted`` is what that agent may see: a stored flag holds only while another entry
-    of the set that the agent sees has another value, so the flag never reveals a value the agent cannot
-    see."""
+    """The entry columns search returns (:data:`ENTRY_FIELDS`, in order), ``conflicted`` as
+    :func:`columns_of` writes it."""
+    return columns_of(ENTRY_FIELDS, agent_view=agent_view, all_of_agent=all_of_agent)
+
+
+@cache
+def row_columns(*, agent_view: bool, all_of_agent: bool) -> sql.Composed:
+    """The entry columns of an :class:`EntryRow` (:data:`ROW_FIELDS`, in order), ``conflicted`` as
+    :func:`columns_of` writes it."""
+    return columns_of(ROW_FIELDS, agent_view=agent_view, all_of_agent=all_of_agent)
+
+
+def columns_of(fields: "Sequence[Field[Any, Any]]", *, agent_view: bool, all_of_agent: bool) -> sql.Composed:
+    """The columns of these entry fields, in order. In an agent's read (``agent_view``) ``conflicted`` is what
+    that agent may see: a stored flag holds only while another entry of the set that the agent sees has
+    another value, so the flag never reveals a value the agent cannot see."""
     seen_conflict = sql.SQL(
         """CASE WHEN {entry}.conflicted THEN EXISTS (
             SELECT 1 FROM {entry} AS other
@@ -159,7 +207,7 @@ def entry_columns(*, agent_view: bool, all_of_agent: bool) -> sql.Composed:
     return sql.SQL(", ").join(
         [
             seen_conflict if agent_view and f.column == "conflicted" else sql.Identifier(table, str(f.column))
-            for f in ENTRY_FIELDS
+            for f in fields
         ]
     )
 
@@ -183,6 +231,18 @@ def access_marks(*, order: str) -> sql.SQL:
 def entries_of_rows(rows: Sequence[Sequence[Any]]) -> list[MemoryEntry]:
     """Entries from rows of :func:`entry_columns` (the search columns stay deferred)."""
     return instances_from_rows(MemoryEntry, ENTRY_FIELDS, rows)
+
+
+def entry_rows(rows: Sequence[Sequence[Any]]) -> list[EntryRow]:
+    """Light entries from rows of :func:`row_columns`: each JSON column decoded as its field decodes it
+    (``from_db_value``, the field API a custom field documents), no model instance built."""
+    built = []
+    for row in rows:
+        values = list(row)
+        for index, field in _ROW_CONVERTED:
+            values[index] = field.from_db_value(values[index], None, connection)
+        built.append(EntryRow._make(values))
+    return built
 
 
 def events_of_rows(rows: Sequence[Sequence[Any]]) -> list[MemoryEvent]:

@@ -5,14 +5,15 @@ from typing import Any
 
 from psycopg import sql
 
-from usermemory.models import MemoryEntry, RecallOrder
+from usermemory.models import RecallOrder
 from usermemory.sql.base import (
     ENTRY,
     MIN_CONFIDENCE,
+    EntryRow,
     RecallScope,
     access_marks,
-    entries_of_rows,
-    entry_columns,
+    entry_rows,
+    row_columns,
     rows_under_recall_lock,
     visible,
 )
@@ -47,13 +48,14 @@ def _recall_sql(*, order: str, all_of_agent: bool, agent_view: bool) -> sql.Comp
         visible=visible(all_of_agent=all_of_agent),
         min_confidence=MIN_CONFIDENCE,
         access_marks=access_marks(order=order),
-        columns=entry_columns(agent_view=agent_view, all_of_agent=all_of_agent),
+        columns=row_columns(agent_view=agent_view, all_of_agent=all_of_agent),
     )
 
 
-def recall(*, scope: RecallScope, head: int, rest: int) -> list[MemoryEntry]:
+def recall(*, scope: RecallScope, head: int, rest: int) -> list[EntryRow]:
     """Pick the entries to recall (the newest ``head``, then for ``most_accessed`` the ``rest`` most accessed
-    of the others), mark their access and return them, unordered.
+    of the others), mark their access and return them, unordered, as rows (:class:`EntryRow`: the columns
+    an answer shows, no model instances).
 
     Every recall sets ``last_accessed_at`` where it is older than ``threshold``; only ``most_accessed`` counts
     one access of each entry in ``access_count`` (EDDI: ``most_recent`` has no side effect on it).
@@ -74,4 +76,4 @@ def recall(*, scope: RecallScope, head: int, rest: int) -> list[MemoryEntry]:
     statement = _recall_sql(
         order=scope.order, all_of_agent=scope.group_ids is None, agent_view=scope.agent_view
     )
-    return entries_of_rows(rows_under_recall_lock(statement, params))
+    return entry_rows(rows_under_recall_lock(statement, params))
