@@ -6,7 +6,8 @@ bounded time (:mod:`memoryplatform.asgi_http`), so a slow or endless client hold
 and a chunked body is limited like any other.
 
 Django then runs as the WSGI app it is, on a fixed pool of ``SERVE_THREADS`` threads per process
-(:class:`a2wsgi.WSGIMiddleware`), and only once the whole body is in. Measured against Django's own ASGI
+(:class:`memoryplatform.asgi_wsgi.WsgiOnThreads`), and only once the whole body is in, which it is handed as
+it is: a buffered answer crosses from its thread to the event loop once. Measured against Django's own ASGI
 handler (``bench/RESULTS.md``, session 7): that handler runs each request's sync code on a new thread with
 several hops between threads, and a connection kept per thread (``CONN_MAX_AGE``) then lives for one request;
 here the threads, and so their PostgreSQL connections, persist, and a recall costs what it did under gunicorn.
@@ -16,9 +17,8 @@ here the threads, and so their PostgreSQL connections, persist, and a recall cos
 
 import io
 import os
-from typing import Any
+from typing import cast
 
-from a2wsgi import WSGIMiddleware
 from django.core.exceptions import DisallowedHost
 from django.core.wsgi import get_wsgi_application
 
@@ -31,6 +31,7 @@ from django.core.handlers.asgi import ASGIRequest  # noqa: E402 (once Django is 
 from agenttools.mcp_server import McpHttpApp  # noqa: E402
 from memoryplatform import asgi_http, requestid  # noqa: E402
 from memoryplatform.asgi_http import Receive, Scope, Send  # noqa: E402
+from memoryplatform.asgi_wsgi import WsgiApp, WsgiOnThreads  # noqa: E402
 
 
 def _is_mcp_path(path: str) -> bool:
@@ -50,7 +51,7 @@ def _host_allowed(scope: Scope) -> bool:
 class Application:
     """Route ``/mcp`` and ``/mcp/...`` to the MCP app, everything else to Django, each body read first."""
 
-    def __init__(self, django_app: Any, mcp_app: McpHttpApp) -> None:
+    def __init__(self, django_app: WsgiOnThreads, mcp_app: McpHttpApp) -> None:
         self.django_app = django_app
         self.mcp_app = mcp_app
 
@@ -78,9 +79,7 @@ class Application:
             return
         body = await asgi_http.read_body_or_refuse(scope, receive, send)
         if body is not None:
-            await self.django_app(
-                asgi_http.with_length(scope, len(body)), asgi_http.replay(body, receive), send
-            )
+            await self.django_app(asgi_http.with_length(scope, len(body)), body, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -96,4 +95,4 @@ class Application:
 THREADS = int(os.environ.get("SERVE_THREADS") or 4)
 """Threads per process running Django's views (``manage.py serve --threads``)."""
 
-application = Application(WSGIMiddleware(django_application, workers=THREADS), McpHttpApp())  # type: ignore[arg-type]  # a WSGI app: its response iterates bytes
+application = Application(WsgiOnThreads(cast(WsgiApp, django_application), threads=THREADS), McpHttpApp())
