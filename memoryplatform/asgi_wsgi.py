@@ -48,7 +48,9 @@ _HEADER_NAMES = {b"content-type": "CONTENT_TYPE", b"content-length": "CONTENT_LE
 def environ_of(scope: Scope, body: bytes) -> dict[str, Any]:
     """The WSGI environ of an ASGI HTTP request whose body has been read: strings as PEP 3333 has them (bytes
     decoded as Latin-1; the path UTF-8 encoded first, as the ASGI spec maps it), repeated headers joined with
-    ``,``, ``wsgi.input`` over the body."""
+    ``,``, ``wsgi.input`` over the body. A header whose name holds ``_`` is dropped: it would land on the same
+    ``HTTP_*`` key as the one spelled with ``-`` that a proxy sets (``X-Forwarded-Proto``, trusted with
+    ``BEHIND_TLS_PROXY``) and strips only in that spelling."""
     script_name = scope.get("root_path", "").encode().decode("latin-1")
     path_info = scope["path"].encode().decode("latin-1")
     if script_name and path_info.startswith(script_name):
@@ -78,6 +80,8 @@ def environ_of(scope: Scope, body: bytes) -> dict[str, Any]:
         environ["REMOTE_ADDR"], environ["REMOTE_PORT"] = client[0], str(client[1])
     for raw_name, raw_value in scope.get("headers", []):
         name = raw_name.lower()
+        if b"_" in name:  # "X_Forwarded_Proto" would pass for "X-Forwarded-Proto": dropped, as gunicorn does
+            continue
         key = _HEADER_NAMES.get(name) or "HTTP_" + name.decode("latin-1").upper().replace("-", "_")
         value = raw_value.decode("latin-1")
         environ[key] = f"{environ[key]},{value}" if key in environ else value

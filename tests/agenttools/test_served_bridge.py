@@ -114,3 +114,13 @@ def test_an_encoded_slash_in_a_user_id_is_exact(base, mcp_env: McpEnv):
     assert [e["value"] for e in json.loads(listed.data)] == ["slash/count"]  # type: ignore[attr-defined]
     entry = _exchange(base, "GET", f"{MEMORIES}/{quote('slash/count', safe='')}/key/k?x=1", key=key)
     assert json.loads(entry.data)["userId"] == "slash/count"  # type: ignore[attr-defined]
+
+
+def test_a_header_spelled_with_an_underscore_is_not_read(base, mcp_env: McpEnv):
+    """``X_API_Key`` would land on the same ``HTTP_X_API_KEY`` as ``X-API-Key``: both servers drop it, as
+    they drop ``X_Forwarded_Proto`` (trusted behind a TLS proxy in its ``-`` spelling only)."""
+    path = f"{MEMORIES}/underscore-user/count"
+    key = mcp_env.keys["agent-a"]
+    assert _exchange(base, "GET", path, headers={"X-API-Key": key}).status == 200
+    refused = _exchange(base, "GET", path, headers={"X_API_Key": key})
+    assert refused.status == 401, refused.data  # type: ignore[attr-defined]

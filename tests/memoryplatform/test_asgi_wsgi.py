@@ -98,6 +98,13 @@ def test_the_environ_is_the_request_as_pep_3333_has_it():
     assert environ["wsgi.input"].read() == b"{}"
 
 
+def test_a_header_spelled_with_an_underscore_cannot_pass_for_one_spelled_with_a_dash():
+    scope = {**SCOPE, "headers": [(b"x-forwarded-proto", b"http"), (b"x_forwarded_proto", b"https")]}
+    environ = environ_of(scope, b"")
+    assert environ["HTTP_X_FORWARDED_PROTO"] == "http"
+    assert not any("_forwarded_proto" in key.lower() and key != "HTTP_X_FORWARDED_PROTO" for key in environ)
+
+
 def test_a_buffered_answer_is_one_start_and_one_body_closed_on_its_thread():
     closed_on: list[str] = []
     seen: dict[str, Any] = {}
