@@ -126,10 +126,16 @@ async def send_json(
 
 
 async def send_error(
-    send: Send, status: int, message: str, code: str, headers: list[tuple[bytes, bytes]] | None = None
+    send: Send,
+    status: int,
+    message: str,
+    code: str,
+    headers: list[tuple[bytes, bytes]] | None = None,
+    *,
+    details: dict[str, Any] | None = None,
 ) -> None:
     """An error in the API's envelope, ``{"error", "code", "details"}``."""
-    await send_json(send, status, envelope(message, code), headers)
+    await send_json(send, status, envelope(message, code, details), headers)
 
 
 DRAIN_BYTES = 16 * 1024 * 1024

@@ -31,8 +31,7 @@ from typing import Any
 from urllib.parse import quote
 
 from memoryplatform import requestid
-from memoryplatform.api.errors import envelope
-from memoryplatform.asgi_http import Message, Scope, Send, send_json
+from memoryplatform.asgi_http import Message, Scope, Send, send_error
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +187,7 @@ class WsgiOnThreads:
                 raise
             logger.exception("The WSGI app failed before it answered.")
             details = {"requestId": requestid.current.get()}
-            await send_json(send, 500, envelope("Internal server error.", "server_error", details))
+            await send_error(send, 500, "Internal server error.", "server_error", details=details)
             return
         for message in messages:
             await send(message)
