@@ -2,6 +2,7 @@
 for get, list, checkpoint and context alike, and the memory channel is always scoped to one agent."""
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, Literal, NamedTuple, TypeVar, overload
 
@@ -25,7 +26,8 @@ EPOCH_LATEST = "latest"
 EPOCH_ALL = "all"
 VIEW_AGENT = "agent"
 
-RowT = TypeVar("RowT", Message, Conversation)
+ModelT = TypeVar("ModelT", Message, Conversation)
+RowT = TypeVar("RowT", Message, Conversation, store.MessageRow)
 
 
 def uuid_or_none(value: str) -> uuid.UUID | None:
@@ -212,15 +214,23 @@ class Page(Generic[RowT]):
     next_cursor: str | None
 
 
-def page_of(qs: QuerySet[RowT], *, limit: int = DEFAULT_PAGE) -> Page[RowT]:
-    """At most ``limit`` rows of an ordered queryset (one query); ``next_cursor``, the last row's id, is set
-    when more follow."""
+def page_limit_check(limit: int) -> None:
     if not 1 <= limit <= MAX_PAGE:
         raise BadRequest(f"limit must be between 1 and {MAX_PAGE}.")
-    rows = list(qs[: limit + 1])
+
+
+def page_of(qs: QuerySet[ModelT], *, limit: int = DEFAULT_PAGE) -> Page[ModelT]:
+    """At most ``limit`` rows of an ordered queryset (one query); ``next_cursor``, the last row's id, is set
+    when more follow."""
+    page_limit_check(limit)
+    return page_of_rows(list(qs[: limit + 1]), limit=limit)
+
+
+def page_of_rows(rows: Sequence[RowT], *, limit: int) -> Page[RowT]:
+    """The page of rows read with one more than ``limit`` (which tells that more follow)."""
     more = len(rows) > limit
-    rows = rows[:limit]
-    return Page(items=rows, next_cursor=str(rows[-1].pk) if more else None)
+    items = list(rows[:limit])
+    return Page(items=items, next_cursor=str(items[-1].id) if more else None)
 
 
 def checkpoint_get(*, conversation: Conversation, agent_id: str) -> Checkpoint | None:
@@ -394,7 +404,7 @@ def messages_relevant_in(
     conversation: Conversation,
     agent_id: str,
     query: str,
-    given: list[Message],
+    given: Sequence[store.AnyMessage],
     limit: int,
     min_score: float | None = None,
 ) -> MessageSearch:
@@ -407,7 +417,7 @@ def messages_relevant_in(
         isolated=True,
         channels=list(store.EMBEDDED_CHANNELS),
         conversation_id=str(conversation.pk),
-        exclude=[str(m.pk) for m in given],
+        exclude=[str(m.id) for m in given],
     )
     return message_search_ranked(
         scope=scope, query=query, mode="hybrid", limit=limit, min_score=recall_min_score(min_score)

@@ -16,7 +16,7 @@ from django.utils import timezone
 from apikeys.caller import Caller
 from apikeys.models import AgentGroup
 from apikeys.services import caller_require_writer
-from conversations import selectors
+from conversations import selectors, store
 from conversations.embedding import message_embeddings_schedule
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
 from memoryplatform.batches import batch_size_check
@@ -68,10 +68,10 @@ class AgentContext:
     conversation: Conversation
     agent_id: str
     memory_epoch: int | None
-    memory: list[Message]
+    memory: list[store.MessageRow]
     checkpoint: Checkpoint | None
-    case_log: selectors.Page[Message]
-    history: list[Message]
+    case_log: selectors.Page[store.MessageRow]
+    history: list[store.MessageRow]
     user_memories: Sequence[AnyEntry]  # rows of a plain recall; with a query, the ranked entries
     # With a query: the same user memories best first, with their scores and the search's fallback.
     ranked_memories: RankedSearch | None = None
@@ -364,30 +364,38 @@ def conversation_context(
     ``CONTEXT_RELEVANT`` messages of the conversation the agent may read that the context does not hold
     (earlier history, older case log), best first, each scoring at least ``min_score``
     (:func:`conversations.selectors.messages_relevant_in`); the memories are narrowed by ``filters``."""
-    conversation = selectors.conversation_get_for(caller=caller, conversation_id=conversation_id)
-    agent = selectors.reading_agent_id(caller=caller, agent_id=agent_id, required=True)
-    assert agent is not None  # noqa: S101 (required=True)
-    latest = selectors.memory_latest_epoch(conversation=conversation, agent_id=agent)
-    memory: list[Message] = []
-    if latest is not None:
-        memory = list(
-            Message.objects.filter(
-                conversation=conversation, channel=Channel.MEMORY, agent_id=agent, memory_epoch=latest
-            ).order_by("seq")[:MAX_CONTEXT_MEMORY]
-        )
-    checkpoint = selectors.checkpoint_get(conversation=conversation, agent_id=agent)
-    case_log = Message.objects.filter(conversation=conversation, channel=Channel.SUMMARY).order_by("seq")
-    if checkpoint is not None:
-        case_log = case_log.filter(seq__gt=checkpoint.last_seq)
-    recent = selectors.history_for_agent(conversation=conversation, agent_id=agent).order_by("-seq")
+    pk = selectors.uuid_or_none(conversation_id)
+    try:
+        agent = selectors.reading_agent_id(caller=caller, agent_id=agent_id, required=True)
+    except (BadRequest, Forbidden, NotFound):
+        selectors.conversation_get_for(caller=caller, conversation_id=conversation_id)  # a 404 comes first
+        raise
+    head = None
+    if pk is not None:
+        member = caller.acting_agent_id if caller.is_agent else None
+        head = store.context_head(conversation_id=pk, member=member, agent_id=agent)
+    if pk is None or head is None:
+        raise NotFound(f"No conversation '{conversation_id}'.")
+    conversation, latest, checkpoint = head
+    selectors.page_limit_check(case_log_limit)
+    messages = store.context_messages(
+        conversation_id=pk,
+        agent_id=agent,
+        epoch=latest,
+        after_seq=checkpoint.last_seq if checkpoint is not None else 0,
+        memory_limit=MAX_CONTEXT_MEMORY,
+        case_limit=case_log_limit + 1,  # one more tells that more follow
+        history_limit=history_limit,
+    )
+    memory = messages.memory
+    history = messages.history[::-1]
+    case_log_page = selectors.page_of_rows(messages.case_log, limit=case_log_limit)
     recall_scope: dict[str, Any] = {
         "caller": caller,
         "user_id": conversation.user_id,
         "agent_id": agent,
         "group_ids": [conversation.group_id] if conversation.group_id else None,
     }
-    history = list(reversed(recent[:history_limit]))
-    case_log_page = selectors.page_of(case_log, limit=case_log_limit)
     ranked = relevant = None
     user_memories: Sequence[AnyEntry]
     if query is None:

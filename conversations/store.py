@@ -1,5 +1,6 @@
-"""Hand-written SQL of conversations: message vectors (which are missing or stale, and the vectors written)
-and the ranked search over messages by meaning and words.
+"""Hand-written SQL of conversations: an agent's context (its head and its messages, read as light rows),
+message vectors (which are missing or stale, and the vectors written) and the ranked search over messages by
+meaning and words.
 
 The text of a message's vector (:data:`_EMBEDDING_TEXT`) is written here in SQL, with its SHA-256, so that
 "missing or stale" is one set-based statement, as for memory entries (:mod:`usermemory.sql.vectors`).
@@ -10,24 +11,171 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import Any, NamedTuple
+from uuid import UUID
 
 from django.db import connection
+from django.db.models import Field
 from psycopg import sql
 
 from apikeys.models import AgentGroup
-from conversations.models import Channel, Conversation, Message, MessageEmbedding
+from conversations.models import Channel, Checkpoint, Conversation, Message, MessageEmbedding
 from memoryplatform import relevance
 from memoryplatform.embeddings.jobs import PendingText
+from memoryplatform.store import instances_from_rows, query_text, tuples_from_rows
 from usermemory.sql.search import _FULLTEXT as BM25_CTES  # the BM25 of memory search, over visible(id, vec)
 from usermemory.sql.search import STORED_CONFIG, Ranking
 
 MESSAGE = sql.Identifier(Message._meta.db_table)
 CONVERSATION = sql.Identifier(Conversation._meta.db_table)
+CHECKPOINT = sql.Identifier(Checkpoint._meta.db_table)
 EMBEDDING = sql.Identifier(MessageEmbedding._meta.db_table)
 _MEMBERS = AgentGroup.members.through._meta
 MEMBERS = sql.Identifier(_MEMBERS.db_table)
 MEMBER_GROUP = sql.Identifier(_MEMBERS.get_field("agentgroup").column)
 MEMBER_AGENT = sql.Identifier(_MEMBERS.get_field("agent").column)
+
+# --- An agent's context ----------------------------------------------------------------------------------
+
+
+class MessageRow(NamedTuple):
+    """A message as the context reads it: the columns an answer shows, JSON decoded, as a tuple, not a model
+    instance (building one per message was most of a context's Python CPU: ``bench/RESULTS.md``, session
+    17). Its fields are named as :class:`Message`'s attributes, so what renders a message renders either."""
+
+    id: UUID
+    conversation_id: UUID
+    seq: int
+    channel: str
+    role: str
+    agent_id: str | None
+    memory_epoch: int | None
+    content: list[dict[str, Any]]
+    session_id: str | None
+    created_at: datetime
+
+
+# What a read of messages may hand on to an answer: model instances, or rows.
+AnyMessage = Message | MessageRow
+
+_MESSAGE_FIELD = {f.attname: f for f in Message._meta.concrete_fields}
+_ROW_FIELDS = tuple(_MESSAGE_FIELD[name] for name in MessageRow._fields)  # a renamed field fails at import
+_ROW_COLUMNS = sql.SQL(", ").join([sql.Identifier("m", str(f.column)) for f in _ROW_FIELDS])
+_CONVERSATION_FIELDS = tuple(f for f in Conversation._meta.concrete_fields if isinstance(f, Field))
+_CHECKPOINT_FIELDS = tuple(
+    f for f in Checkpoint._meta.concrete_fields if f.name in ("last_message_id", "last_seq", "updated_at")
+)
+
+# The conversation if %(member)s (an agent key's agent; NULL for viewer and admin keys) may take part in it
+# (no group, or a group it is a member of: conversations.selectors.conversation_queryset_for), with
+# %(agent)s's latest memory epoch and its case-log checkpoint.
+_CONTEXT_HEAD = sql.SQL(
+    """SELECT {conversation_columns},
+        (SELECT max(m.memory_epoch) FROM {message} m
+            WHERE m.conversation_id = c.id AND m.channel = 'memory' AND m.agent_id = %(agent)s),
+        {checkpoint_columns}
+    FROM {conversation} c LEFT JOIN {checkpoint} k ON k.conversation_id = c.id AND k.agent_id = %(agent)s
+    WHERE c.id = %(conversation)s AND (%(member)s::text IS NULL OR c.group_id IS NULL OR EXISTS (
+        SELECT FROM {members} g WHERE g.{member_group} = c.group_id AND g.{member_agent} = %(member)s))"""
+).format(
+    conversation_columns=sql.SQL(", ").join(
+        [sql.Identifier("c", str(f.column)) for f in _CONVERSATION_FIELDS]
+    ),
+    message=MESSAGE,
+    checkpoint_columns=sql.SQL(", ").join([sql.Identifier("k", str(f.column)) for f in _CHECKPOINT_FIELDS]),
+    conversation=CONVERSATION,
+    checkpoint=CHECKPOINT,
+    members=MEMBERS,
+    member_group=MEMBER_GROUP,
+    member_agent=MEMBER_AGENT,
+)
+
+# Three lists, each read by its own index (conv_msg_memory_idx, conv_msg_channel_seq_idx) and told apart by
+# ``part``: 0, the memory stream of %(agent)s's epoch %(epoch)s (none when NULL), at most %(memory_limit)s;
+# 1, the case log after sequence number %(after)s, at most %(case_limit)s; 2, the latest %(history_limit)s
+# messages of the history as the agent sees them (seed 004: every user message, those with no author, its
+# own), newest first.
+_CONTEXT_MESSAGES = sql.SQL(
+    """(SELECT 0 AS part, {columns} FROM {message} m
+        WHERE m.conversation_id = %(conversation)s AND m.channel = 'memory' AND m.agent_id = %(agent)s
+            AND m.memory_epoch = %(epoch)s
+        ORDER BY m.seq LIMIT %(memory_limit)s)
+    UNION ALL
+    (SELECT 1, {columns} FROM {message} m
+        WHERE m.conversation_id = %(conversation)s AND m.channel = 'summary' AND m.seq > %(after)s
+        ORDER BY m.seq LIMIT %(case_limit)s)
+    UNION ALL
+    (SELECT 2, {columns} FROM {message} m
+        WHERE m.conversation_id = %(conversation)s AND m.channel = 'history'
+            AND (m.role = 'user' OR m.agent_id IS NULL OR m.agent_id = %(agent)s)
+        ORDER BY m.seq DESC LIMIT %(history_limit)s)"""
+).format(columns=_ROW_COLUMNS, message=MESSAGE)
+
+
+class ContextHead(NamedTuple):
+    conversation: Conversation
+    latest_epoch: int | None
+    checkpoint: Checkpoint | None
+
+
+class ContextMessages(NamedTuple):
+    memory: list[MessageRow]
+    case_log: list[MessageRow]
+    history: list[MessageRow]  # newest first
+
+
+def context_head(*, conversation_id: UUID, member: str | None, agent_id: str) -> ContextHead | None:
+    """The conversation, if ``member`` may take part in it (``None``: any key that is not an agent's), with
+    ``agent_id``'s latest memory epoch and checkpoint; ``None`` when there is no such conversation. One
+    statement."""
+    params = {"conversation": conversation_id, "member": member, "agent": agent_id}
+    with connection.cursor() as cursor:
+        cursor.execute(query_text(_CONTEXT_HEAD), params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    width = len(_CONVERSATION_FIELDS)
+    conversation = instances_from_rows(Conversation, _CONVERSATION_FIELDS, [row[:width]])[0]
+    latest, mark = row[width], row[width + 1 :]
+    checkpoint = None
+    if mark[0] is not None:
+        checkpoint = instances_from_rows(Checkpoint, _CHECKPOINT_FIELDS, [mark])[0]
+        checkpoint.conversation_id = conversation.id
+        checkpoint.agent_id = agent_id
+    return ContextHead(conversation, latest, checkpoint)
+
+
+def context_messages(
+    *,
+    conversation_id: UUID,
+    agent_id: str,
+    epoch: int | None,
+    after_seq: int,
+    memory_limit: int,
+    case_limit: int,
+    history_limit: int,
+) -> ContextMessages:
+    """The messages of an agent's context, in one statement (:data:`_CONTEXT_MESSAGES`)."""
+    params: dict[str, Any] = {
+        "conversation": conversation_id,
+        "agent": agent_id,
+        "epoch": epoch,
+        "after": after_seq,
+        "memory_limit": memory_limit,
+        "case_limit": case_limit,
+        "history_limit": history_limit,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(query_text(_CONTEXT_MESSAGES), params)
+        rows = cursor.fetchall()
+    parts: tuple[list[MessageRow], list[MessageRow], list[MessageRow]] = ([], [], [])
+    for part, message in zip(
+        (r[0] for r in rows),
+        tuples_from_rows(MessageRow._make, _ROW_FIELDS, [r[1:] for r in rows]),
+        strict=True,
+    ):
+        parts[part].append(message)
+    return ContextMessages(*parts)
+
 
 # The channels whose messages get vectors: what the user saw, and the shared case log. An agent's memory
 # stream repeats its history (seed 000's ChatMemory), so it is found by its words only.

@@ -1,6 +1,6 @@
 """The core's hand-written statements: advisory locks, the readiness probe, a table's size estimate and the
 facts the database system check needs; and the one way rows of hand-written statements become model
-instances (:func:`instances_from_rows`).
+instances (:func:`instances_from_rows`) or light rows (:func:`tuples_from_rows`).
 
 One function per statement, keyword arguments, ``%(name)s`` placeholders filled from a dict here, and a typed
 result. Nothing else in the core calls ``cursor()``.
@@ -8,7 +8,7 @@ result. Nothing else in the core calls ``cursor()``.
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
@@ -22,18 +22,32 @@ def instances_from_rows(
     model: type[M], fields: "Sequence[Field[Any, Any]]", rows: Sequence[Sequence[Any]]
 ) -> list[M]:
     """Instances of ``model`` from rows holding the columns of ``fields`` (concrete fields of the model, in
-    that order), as Django loads them: each field's ``from_db_value`` converts its column (JSON text to
-    values), then the documented ``Model.from_db`` builds the instance; the model's other fields stay
-    deferred."""
+    that order), as Django loads them: each column converted (:func:`converted_rows`), then the documented
+    ``Model.from_db`` builds the instance; the model's other fields stay deferred."""
     attnames = [f.attname for f in fields]
+    return [model.from_db(connection.alias, attnames, values) for values in converted_rows(fields, rows)]
+
+
+T = TypeVar("T", bound=tuple[Any, ...])
+
+
+def tuples_from_rows(
+    make: Callable[[Iterable[Any]], T], fields: "Sequence[Field[Any, Any]]", rows: Sequence[Sequence[Any]]
+) -> list[T]:
+    """Light rows (``make``: a ``NamedTuple``'s ``_make``) from rows holding the columns of ``fields``, each
+    column converted (:func:`converted_rows`); no model instance built."""
+    return [make(values) for values in converted_rows(fields, rows)]
+
+
+def converted_rows(fields: "Sequence[Field[Any, Any]]", rows: Sequence[Sequence[Any]]) -> Iterator[list[Any]]:
+    """Each row's values, each converted as its field converts what the database returns
+    (``from_db_value``, the field API a custom field documents: JSON text to values)."""
     converted = [(i, f) for i, f in enumerate(fields) if hasattr(f, "from_db_value")]
-    built = []
     for row in rows:
         values = list(row)
         for index, field in converted:
             values[index] = field.from_db_value(values[index], None, connection)
-        built.append(model.from_db(connection.alias, attnames, values))
-    return built
+        yield values
 
 
 _RENDERED: "OrderedDict[int, tuple[sql.Composable, str]]" = OrderedDict()

@@ -1,7 +1,11 @@
 """The shared case log (seed 003): append-only, checkpoints, and the agent context in one call."""
 
+import uuid
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
 from conversations.models import Message
-from tests.conversations.utils import BASE, create, listing, say, sync, texts
+from tests.conversations.utils import BASE, create, listing, post, say, sync, text, texts
 from tests.helpers import assert_envelope
 
 
@@ -111,3 +115,82 @@ def test_context_uses_the_agents_recall_policy(agent_a_api):
     conversation = create(agent_a_api, "user-7")
     context = agent_a_api.get(f"{BASE}/{conversation}/context").json()
     assert [m["key"] for m in context["userMemories"]] == ["k3", "k2"]
+
+
+def _append(client, conversation: str, prefix: str, count: int, **message) -> None:
+    """``count`` messages in batches of 20."""
+    for start in range(0, count, 20):
+        batch = [
+            {"role": "assistant", "content": text(f"{prefix}{i}"), **message}
+            for i in range(start, min(start + 20, count))
+        ]
+        response = client.post(f"{BASE}/{conversation}/messages", {"messages": batch}, format="json")
+        assert response.status_code == 201, response.content
+
+
+def test_context_pages_its_case_log_and_keeps_the_latest_history(agent_a_api, agent_b_api):
+    """The case log after the checkpoint is one page of 200 with a cursor to the next; the history is the
+    latest 50 messages the agent sees, oldest first; the memory stream is the latest epoch's, in order."""
+    conversation = create(agent_a_api)
+    _append(agent_b_api, conversation, "log ", 202, channel="summary")
+    _append(agent_a_api, conversation, "a ", 40)
+    _append(agent_b_api, conversation, "b ", 30)  # not seen by agent A: another agent's replies
+    _append(agent_a_api, conversation, "a2 ", 15)
+    sync(agent_a_api, conversation, "m1", "m2", "m3")
+
+    context = agent_a_api.get(f"{BASE}/{conversation}/context").json()
+    log = context["caseLog"]
+    assert texts(log["data"]) == [f"log {i}" for i in range(200)]
+    assert log["checkpoint"] is None and log["nextCursor"] == log["data"][-1]["id"]
+    rest = listing(agent_a_api, conversation, channel="summary", after=log["nextCursor"])
+    assert texts(rest["data"]) == ["log 200", "log 201"]
+    assert texts(context["history"]) == [f"a {i}" for i in range(5, 40)] + [f"a2 {i}" for i in range(15)]
+    assert [m["seq"] for m in context["history"]] == sorted(m["seq"] for m in context["history"])
+    assert texts(context["memory"]["messages"]) == ["m1", "m2", "m3"]
+
+    agent_a_api.put(
+        f"{BASE}/{conversation}/checkpoint", {"lastEntryId": log["data"][199]["id"]}, format="json"
+    )
+    after = agent_a_api.get(f"{BASE}/{conversation}/context").json()["caseLog"]
+    assert texts(after["data"]) == ["log 200", "log 201"] and after["nextCursor"] is None
+
+
+def test_an_unknown_conversation_answers_404_before_the_agent_is_checked(agent_a_api, viewer_api):
+    """The context names its agent (agentId for viewer and admin keys); an unknown conversation is a 404 all
+    the same, as every other route of it answers, whatever the agent named."""
+    unknown = f"{BASE}/{uuid.uuid4()}/context"
+    assert_envelope(viewer_api.get(unknown), 404, "not_found")
+    assert_envelope(viewer_api.get(unknown, {"agentId": "no-such-agent"}), 404, "not_found")
+    assert_envelope(agent_a_api.get(unknown, {"agentId": "agent-b"}), 404, "not_found")
+    conversation = create(agent_a_api)
+    known = f"{BASE}/{conversation}/context"
+    assert_envelope(viewer_api.get(known), 400, "bad_request")
+    assert_envelope(viewer_api.get(known, {"agentId": "no-such-agent"}), 404, "not_found")
+    assert_envelope(agent_a_api.get(known, {"agentId": "agent-b"}), 403, "forbidden")
+
+
+def test_fast_message_rendering_matches_drf_fields(agent_a_api):
+    """Messages are rendered directly, from instances and from the context's rows alike; the answer must equal
+    DRF's own rendering of the serializer's fields."""
+    from rest_framework import serializers
+
+    from conversations.api.serializers import MessageOutputSerializer
+    from conversations.store import MessageRow
+
+    conversation = create(agent_a_api)
+    say(agent_a_api, conversation, "hello", sessionId="s-1")
+    sync(agent_a_api, conversation, "remembered")
+    blocks = [{"type": "text", "text": "x"}, {"type": "image", "url": "u", "meta": {"a": [1, None]}}]
+    post(agent_a_api, conversation, content=blocks, role="assistant", sessionId=None)
+    for message in Message.objects.all():
+        slow = serializers.ModelSerializer.to_representation(MessageOutputSerializer(), message)
+        assert dict(MessageOutputSerializer(message).data) == dict(slow)
+        row = MessageRow(*(getattr(message, name) for name in MessageRow._fields))
+        assert dict(MessageOutputSerializer(row).data) == dict(slow)
+        # A time in another zone is written in UTC all the same.
+        message.created_at = datetime(2026, 7, 1, 12, 30, 5, 120, tzinfo=ZoneInfo("Europe/Paris"))
+        fast = MessageOutputSerializer(message).data
+        assert dict(fast) == dict(
+            serializers.ModelSerializer.to_representation(MessageOutputSerializer(), message)
+        )
+        assert fast["createdAt"] == "2026-07-01T10:30:05.000120Z"

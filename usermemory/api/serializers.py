@@ -1,7 +1,6 @@
 """EDDI's field names (camelCase) in and out. Input serializers check types only; services hold the rules."""
 
 import math
-from datetime import UTC, datetime
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -10,7 +9,7 @@ from rest_framework import serializers
 
 from memoryplatform import publicids
 from memoryplatform.api.pagination import MAX_OFFSET
-from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce, PublicIdField
+from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce, PublicIdField, iso_utc
 from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory.models import (
     MAX_KEY_CHARS,
@@ -95,11 +94,11 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
             # recall and search return that in the conflicted column itself.
             "conflicted": getattr(instance, "visible_conflict", instance.conflicted),
             "accessCount": instance.access_count,
-            "createdAt": _iso(instance.created_at),
-            "updatedAt": _iso(instance.updated_at),
-            "lastAccessedAt": _iso(instance.last_accessed_at),
-            "validFrom": _iso(instance.valid_from),
-            "validTo": _iso(instance.valid_to),
+            "createdAt": iso_utc(instance.created_at),
+            "updatedAt": iso_utc(instance.updated_at),
+            "lastAccessedAt": iso_utc(instance.last_accessed_at),
+            "validFrom": iso_utc(instance.valid_from),
+            "validTo": iso_utc(instance.valid_to),
             "supersededBy": publicids.public_str(publicids.ENTRY, instance.superseded_by_id),
             "confidence": instance.confidence,
             "source": instance.source,
@@ -123,21 +122,6 @@ class ScoredMemoryEntryOutputSerializer(MemoryEntryOutputSerializer):
 
     def to_representation(self, instance: ScoredEntry) -> dict[str, Any]:  # type: ignore[override]  # a scored entry, not a model instance
         return {**super().to_representation(instance.entry), "score": instance.score}
-
-
-def _iso(value: datetime | None) -> str | None:
-    """DRF's DateTimeField output: ISO 8601 in UTC with a 'Z'."""
-    if value is None:
-        return None
-    if value.tzinfo is None:  # as timezone.localtime refuses one; the database gives aware datetimes
-        raise ValueError("a naive datetime has no place in an answer")
-    # datetime's own conversion: Django's localtime() checks and converts the same, at 2-3 times the cost,
-    # five times an entry (profile in bench/RESULTS.md, session 12). A value already at UTC's offset (the
-    # database's: Django sets the session's time zone to UTC) is written as it is, without converting it.
-    text = value.isoformat()
-    if not text.endswith("+00:00"):
-        text = value.astimezone(UTC).isoformat()
-    return text[:-6] + "Z"
 
 
 class StrictCharField(serializers.CharField):

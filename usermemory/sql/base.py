@@ -20,7 +20,7 @@ from psycopg import sql
 
 from apikeys.models import AgentGroup
 from memoryplatform.locks import LockId
-from memoryplatform.store import instances_from_rows, query_text
+from memoryplatform.store import instances_from_rows, query_text, tuples_from_rows
 from usermemory.models import (
     EntryEmbedding,
     MemoryEntry,
@@ -78,7 +78,6 @@ AnyEntry = MemoryEntry | EntryRow
 
 _FIELD_OF = {f.attname: f for f in MemoryEntry._meta.concrete_fields}
 ROW_FIELDS = tuple(_FIELD_OF[name] for name in EntryRow._fields)  # a renamed field fails here, at import
-_ROW_CONVERTED = tuple((i, f) for i, f in enumerate(ROW_FIELDS) if hasattr(f, "from_db_value"))
 
 # Groups of a read: a list of group ids, or ``None`` for every group the agent is a member of (read by a
 # subquery of the same statement, so it costs no round trip).
@@ -234,15 +233,8 @@ def entries_of_rows(rows: Sequence[Sequence[Any]]) -> list[MemoryEntry]:
 
 
 def entry_rows(rows: Sequence[Sequence[Any]]) -> list[EntryRow]:
-    """Light entries from rows of :func:`row_columns`: each JSON column decoded as its field decodes it
-    (``from_db_value``, the field API a custom field documents), no model instance built."""
-    built = []
-    for row in rows:
-        values = list(row)
-        for index, field in _ROW_CONVERTED:
-            values[index] = field.from_db_value(values[index], None, connection)
-        built.append(EntryRow._make(values))
-    return built
+    """Light entries from rows of :func:`row_columns`, no model instance built."""
+    return tuples_from_rows(EntryRow._make, ROW_FIELDS, rows)
 
 
 def events_of_rows(rows: Sequence[Sequence[Any]]) -> list[MemoryEvent]:
