@@ -10,6 +10,8 @@ EMBEDDINGS_INLINE_MAX_CHARS, the short ones also in the request after the commit
 none (it repeats the history): it is found by its words.
 """
 
+from collections.abc import Sequence
+
 from prometheus_client import Counter, Gauge
 
 from conversations import store
@@ -46,7 +48,7 @@ MESSAGES = jobs.VectorKind(
 )
 
 
-def message_embeddings_schedule(*, messages: list[Message]) -> None:
+def message_embeddings_schedule(*, messages: Sequence[store.AnyMessage]) -> None:
     """After the current transaction commits, get these messages their vectors, off the write statements
     (those of the memory channel, and those without text, get none)."""
-    jobs.schedule(kind=MESSAGES, ids=[str(m.pk) for m in messages if m.channel in store.EMBEDDED_CHANNELS])
+    jobs.schedule(kind=MESSAGES, ids=[str(m.id) for m in messages if m.channel in store.EMBEDDED_CHANNELS])

@@ -136,7 +136,7 @@ def parse_epoch(value: str | None) -> str | int:
     raise BadRequest(f"epoch must be 'latest', 'all' or an integer from 1 to {MAX_EPOCH}; got '{value}'.")
 
 
-def memory_latest_epoch(*, conversation: Conversation, agent_id: str) -> int | None:
+def memory_latest_epoch(*, conversation: Conversation | uuid.UUID, agent_id: str) -> int | None:
     return Message.objects.filter(
         conversation=conversation, channel=Channel.MEMORY, agent_id=agent_id
     ).aggregate(latest=Max("memory_epoch"))["latest"]

@@ -9,6 +9,7 @@ commits later with a smaller number.
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from uuid import UUID
 
 from django.db import transaction
 from django.utils import timezone
@@ -60,7 +61,7 @@ class SyncResult:
     memory_epoch: int | None
     no_op: bool
     epoch_incremented: bool
-    messages: list[Message] = field(default_factory=list)
+    messages: list[store.MessageRow] = field(default_factory=list)
 
 
 @dataclass
@@ -146,30 +147,24 @@ def _attribution(caller: Caller, write: MessageWrite) -> str | None:
     raise Forbidden(f"{write.role} messages need an agent key: they are attributed to the agent.")
 
 
-def _lock_conversation(*, caller: Caller, conversation_id: str) -> Conversation:
-    """The conversation, row-locked until commit, if the caller may take part in it (else 404, as unknown)."""
+def _lock_conversation(*, caller: Caller, conversation_id: str) -> tuple[UUID, int]:
+    """The conversation's id and next sequence number, its row locked until commit, if the caller may take
+    part in it (else 404, as unknown)."""
     pk = selectors.uuid_or_none(conversation_id)
-    if pk is None:
+    member = caller.acting_agent_id if caller.is_agent else None
+    next_seq = None if pk is None else store.conversation_lock(conversation_id=pk, member=member)
+    if pk is None or next_seq is None:
         raise NotFound(f"No conversation '{conversation_id}'.")
-    conversation = (
-        selectors.conversation_queryset_for(caller=caller).select_for_update().filter(pk=pk).first()
+    return pk, next_seq
+
+
+def _insert(*, conversation: tuple[UUID, int], drafts: list[store.MessageDraft]) -> list[store.MessageRow]:
+    """Number the messages from the locked conversation's counter and insert them in one statement, which
+    moves the counter; their vectors follow the commit."""
+    conversation_id, next_seq = conversation
+    messages = store.messages_insert(
+        conversation_id=conversation_id, first_seq=next_seq, drafts=drafts, now=timezone.now()
     )
-    if conversation is None:
-        raise NotFound(f"No conversation '{conversation_id}'.")
-    return conversation
-
-
-def _insert(*, conversation: Conversation, messages: list[Message]) -> list[Message]:
-    """Number the messages from the locked conversation's counter and insert them in one statement; their
-    vectors follow the commit."""
-    now = timezone.now()
-    for offset, message in enumerate(messages):
-        message.conversation = conversation
-        message.seq = conversation.next_seq + offset
-        message.created_at = now
-    Message.objects.bulk_create(messages)
-    conversation.next_seq += len(messages)
-    conversation.save(update_fields=["next_seq"])
     message_embeddings_schedule(messages=messages)  # after the commit, off the statements
     return messages
 
@@ -202,7 +197,9 @@ def message_batch_check(*, count: int) -> None:
 
 
 @transaction.atomic
-def message_append(*, caller: Caller, conversation_id: str, writes: Sequence[MessageWrite]) -> list[Message]:
+def message_append(
+    *, caller: Caller, conversation_id: str, writes: Sequence[MessageWrite]
+) -> list[store.MessageRow]:
     """Append one message or a batch of at most 20, all or nothing, attributed from the key.
 
     A memory message goes to the caller's latest epoch (1 for its first), or to ``memoryEpoch`` when given,
@@ -222,7 +219,7 @@ def message_append(*, caller: Caller, conversation_id: str, writes: Sequence[Mes
         if write.channel == Channel.MEMORY:
             if not latest_known:
                 latest = selectors.memory_latest_epoch(
-                    conversation=conversation, agent_id=_require_agent(caller, "The memory channel")
+                    conversation=conversation[0], agent_id=_require_agent(caller, "The memory channel")
                 )
                 latest_known = True
             low, high = (latest or 1), (latest or 0) + 1
@@ -234,7 +231,7 @@ def message_append(*, caller: Caller, conversation_id: str, writes: Sequence[Mes
                 )
             latest = epoch
         rows.append(
-            Message(
+            store.MessageDraft(
                 channel=write.channel,
                 role=write.role,
                 agent_id=agent_id,
@@ -243,7 +240,7 @@ def message_append(*, caller: Caller, conversation_id: str, writes: Sequence[Mes
                 session_id=write.session_id,
             )
         )
-    return _insert(conversation=conversation, messages=rows)
+    return _insert(conversation=conversation, drafts=rows)
 
 
 @transaction.atomic
@@ -271,14 +268,17 @@ def memory_sync(
             )
         _check_content(message.content, where=f"messages[{index}]: ", index=index)
     conversation = _lock_conversation(caller=caller, conversation_id=conversation_id)
-    latest = selectors.memory_latest_epoch(conversation=conversation, agent_id=agent_id)
+    latest = selectors.memory_latest_epoch(conversation=conversation[0], agent_id=agent_id)
     incoming = [(m.role, m.content) for m in messages]
     stored: list[tuple[str, Any]] = []
     if latest is not None:
         stored = [
             tuple(row)
             for row in Message.objects.filter(
-                conversation=conversation, channel=Channel.MEMORY, agent_id=agent_id, memory_epoch=latest
+                conversation_id=conversation[0],
+                channel=Channel.MEMORY,
+                agent_id=agent_id,
+                memory_epoch=latest,
             )
             .order_by("seq")
             .values_list("role", "content")
@@ -290,7 +290,7 @@ def memory_sync(
     else:
         epoch, delta, incremented = (latest or 0) + 1, messages, latest is not None
     rows = [
-        Message(
+        store.MessageDraft(
             channel=Channel.MEMORY,
             role=m.role,
             agent_id=agent_id,
@@ -300,7 +300,7 @@ def memory_sync(
         )
         for m in delta
     ]
-    created = _insert(conversation=conversation, messages=rows)
+    created = _insert(conversation=conversation, drafts=rows)
     return SyncResult(memory_epoch=epoch, no_op=False, epoch_incremented=incremented, messages=created)
 
 

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import Any, NamedTuple
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from django.db import connection
 from django.db.models import Field
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from apikeys.models import AgentGroup
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageEmbedding
@@ -65,18 +66,24 @@ _CHECKPOINT_FIELDS = tuple(
     f for f in Checkpoint._meta.concrete_fields if f.name in ("last_message_id", "last_seq", "updated_at")
 )
 
-# The conversation if %(member)s (an agent key's agent; NULL for viewer and admin keys) may take part in it
-# (no group, or a group it is a member of: conversations.selectors.conversation_queryset_for), with
-# %(agent)s's latest memory epoch and its case-log checkpoint.
+# Whether %(member)s (an agent key's agent; NULL for viewer and admin keys) may take part in conversation
+# ``c``: it has no group, or a group the agent is a member of (as selectors.conversation_queryset_for).
+_TAKES_PART = sql.SQL(
+    """(%(member)s::text IS NULL OR c.group_id IS NULL OR EXISTS (
+        SELECT FROM {members} g WHERE g.{member_group} = c.group_id AND g.{member_agent} = %(member)s))"""
+).format(members=MEMBERS, member_group=MEMBER_GROUP, member_agent=MEMBER_AGENT)
+
+# The conversation if %(member)s may take part in it, with %(agent)s's latest memory epoch and its case-log
+# checkpoint.
 _CONTEXT_HEAD = sql.SQL(
     """SELECT {conversation_columns},
         (SELECT max(m.memory_epoch) FROM {message} m
             WHERE m.conversation_id = c.id AND m.channel = 'memory' AND m.agent_id = %(agent)s),
         {checkpoint_columns}
     FROM {conversation} c LEFT JOIN {checkpoint} k ON k.conversation_id = c.id AND k.agent_id = %(agent)s
-    WHERE c.id = %(conversation)s AND (%(member)s::text IS NULL OR c.group_id IS NULL OR EXISTS (
-        SELECT FROM {members} g WHERE g.{member_group} = c.group_id AND g.{member_agent} = %(member)s))"""
+    WHERE c.id = %(conversation)s AND {takes_part}"""
 ).format(
+    takes_part=_TAKES_PART,
     conversation_columns=sql.SQL(", ").join(
         [sql.Identifier("c", str(f.column)) for f in _CONVERSATION_FIELDS]
     ),
@@ -84,9 +91,6 @@ _CONTEXT_HEAD = sql.SQL(
     checkpoint_columns=sql.SQL(", ").join([sql.Identifier("k", str(f.column)) for f in _CHECKPOINT_FIELDS]),
     conversation=CONVERSATION,
     checkpoint=CHECKPOINT,
-    members=MEMBERS,
-    member_group=MEMBER_GROUP,
-    member_agent=MEMBER_AGENT,
 )
 
 # Three lists, each read by its own index (conv_msg_memory_idx, conv_msg_channel_seq_idx) and told apart by
@@ -175,6 +179,92 @@ def context_messages(
     ):
         parts[part].append(message)
     return ContextMessages(*parts)
+
+
+# --- Appending messages ----------------------------------------------------------------------------------
+
+
+class MessageDraft(NamedTuple):
+    """A message to append, its author and epoch decided; its id, number and time are given as it is
+    inserted."""
+
+    channel: str
+    role: str
+    agent_id: str | None
+    memory_epoch: int | None
+    content: list[dict[str, Any]]
+    session_id: str | None
+
+
+# The conversation's next sequence number, its row locked until commit, if %(member)s may take part in it.
+_LOCK = sql.SQL(
+    "SELECT c.next_seq FROM {conversation} c WHERE c.id = %(conversation)s AND {takes_part} FOR UPDATE OF c"
+).format(conversation=CONVERSATION, takes_part=_TAKES_PART)
+
+# The messages numbered from %(first)s in their order, and the conversation's counter moved past them.
+_INSERT = sql.SQL(
+    """WITH added AS (
+        INSERT INTO {message} ({columns})
+        SELECT n.id, %(conversation)s, %(first)s + n.ord - 1, n.channel, n.role, n.agent, n.epoch, n.content,
+            n.session, %(now)s
+        FROM unnest(%(ids)s::uuid[], %(channels)s::text[], %(roles)s::text[], %(agents)s::text[],
+            %(epochs)s::integer[], %(contents)s::jsonb[], %(sessions)s::text[])
+            WITH ORDINALITY AS n(id, channel, role, agent, epoch, content, session, ord)
+    )
+    UPDATE {conversation} SET next_seq = %(first)s + %(count)s WHERE id = %(conversation)s"""
+).format(
+    message=MESSAGE,
+    columns=sql.SQL(", ").join([sql.Identifier(str(f.column)) for f in _ROW_FIELDS]),
+    conversation=CONVERSATION,
+)
+
+
+def conversation_lock(*, conversation_id: UUID, member: str | None) -> int | None:
+    """The conversation's next sequence number, its row locked until the transaction ends, if ``member``
+    may take part in it (``None``: any key that is not an agent's); ``None`` when there is no such
+    conversation."""
+    with connection.cursor() as cursor:
+        cursor.execute(query_text(_LOCK), {"conversation": conversation_id, "member": member})
+        row = cursor.fetchone()
+    return None if row is None else int(row[0])
+
+
+def messages_insert(
+    *, conversation_id: UUID, first_seq: int, drafts: Sequence[MessageDraft], now: datetime
+) -> list[MessageRow]:
+    """Insert the drafts as messages numbered from ``first_seq``, and move the conversation's counter past
+    them: one statement, under the lock of :func:`conversation_lock`. The messages as written."""
+    rows = [
+        MessageRow(
+            uuid4(),
+            conversation_id,
+            first_seq + i,
+            d.channel,
+            d.role,
+            d.agent_id,
+            d.memory_epoch,
+            d.content,
+            d.session_id,
+            now,
+        )
+        for i, d in enumerate(drafts)
+    ]
+    params: dict[str, Any] = {
+        "conversation": conversation_id,
+        "first": first_seq,
+        "count": len(rows),
+        "now": now,
+        "ids": [r.id for r in rows],
+        "channels": [r.channel for r in rows],
+        "roles": [r.role for r in rows],
+        "agents": [r.agent_id for r in rows],
+        "epochs": [r.memory_epoch for r in rows],
+        "contents": [Jsonb(r.content) for r in rows],
+        "sessions": [r.session_id for r in rows],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(query_text(_INSERT), params)
+    return rows
 
 
 # The channels whose messages get vectors: what the user saw, and the shared case log. An agent's memory
