@@ -2,6 +2,7 @@
 and the legacy property map, each through one statement of :mod:`usermemory.sql.write`."""
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -198,15 +199,24 @@ def _check_guardrails(
         )
 
 
-def _count_turn_write(*, agent_id: str, user_id: str, turn_id: str | None, limit: int, now: datetime) -> None:
-    """Count one write in the agent's current turn for this user, refusing the one past ``limit``.
+def _count_turn_writes(
+    *, agent_id: str, user_id: str, turn_id: str | None, writes: int, now: datetime
+) -> int:
+    """Count ``writes`` writes in the agent's current turn for this user; the turn's count before them.
 
-    Writes without a turn id share a 60-second window. The refused write's count stays in the rolled-back
+    Writes without a turn id share a 60-second window. A refused write's count stays in the rolled-back
     transaction, so the count stays at the limit. The same statement first takes the user's advisory lock,
     which every upsert holds (see :func:`_lock_user`).
     """
     cutoff = now - timedelta(seconds=60) if not turn_id else datetime.min.replace(tzinfo=now.tzinfo)
-    count = turn_count(agent_id=agent_id, user_id=user_id, turn_id=turn_id or "", now=now, cutoff=cutoff)
+    after = turn_count(
+        agent_id=agent_id, user_id=user_id, turn_id=turn_id or "", now=now, cutoff=cutoff, writes=writes
+    )
+    return after - writes
+
+
+def _turn_write_check(*, count: int, limit: int) -> None:
+    """The write that brings the turn's count to ``count`` is refused past ``limit``."""
     if count > limit:
         raise RateLimited(
             f"Write limit reached: {limit} memory writes per turn (maxWritesPerTurn).",
@@ -284,11 +294,15 @@ def _lock_user(*, caller: Caller, user_id: str) -> None:
 
 @dataclass
 class _BatchMemo:
-    """Per-call lookups that do not change within one (batch) upsert: policies and group memberships."""
+    """Per-call lookups that do not change within one (batch) upsert: policies and group memberships; and the
+    turn's count of each user's writes. A batch counts all its writes of a user in one statement, when the
+    first of them has passed its checks (:func:`_count_turn_writes`), and checks each at its own position."""
 
     caller: Caller
     policies: dict[str | None, AgentMemoryPolicy] = field(default_factory=dict)
     groups: dict[str, list[str]] = field(default_factory=dict)
+    writes_per_user: Counter[str] = field(default_factory=Counter)
+    turn_counts: dict[str, int] = field(default_factory=dict)
 
     def policy_of(self, agent_id: str | None) -> AgentMemoryPolicy:
         if agent_id not in self.policies:
@@ -331,13 +345,17 @@ def _upsert_one(
     if skip_unchanged and (stored := _stored_unchanged(write=write, owner=owner, groups=groups, now=now)):
         return UpsertResult(entry=stored, created=False, unchanged=True)
     if caller.is_agent:
-        _count_turn_write(
-            agent_id=caller.acting_agent_id,
-            user_id=write.user_id,
-            turn_id=turn_id,
-            limit=policy.max_writes_per_turn,
-            now=now,
-        )
+        before = memo.turn_counts.get(write.user_id)
+        if before is None:
+            before = _count_turn_writes(
+                agent_id=caller.acting_agent_id,
+                user_id=write.user_id,
+                turn_id=turn_id,
+                writes=memo.writes_per_user[write.user_id] or 1,
+                now=now,
+            )
+        memo.turn_counts[write.user_id] = before + 1
+        _turn_write_check(count=before + 1, limit=policy.max_writes_per_turn)
     _lock_user(caller=caller, user_id=write.user_id)
     written, old_groups = _write_entry(
         caller=caller, write=write, owner=owner, groups=groups, text=text, policy=policy, log=log, now=now
@@ -544,6 +562,7 @@ def memory_upsert_batch(
     log = EventLog(Actor.of(caller))
     now = timezone.now()
     memo = _BatchMemo(caller)
+    memo.writes_per_user.update(w.user_id for w in writes)
     results = []
     for index, write in enumerate(writes):
         try:

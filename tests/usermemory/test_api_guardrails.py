@@ -70,6 +70,32 @@ def test_turns_are_per_user_and_per_agent(agent_a_api, agent_b_api, put):
     assert put(agent_b_api, userId=U, key="k", value="v").status_code == 201
 
 
+def test_a_batch_counts_each_write_in_the_turn_and_names_the_first_past_the_limit(agent_a_api, put):
+    """A batch's writes count in the turn one by one, per user, as single writes do: interleaved users, the
+    eleventh write of one user is the refused index, nothing of the batch is written, and the turn's count
+    is as before. A bad entry before that index is the refusal instead."""
+    from usermemory.models import TurnWriteCount
+
+    def batch(entries):
+        return agent_a_api.put(f"{BASE}/batch", {"entries": entries, "turnId": "t1"}, format="json")
+
+    for n in range(4):
+        assert put(agent_a_api, userId=U, key=f"k{n}", value="v", turnId="t1").status_code == 201
+    entries = [{"userId": U if n % 2 else "other", "key": f"b{n}", "value": "v"} for n in range(16)]
+    body = assert_envelope(batch(entries), 429, "rate_limited")  # U's writes: 1, 3, ..., 13 are its 5th..
+    assert body["details"]["index"] == 13 and "maxWritesPerTurn" in body["error"]
+    assert MemoryEntry.objects.count() == 4
+    assert TurnWriteCount.objects.get(user_id=U).count == 4
+    assert not TurnWriteCount.objects.filter(user_id="other").exists()
+
+    bad = [*entries[:5], {"userId": U, "key": "", "value": "v"}, *entries[6:]]
+    assert assert_envelope(batch(bad), 400, "bad_request")["details"]["index"] == 5
+    ok = batch(entries[:12] + [{"userId": "other", "key": "z", "value": "v"}])  # U's 5th..10th
+    assert ok.status_code == 200, ok.content
+    assert TurnWriteCount.objects.get(user_id=U).count == 10
+    assert TurnWriteCount.objects.get(user_id="other").count == 7
+
+
 def test_window_turn_resets_after_sixty_seconds(agent_a_api, put):
     from datetime import timedelta
 

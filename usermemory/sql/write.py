@@ -17,25 +17,28 @@ from usermemory.models import MemoryEvent
 from usermemory.searchtext import search_columns
 from usermemory.sql.base import ENTRY, ENTRY_GROUP, EVENT, TURN, prepared_row
 
-# The same statement first takes the user's advisory lock, which every upsert holds. A window older than
-# %(cutoff)s starts again at 1.
+# Counts %(writes)s writes. The same statement first takes the user's advisory lock, which every upsert holds.
+# A window older than %(cutoff)s starts again from 0.
 _TURN_COUNT = sql.SQL(
     """INSERT INTO {turn} (agent_id, user_id, turn_id, window_start, count)
-    SELECT %(agent)s, %(user)s, %(turn)s, %(now)s, 1
+    SELECT %(agent)s, %(user)s, %(turn)s, %(now)s, %(writes)s
     FROM (SELECT pg_advisory_xact_lock(%(namespace)s, hashtext(%(user)s))) AS user_lock
     ON CONFLICT (agent_id, user_id, turn_id) DO UPDATE SET
-        count = CASE WHEN {turn}.window_start < %(cutoff)s THEN 1 ELSE {turn}.count + 1 END,
+        count = CASE WHEN {turn}.window_start < %(cutoff)s THEN %(writes)s ELSE {turn}.count + %(writes)s END,
         window_start = CASE WHEN {turn}.window_start < %(cutoff)s THEN excluded.window_start
             ELSE {turn}.window_start END
     RETURNING count"""
 ).format(turn=TURN)
 
 
-def turn_count(*, agent_id: str, user_id: str, turn_id: str, now: datetime, cutoff: datetime) -> int:
-    """Count one write in the agent's turn and return the turn's count: ``INSERT .. ON CONFLICT DO UPDATE``,
-    so concurrent writes count exactly. A window older than ``cutoff`` starts again at 1. The same statement
-    first takes the user's advisory lock, which every upsert holds."""
+def turn_count(
+    *, agent_id: str, user_id: str, turn_id: str, now: datetime, cutoff: datetime, writes: int = 1
+) -> int:
+    """Count ``writes`` writes in the agent's turn and return the turn's count: ``INSERT .. ON CONFLICT DO
+    UPDATE``, so concurrent writes count exactly. A window older than ``cutoff`` starts again from 0. The
+    same statement first takes the user's advisory lock, which every upsert holds."""
     params: dict[str, Any] = {
+        "writes": writes,
         "agent": agent_id,
         "user": user_id,
         "turn": turn_id,
