@@ -101,7 +101,7 @@ class FieldsBuiltOnce(StrictInput):
             for name, field in self.get_fields().items():
                 fields[name] = field
             cache[type(self)] = fields
-        else:
+        elif fields.serializer is not self:  # DRF reads ``fields`` several times a validation: re-point once
             fields.serializer = self
             for field in fields.values():
                 field.parent = self

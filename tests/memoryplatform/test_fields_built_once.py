@@ -16,6 +16,9 @@ def test_instances_validate_alone_in_turn():
     assert good.validated_data["groupIds"] == ["g1"] and good.validated_data["visibility"] == "self"
     assert set(bad.errors) == {"userId", "visibility", "groupIds"}
     assert all(f.parent is good for f in good.fields.values())
+    # Read again by an earlier instance, the fields are pointed back at it; read twice, they stay.
+    assert all(f.parent is bad for f in bad.fields.values()) and bad.fields.serializer is bad
+    assert all(f.parent is good for f in good.fields.values()) and good.fields is good.fields
 
 
 def test_each_thread_builds_its_own_fields():
