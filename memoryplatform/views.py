@@ -2,11 +2,12 @@
 
 import hmac
 import logging
+from collections.abc import Callable
+from functools import wraps
 
 from django.conf import settings
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.views.decorators.http import require_GET
 from django_prometheus.exports import ExportToDjangoView
 
 from memoryplatform import store
@@ -15,8 +16,26 @@ from memoryplatform.embeddings.consumer import report_backlog
 
 logger = logging.getLogger(__name__)
 
+View = Callable[[HttpRequest], HttpResponse]
+READ_METHODS = ("GET", "HEAD")
 
-@require_GET
+
+def reads_only(view: View) -> View:
+    """GET and HEAD, which a load balancer's probe may send either of; any other method is a 405 in the
+    error envelope with ``Allow``, as the API's doors answer (Django's ``require_GET`` answers an empty HTML
+    405, and refuses HEAD)."""
+
+    @wraps(view)
+    def only_reads(request: HttpRequest) -> HttpResponse:
+        if request.method not in READ_METHODS:
+            refusal = envelope(f'Method "{request.method}" not allowed.', "method_not_allowed")
+            return JsonResponse(refusal, status=405, headers={"Allow": ", ".join(READ_METHODS)})
+        return view(request)
+
+    return only_reads
+
+
+@reads_only
 def healthz(request: HttpRequest) -> JsonResponse:
     """Liveness: the process answers. Touches no database."""
     return JsonResponse({"status": "ok"})
@@ -43,7 +62,7 @@ def _check_broker() -> str | None:
     return None
 
 
-@require_GET
+@reads_only
 def readyz(request: HttpRequest) -> JsonResponse:
     """Readiness: the database answers, and the broker too when one is configured."""
     checks = {"database": _check_database()}
@@ -60,7 +79,7 @@ def _client_ip(request: HttpRequest) -> str:
     return request.META.get("REMOTE_ADDR", "")
 
 
-@require_GET
+@reads_only
 def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus exposition, for a bearer METRICS_TOKEN or an allowed address only. The vector backlog's
     gauges are read from the database at each scrape, wherever the consumer runs."""

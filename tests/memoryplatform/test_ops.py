@@ -118,3 +118,16 @@ def test_unhandled_error_is_500_envelope(admin_api, monkeypatch):
     admin_api.raise_request_exception = False
     body = assert_envelope(admin_api.get("/v1/agents"), 500, "server_error")
     assert "kaboom" not in body["error"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics"])
+def test_operations_paths_answer_other_methods_in_the_envelope(client, path):
+    """GET and HEAD are read (a probe may send either); any other method is a 405 in the error envelope,
+    with Allow, before any check of who asks."""
+    for method in ("post", "put", "patch", "delete", "options"):
+        response = getattr(client, method)(path)
+        body = assert_envelope(response, 405, "method_not_allowed")
+        assert method.upper() in body["error"] and response["Allow"] == "GET, HEAD"
+    assert client.head("/healthz").status_code == 200
+    assert client.head(path, REMOTE_ADDR="203.0.113.9").status_code == (403 if path == "/metrics" else 200)
