@@ -45,6 +45,16 @@ class ConversationOutputSerializer(serializers.ModelSerializer):
         model = Conversation
         fields = ["id", "userId", "groupId", "title", "createdAt"]
 
+    def to_representation(self, instance: Conversation) -> dict[str, Any]:
+        """The declared fields above, built directly (a test holds the two to the same output)."""
+        return {
+            "id": str(instance.id),
+            "userId": instance.user_id,
+            "groupId": instance.group_id,
+            "title": instance.title,
+            "createdAt": iso_utc(instance.created_at),
+        }
+
 
 class ConversationCreateInputSerializer(StrictInput):
     returned_by = ConversationOutputSerializer
@@ -320,11 +330,30 @@ class ContextOutputSerializer(serializers.Serializer):
     userMemories = serializers.SerializerMethodField()
     relevantMessages = serializers.SerializerMethodField()
 
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        """The declared fields above, built directly from an :class:`conversations.services.AgentContext`:
+        a context holds up to 1,250 messages, and DRF's nested path costs more than the messages. A test
+        holds the two to the same output."""
+        message = MessageOutputSerializer().to_representation
+        return {
+            "conversation": ConversationOutputSerializer().to_representation(instance.conversation),
+            "agentId": instance.agent_id,
+            "memory": {
+                "memoryEpoch": instance.memory_epoch,
+                "messages": [message(m) for m in instance.memory],
+            },
+            "caseLog": self.get_caseLog(instance),
+            "history": [message(m) for m in instance.history],
+            "userMemories": self.get_userMemories(instance),
+            "relevantMessages": self.get_relevantMessages(instance),
+        }
+
     @extend_schema_field(ContextCaseLogSerializer)
     def get_caseLog(self, context: Any) -> dict[str, Any]:  # noqa: N802 (camelCase output)
+        message = MessageOutputSerializer().to_representation
         return {
             "checkpoint": str(context.checkpoint.last_message_id) if context.checkpoint else None,
-            "data": MessageOutputSerializer(context.case_log.items, many=True).data,
+            "data": [message(m) for m in context.case_log.items],
             "nextCursor": context.case_log.next_cursor,
         }
 

@@ -194,3 +194,37 @@ def test_fast_message_rendering_matches_drf_fields(agent_a_api):
             serializers.ModelSerializer.to_representation(MessageOutputSerializer(), message)
         )
         assert fast["createdAt"] == "2026-07-01T10:30:05.000120Z"
+
+
+def test_fast_context_rendering_matches_drf_fields(agent_a_api):
+    """The context and its conversation are rendered directly; the answer must equal DRF's own rendering of
+    the serializers' fields, with every part filled: memory, case log and checkpoint, history, memories."""
+    from rest_framework import serializers
+
+    from apikeys.caller import Caller
+    from apikeys.models import ApiKey
+    from conversations.api.serializers import ContextOutputSerializer, ConversationOutputSerializer
+    from conversations.models import Conversation
+    from conversations.services import conversation_context
+
+    agent_a_api.put(
+        "/usermemorystore/memories", {"userId": "user-1", "key": "k", "value": "v"}, format="json"
+    )
+    conversation = create(agent_a_api, title="a title")
+    sync(agent_a_api, conversation, "m1", "m2")
+    say(agent_a_api, conversation, "hello")
+    first = say(agent_a_api, conversation, "log 1", channel="summary", role="assistant")
+    say(agent_a_api, conversation, "log 2", channel="summary", role="assistant")
+    agent_a_api.put(f"{BASE}/{conversation}/checkpoint", {"lastEntryId": first["id"]}, format="json")
+
+    stored = Conversation.objects.get()
+    assert dict(ConversationOutputSerializer(stored).data) == dict(
+        serializers.ModelSerializer.to_representation(ConversationOutputSerializer(), stored)
+    )
+    caller = Caller.for_key(ApiKey.objects.select_related("agent").get(agent_id="agent-a"))
+    context = conversation_context(caller=caller, conversation_id=conversation)
+    fast = ContextOutputSerializer(context).data
+    slow = serializers.Serializer.to_representation(ContextOutputSerializer(), context)
+    assert fast == slow
+    assert texts(fast["memory"]["messages"]) == ["m1", "m2"] and texts(fast["caseLog"]["data"]) == ["log 2"]
+    assert fast["userMemories"] and fast["conversation"]["title"] == "a title"
