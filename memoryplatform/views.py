@@ -8,6 +8,7 @@ from functools import wraps
 from django.conf import settings
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from django_prometheus.exports import ExportToDjangoView
 
 from memoryplatform import store
@@ -23,8 +24,10 @@ READ_METHODS = ("GET", "HEAD")
 def reads_only(view: View) -> View:
     """GET and HEAD, which a load balancer's probe may send either of; any other method is a 405 in the
     error envelope with ``Allow``, as the API's doors answer (Django's ``require_GET`` answers an empty HTML
-    405, and refuses HEAD)."""
+    405, and refuses HEAD). Exempt from CSRF, which would otherwise answer a POST without a key first, with
+    its HTML page: these views change nothing."""
 
+    @csrf_exempt
     @wraps(view)
     def only_reads(request: HttpRequest) -> HttpResponse:
         if request.method not in READ_METHODS:

@@ -122,9 +122,10 @@ def test_unhandled_error_is_500_envelope(admin_api, monkeypatch):
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics"])
-def test_operations_paths_answer_other_methods_in_the_envelope(client, path):
+def test_operations_paths_answer_other_methods_in_the_envelope(path):
     """GET and HEAD are read (a probe may send either); any other method is a 405 in the error envelope,
-    with Allow, before any check of who asks."""
+    with Allow, before any check of who asks, CSRF's included (a served POST without a key meets it)."""
+    client = Client(enforce_csrf_checks=True)
     for method in ("post", "put", "patch", "delete", "options"):
         response = getattr(client, method)(path)
         body = assert_envelope(response, 405, "method_not_allowed")
