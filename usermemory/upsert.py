@@ -199,31 +199,6 @@ def _check_guardrails(
         )
 
 
-def _count_turn_writes(
-    *, agent_id: str, user_id: str, turn_id: str | None, writes: int, now: datetime
-) -> int:
-    """Count ``writes`` writes in the agent's current turn for this user; the turn's count before them.
-
-    Writes without a turn id share a 60-second window. A refused write's count stays in the rolled-back
-    transaction, so the count stays at the limit. The same statement first takes the user's advisory lock,
-    which every upsert holds (see :func:`_lock_user`).
-    """
-    cutoff = now - timedelta(seconds=60) if not turn_id else datetime.min.replace(tzinfo=now.tzinfo)
-    after = turn_count(
-        agent_id=agent_id, user_id=user_id, turn_id=turn_id or "", now=now, cutoff=cutoff, writes=writes
-    )
-    return after - writes
-
-
-def _turn_write_check(*, count: int, limit: int) -> None:
-    """The write that brings the turn's count to ``count`` is refused past ``limit``."""
-    if count > limit:
-        raise RateLimited(
-            f"Write limit reached: {limit} memory writes per turn (maxWritesPerTurn).",
-            details={"limit": "maxWritesPerTurn", "max": limit},
-        )
-
-
 def _cap_refusal(*, caller: Caller, user_id: str, cap: int, count: int, why: str) -> CapacityReached:
     """The 409 of a full user. The cap counts every entry of the user, whichever agent owns it (EDDI), so an
     agent key is told the limit but never the count: that would reveal how many entries it cannot see.
@@ -295,14 +270,40 @@ def _lock_user(*, caller: Caller, user_id: str) -> None:
 @dataclass
 class _BatchMemo:
     """Per-call lookups that do not change within one (batch) upsert: policies and group memberships; and the
-    turn's count of each user's writes. A batch counts all its writes of a user in one statement, when the
-    first of them has passed its checks (:func:`_count_turn_writes`), and checks each at its own position."""
+    turn's count of each user's writes (:meth:`count_turn_write`)."""
 
     caller: Caller
     policies: dict[str | None, AgentMemoryPolicy] = field(default_factory=dict)
     groups: dict[str, list[str]] = field(default_factory=dict)
-    writes_per_user: Counter[str] = field(default_factory=Counter)
+    writes_per_user: Counter[str] = field(default_factory=Counter)  # a batch's writes of each user
     turn_counts: dict[str, int] = field(default_factory=dict)
+
+    def count_turn_write(self, *, user_id: str, turn_id: str | None, limit: int, now: datetime) -> None:
+        """Count one write of the caller's agent in its current turn for this user, refusing one past
+        ``limit``. A batch counts all its writes of a user in one statement, at the first of them (which
+        has passed its checks), and each is checked at its own position.
+
+        Writes without a turn id share a 60-second window. A refused write's count stays in the rolled-back
+        transaction, so the count stays at the limit. The statement first takes the user's advisory lock,
+        which every upsert holds (see :func:`_lock_user`)."""
+        if user_id not in self.turn_counts:
+            writes = self.writes_per_user[user_id] or 1
+            cutoff = now - timedelta(seconds=60) if not turn_id else datetime.min.replace(tzinfo=now.tzinfo)
+            after = turn_count(
+                agent_id=self.caller.acting_agent_id,
+                user_id=user_id,
+                turn_id=turn_id or "",
+                now=now,
+                cutoff=cutoff,
+                writes=writes,
+            )
+            self.turn_counts[user_id] = after - writes
+        self.turn_counts[user_id] += 1
+        if self.turn_counts[user_id] > limit:
+            raise RateLimited(
+                f"Write limit reached: {limit} memory writes per turn (maxWritesPerTurn).",
+                details={"limit": "maxWritesPerTurn", "max": limit},
+            )
 
     def policy_of(self, agent_id: str | None) -> AgentMemoryPolicy:
         if agent_id not in self.policies:
@@ -345,17 +346,9 @@ def _upsert_one(
     if skip_unchanged and (stored := _stored_unchanged(write=write, owner=owner, groups=groups, now=now)):
         return UpsertResult(entry=stored, created=False, unchanged=True)
     if caller.is_agent:
-        before = memo.turn_counts.get(write.user_id)
-        if before is None:
-            before = _count_turn_writes(
-                agent_id=caller.acting_agent_id,
-                user_id=write.user_id,
-                turn_id=turn_id,
-                writes=memo.writes_per_user[write.user_id] or 1,
-                now=now,
-            )
-        memo.turn_counts[write.user_id] = before + 1
-        _turn_write_check(count=before + 1, limit=policy.max_writes_per_turn)
+        memo.count_turn_write(
+            user_id=write.user_id, turn_id=turn_id, limit=policy.max_writes_per_turn, now=now
+        )
     _lock_user(caller=caller, user_id=write.user_id)
     written, old_groups = _write_entry(
         caller=caller, write=write, owner=owner, groups=groups, text=text, policy=policy, log=log, now=now
