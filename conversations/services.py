@@ -343,6 +343,24 @@ def checkpoint_set(*, caller: Caller, conversation_id: str, last_entry_id: str) 
 # --- Agent context ----------------------------------------------------------------------------------------
 
 
+def _context_head(
+    *, caller: Caller, conversation_id: str, agent_id: str | None
+) -> tuple[str, store.ContextHead]:
+    """The agent a context is read for, and the conversation (404 if the caller may not take part in it, or
+    unknown, before any refusal of the agent named) with that agent's latest epoch and checkpoint."""
+    try:
+        agent = selectors.reading_agent_id(caller=caller, agent_id=agent_id, required=True)
+    except (BadRequest, Forbidden, NotFound):
+        selectors.conversation_get_for(caller=caller, conversation_id=conversation_id)  # a 404 comes first
+        raise
+    pk = selectors.uuid_or_none(conversation_id)
+    member = caller.acting_agent_id if caller.is_agent else None
+    head = None if pk is None else store.context_head(conversation_id=pk, member=member, agent_id=agent)
+    if head is None:
+        raise NotFound(f"No conversation '{conversation_id}'.")
+    return agent, head
+
+
 def conversation_context(
     *,
     caller: Caller,
@@ -364,22 +382,11 @@ def conversation_context(
     ``CONTEXT_RELEVANT`` messages of the conversation the agent may read that the context does not hold
     (earlier history, older case log), best first, each scoring at least ``min_score``
     (:func:`conversations.selectors.messages_relevant_in`); the memories are narrowed by ``filters``."""
-    pk = selectors.uuid_or_none(conversation_id)
-    try:
-        agent = selectors.reading_agent_id(caller=caller, agent_id=agent_id, required=True)
-    except (BadRequest, Forbidden, NotFound):
-        selectors.conversation_get_for(caller=caller, conversation_id=conversation_id)  # a 404 comes first
-        raise
-    head = None
-    if pk is not None:
-        member = caller.acting_agent_id if caller.is_agent else None
-        head = store.context_head(conversation_id=pk, member=member, agent_id=agent)
-    if pk is None or head is None:
-        raise NotFound(f"No conversation '{conversation_id}'.")
+    agent, head = _context_head(caller=caller, conversation_id=conversation_id, agent_id=agent_id)
     conversation, latest, checkpoint = head
     selectors.page_limit_check(case_log_limit)
     messages = store.context_messages(
-        conversation_id=pk,
+        conversation_id=conversation.id,
         agent_id=agent,
         epoch=latest,
         after_seq=checkpoint.last_seq if checkpoint is not None else 0,

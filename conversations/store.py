@@ -66,12 +66,20 @@ _CHECKPOINT_FIELDS = tuple(
     f for f in Checkpoint._meta.concrete_fields if f.name in ("last_message_id", "last_seq", "updated_at")
 )
 
-# Whether %(member)s (an agent key's agent; NULL for viewer and admin keys) may take part in conversation
-# ``c``: it has no group, or a group the agent is a member of (as selectors.conversation_queryset_for).
-_TAKES_PART = sql.SQL(
-    """(%(member)s::text IS NULL OR c.group_id IS NULL OR EXISTS (
-        SELECT FROM {members} g WHERE g.{member_group} = c.group_id AND g.{member_agent} = %(member)s))"""
-).format(members=MEMBERS, member_group=MEMBER_GROUP, member_agent=MEMBER_AGENT)
+
+def _takes_part(agent: str) -> sql.Composed:
+    """Whether the agent of placeholder ``agent`` (an agent key's; NULL for viewer and admin keys) may take
+    part in conversation ``c``: it has no group, or a group the agent is a member of (the rule of
+    selectors.conversation_queryset_for, for every hand-written read and write of a conversation)."""
+    return sql.SQL(
+        """({agent}::text IS NULL OR c.group_id IS NULL OR EXISTS (
+        SELECT FROM {members} g WHERE g.{member_group} = c.group_id AND g.{member_agent} = {agent}))"""
+    ).format(
+        agent=sql.Placeholder(agent), members=MEMBERS, member_group=MEMBER_GROUP, member_agent=MEMBER_AGENT
+    )
+
+
+_TAKES_PART = _takes_part("member")
 
 # The conversation if %(member)s may take part in it, with %(agent)s's latest memory epoch and its case-log
 # checkpoint.
@@ -429,10 +437,8 @@ class MessageScope:
 # average length, document frequencies) are so computed over what the caller may read, and nothing else.
 _VISIBLE = """visible AS MATERIALIZED (
     SELECT m.id, {lexemes} AS vec FROM {message} m JOIN {conversation} c ON c.id = m.conversation_id
-    WHERE (%(agent)s::text IS NULL OR (
-            (c.group_id IS NULL OR EXISTS (
-                SELECT FROM {members} g WHERE g.{member_group} = c.group_id AND g.{member_agent} = %(agent)s))
-            AND (m.channel <> 'memory' OR m.agent_id = %(agent)s)
+    WHERE {takes_part} AND (%(agent)s::text IS NULL OR (
+            (m.channel <> 'memory' OR m.agent_id = %(agent)s)
             AND (NOT %(isolated)s OR m.channel <> 'history' OR m.role = 'user' OR m.agent_id IS NULL
                 OR m.agent_id = %(agent)s)))
         AND (%(user)s::text IS NULL OR c.user_id = %(user)s)
@@ -477,9 +483,7 @@ def _ranked_sql(*, semantic: bool, fulltext: bool, stored: bool) -> sql.Composed
             lexemes=sql.SQL(_STORED_LEXEMES if stored else _PARSED_LEXEMES),
             message=MESSAGE,
             conversation=CONVERSATION,
-            members=MEMBERS,
-            member_group=MEMBER_GROUP,
-            member_agent=MEMBER_AGENT,
+            takes_part=_takes_part("agent"),
         )
     ]
     if semantic:
