@@ -151,7 +151,14 @@ class PendingMessageVector(QueuedForVector):
     )
 
     class Meta:
-        indexes = [models.Index(fields=["queued_at"], name="conv_pending_vector_queued")]
+        indexes = [
+            models.Index(fields=["queued_at"], name="conv_pending_vector_queued"),
+            models.Index(
+                fields=["queued_at"],
+                name="conv_pending_vector_suspect",
+                condition=models.Q(attempts__gt=0, parked_at__isnull=True),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.message_id} queued {self.queued_at}"

@@ -285,6 +285,9 @@ EMBEDDINGS_INLINE_MAX_CHARS = env.int("EMBEDDINGS_INLINE_MAX_CHARS", default=0 i
 EMBEDDINGS_POLL_SECONDS = env.float("EMBEDDINGS_POLL_SECONDS", default=5.0)
 EMBEDDINGS_LEASE_SECONDS = env.float("EMBEDDINGS_LEASE_SECONDS", default=300.0)
 EMBEDDINGS_RETRY_SECONDS = env.float("EMBEDDINGS_RETRY_SECONDS", default=30.0)
+# A queued text whose consumer died or hung this many times while embedding it (its lease ran out each time)
+# is parked with why, so that it cannot kill the next consumer too (memoryplatform/embeddings/store.py).
+EMBEDDINGS_MAX_ATTEMPTS = env.int("EMBEDDINGS_MAX_ATTEMPTS", default=3)
 # Background processes (the vector consumer, the Dream scheduler, Celery workers) yield the cores to the
 # requests: their scheduling priority is lowered by BACKGROUND_NICE (os.nice; 0: unchanged), and the local
 # model gets BACKGROUND_EMBEDDINGS_THREADS threads there (0: EMBEDDINGS_THREADS). BACKGROUND_SCHED_IDLE puts
@@ -300,9 +303,13 @@ BACKGROUND_EMBEDDINGS_THREADS = env.int("BACKGROUND_EMBEDDINGS_THREADS", default
 BACKGROUND_DUTY = env.float("BACKGROUND_DUTY", default=0.33)
 BACKGROUND_BUSY_CORES = env.float("BACKGROUND_BUSY_CORES", default=0.1)
 # The most an embedder ever sees of one text: queries, entries (whose hash covers all of them) and Dream's
-# keys alike are cut to their first this many characters (memoryplatform.embeddings.BoundedEmbedder). The
-# local model takes about 0.7 s for 2,000 characters (one 512-token window) and 35 s for 100,000 here.
+# keys alike are put in NFKC form and cut to their first this many characters of it
+# (memoryplatform.embeddings.BoundedEmbedder).
 EMBEDDINGS_MAX_CHARS = env.int("EMBEDDINGS_MAX_CHARS", default=2000)
+# And the local model reads at most this many tokens of it (its prefix and special tokens counted): 512 is its
+# one window, at most 0.76 s of one core here whatever the script (bench.embed_cost). A character costs from a
+# fifth of a token to five, so characters alone do not bound the time.
+EMBEDDINGS_MAX_TOKENS = env.int("EMBEDDINGS_MAX_TOKENS", default=512)
 # Texts per embedder call (the background consumer and `manage.py embed`).
 EMBEDDINGS_BATCH_SIZE = env.int("EMBEDDINGS_BATCH_SIZE", default=64)
 # The background re-embedding: every this many seconds (Celery beat with REDIS_URL, else the scheduler process

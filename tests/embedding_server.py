@@ -17,6 +17,11 @@ class Script:
     fail_with: int | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     url: str = ""
+    # A request holding a text that contains ``hang_on`` never gets an answer (until the server stops);
+    # ``hung`` is set when one arrives, so a test can act while a client waits on it.
+    hang_on: str | None = None
+    hung: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
 
 
 class JsonHandler(BaseHTTPRequestHandler):
@@ -40,6 +45,10 @@ def embedding_server(script: Script) -> Iterator[Script]:
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             script.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+            if script.hang_on is not None and any(script.hang_on in text for text in body.get("input", [])):
+                script.hung.set()
+                script.released.wait()
+                return
             if script.fail_with or self.path != "/v1/embeddings":
                 self._answer(script.fail_with or 404, {"error": {"message": "scripted failure"}})
                 return
@@ -49,8 +58,11 @@ def embedding_server(script: Script) -> Iterator[Script]:
             ]
             self._answer(200, {"object": "list", "data": data[::-1], "model": body["model"]})
 
-    with serving(Handler) as script.url:
-        yield script
+    try:
+        with serving(Handler) as script.url:
+            yield script
+    finally:
+        script.released.set()
 
 
 @contextmanager

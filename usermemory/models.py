@@ -462,12 +462,19 @@ class QueuedForVector(models.Model):
     A database trigger queues the owner on every insert and on every change of its embedded text, whoever
     writes (the API, the admin, an import, plain SQL), and notifies channel ``memoryplatform_vectors`` as the
     write commits. ``queued_at`` is when it was (last) queued; ``not_before`` hides it from other consumers
-    while one holds it (a lease) or after its embedder failed (a back-off). A concrete subclass adds the owner
-    as its primary key, with the database's ON DELETE CASCADE.
+    while one holds it (a lease) or after its embedder failed (a back-off); ``parked_at`` takes it out of the
+    queue for good after EMBEDDINGS_MAX_ATTEMPTS claims that never came back (``last_error`` says so). A
+    concrete subclass adds the owner as its primary key, with the database's ON DELETE CASCADE.
     """
 
     queued_at = models.DateTimeField(db_default=Now())
     not_before = models.DateTimeField(null=True, blank=True)
+    # Claims that ended with no answer (the consumer died or hung while embedding it: a lease ran out). A
+    # suspect is embedded alone; one that reaches EMBEDDINGS_MAX_ATTEMPTS is parked, with why, and never
+    # claimed again until its text is written anew (the triggers reset all three).
+    attempts = models.PositiveSmallIntegerField(db_default=0)
+    parked_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, db_default="")
 
     class Meta:
         abstract = True
@@ -499,7 +506,14 @@ class PendingEntryVector(QueuedForVector):
     )
 
     class Meta:
-        indexes = [models.Index(fields=["queued_at"], name="um_pending_vector_queued")]
+        indexes = [
+            models.Index(fields=["queued_at"], name="um_pending_vector_queued"),
+            models.Index(
+                fields=["queued_at"],
+                name="um_pending_vector_suspect",
+                condition=models.Q(attempts__gt=0, parked_at__isnull=True),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.entry_id} queued {self.queued_at}"

@@ -5,11 +5,21 @@
 :class:`EmbedderError`; callers decide what it means for them (a write logs and counts it, and goes on).
 
 Every text reaches a model through :class:`BoundedEmbedder`, which :func:`build_embedder` wraps around each
-provider: a model never sees more than the first EMBEDDINGS_MAX_CHARS characters of a text, whoever asked
-(a query, an entry, Dream's keys). The doors refuse longer queries first (``MAX_QUERY_CHARS``); an entry may
-be longer, and its vector is of its head.
+provider, whoever asked (a query, an entry, Dream's keys), so no text can crash a model or cost more than one
+window of it:
+
+- The text is put in Unicode's NFKC form first (:func:`bounded`). A tokenizer normalises it anyway, but a
+  compatibility character may become many (U+FDFA is 18 code points, U+331A five): the local engine sizes
+  its buffers for about four code points a byte of input, and one of those aborted the whole process
+  (``malloc(): invalid size``). Once normalised, a text is its own normal form, so nothing expands further:
+  ``bench.embed_cost`` tries every assigned code point against the engine and measures the worst cost.
+- Then its first EMBEDDINGS_MAX_CHARS characters of that form. The doors refuse longer queries first
+  (``MAX_QUERY_CHARS``); an entry may be longer, and its vector is of its head.
+- The local model also takes at most EMBEDDINGS_MAX_TOKENS tokens of it (its one 512-token window: what a
+  character costs varies 20 times, by script, so characters do not bound the time; tokens do).
 """
 
+import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -42,12 +52,15 @@ class Embedder(Protocol):
 
 
 PROVIDERS = ("local", "openai", "none")
+MIN_TOKENS = 16
+"""The least EMBEDDINGS_MAX_TOKENS the local model is given: below it, a text would be all prefix."""
 
 
 class BoundedEmbedder:
-    """An embedder that passes the model only the first EMBEDDINGS_MAX_CHARS characters of each text (read at
-    each call, so a test's override holds): a model's time grows faster than linearly with the length, and
-    its context is short (multilingual-e5-small reads 512 tokens), so the rest would cost and add nothing."""
+    """An embedder that passes the model only the first EMBEDDINGS_MAX_CHARS characters of each text's NFKC
+    form (:func:`bounded`, read at each call, so a test's override holds): a model's time grows faster than
+    linearly with the length, and its context is short (multilingual-e5-small reads 512 tokens), so the rest
+    would cost and add nothing."""
 
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner
@@ -89,7 +102,12 @@ def one_embedding_per_query() -> Iterator[None]:
 
 
 def bounded(text: str) -> str:
-    """The part of ``text`` an embedder sees: its first EMBEDDINGS_MAX_CHARS characters."""
+    """The part of ``text`` an embedder sees: the first EMBEDDINGS_MAX_CHARS characters of its NFKC form.
+
+    Normalised first, then cut, so that the cut bounds what the model is given: a character that NFKC
+    expands counts as what it becomes. A text already in NFKC (most are) is passed as it is."""
+    if not text.isascii():  # ASCII is its own NFKC form: the common case pays nothing
+        text = unicodedata.normalize("NFKC", text)
     return text[: settings.EMBEDDINGS_MAX_CHARS]
 
 
@@ -112,6 +130,12 @@ def build_embedder() -> Embedder | None:
         raise EmbedderError(f"EMBEDDINGS_MAX_CHARS must be at least 1; got {settings.EMBEDDINGS_MAX_CHARS}.")
     if provider == "local":
         from memoryplatform.embeddings.local import LocalEmbedder
+
+        if settings.EMBEDDINGS_MAX_TOKENS < MIN_TOKENS:
+            raise EmbedderError(
+                f"EMBEDDINGS_MAX_TOKENS must be at least {MIN_TOKENS} (a query's prefix and the model's "
+                f"special tokens take 5); got {settings.EMBEDDINGS_MAX_TOKENS}."
+            )
 
         return BoundedEmbedder(
             LocalEmbedder(model=settings.EMBEDDINGS_MODEL, threads=settings.EMBEDDINGS_THREADS)

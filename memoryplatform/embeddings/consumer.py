@@ -15,6 +15,9 @@ request path and out of the serving processes (issue 31, issue 34).
   a backlog.
 - An embedder failure backs the batch off (``EMBEDDINGS_RETRY_SECONDS``) and is counted; the texts stay
   queued. Until its vector arrives a text is found by its words.
+- A text whose claim never came back (its consumer died or hung) is then embedded alone, and parked after
+  ``EMBEDDINGS_MAX_ATTEMPTS`` such claims (:mod:`memoryplatform.embeddings.store`), so one text cannot stop
+  every vector for good.
 """
 
 import logging
@@ -43,6 +46,14 @@ vector_lag = Histogram(
     "From a text's write (its queueing) to its vector stored by the background consumer, by kind of text.",
     ["kind"],
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
+)
+queue_parked = Gauge(
+    "embedding_queue_parked",
+    "Texts taken out of the vector queue after EMBEDDINGS_MAX_ATTEMPTS claims that never answered (the "
+    "consumer died or hung embedding them), by kind; read from the queue at each scrape of the web's "
+    "/metrics.",
+    ["kind"],
+    multiprocess_mode="mostrecent",
 )
 queue_oldest = Gauge(
     "embedding_queue_oldest_seconds",
@@ -94,7 +105,12 @@ def yield_to_requests() -> None:
 def consume_batch(*, kind: VectorKind, embedder: Embedder, batch_size: int) -> Consumed:
     """Claim up to ``batch_size`` queued texts of ``kind``, embed those whose vector is missing or stale,
     store the vectors and remove the claimed rows. An embedder failure backs them off instead."""
-    claimed = queue_claim(queue=kind.queue, limit=batch_size, lease_seconds=settings.EMBEDDINGS_LEASE_SECONDS)
+    claimed = queue_claim(
+        queue=kind.queue,
+        limit=batch_size,
+        lease_seconds=settings.EMBEDDINGS_LEASE_SECONDS,
+        max_attempts=settings.EMBEDDINGS_MAX_ATTEMPTS,
+    )
     if not claimed:
         return Consumed()
     ids = [c.id for c in claimed]
@@ -145,6 +161,7 @@ def report_backlog() -> None:
         kind.backlog.set(backlog.pending)
         age = (now - backlog.oldest).total_seconds() if backlog.oldest is not None else 0.0
         queue_oldest.labels(kind=kind.name).set(max(age, 0.0))
+        queue_parked.labels(kind=kind.name).set(backlog.parked)
 
 
 def listen_connection() -> psycopg.Connection:

@@ -29,7 +29,14 @@ from prometheus_client import Counter, Gauge
 
 from memoryplatform import duty
 from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
-from memoryplatform.embeddings.store import QueueTable, queue_clock, queue_forget, sweep_done, sweep_model
+from memoryplatform.embeddings.store import (
+    QueueTable,
+    queue_clock,
+    queue_forget,
+    queue_parked_among,
+    sweep_done,
+    sweep_model,
+)
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 
 logger = logging.getLogger(__name__)
@@ -162,10 +169,15 @@ def embed_missing(
                 kind.backlog.set(0)
                 sweep_done(kind=kind.lock_key, model=embedder.model_id)
                 return Reembedded(written, total, complete=True)
+            after = pending[-1].id
+            # A text parked in the queue (it killed the consumers that claimed it) is not tried here either.
+            parked = queue_parked_among(queue=kind.queue, ids=[p.id for p in pending])
+            pending = [p for p in pending if p.id not in parked]
+            if not pending:
+                continue
             with duty.paced():
                 written += compute(kind=kind, embedder=embedder, pending=pending)
             done += len(pending)
-            after = pending[-1].id
             kind.backlog.set(max(total - done, 0))
             if on_progress is not None:
                 on_progress(done, max(total, done))

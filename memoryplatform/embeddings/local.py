@@ -6,11 +6,19 @@ of memory once loaded. The C engine parallelises each call with OpenMP and reads
 it is first loaded, so the cap (``EMBEDDINGS_THREADS``) is set before the model is built; a web worker
 running several request threads should keep it small, or the threads' teams oversubscribe the cores. The
 engine allocates its buffers per call and releases the GIL (ctypes), so request threads share one model.
+
+A text reaches it already in NFKC form and cut (:func:`memoryplatform.embeddings.bounded`); here it is also
+cut to its longest head of at most EMBEDDINGS_MAX_TOKENS tokens (the engine's own count, ``token_count``,
+which only tokenizes): the model's time follows its tokens, not the characters, and a character costs from
+a fifth of a token (English words) to five (U+331A), so 1,000 characters could hold 3,000 tokens (4.5 s of
+CPU here) where 512 take at most 0.76 s (bench/RESULTS.md, session 18).
 """
 
 import os
 import threading
 from typing import Any
+
+from django.conf import settings
 
 from memoryplatform.embeddings import EmbedderError
 
@@ -60,7 +68,29 @@ class LocalEmbedder:
     def embed_passages(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        return [[float(x) for x in row] for row in self._model().passage(texts)]
+        heads = [self.head(text, is_query=False) for text in texts]
+        return [[float(x) for x in row] for row in self._model().passage(heads)]
 
     def embed_query(self, text: str) -> list[float]:
-        return [float(x) for x in self._model().query(text)]
+        return [float(x) for x in self._model().query(self.head(text, is_query=True))]
+
+    def tokens(self, text: str, *, is_query: bool) -> int:
+        """The tokens the model would read of ``text`` (its prefix and special tokens counted): the engine
+        tokenizes it only. ``text`` must be in NFKC form (:func:`memoryplatform.embeddings.bounded`)."""
+        return int(self._model().token_count(text, is_query))
+
+    def head(self, text: str, *, is_query: bool) -> str:
+        """The longest head of ``text`` the model reads in at most EMBEDDINGS_MAX_TOKENS tokens (its prefix,
+        ``query: `` or ``passage: ``, and the two special tokens counted): ``text`` itself when it fits, as
+        almost every text does (one count); else a binary search over its length, a dozen counts."""
+        limit = settings.EMBEDDINGS_MAX_TOKENS
+        if self.tokens(text, is_query=is_query) <= limit:
+            return text
+        low, high = 0, len(text)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self.tokens(text[:middle], is_query=is_query) <= limit:
+                low = middle
+            else:
+                high = middle - 1
+        return text[:low]

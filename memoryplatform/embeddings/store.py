@@ -4,14 +4,23 @@ filled by triggers in each write's transaction, emptied here by the consumer.
 A consumer claims a batch for a lease (``not_before`` in the future hides it from the others), embeds it with
 no lock held, then removes each row it claimed unless a write queued it again meanwhile (its ``queued_at``
 moved): that text is embedded again by the next batch. A consumer that dies loses nothing: its lease runs out.
+
+A text that kills its consumer must not kill the next one. Each claim counts in ``attempts``, and an answer
+(done, or the embedder's error, which backs off) takes it back, so ``attempts`` counts the claims that never
+came back. A row with one is a suspect: it is claimed alone, before any batch, so it takes no other text
+down with it; once it reaches EMBEDDINGS_MAX_ATTEMPTS it is parked (``parked_at``, ``last_error``) and no
+consumer claims it again until its text is written anew.
 """
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
 from psycopg import sql
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -33,29 +42,46 @@ class Claimed:
 
 @dataclass(frozen=True)
 class Backlog:
-    """How many texts wait, and since when the oldest has (None: none waits)."""
+    """How many texts wait, since when the oldest has (None: none waits), and how many are parked."""
 
     pending: int
     oldest: datetime | None
+    parked: int = 0
 
 
-_CLAIM = """UPDATE {table} q SET not_before = now() + make_interval(secs => %(lease)s)
+# A row whose lease ran out after EMBEDDINGS_MAX_ATTEMPTS claims with no answer: parked, with why.
+_PARK = """UPDATE {table} SET parked_at = now(), last_error = %(error)s
+    WHERE attempts > 0 AND attempts >= %(max_attempts)s AND parked_at IS NULL
+        AND (not_before IS NULL OR not_before <= now())
+    RETURNING {column}"""
+
+# A suspect alone (a claim of it never came back), else a batch of texts never claimed in vain, oldest first.
+_CLAIM = """UPDATE {table} q
+    SET not_before = now() + make_interval(secs => %(lease)s), attempts = q.attempts + 1
     WHERE q.{column} IN (
-        SELECT {column} FROM {table} WHERE not_before IS NULL OR not_before <= now()
+        SELECT {column} FROM {table}
+        WHERE {suspect} AND parked_at IS NULL AND (not_before IS NULL OR not_before <= now())
         ORDER BY queued_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
-    RETURNING q.{column}, q.queued_at"""
+    RETURNING q.{column}, q.queued_at, q.attempts"""
 
 _DONE = """DELETE FROM {table} q
     USING unnest(%(ids)s::{id_type}[], %(queued)s::timestamptz[]) AS d(id, queued_at)
     WHERE q.{column} = d.id AND q.queued_at = d.queued_at"""
 
-_BACK_OFF = """UPDATE {table} q SET not_before = now() + make_interval(secs => %(seconds)s)
+_BACK_OFF = """UPDATE {table} q
+    SET not_before = now() + make_interval(secs => %(seconds)s), attempts = greatest(q.attempts - 1, 0)
     FROM unnest(%(ids)s::{id_type}[], %(queued)s::timestamptz[]) AS d(id, queued_at)
     WHERE q.{column} = d.id AND q.queued_at = d.queued_at"""
 
 _FORGET = """DELETE FROM {table} WHERE {column} = ANY(%(ids)s::{id_type}[]) AND queued_at <= %(before)s"""
 
-_BACKLOG = "SELECT count(*), min(queued_at) FROM {table}"
+_BACKLOG = """SELECT count(*) FILTER (WHERE parked_at IS NULL),
+    min(queued_at) FILTER (WHERE parked_at IS NULL),
+    count(*) FILTER (WHERE parked_at IS NOT NULL)
+    FROM {table}"""
+
+_PARKED_AMONG = """SELECT {column} FROM {table}
+    WHERE {column} = ANY(%(ids)s::{id_type}[]) AND parked_at IS NOT NULL"""
 
 # usermemory.models.VectorSweep: a kind's last complete re-embedding pass, and its model.
 _SWEPT = "SELECT model FROM usermemory_vectorsweep WHERE kind = %(kind)s"
@@ -64,20 +90,53 @@ _SWEEP_DONE = """INSERT INTO usermemory_vectorsweep (kind, model, completed_at)
     ON CONFLICT (kind) DO UPDATE SET model = EXCLUDED.model, completed_at = EXCLUDED.completed_at"""
 
 
-def _statement(template: str, queue: QueueTable) -> sql.Composed:
+def _statement(template: str, queue: QueueTable, **parts: sql.Composable) -> sql.Composed:
     if queue.id_type not in ("bigint", "uuid"):
         raise ValueError(f"Unknown id type {queue.id_type!r}.")
     return sql.SQL(template).format(
-        table=sql.Identifier(queue.table), column=sql.Identifier(queue.column), id_type=sql.SQL(queue.id_type)
+        table=sql.Identifier(queue.table),
+        column=sql.Identifier(queue.column),
+        id_type=sql.SQL(queue.id_type),
+        **parts,
     )
 
 
-def queue_claim(*, queue: QueueTable, limit: int, lease_seconds: float) -> list[Claimed]:
-    """Claim up to ``limit`` queued texts, oldest first, that no other consumer holds, for
-    ``lease_seconds``."""
+_SUSPECT = sql.SQL("attempts > 0")
+_UNTRIED = sql.SQL("attempts = 0")
+
+
+def parked_reason(attempts: int) -> str:
+    """What a parked row's ``last_error`` says."""
+    return (
+        f"Claimed {attempts} times and never answered: the process embedding it died or hung each time "
+        "(its lease ran out). Parked until its text is written again."
+    )
+
+
+def queue_claim(*, queue: QueueTable, limit: int, lease_seconds: float, max_attempts: int) -> list[Claimed]:
+    """Claim queued texts that no other consumer holds, for ``lease_seconds``: a suspect alone (a claim of it
+    never came back), else up to ``limit`` others, oldest first. First parks the suspects whose lease ran
+    out after ``max_attempts`` claims (logged by the caller through the returned rows' absence)."""
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(_statement(_CLAIM, queue), {"limit": limit, "lease": lease_seconds})
-        rows = cursor.fetchall()
+        cursor.execute(
+            _statement(_PARK, queue), {"max_attempts": max_attempts, "error": parked_reason(max_attempts)}
+        )
+        parked = [row[0] for row in cursor.fetchall()]
+        rows: list[Any] = []
+        for suspect, size in ((_SUSPECT, 1), (_UNTRIED, limit)):
+            claim = _statement(_CLAIM, queue, suspect=suspect)
+            cursor.execute(claim, {"limit": size, "lease": lease_seconds})
+            rows = cursor.fetchall()
+            if rows:
+                break
+    if parked:
+        logger.error(
+            "Parked %d queued %s after %d claims each that never answered (the consumer died or hung): %s",
+            len(parked),
+            queue.table,
+            max_attempts,
+            ", ".join(str(text_id) for text_id in parked[:10]),
+        )
     return sorted((Claimed(row[0], row[1]) for row in rows), key=lambda c: c.queued_at)
 
 
@@ -116,11 +175,20 @@ def queue_forget(*, queue: QueueTable, ids: list[Any], before: datetime) -> int:
 
 
 def queue_backlog(*, queue: QueueTable) -> Backlog:
-    """The queue's length and its oldest row's time."""
+    """The queue's length and its oldest row's time, parked rows apart."""
     with connection.cursor() as cursor:
         cursor.execute(_statement(_BACKLOG, queue))
-        count, oldest = cursor.fetchone()
-    return Backlog(int(count), oldest)
+        count, oldest, parked = cursor.fetchone()
+    return Backlog(int(count), oldest, int(parked))
+
+
+def queue_parked_among(*, queue: QueueTable, ids: list[Any]) -> set[Any]:
+    """Which of these texts are parked (a re-embedding pass leaves them, as the consumer does)."""
+    if not ids:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(_statement(_PARKED_AMONG, queue), {"ids": ids})
+        return {row[0] for row in cursor.fetchall()}
 
 
 def sweep_model(*, kind: str) -> str | None:

@@ -202,7 +202,7 @@ def test_serve_starts_one_scheduler_beside_the_server_without_redis(fake_exec, s
     call_command("serve", "--workers", "2", stdout=io.StringIO())
 
     assert len(fake_exec["popen"]) == 1
-    assert fake_exec["popen"][0][-3:] == ["dream_scheduler", "--parent-pid", str(os.getpid())]
+    assert fake_exec["popen"][0][-4:] == ["dream_scheduler", "--parent-pid", str(os.getpid()), "--supervise"]
     argv = fake_exec["execv"][0]
     assert argv[1:4] == ["-m", "uvicorn", "memoryplatform.asgi:application"]
     assert argv[argv.index("--workers") + 1] == "2"

@@ -1,9 +1,11 @@
 import contextlib
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -17,6 +19,7 @@ from dream.services import dream_run_cycle
 from extraction.background import extraction_run_background
 from memoryplatform.celery import crontab_next_after
 from memoryplatform.embeddings import consumer
+from memoryplatform.supervisor import supervise
 from usermemory.embedding import memory_reembed_scheduled
 
 
@@ -35,6 +38,12 @@ class Command(BaseCommand):
             "--parent-pid", type=int, default=None, help="Stop when this process (the server) is gone."
         )
         parser.add_argument("--run-now", action="store_true", help="Run one cycle at start, then follow.")
+        parser.add_argument(
+            "--supervise",
+            action="store_true",
+            help="Run the scheduler as a child process and start it again whenever it dies (what `manage.py "
+            "serve` starts; memoryplatform.supervisor).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         parent = options["parent_pid"]
@@ -43,6 +52,11 @@ class Command(BaseCommand):
         def should_stop() -> bool:
             return parent is not None and os.getppid() != parent
 
+        if options["supervise"]:
+            argv = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "dream_scheduler"]
+            argv += ["--parent-pid", str(os.getpid()), *(["--run-now"] if options["run_now"] else [])]
+            supervise(argv, parent_gone=should_stop, cwd=str(settings.BASE_DIR))
+            return
         consumer.yield_to_requests()
         self.stdout.write(f"Dream scheduler: cycles on '{settings.DREAM_SCHEDULE}' ({settings.TIME_ZONE})")
         if settings.EMBEDDINGS_PROVIDER != "none":

@@ -32,9 +32,10 @@ def prepare_metrics_dir() -> str:
 
 
 def scheduler_argv(parent_pid: int) -> list[str]:
-    """The Dream scheduler child: one process beside the web server, stopping when the server does."""
+    """The Dream scheduler beside the web server, under its supervisor (started again if it dies), stopping
+    when the server does."""
     manage = str(Path(settings.BASE_DIR) / "manage.py")
-    return [sys.executable, manage, "dream_scheduler", "--parent-pid", str(parent_pid)]
+    return [sys.executable, manage, "dream_scheduler", "--parent-pid", str(parent_pid), "--supervise"]
 
 
 def check_port_free(host: str, port: int) -> None:
