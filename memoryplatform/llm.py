@@ -148,9 +148,8 @@ class LLM:
                 "temperature": 0,
                 "max_tokens": self._max_tokens,
             }
-        response = post_json(self._client, self.endpoint, body, error=LLMError)
+        payload = post_json(self._client, self.endpoint, body, error=LLMError)
         try:
-            payload = response.json()
             text, input_tokens, output_tokens = self._read(payload)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise LLMError(f"{self.endpoint}: an answer of the wrong shape ({type(exc).__name__})") from exc

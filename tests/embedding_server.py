@@ -23,7 +23,9 @@ class JsonHandler(BaseHTTPRequestHandler):
     """A scripted server's handler: JSON answers, and no request log."""
 
     def _answer(self, status: int, payload: Any) -> None:
-        raw = json.dumps(payload).encode()
+        self._answer_raw(status, json.dumps(payload).encode())
+
+    def _answer_raw(self, status: int, raw: bytes) -> None:
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(raw)))

@@ -1,7 +1,8 @@
 """A real HTTP server speaking the rerank protocol of Cohere and Jina (``POST /rerank``: ``query`` and
 ``documents``, answering ``{"results": [{"index", "relevance_score"}]}``) or TEI's (a list of
 ``{"index", "score"}``), with scripted scores: a document holding a scripted word scores that word's score,
-any other 0.01. ``fail_with`` makes every answer that HTTP status."""
+any other 0.01. ``fail_with`` makes every answer that HTTP status; ``raw`` makes every answer a 200 of these
+bytes (a malformed body)."""
 
 import json
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ class RerankScript:
     scores: dict[str, float]
     tei: bool = False
     fail_with: int | None = None
+    raw: bytes | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     url: str = ""
 
@@ -32,6 +34,9 @@ def rerank_server(script: RerankScript) -> Iterator[RerankScript]:
             script.requests.append({"path": self.path, **body})
             if script.fail_with or self.path != "/rerank":
                 self._answer(script.fail_with or 404, {"message": "scripted failure"})
+                return
+            if script.raw is not None:
+                self._answer_raw(200, script.raw)
                 return
             documents = body["texts"] if script.tei else body["documents"]
             scored = sorted(

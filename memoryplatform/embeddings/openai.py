@@ -49,9 +49,9 @@ class OpenAIEmbedder:
         body: dict[str, Any] = {"model": self._model, "input": texts, "encoding_format": "float"}
         if self._dimensions:
             body["dimensions"] = self._dimensions
-        response = post_json(self._client, self._endpoint, body, error=EmbedderError)
+        payload = post_json(self._client, self._endpoint, body, error=EmbedderError)
         try:
-            data = sorted(response.json()["data"], key=lambda item: item["index"])
+            data = sorted(payload["data"], key=lambda item: item["index"])
             vectors = [[float(x) for x in item["embedding"]] for item in data]
         except (ValueError, KeyError, TypeError) as exc:
             raise EmbedderError(f"{self._endpoint}: not an embeddings answer: {exc}") from exc
