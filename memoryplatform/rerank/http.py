@@ -9,9 +9,7 @@ for. A score outside [0, 1], a missing index, an answer that is not usable JSON 
 
 from typing import Any
 
-import httpx
-
-from memoryplatform.httpjson import post_json
+from memoryplatform.httpjson import ProviderClient
 from memoryplatform.rerank import RerankerError
 
 
@@ -23,7 +21,7 @@ class HttpReranker:
         self._endpoint = base if base.endswith("/rerank") else base + "/rerank"
         self._model = model
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(timeout=timeout, headers=headers)
+        self._http = ProviderClient(timeout=timeout, headers=headers, error=RerankerError)
 
     @property
     def model_id(self) -> str:
@@ -35,7 +33,7 @@ class HttpReranker:
         body: dict[str, Any] = {"query": query, "documents": documents, "texts": documents}
         if self._model:
             body["model"] = self._model
-        payload = post_json(self._client, self._endpoint, body, error=RerankerError)
+        payload = self._http.post_json(self._endpoint, body)
         return self._scores_of(payload, len(documents))
 
     def _scores_of(self, payload: Any, count: int) -> list[float]:
