@@ -429,6 +429,11 @@ def _recall(context: ToolContext, arguments: dict[str, Any]) -> str:
 
 
 FULLTEXT_NOTE = "(Matched by words only: search by meaning is unavailable right now.)"
+UNRERANKED_NOTE = "(Ranked without the reranker, unavailable right now: the order may be less precise.)"
+# What each fallback of a ranked search (usermemory.ranking.fallback_of) tells the LLM: the embedder down
+# ("fulltext") leaves words only; the reranker down ("unreranked") leaves the first stage's order, by meaning
+# (and words, in hybrid mode), which is still a search by meaning.
+FALLBACK_NOTES = {"fulltext": FULLTEXT_NOTE, "unreranked": UNRERANKED_NOTE}
 
 
 def _search(context: ToolContext, arguments: dict[str, Any]) -> str:
@@ -467,7 +472,8 @@ def _search(context: ToolContext, arguments: dict[str, Any]) -> str:
         )
         entries, fallback = [scored.entry for scored in ranked.entries], ranked.fallback
     text = format_entries(entries) if entries else f"No memories found matching '{query}'."
-    return f"{FULLTEXT_NOTE}\n{text}" if fallback else text
+    notes = [FALLBACK_NOTES[part] for part in fallback.split(",")] if fallback else []
+    return "\n".join([*notes, text])
 
 
 def _forget(context: ToolContext, arguments: dict[str, Any]) -> str:

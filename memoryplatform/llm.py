@@ -18,12 +18,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from django.conf import settings
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from memoryplatform.httpjson import post_json
+from memoryplatform.httpjson import ProviderClient
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +122,7 @@ class LLM:
             headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         else:
             headers = {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": api_key} if api_key else {})}
-        self._client = httpx.Client(timeout=timeout, headers=headers)
+        self._http = ProviderClient(timeout=timeout, headers=headers, error=LLMError)
 
     def estimate_cost(self, *, system: str, prompt: str) -> float:
         """What sending this prompt would cost, from its estimated tokens (before any answer)."""
@@ -148,9 +147,8 @@ class LLM:
                 "temperature": 0,
                 "max_tokens": self._max_tokens,
             }
-        response = post_json(self._client, self.endpoint, body, error=LLMError)
+        payload = self._http.post_json(self.endpoint, body)
         try:
-            payload = response.json()
             text, input_tokens, output_tokens = self._read(payload)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise LLMError(f"{self.endpoint}: an answer of the wrong shape ({type(exc).__name__})") from exc

@@ -1,8 +1,10 @@
 """A real HTTP server speaking the OpenAI embeddings protocol (``POST /v1/embeddings``) with scripted answers:
-each known text gets its scripted vector; ``fail_with`` makes every answer that HTTP status."""
+each known text gets its scripted vector; ``fail_with`` makes every answer that HTTP status; ``trickle`` sends
+each answer's body a byte every that many seconds."""
 
 import json
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +17,7 @@ from typing import Any
 class Script:
     vectors: dict[str, list[float]]
     fail_with: int | None = None
+    trickle: float = 0.0
     requests: list[dict[str, Any]] = field(default_factory=list)
     url: str = ""
     # A request holding a text that contains ``hang_on`` never gets an answer (until the server stops);
@@ -27,13 +30,26 @@ class Script:
 class JsonHandler(BaseHTTPRequestHandler):
     """A scripted server's handler: JSON answers, and no request log."""
 
-    def _answer(self, status: int, payload: Any) -> None:
-        raw = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
+    def _answer(self, status: int, payload: Any, *, trickle: float = 0.0) -> None:
+        self._answer_raw(status, json.dumps(payload).encode(), trickle=trickle)
+
+    def _answer_raw(self, status: int, raw: bytes, *, trickle: float = 0.0) -> None:
+        """Answer ``raw``; with ``trickle``, its body one byte every ``trickle`` seconds (each read of the
+        client's gets a byte within its read timeout, the whole body takes ``trickle * len(raw)``)."""
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            if not trickle:
+                self.wfile.write(raw)
+                return
+            self.wfile.flush()
+            for byte in range(len(raw)):
+                time.sleep(trickle)
+                self.wfile.write(raw[byte : byte + 1])
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up and left
+            pass
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -56,7 +72,8 @@ def embedding_server(script: Script) -> Iterator[Script]:
                 {"object": "embedding", "index": i, "embedding": script.vectors[text]}
                 for i, text in enumerate(body["input"])
             ]
-            self._answer(200, {"object": "list", "data": data[::-1], "model": body["model"]})
+            answer = {"object": "list", "data": data[::-1], "model": body["model"]}
+            self._answer(200, answer, trickle=script.trickle)
 
     try:
         with serving(Handler) as script.url:
@@ -80,9 +97,10 @@ def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
 
 
 @contextmanager
-def scripted_embedder(vector: tuple[float, ...] = (0.6, 0.8, 0.0)) -> Iterator[Script]:
-    """This process's embedder is a scripted server (``EMBEDDINGS_PROVIDER=openai``) that answers every text
-    with ``vector``; ``script.requests`` holds what it was sent (each request's ``input``: texts)."""
+def scripted_embedder(vector: tuple[float, ...] = (0.6, 0.8, 0.0), *, timeout: float = 5) -> Iterator[Script]:
+    """This process's embedder is a scripted server (``EMBEDDINGS_PROVIDER=openai``, ``EMBEDDINGS_TIMEOUT``
+    ``timeout``) that answers every text with ``vector``; ``script.requests`` holds what it was sent (each
+    request's ``input``: texts)."""
     from django.test import override_settings
 
     from memoryplatform.embeddings import get_embedder
@@ -92,7 +110,7 @@ def scripted_embedder(vector: tuple[float, ...] = (0.6, 0.8, 0.0)) -> Iterator[S
         remote = {"EMBEDDINGS_PROVIDER": "openai", "EMBEDDINGS_MODEL": "tiny", "EMBEDDINGS_DIMENSIONS": 0}
         get_embedder.cache_clear()
         try:
-            with override_settings(**remote, EMBEDDINGS_URL=script.url, EMBEDDINGS_TIMEOUT=5):
+            with override_settings(**remote, EMBEDDINGS_URL=script.url, EMBEDDINGS_TIMEOUT=timeout):
                 yield script
         finally:
             get_embedder.cache_clear()

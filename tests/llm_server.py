@@ -3,7 +3,8 @@ Anthropic's Messages API (``POST /v1/messages``), with scripted answers and usag
 
 Each request takes the next :class:`Answer` of the script (the last one repeats): its ``content`` as the
 model's text, its token counts as the usage, or ``status`` as an HTTP error, or a ``delay`` first (for
-timeouts). Every request body is recorded in ``requests``."""
+timeouts), or its body sent a byte every ``trickle`` seconds (a server slower than a whole call's timeout
+whose every read is quick). Every request body is recorded in ``requests``."""
 
 import json
 import threading
@@ -11,10 +12,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.embedding_server import serving
+from tests.embedding_server import JsonHandler, serving
 
 
 @dataclass
@@ -24,6 +24,7 @@ class Answer:
     output_tokens: int = 200
     status: int = 200
     delay: float = 0.0
+    trickle: float = 0.0
 
 
 @dataclass
@@ -37,7 +38,7 @@ class LLMScript:
 def llm_server(script: LLMScript) -> Iterator[LLMScript]:
     lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             with lock:
@@ -82,21 +83,7 @@ def llm_server(script: LLMScript) -> Iterator[LLMScript]:
             else:
                 self._answer(404, {"error": {"message": "no such path"}})
                 return
-            self._answer(200, payload)
-
-        def _answer(self, status: int, payload: dict[str, Any]) -> None:
-            raw = json.dumps(payload).encode()
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-            except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
-                pass
-
-        def log_message(self, *args: Any) -> None:
-            pass
+            self._answer(200, payload, trickle=answer.trickle)
 
     with serving(Handler) as script.url:
         yield script

@@ -1,7 +1,8 @@
 """A real HTTP server speaking the rerank protocol of Cohere and Jina (``POST /rerank``: ``query`` and
 ``documents``, answering ``{"results": [{"index", "relevance_score"}]}``) or TEI's (a list of
 ``{"index", "score"}``), with scripted scores: a document holding a scripted word scores that word's score,
-any other 0.01. ``fail_with`` makes every answer that HTTP status."""
+any other 0.01. ``fail_with`` makes every answer that HTTP status; ``raw`` makes every answer a 200 of these
+bytes (a malformed body); ``trickle`` sends each answer's body a byte every that many seconds."""
 
 import json
 from collections.abc import Iterator
@@ -17,6 +18,8 @@ class RerankScript:
     scores: dict[str, float]
     tei: bool = False
     fail_with: int | None = None
+    raw: bytes | None = None
+    trickle: float = 0.0
     requests: list[dict[str, Any]] = field(default_factory=list)
     url: str = ""
 
@@ -33,22 +36,27 @@ def rerank_server(script: RerankScript) -> Iterator[RerankScript]:
             if script.fail_with or self.path != "/rerank":
                 self._answer(script.fail_with or 404, {"message": "scripted failure"})
                 return
+            if script.raw is not None:
+                self._answer_raw(200, script.raw, trickle=script.trickle)
+                return
             documents = body["texts"] if script.tei else body["documents"]
             scored = sorted(
                 ((i, script.score(d)) for i, d in enumerate(documents)), key=lambda pair: -pair[1]
             )
             if script.tei:
-                self._answer(200, [{"index": i, "score": s} for i, s in scored])
+                self._answer(200, [{"index": i, "score": s} for i, s in scored], trickle=script.trickle)
             else:
-                self._answer(200, {"results": [{"index": i, "relevance_score": s} for i, s in scored]})
+                results = [{"index": i, "relevance_score": s} for i, s in scored]
+                self._answer(200, {"results": results}, trickle=script.trickle)
 
     with serving(Handler) as script.url:
         yield script
 
 
 @contextmanager
-def scripted_reranker(**scores: float) -> Iterator[RerankScript]:
-    """This process's reranker is a scripted server (``RERANK_PROVIDER=http``)."""
+def scripted_reranker(*, timeout: float = 5, **scores: float) -> Iterator[RerankScript]:
+    """This process's reranker is a scripted server (``RERANK_PROVIDER=http``, with ``RERANK_TIMEOUT``
+    ``timeout``)."""
     from django.test import override_settings
 
     from memoryplatform.rerank import get_reranker
@@ -57,7 +65,7 @@ def scripted_reranker(**scores: float) -> Iterator[RerankScript]:
     with rerank_server(script):
         get_reranker.cache_clear()
         try:
-            with override_settings(RERANK_PROVIDER="http", RERANK_URL=script.url, RERANK_TIMEOUT=5):
+            with override_settings(RERANK_PROVIDER="http", RERANK_URL=script.url, RERANK_TIMEOUT=timeout):
                 yield script
         finally:
             get_reranker.cache_clear()

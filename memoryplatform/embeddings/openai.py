@@ -7,10 +7,8 @@ server. Every failure (refused, timed out, an HTTP error, an answer of the wrong
 
 from typing import Any
 
-import httpx
-
 from memoryplatform.embeddings import EmbedderError
-from memoryplatform.httpjson import post_json
+from memoryplatform.httpjson import ProviderClient
 
 
 class OpenAIEmbedder:
@@ -25,7 +23,7 @@ class OpenAIEmbedder:
         self._model = model
         self._dimensions = dimensions
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(timeout=timeout, headers=headers)
+        self._http = ProviderClient(timeout=timeout, headers=headers, error=EmbedderError)
 
     @property
     def model_id(self) -> str:
@@ -49,9 +47,9 @@ class OpenAIEmbedder:
         body: dict[str, Any] = {"model": self._model, "input": texts, "encoding_format": "float"}
         if self._dimensions:
             body["dimensions"] = self._dimensions
-        response = post_json(self._client, self._endpoint, body, error=EmbedderError)
+        payload = self._http.post_json(self._endpoint, body)
         try:
-            data = sorted(response.json()["data"], key=lambda item: item["index"])
+            data = sorted(payload["data"], key=lambda item: item["index"])
             vectors = [[float(x) for x in item["embedding"]] for item in data]
         except (ValueError, KeyError, TypeError) as exc:
             raise EmbedderError(f"{self._endpoint}: not an embeddings answer: {exc}") from exc

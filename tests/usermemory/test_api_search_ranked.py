@@ -2,9 +2,13 @@
 relevance order with a score, only the caller's visible entries at any limit, and full text when the embedder
 is down."""
 
+import json
+import time
+
 import pytest
 from django.test import override_settings
 
+from tests.embedding_server import scripted_embedder
 from tests.helpers import assert_envelope
 from tests.usermemory.ranked import BASE, ENTRIES, QUESTION, SEEN, U, embedder_down, fallbacks
 
@@ -98,6 +102,21 @@ def test_an_embedder_down_answers_by_full_text_and_says_so(agent_a_api, put, pro
             assert response.headers["X-Search-Fallback"] == "fulltext"
             assert [e["key"] for e in response.json()] == ["food"]
             assert fallbacks(mode) == before + 1
+
+
+def test_a_trickling_embedder_answers_by_full_text_at_embeddings_timeout(agent_a_api, put):
+    put(agent_a_api, userId=U, key="food", value="spicy ramen")
+    with scripted_embedder(timeout=1) as script:
+        # A byte every 0.9 s: each read within the 1 s timeout; the whole answer would take over a minute.
+        script.trickle = 0.9
+        started = time.monotonic()
+        response = search(agent_a_api, q="ramen for dinner", mode="hybrid")
+        elapsed = time.monotonic() - started
+    assert len(script.requests) == 1
+    assert response.headers["X-Search-Fallback"] == "fulltext"
+    assert [e["key"] for e in response.json()] == ["food"]
+    answer = {"object": "list", "data": [{"object": "embedding", "index": 0, "embedding": [0.6, 0.8, 0.0]}]}
+    assert elapsed < 0.9 * len(json.dumps(answer))  # it did not wait for the trickle to end
 
 
 def test_full_text_drops_a_questions_stop_words(agent_a_api, put):

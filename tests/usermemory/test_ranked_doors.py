@@ -1,13 +1,15 @@
 """Recall by relevance at every door but MCP (``test_mcp_ranked.py``): ``/visible?q=``, a conversation's
 ``/context?q=`` and the ``searchMemory`` LLM tool, with the role keys. Only the reader's visible entries take
 part, at any limit; the entries returned, and only they, have their access marked as a recall marks it; full
-text answers when the embedder is down, and says so."""
+text answers when the embedder is down, and says so; the searchMemory tool says which step fell back (the
+embedder's, or only the reranker's)."""
 
 import pytest
 
-from agenttools.tools import FULLTEXT_NOTE
+from agenttools.tools import FULLTEXT_NOTE, UNRERANKED_NOTE
 from tests.conversations.utils import create
 from tests.helpers import assert_envelope
+from tests.rerank_server import scripted_reranker
 from tests.usermemory.ranked import BASE, LIMITS, QUESTION, SEEN, U, embedder_down, fallbacks
 from usermemory.models import MemoryEntry
 
@@ -243,3 +245,25 @@ def test_search_tool_finds_by_meaning(matrix):
     assert search_tool(matrix["c"], query=QUESTION, mode="keyword") == (
         f"No memories found matching '{QUESTION}'."
     )
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+def test_search_tool_with_the_reranker_down_says_so_not_that_meaning_is_unavailable(matrix, mode):
+    with scripted_reranker(Volvo=0.97) as script:
+        reranked = search_tool(matrix["b"], query=QUESTION, mode=mode)
+        script.fail_with = 503
+        result = search_tool(matrix["b"], query=QUESTION, mode=mode)
+    assert tool_keys(reranked)[0] == "car_global"  # the reranker up: its order, and no note
+    assert UNRERANKED_NOTE not in reranked and FULLTEXT_NOTE not in reranked
+    note, _, found = result.partition("\n")
+    assert note == UNRERANKED_NOTE  # the embedder answered: searched by meaning, ranked without the reranker
+    assert FULLTEXT_NOTE not in result
+    assert set(tool_keys(found)) == SEEN["b"]
+
+
+def test_search_tool_with_the_embedder_and_the_reranker_down_says_both(matrix):
+    with embedder_down(), scripted_reranker(Volvo=0.97) as script:
+        script.fail_with = 503
+        result = search_tool(matrix["b"], query="tacos every week")
+    assert result.splitlines()[:2] == [FULLTEXT_NOTE, UNRERANKED_NOTE]
+    assert tool_keys("\n".join(result.splitlines()[2:])) == ["food_bteam"]

@@ -2,6 +2,9 @@
 score and its order the order, at every ranked door; only the caller's visible entries reach it; the
 reranker down answers with the first stage and says so, never a 5xx."""
 
+import json
+import time
+
 import pytest
 
 from tests.helpers import assert_envelope
@@ -67,6 +70,71 @@ def test_a_reranker_answer_of_the_wrong_shape_is_a_fallback(matrix):
     with scripted_reranker(Volvo=7.5):  # a raw logit, not a probability
         response = matrix["b"].get(SEARCH, {"q": QUESTION, "mode": "hybrid"})
     assert response.status_code == 200 and response.headers["X-Search-Fallback"] == "unreranked"
+
+
+def _results(index: str, score: str) -> bytes:
+    """A Cohere answer for b's five documents, the first item's index and score as given (JSON text)."""
+    items = [f'{{"index": {index}, "relevance_score": {score}}}'] + [
+        json.dumps({"index": i, "relevance_score": 0.5}) for i in range(1, 5)
+    ]
+    return f'{{"results": [{", ".join(items)}]}}'.encode()
+
+
+MALFORMED = {
+    "deep JSON": b'{"results": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    "deeper than the doors take": b'{"results": ' + b"[" * 100 + b"]" * 100 + b"}",
+    "a NaN score": _results("0", "NaN"),
+    "an infinite index": _results("1e400", "0.5"),
+    "a score as text": _results("0", '"0.9"'),
+    "a score too large for a float": _results("0", "1" + "0" * 400),
+    "true as an index": _results("true", "0.9"),
+    "a key twice": _results("0", "0.9").replace(b'"index": 0,', b'"index": 0, "index": 0,'),
+    "not JSON": b"<html>busy</html>",
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_a_malformed_reranker_answer_is_a_fallback_at_every_ranked_read(matrix, case):
+    with scripted_reranker(Volvo=0.97) as script:
+        script.raw = MALFORMED[case]
+        response = matrix["b"].get(SEARCH, {"q": QUESTION, "mode": "hybrid", "minScore": 0})
+        recall = matrix["b"].get(VISIBLE, {"q": QUESTION, "minScore": 0})
+    assert len(script.requests) == 2  # each read asked the reranker
+    for answer in (response, recall):
+        assert answer.status_code == 200, answer.content
+        assert answer.headers["X-Search-Fallback"] == "unreranked"
+        assert set(keys(answer.json())) == SEEN["b"]
+
+
+def test_a_reranker_answer_over_the_size_limit_is_a_fallback(matrix, caplog):
+    from memoryplatform.httpjson import MAX_ANSWER_BYTES
+
+    valid = _results("0", "0.9")
+    padded = valid[:-1] + b', "pad": "' + b"x" * MAX_ANSWER_BYTES + b'"}'
+    with scripted_reranker(Volvo=0.97) as script:
+        script.raw = valid
+        assert "X-Search-Fallback" not in matrix["b"].get(SEARCH, {"q": QUESTION, "mode": "hybrid"}).headers
+        script.raw = padded  # the same scores, in an answer too large to read
+        response = matrix["b"].get(SEARCH, {"q": QUESTION, "mode": "hybrid"})
+    assert response.status_code == 200 and response.headers["X-Search-Fallback"] == "unreranked"
+    assert f"an answer larger than {MAX_ANSWER_BYTES} bytes" in caplog.text
+
+
+def test_a_trickling_reranker_is_cut_at_rerank_timeout(matrix):
+    # A byte every 0.9 s: every read arrives within the 1 s timeout, the whole answer (over 200 bytes) would
+    # take minutes. RERANK_TIMEOUT bounds the whole call, so each read answers without the reranker.
+    with scripted_reranker(timeout=1, Volvo=0.97) as script:
+        script.trickle = 0.9
+        started = time.monotonic()
+        response = matrix["b"].get(SEARCH, {"q": QUESTION, "mode": "hybrid", "minScore": 0})
+        recall = matrix["b"].get(VISIBLE, {"q": QUESTION, "minScore": 0})
+        elapsed = time.monotonic() - started
+    assert len(script.requests) == 2
+    for answer in (response, recall):
+        assert answer.status_code == 200, answer.content
+        assert answer.headers["X-Search-Fallback"] == "unreranked"
+        assert set(keys(answer.json())) == SEEN["b"]
+    assert elapsed < 0.9 * 200  # not even one read waited for its trickle to end
 
 
 def test_bad_min_score_is_refused_before_the_reranker(matrix):
