@@ -277,3 +277,18 @@ def test_the_conversation_bounds_the_visibility(llm, agent_a, agent_a_api, admin
     assert (entry.visibility, entry.group_ids, entry.source_conversation_id) == ("group", ["team"], cid)
     assert_envelope(extract(agent_a_api, user="u2", messages=plain, conversationId=cid), 400, "bad_request")
     assert public_id(entry.id) == body["operations"][0]["entryId"]
+
+
+def test_an_unknown_field_of_extraction_config_is_refused_as_dream_configs_are(admin_api, agent_a):
+    url = f"/v1/agents/{agent_a.id}"
+    for config, typo, meant in (
+        ("dreamConfig", "enabeld", "enabled"),
+        ("extractionConfig", "visibilty", "visibility"),
+    ):
+        body = {"memoryPolicy": {config: {typo: True}}}
+        answer = assert_envelope(admin_api.patch(url, body, format="json"), 400, "bad_request")
+        assert answer["error"] == f"{config}: {typo}: unknown field; did you mean {meant}?"
+    policy = admin_api.get(url).json()["memoryPolicy"]
+    assert policy["extractionConfig"]["visibility"] == "self"  # nothing of the refused body was stored
+    response = admin_api.patch(url, {"memoryPolicy": policy}, format="json")  # a read, sent back, is taken
+    assert response.status_code == 200, response.content
