@@ -45,6 +45,7 @@ from extraction.services import (
 )
 from memoryplatform.llm import LLM, LLMError, build_llm
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
+from memoryplatform.text import is_blank
 from usermemory.models import AgentMemoryPolicy, Visibility
 
 logger = logging.getLogger(__name__)
@@ -158,7 +159,7 @@ def _next_batch(
     messages = [
         SourceMessage(role, text, str(pk), Bound(Visibility.SELF) if channel == Channel.MEMORY else bound)
         for pk, _, channel, role, content in rows
-        if (text := message_text(content).strip())
+        if not is_blank(text := message_text(content).strip())
     ]
     request = None
     if messages:

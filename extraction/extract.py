@@ -15,7 +15,7 @@ from extraction.services import MAX_MESSAGES, ExtractionRequest, Outcome, Source
 from memoryplatform import publicids
 from memoryplatform.errors import BadRequest, Forbidden, NotFound, Unavailable, UpstreamFailed
 from memoryplatform.llm import LLMError, build_llm
-from memoryplatform.text import text_problem
+from memoryplatform.text import is_blank, text_problem
 from usermemory.models import DEFAULT_ALLOWED_CATEGORIES, Visibility
 from usermemory.selectors import policy_for_agent
 
@@ -54,8 +54,10 @@ def _check_messages(messages: list[GivenMessage]) -> None:
     for index, message in enumerate(messages):
         if message.role not in ROLES:
             raise BadRequest(f"messages[{index}].role must be one of {', '.join(ROLES)}.")
-        if not message.content.strip() or len(message.content) > MAX_CONTENT_CHARS:
+        if is_blank(message.content) or len(message.content) > MAX_CONTENT_CHARS:
             raise BadRequest(f"messages[{index}].content is 1 to {MAX_CONTENT_CHARS} characters, not blank.")
+        if message.message_id is not None and is_blank(message.message_id):
+            raise BadRequest(f"messages[{index}].id, when given, must not be blank.")
         for name, text in (("content", message.content), ("id", message.message_id)):
             problem = text_problem(text) if text else None
             if problem:
@@ -132,7 +134,7 @@ def memory_extract(
     :mod:`extraction.services`). 409 without an LLM (``LLM_PROVIDER`` empty); 502 when the call fails or its
     answer is refused, recorded, and nothing changed."""
     agent = _agent_of(caller, agent_id)
-    if not user_id or len(user_id) > 255 or text_problem(user_id):
+    if is_blank(user_id) or len(user_id) > 255 or text_problem(user_id):
         raise BadRequest("userId is 1 to 255 characters of storable text.")
     _check_messages(messages)
     policy = policy_for_agent(agent_id=agent.id)

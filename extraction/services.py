@@ -52,7 +52,7 @@ from extraction.prompts import (
 from memoryplatform import publicids
 from memoryplatform.errors import ServiceError
 from memoryplatform.llm import LLM, LLMError
-from memoryplatform.text import text_problem
+from memoryplatform.text import is_blank, text_problem
 from usermemory.models import DEFAULT_ALLOWED_CATEGORIES, AgentMemoryPolicy, Visibility
 from usermemory.selectors import policy_for_agent
 from usermemory.services import MemoryWrite, memory_upsert, register_user_data
@@ -154,7 +154,7 @@ def extraction_propose(*, request: ExtractionRequest, llm: LLM) -> Proposed:
     for fact in done.data["facts"]:
         key, value = fact["key"].strip(), fact["value"].strip()
         for name, text in (("key", key), ("value", value)):
-            problem = "is blank" if not text else text_problem(text)
+            problem = "is blank" if is_blank(text) else text_problem(text)
             if problem:
                 raise LLMError(f"the model's answer is refused: a fact's {name} {problem}", cost=done.cost)
         facts.append({**fact, "key": key, "value": value})

@@ -190,6 +190,22 @@ def test_bad_requests_are_refused_before_any_call(llm, agent_a, agent_a_api, bod
     assert llm.requests == []
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "user", "content": "\u200b"},
+        {"role": "user", "content": "\u200b\u200c \u2060"},
+        {"role": "user", "content": "I live in Lisbon.", "id": "\u200b"},
+    ],
+)
+def test_a_message_that_shows_nothing_is_refused_as_blank(llm, agent_a, agent_a_api, message):
+    answer = assert_envelope(extract(agent_a_api, messages=[message]), 400, "bad_request")
+    assert answer["error"].startswith("messages[0].") and "blank" in answer["error"]
+    answer = assert_envelope(extract(agent_a_api, user="\u200b\u200c"), 400, "bad_request")
+    assert answer["error"].startswith("userId is")
+    assert llm.requests == [] and not Extraction.objects.exists()
+
+
 def test_a_category_outside_allowed_categories_is_refused(llm, agent_a, agent_a_api, set_policy):
     set_policy(agent_a, allowed_categories=["preference"])
     assert_envelope(extract(agent_a_api, category="fact"), 400, "bad_request")
@@ -217,6 +233,9 @@ HOSTILE = {
     "a field of its own": fact("home_city", "Lisbon", visibility="global"),
     "a NUL in a key": fact("home\u0000city", "Lisbon"),
     "a blank value": fact("home_city", "   "),
+    "a zero-width key": fact("\u200b", "Lisbon"),
+    "a zero-width value": fact("home_city", "\u200b\u200c"),
+    "a value of format characters and spaces": fact("home_city", " \u2060\ufeff\u00ad "),
 }
 
 
