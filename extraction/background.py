@@ -13,7 +13,10 @@ replies), the case log, and its own memory channel. One batch is one extraction 
   that read the same watermark loses the compare-and-set and writes nothing.
 - **Bounded by the messages.** A fact from a group conversation is at most ``group`` of that group; from a
   conversation without a group, the policy's ``extractionVisibility`` (``self`` by default); from the
-  agent's memory channel, ``self``.
+  agent's memory channel, ``self``. Every fact of a call is bounded by all the messages it was shown, not
+  by those the model cites (:attr:`extraction.services.ExtractionRequest.bound`), so the memory channel
+  goes to the model in batches of its own: a batch ends where the messages pass from the memory channel to
+  the others or back, and a private note never narrows (nor widens) the facts of the history.
 - **Under a budget.** Before each call its prompt's estimated cost is checked against what is left of
   ``maxExtractionCostPerRun`` for the agent; the spending is the provider's usage. A failed call changes
   nothing, is recorded and counted, and the conversation waits for the next run.
@@ -143,6 +146,16 @@ class _Batch:
     request: ExtractionRequest | None  # None: nothing to read in it (no text)
 
 
+def _of_one_kind(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``rows`` up to the first not of the first's kind (the memory channel, or the others): the memory
+    channel goes to the model in calls of its own. Each row is ``(id, seq, channel, ...)``."""
+    private = rows[0][2] == Channel.MEMORY
+    for index, row in enumerate(rows):
+        if (row[2] == Channel.MEMORY) != private:
+            return rows[:index]
+    return rows
+
+
 def _next_batch(
     *, conversation: Conversation, agent: Agent, policy: AgentMemoryPolicy, batch_size: int
 ) -> _Batch | None:
@@ -155,6 +168,7 @@ def _next_batch(
     )
     if not rows:
         return None
+    rows = _of_one_kind(rows)
     bound, scope = _bounds(conversation, policy)
     messages = [
         SourceMessage(role, text, str(pk), Bound(Visibility.SELF) if channel == Channel.MEMORY else bound)

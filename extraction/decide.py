@@ -12,8 +12,9 @@ with the same text of a key: :func:`usermemory.searchtext.key_text`).
 - **ADD** otherwise: a new entry under the fact's key, in the fact's scope (an entry another agent wrote is
   never written over: it stays as it is).
 
-A fact's **bound** is the most its messages allow: a fact never becomes visible to an agent that could not
-read the message it came from (:class:`Bound`).
+A fact's **bound** is the most the messages of its call allow, all of them (the model's sources are its
+say-so): a fact never becomes visible to an agent that could not read a message the model was shown
+(:class:`Bound`).
 """
 
 import logging
@@ -58,7 +59,7 @@ class Bound:
         return bool(scope.group_ids) and set(scope.group_ids) <= set(self.groups)
 
     def narrowest(self, other: "Bound") -> "Bound":
-        """The bound of a fact drawn from messages under both bounds."""
+        """The bound of a fact from a call shown messages under both bounds."""
         if _RANK[other.most] < _RANK[self.most]:
             return other
         if _RANK[self.most] < _RANK[other.most]:

@@ -10,6 +10,11 @@ then the writes (:func:`extraction_apply`), each fact in its own savepoint: a fa
 messages sent, entry ids among those shown) and each text against the checks every door applies; an answer
 that fails is refused whole and changes nothing, but is recorded and counted with its cost.
 
+**Bounded by every message shown.** Every fact of one call is at most the narrowest scope among all the
+messages the model was shown (:attr:`ExtractionRequest.bound`), not among those it says it used: a confused or
+prompt-injected model can cite any message for any fact, so a private note (the agent's memory channel) in
+the prompt makes every fact of that call private.
+
 Each written fact says where it came from: the entry's ``source`` is ``"extracted"`` and its ``confidence``
 the model's, and its history event's ``provenance`` names the conversation and messages, the model, the
 prompt version and the extraction.
@@ -66,8 +71,8 @@ MAX_RECORDED_ERROR = 500
 
 @dataclass(frozen=True)
 class SourceMessage:
-    """A message given to the model: its role and text, its id when known, and the bound of the facts it
-    can lead to (who could read it)."""
+    """A message given to the model: its role and text, its id when known, and its bound (the broadest
+    scope of what can be learned from it: who could read it)."""
 
     role: str
     content: str
@@ -78,7 +83,7 @@ class SourceMessage:
 @dataclass(frozen=True)
 class ExtractionRequest:
     """One extraction as a door (or the background run) asks for it. ``scope``: where new facts go, within
-    each fact's bound; ``category``: every fact's, or ``None`` for the model's choice among the agent's
+    the call's :attr:`bound`; ``category``: every fact's, or ``None`` for the model's choice among the agent's
     ``allowedCategories``."""
 
     agent: Agent
@@ -95,6 +100,20 @@ class ExtractionRequest:
     def caller(self) -> Caller:
         """The agent the facts are written as: its guardrails, caps and scope apply, whatever key asked."""
         return Caller(role=ApiKey.Role.AGENT, agent=self.agent)
+
+    @property
+    def bound(self) -> Bound:
+        """The bound of every fact of the call: the narrowest of all its messages' bounds, whichever the
+        model cites (its sources are its say-so)."""
+        return messages_bound(self.messages)
+
+
+def messages_bound(messages: list[SourceMessage]) -> Bound:
+    """The narrowest bound among ``messages`` (``global`` for none)."""
+    bound = Bound(Visibility.GLOBAL)
+    for message in messages:
+        bound = bound.narrowest(message.bound)
+    return bound
 
 
 @dataclass
@@ -184,13 +203,6 @@ def extraction_record_failure(
     )
 
 
-def _fact_bound(request: ExtractionRequest, sources: list[int]) -> Bound:
-    bound = request.messages[sources[0]].bound
-    for index in sources[1:]:
-        bound = bound.narrowest(request.messages[index].bound)
-    return bound
-
-
 def _fit(scope: Scope, bound: Bound) -> Scope:
     """``scope``, narrowed to ``bound`` where it is broader: the bound's groups, else ``self``."""
     if bound.allows(scope):
@@ -232,7 +244,7 @@ def _apply_fact(
     *, request: ExtractionRequest, proposed: Proposed, fact: dict[str, Any], meaning: KeyMeaning, run_id: int
 ) -> dict[str, Any]:
     """Decide one fact and (unless a dry run) write it; the operation as the answer shows it."""
-    bound = _fact_bound(request, fact["sources"])
+    bound = request.bound
     decision = decide(
         key=fact["key"],
         value=fact["value"],

@@ -311,3 +311,39 @@ def test_an_unknown_field_of_extraction_config_is_refused_as_dream_configs_are(a
     assert policy["extractionConfig"]["visibility"] == "self"  # nothing of the refused body was stored
     response = admin_api.patch(url, {"memoryPolicy": policy}, format="json")  # a read, sent back, is taken
     assert response.status_code == 200, response.content
+
+
+def test_a_memory_note_among_the_messages_bounds_every_fact_whatever_the_model_cites(
+    llm, agent_a, agent_b, agent_a_api, agent_b_api, admin_api, set_policy
+):
+    """An ungrouped conversation whose facts the policy makes global; the caller names a history message and
+    its own memory note; the model cites the history message for the note's fact. Every fact of the call
+    is at most what the note allows: ``self``."""
+    set_policy(agent_a, extraction_visibility="global")
+    cid = admin_api.post("/v1/conversations", {"userId": U}, format="json").json()["id"]
+    posted = []
+    for text, role, channel in (
+        ("I live in Lisbon.", "user", "history"),
+        ("Note to self: the user's door code is 4321.", "assistant", "memory"),
+    ):
+        body = {"messages": [{"role": role, "channel": channel, "content": [{"type": "text", "text": text}]}]}
+        response = agent_a_api.post(f"/v1/conversations/{cid}/messages", body, format="json")
+        assert response.status_code == 201, response.content
+        posted.append({"role": role, "content": text, "id": response.json()["data"][0]["id"]})
+    llm.answers = [
+        facts(fact("door_code", "4321", sources=[0]), fact("home_city", "Lisbon", sources=[0])),
+        facts(fact("diet", "vegetarian", sources=[0])),
+    ]
+
+    asked = extract(agent_a_api, messages=posted, conversationId=cid, visibility="global")
+    assert "at most 'self'" in assert_envelope(asked, 400, "bad_request")["error"]
+    response = extract(agent_a_api, messages=posted, conversationId=cid)
+
+    assert response.status_code == 200, response.content
+    ops = response.json()["operations"]
+    assert [(o["op"], o["visibility"]) for o in ops] == [("ADD", "self"), ("ADD", "self")]
+    assert set(MemoryEntry.objects.values_list("visibility", flat=True)) == {"self"}
+    assert agent_b_api.get(f"{BASE}/{U}").json() == []
+    alone = extract(agent_a_api, messages=posted[:1], conversationId=cid)  # the history alone: global
+    assert alone.status_code == 200, alone.content
+    assert [(o["key"], o["visibility"]) for o in alone.json()["operations"]] == [("diet", "global")]
