@@ -144,12 +144,24 @@ def _categories(policy: AgentMemoryPolicy, category: str | None) -> list[str]:
     return list(policy.allowed_categories or DEFAULT_ALLOWED_CATEGORIES)
 
 
+def _shown(request: ExtractionRequest, candidates: list[Candidate]) -> list[Candidate]:
+    """The stored facts the model may be shown. With a conversation (the background's, or one named at the
+    door) the platform knows who could read each message, and shows only the entries every agent that may
+    see a fact of the call may see (:meth:`Bound.may_show`): a model told to repeat what it was shown
+    cannot make a private fact wider. Without one the caller vouches for its messages and scope (their
+    bound is ``global``), and sees every entry it may read."""
+    if not request.conversation_id:
+        return candidates
+    bound = request.bound
+    return [c for c in candidates if bound.may_show(c.scope)]
+
+
 def extraction_propose(*, request: ExtractionRequest, llm: LLM) -> Proposed:
     """Ask the model for the facts of ``request.messages``; :class:`LLMError` (with the call's cost) when it
     fails or its answer is refused: not the schema, or a text no door would store."""
     policy = policy_for_agent(agent_id=request.agent.id)
     candidates = visible_candidates(user_id=request.user_id, agent_id=request.agent.id)
-    known = [Known(c.entry_id, c.key, c.text) for c in candidates[:MAX_KNOWN]]
+    known = [Known(c.entry_id, c.key, c.text) for c in _shown(request, candidates)[:MAX_KNOWN]]
     categories = _categories(policy, request.category)
     max_value = min(policy.max_value_length, settings.MEMORY_MAX_VALUE_CHARS)
     schema = answer_schema(
