@@ -156,9 +156,20 @@ def _shown(request: ExtractionRequest, candidates: list[Candidate]) -> list[Cand
     return [c for c in candidates if bound.may_show(c.scope)]
 
 
-def extraction_propose(*, request: ExtractionRequest, llm: LLM) -> Proposed:
-    """Ask the model for the facts of ``request.messages``; :class:`LLMError` (with the call's cost) when it
-    fails or its answer is refused: not the schema, or a text no door would store."""
+@dataclass
+class Prepared:
+    """A call as it will be sent (its prompt and the schema its answer must meet), and what decides each
+    fact after it: the stored facts compared and the policy's threshold of meaning."""
+
+    prompt: str
+    schema: dict[str, Any]
+    candidates: list[Candidate]
+    threshold: float
+
+
+def extraction_prepare(*, request: ExtractionRequest) -> Prepared:
+    """The call for ``request``, built as it will be sent (each text cut as the prompt cuts it), so what it
+    costs can be estimated before it is made (:meth:`memoryplatform.llm.LLM.estimate_cost`)."""
     policy = policy_for_agent(agent_id=request.agent.id)
     candidates = visible_candidates(user_id=request.user_id, agent_id=request.agent.id)
     known = [Known(c.entry_id, c.key, c.text) for c in _shown(request, candidates)[:MAX_KNOWN]]
@@ -180,7 +191,15 @@ def extraction_propose(*, request: ExtractionRequest, llm: LLM) -> Proposed:
         known=known,
         categories=categories,
     )
-    done = llm.complete_json(system=SYSTEM, prompt=prompt, schema=schema)
+    return Prepared(prompt, schema, candidates, policy.semantic_contradiction_threshold)
+
+
+def extraction_propose(*, request: ExtractionRequest, llm: LLM, prepared: Prepared | None = None) -> Proposed:
+    """Ask the model for the facts of ``request.messages`` (the call ``prepared``, else built now);
+    :class:`LLMError` (with the call's cost) when it fails or its answer is refused: not the schema, or a
+    text no door would store."""
+    call = prepared or extraction_prepare(request=request)
+    done = llm.complete_json(system=SYSTEM, prompt=call.prompt, schema=call.schema)
     facts = []
     for fact in done.data["facts"]:
         key, value = fact["key"].strip(), fact["value"].strip()
@@ -189,8 +208,7 @@ def extraction_propose(*, request: ExtractionRequest, llm: LLM) -> Proposed:
             if problem:
                 raise LLMError(f"the model's answer is refused: a fact's {name} {problem}", cost=done.cost)
         facts.append({**fact, "key": key, "value": value})
-    threshold = policy.semantic_contradiction_threshold
-    return Proposed(facts, done.cost, llm.model, candidates, threshold)
+    return Proposed(facts, done.cost, llm.model, call.candidates, call.threshold)
 
 
 def extraction_record_failure(
@@ -211,6 +229,24 @@ def extraction_record_failure(
         model=model,
         prompt_version=PROMPT_VERSION,
         error=error[:MAX_RECORDED_ERROR],
+        created_at=timezone.now(),
+    )
+
+
+def extraction_record_skip(*, request: ExtractionRequest, reason: str, model: str) -> Extraction:
+    """Record (and count) a batch the background passed over without a call: its prompt alone would cost
+    more than the agent's ``maxExtractionCostPerRun``."""
+    metrics.skipped.inc()
+    return Extraction.objects.create(
+        trigger=request.trigger,
+        agent=request.agent,
+        user_id=request.user_id,
+        conversation_id=request.conversation_id or "",
+        status=Extraction.Status.SKIPPED,
+        messages=len(request.messages),
+        model=model,
+        prompt_version=PROMPT_VERSION,
+        error=reason[:MAX_RECORDED_ERROR],
         created_at=timezone.now(),
     )
 

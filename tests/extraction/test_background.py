@@ -183,6 +183,7 @@ ZERO = {
     "failures": 0,
     "cost": 0.0,
     "messages": 0,
+    "skippedBatches": 0,
 }
 
 
@@ -205,6 +206,57 @@ def test_the_budget_stops_a_run_and_the_next_goes_on(openai_llm, trio, admin_api
     watermark = ExtractionWatermark.objects.get(agent_id="agent-a")
     assert run("agent-a", batch_size=1)["agents"]["agent-a"]["extractions"] == 1
     assert ExtractionWatermark.objects.get(pk=watermark.pk).last_seq > watermark.last_seq
+
+
+def test_a_huge_message_is_estimated_as_sent_and_starves_no_later_conversation(
+    openai_llm, trio, admin_api, agent_a_api, agent_b_api
+):
+    """Any agent may post 900,000 characters into a conversation without a group; the prompt cuts a message
+    at 4,000, and the budget is checked on the prompt as sent, so the run goes on to the later one."""
+    earlier, later = conversation(admin_api), conversation(admin_api)
+    say(agent_a_api, earlier, "Hello.")
+    say(agent_b_api, earlier, "x" * 900_000)
+    say(agent_a_api, later, "I live in Lisbon.")
+    openai_llm.answers = [facts(), facts(fact("home_city", "Lisbon"))]
+
+    done = run("agent-a")["agents"]["agent-a"]
+
+    assert (done["extractions"], done["stoppedByBudget"], done["skippedBatches"]) == (2, False, 0)
+    assert MemoryEntry.objects.get(key="home_city").source_conversation_id == later
+    assert "x" * 4000 in prompts(openai_llm)[0] and "x" * 4001 not in prompts(openai_llm)[0]
+
+
+def test_a_message_no_run_can_afford_is_passed_over_and_recorded(
+    openai_llm, trio, admin_api, agent_a_api, agent_b_api, set_policy
+):
+    """Under a cap one message's prompt alone exceeds, that message is passed over (and recorded, and
+    counted in the run), the messages around it are still read, and a later conversation still gets its
+    turn in the same run; the next run does not meet the message again."""
+    set_policy(trio[0], extract_from_conversations=True, max_extraction_cost_per_run="0.10")
+    earlier, later = conversation(admin_api), conversation(admin_api)
+    say(agent_a_api, earlier, "Hello.")
+    say(agent_b_api, earlier, "y" * 900_000)  # cut at 4,000: about 1,200 tokens, $0.12 > $0.10
+    say(agent_a_api, earlier, "I am vegetarian.")
+    say(agent_a_api, later, "I live in Lisbon.")
+    cheap = {"input_tokens": 10, "output_tokens": 10}  # each call spends $0.002 of the $0.10
+    openai_llm.answers = [Answer(facts().content, **cheap)]
+    openai_llm.when = {
+        "I am vegetarian.": Answer(facts(fact("diet", "vegetarian")).content, **cheap),
+        "I live in Lisbon.": Answer(facts(fact("home_city", "Lisbon")).content, **cheap),
+    }
+
+    done = run("agent-a")["agents"]["agent-a"]
+
+    assert (done["stoppedByBudget"], done["skippedBatches"], done["added"]) == (False, 1, 2)
+    assert set(MemoryEntry.objects.values_list("key", flat=True)) == {"diet", "home_city"}
+    assert not any("y" * 100 in prompt for prompt in prompts(openai_llm))
+    skipped = Extraction.objects.get(status="skipped")
+    assert (skipped.conversation_id, skipped.messages, float(skipped.cost)) == (earlier, 1, 0.0)
+    assert "maxExtractionCostPerRun ($0.10)" in skipped.error and skipped.trigger == "background"
+    calls = len(openai_llm.requests)
+    again = run("agent-a")["agents"]["agent-a"]
+    assert (again["skippedBatches"], len(openai_llm.requests)) == (0, calls)
+    assert Extraction.objects.filter(status="skipped").count() == 1
 
 
 def test_a_failure_between_batches_skips_no_message_and_extracts_none_twice(
