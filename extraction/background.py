@@ -13,10 +13,17 @@ replies), the case log, and its own memory channel. One batch is one extraction 
   that read the same watermark loses the compare-and-set and writes nothing.
 - **Bounded by the messages.** A fact from a group conversation is at most ``group`` of that group; from a
   conversation without a group, the policy's ``extractionVisibility`` (``self`` by default); from the
-  agent's memory channel, ``self``.
-- **Under a budget.** Before each call its prompt's estimated cost is checked against what is left of
-  ``maxExtractionCostPerRun`` for the agent; the spending is the provider's usage. A failed call changes
-  nothing, is recorded and counted, and the conversation waits for the next run.
+  agent's memory channel, ``self``. Every fact of a call is bounded by all the messages it was shown, not
+  by those the model cites (:attr:`extraction.services.ExtractionRequest.bound`), so the memory channel
+  goes to the model in batches of its own: a batch ends where the messages pass from the memory channel to
+  the others or back, and a private note never narrows (nor widens) the facts of the history.
+- **Under a budget.** Before each call the cost of its prompt, as it will be sent (each message cut as the
+  prompt cuts it), is estimated and checked against what is left of ``maxExtractionCostPerRun`` for the
+  agent; the spending is the provider's usage. A batch whose prompt alone costs more than the cap can never
+  be sent: it is read again with half its messages, down to one, and a single message still over the cap
+  is passed over (the watermark moves past it and a ``skipped`` extraction records why; the run counts it
+  in ``skippedBatches``), so one huge message cannot stop the agent run after run. A cap of 0 makes no call.
+  A failed call changes nothing, is recorded and counted, and the conversation waits for the next run.
 """
 
 import logging
@@ -40,11 +47,14 @@ from extraction.services import (
     Proposed,
     SourceMessage,
     extraction_apply,
+    extraction_prepare,
     extraction_propose,
     extraction_record_failure,
+    extraction_record_skip,
 )
 from memoryplatform.llm import LLM, LLMError, build_llm
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
+from memoryplatform.text import is_blank
 from usermemory.models import AgentMemoryPolicy, Visibility
 
 logger = logging.getLogger(__name__)
@@ -65,7 +75,17 @@ class AgentTotals:
     failures: int = 0
     cost: float = 0.0
     messages: int = 0
+    skipped_batches: int = 0
     stopped_by_budget: bool = False
+
+    def count(self, extraction: Extraction) -> None:
+        """Add one extraction's counts."""
+        self.extractions += 1
+        self.messages += extraction.messages
+        self.added += extraction.facts_added
+        self.updated += extraction.facts_updated
+        self.unchanged += extraction.facts_unchanged
+        self.rejected += extraction.facts_rejected
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -77,6 +97,7 @@ class AgentTotals:
             "failures": self.failures,
             "cost": round(self.cost, 6),
             "messages": self.messages,
+            "skippedBatches": self.skipped_batches,
             "stoppedByBudget": self.stopped_by_budget,
         }
 
@@ -139,7 +160,18 @@ def watermark_advance(*, conversation_id: Any, agent_id: str, read: int, to: int
 class _Batch:
     read: int  # the watermark when the batch was read
     last: int  # the batch's last sequence number
+    rows: int  # its messages, with those of no text
     request: ExtractionRequest | None  # None: nothing to read in it (no text)
+
+
+def _of_one_kind(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``rows`` up to the first not of the first's kind (the memory channel, or the others): the memory
+    channel goes to the model in calls of its own. Each row is ``(id, seq, channel, ...)``."""
+    private = rows[0][2] == Channel.MEMORY
+    for index, row in enumerate(rows):
+        if (row[2] == Channel.MEMORY) != private:
+            return rows[:index]
+    return rows
 
 
 def _next_batch(
@@ -154,11 +186,12 @@ def _next_batch(
     )
     if not rows:
         return None
+    rows = _of_one_kind(rows)
     bound, scope = _bounds(conversation, policy)
     messages = [
         SourceMessage(role, text, str(pk), Bound(Visibility.SELF) if channel == Channel.MEMORY else bound)
         for pk, _, channel, role, content in rows
-        if (text := message_text(content).strip())
+        if not is_blank(text := message_text(content).strip())
     ]
     request = None
     if messages:
@@ -171,7 +204,7 @@ def _next_batch(
             trigger=Extraction.Trigger.BACKGROUND,
             turn_id=f"extraction:{conversation.pk}:{rows[-1][1]}",
         )
-    return _Batch(read, rows[-1][1], request)
+    return _Batch(read, rows[-1][1], len(rows), request)
 
 
 def _commit(*, batch: _Batch, conversation: Conversation, agent: Agent, proposed: Proposed | None) -> Any:
@@ -187,21 +220,60 @@ def _commit(*, batch: _Batch, conversation: Conversation, agent: Agent, proposed
         return extraction_apply(request=batch.request, proposed=proposed)
 
 
+def _skip(
+    *, batch: _Batch, conversation: Conversation, agent: Agent, cost: float, cap: float, model: str
+) -> bool:
+    """Pass over a batch no run can afford (its prompt alone would ``cost`` more than ``cap``): move the
+    watermark past it and record why, in one transaction; ``False`` when another run moved the watermark
+    first (nothing is recorded)."""
+    reason = (
+        f"Passed over: the prompt of message #{batch.last} alone would cost about ${cost:.4f}, more than "
+        f"maxExtractionCostPerRun (${cap:.2f}); the watermark moved past it."
+    )
+    with transaction.atomic():
+        if not watermark_advance(
+            conversation_id=conversation.pk, agent_id=agent.id, read=batch.read, to=batch.last
+        ):
+            return False
+        if batch.request is not None:
+            extraction_record_skip(request=batch.request, reason=reason, model=model)
+    logger.warning("Extraction for %s in %s: %s", agent.id, conversation.pk, reason)
+    return True
+
+
 def _conversation(
     *, conversation: Conversation, policy: AgentMemoryPolicy, llm: LLM, totals: AgentTotals, batch_size: int
 ) -> bool:
     """Extract the conversation's new messages batch by batch; ``False`` when the budget stops the agent."""
     agent = policy.agent
     cap = float(policy.max_extraction_cost_per_run)
-    while batch := _next_batch(conversation=conversation, agent=agent, policy=policy, batch_size=batch_size):
+    size = batch_size
+    while batch := _next_batch(conversation=conversation, agent=agent, policy=policy, batch_size=size):
         proposed = None
         if batch.request is not None:
-            prompt = "\n".join(m.content for m in batch.request.messages)
-            if totals.cost + llm.estimate_cost(system=SYSTEM, prompt=prompt) > cap:
+            prepared = extraction_prepare(request=batch.request)
+            estimate = llm.estimate_cost(system=SYSTEM, prompt=prepared.prompt)
+            if estimate > cap > 0:  # this batch alone is over the cap: no run could send it
+                if batch.rows > 1:
+                    size = max(1, batch.rows // 2)  # fewer messages a call, for the rest of this conversation
+                    continue
+                skipped = _skip(
+                    batch=batch,
+                    conversation=conversation,
+                    agent=agent,
+                    cost=estimate,
+                    cap=cap,
+                    model=llm.model,
+                )
+                if not skipped:
+                    return True  # another run moved the watermark: it goes on from there
+                totals.skipped_batches += 1
+                continue
+            if totals.cost + estimate > cap:
                 totals.stopped_by_budget = True
                 return False
             try:
-                proposed = extraction_propose(request=batch.request, llm=llm)
+                proposed = extraction_propose(request=batch.request, llm=llm, prepared=prepared)
             except LLMError as exc:
                 extraction_record_failure(
                     request=batch.request, error=str(exc), cost=exc.cost, model=llm.model
@@ -218,12 +290,7 @@ def _conversation(
             )
             return True
         if outcome:
-            totals.extractions += 1
-            totals.messages += outcome.extraction.messages
-            totals.added += outcome.extraction.facts_added
-            totals.updated += outcome.extraction.facts_updated
-            totals.unchanged += outcome.extraction.facts_unchanged
-            totals.rejected += outcome.extraction.facts_rejected
+            totals.count(outcome.extraction)
     return True
 
 

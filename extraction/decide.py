@@ -12,8 +12,9 @@ with the same text of a key: :func:`usermemory.searchtext.key_text`).
 - **ADD** otherwise: a new entry under the fact's key, in the fact's scope (an entry another agent wrote is
   never written over: it stays as it is).
 
-A fact's **bound** is the most its messages allow: a fact never becomes visible to an agent that could not
-read the message it came from (:class:`Bound`).
+A fact's **bound** is the most the messages of its call allow, all of them (the model's sources are its
+say-so): a fact never becomes visible to an agent that could not read a message the model was shown
+(:class:`Bound`). The stored facts shown to the model are bounded alike (:meth:`Bound.may_show`).
 """
 
 import logging
@@ -57,8 +58,17 @@ class Bound:
             return True
         return bool(scope.group_ids) and set(scope.group_ids) <= set(self.groups)
 
+    def may_show(self, scope: Scope) -> bool:
+        """Whether an entry of ``scope`` may be shown to the model in a call under this bound: every agent
+        that may see a fact of the call (any scope the bound allows) may see the entry too."""
+        if self.most == Visibility.SELF or scope.visibility == Visibility.GLOBAL:
+            return True
+        if self.most != Visibility.GROUP or scope.visibility != Visibility.GROUP or self.groups is None:
+            return False
+        return set(self.groups) <= set(scope.group_ids)
+
     def narrowest(self, other: "Bound") -> "Bound":
-        """The bound of a fact drawn from messages under both bounds."""
+        """The bound of a fact from a call shown messages under both bounds."""
         if _RANK[other.most] < _RANK[self.most]:
             return other
         if _RANK[self.most] < _RANK[other.most]:

@@ -11,11 +11,18 @@ from apikeys.services import caller_require_writer
 from conversations.models import Channel, Message
 from conversations.selectors import conversation_get_for, uuid_or_none
 from extraction.decide import Bound, Scope
-from extraction.services import MAX_MESSAGES, ExtractionRequest, Outcome, SourceMessage, extraction_run
+from extraction.services import (
+    MAX_MESSAGES,
+    ExtractionRequest,
+    Outcome,
+    SourceMessage,
+    extraction_run,
+    messages_bound,
+)
 from memoryplatform import publicids
 from memoryplatform.errors import BadRequest, Forbidden, NotFound, Unavailable, UpstreamFailed
 from memoryplatform.llm import LLMError, build_llm
-from memoryplatform.text import text_problem
+from memoryplatform.text import is_blank, text_problem
 from usermemory.models import DEFAULT_ALLOWED_CATEGORIES, Visibility
 from usermemory.selectors import policy_for_agent
 
@@ -54,8 +61,10 @@ def _check_messages(messages: list[GivenMessage]) -> None:
     for index, message in enumerate(messages):
         if message.role not in ROLES:
             raise BadRequest(f"messages[{index}].role must be one of {', '.join(ROLES)}.")
-        if not message.content.strip() or len(message.content) > MAX_CONTENT_CHARS:
+        if is_blank(message.content) or len(message.content) > MAX_CONTENT_CHARS:
             raise BadRequest(f"messages[{index}].content is 1 to {MAX_CONTENT_CHARS} characters, not blank.")
+        if message.message_id is not None and is_blank(message.message_id):
+            raise BadRequest(f"messages[{index}].id, when given, must not be blank.")
         for name, text in (("content", message.content), ("id", message.message_id)):
             problem = text_problem(text) if text else None
             if problem:
@@ -64,10 +73,10 @@ def _check_messages(messages: list[GivenMessage]) -> None:
 
 def _conversation_bounds(
     *, agent: Agent, user_id: str, conversation_id: str, messages: list[GivenMessage]
-) -> tuple[Bound, list[Bound]]:
-    """The conversation's bound (its group's, else the policy's ``extractionVisibility``), and each
-    message's: a message named by id must be one the agent may read in it (its own memory channel only:
-    ``self``)."""
+) -> list[Bound]:
+    """Each message's bound: the conversation's (its group's, else the policy's ``extractionVisibility``); a
+    message named by id must be one the agent may read in it, and one of its own memory channel is
+    ``self``."""
     caller = Caller(role="agent", agent=agent)
     conversation = conversation_get_for(caller=caller, conversation_id=conversation_id)
     if conversation.user_id != user_id:
@@ -83,7 +92,7 @@ def _conversation_bounds(
             conversation=conversation, pk__in=[u for u in map(uuid_or_none, ids) if u]
         ).values_list("pk", "channel", "agent_id")
     }
-    bounds = []
+    bounds: list[Bound] = []
     for index, message in enumerate(messages):
         if not message.message_id:
             bounds.append(bound)
@@ -92,12 +101,12 @@ def _conversation_bounds(
         if channel is None or (channel == Channel.MEMORY and owner != agent.id):
             raise BadRequest(f"messages[{index}].id: no such message in conversation '{conversation_id}'.")
         bounds.append(Bound(Visibility.SELF) if channel == Channel.MEMORY else bound)
-    return bound, bounds
+    return bounds
 
 
 def _scope(*, visibility: str | None, group_ids: list[str] | None, bound: Bound, default: str) -> Scope:
-    """Where new facts go: as asked, else the policy's ``extractionVisibility`` (narrowed to the
-    conversation); a scope broader than the conversation allows is refused."""
+    """Where new facts go: as asked, else the policy's ``extractionVisibility`` (narrowed to ``bound``, the
+    narrowest of the messages'); a scope broader than ``bound`` allows is refused."""
     asked = visibility is not None or bool(group_ids)
     wanted = visibility or (Visibility.GROUP if group_ids else default)
     groups = tuple(dict.fromkeys(group_ids or ()))
@@ -109,7 +118,7 @@ def _scope(*, visibility: str | None, group_ids: list[str] | None, bound: Bound,
     if asked:
         most = bound.most + (f" of {', '.join(bound.groups)}" if bound.groups else "")
         raise BadRequest(
-            f"Facts from this conversation are at most '{most}': the agents that could not read its messages "
+            f"Facts from these messages are at most '{most}': the agents that could not read one of them "
             "must not see them."
         )
     return Scope(Visibility.GROUP, bound.groups) if bound.groups else Scope(Visibility.SELF)
@@ -132,7 +141,7 @@ def memory_extract(
     :mod:`extraction.services`). 409 without an LLM (``LLM_PROVIDER`` empty); 502 when the call fails or its
     answer is refused, recorded, and nothing changed."""
     agent = _agent_of(caller, agent_id)
-    if not user_id or len(user_id) > 255 or text_problem(user_id):
+    if is_blank(user_id) or len(user_id) > 255 or text_problem(user_id):
         raise BadRequest("userId is 1 to 255 characters of storable text.")
     _check_messages(messages)
     policy = policy_for_agent(agent_id=agent.id)
@@ -144,13 +153,19 @@ def memory_extract(
         )
     if visibility is not None and visibility not in Visibility.values:
         raise BadRequest(f"visibility must be one of {', '.join(Visibility.values)}.")
-    bound, bounds = ANY, [ANY] * len(messages)
+    bounds = [ANY] * len(messages)
     if conversation_id:
-        bound, bounds = _conversation_bounds(
+        bounds = _conversation_bounds(
             agent=agent, user_id=user_id, conversation_id=conversation_id, messages=messages
         )
+    sources = [
+        SourceMessage(m.role, m.content, m.message_id, b) for m, b in zip(messages, bounds, strict=True)
+    ]
     scope = _scope(
-        visibility=visibility, group_ids=group_ids, bound=bound, default=policy.extraction_visibility
+        visibility=visibility,
+        group_ids=group_ids,
+        bound=messages_bound(sources),
+        default=policy.extraction_visibility,
     )
     try:
         llm = build_llm()
@@ -161,9 +176,7 @@ def memory_extract(
     request = ExtractionRequest(
         agent=agent,
         user_id=user_id,
-        messages=[
-            SourceMessage(m.role, m.content, m.message_id, b) for m, b in zip(messages, bounds, strict=True)
-        ],
+        messages=sources,
         scope=scope,
         category=category,
         conversation_id=conversation_id,

@@ -14,3 +14,8 @@ failures = Counter(
     "extraction_failures",
     "Extractions that changed nothing: the LLM failed, timed out or gave an answer that was refused.",
 )
+skipped = Counter(
+    "extraction_skipped",
+    "Background batches passed over without a call: their prompt alone would cost more than the agent's "
+    "maxExtractionCostPerRun.",
+)

@@ -10,7 +10,9 @@ from conversations.models import Conversation
 
 
 class Extraction(models.Model):
-    """One extraction: one LLM call over up to 50 messages about one user, and what came of each fact.
+    """One extraction: one LLM call over up to 50 messages about one user, and what came of each fact; or a
+    background batch passed over (``skipped``, ``error`` says why: its prompt alone would cost more than the
+    agent's ``maxExtractionCostPerRun``).
 
     ``proposals``: the facts the model proposed, each with the operation decided in code (``add``,
     ``update``, ``noop``) or ``rejected`` and why, and the entry it wrote or matched. They hold the user's
@@ -24,6 +26,7 @@ class Extraction(models.Model):
     class Status(models.TextChoices):
         SUCCEEDED = "succeeded", "succeeded"
         FAILED = "failed", "failed"
+        SKIPPED = "skipped", "skipped"  # a background batch its prompt's cost alone kept from the model
 
     trigger = models.CharField(max_length=10, choices=Trigger.choices)
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
@@ -49,7 +52,7 @@ class Extraction(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(
-                condition=Q(status__in=["succeeded", "failed"]), name="extraction_status_valid"
+                condition=Q(status__in=["succeeded", "failed", "skipped"]), name="extraction_status_valid"
             ),
         ]
         indexes = [

@@ -10,6 +10,11 @@ then the writes (:func:`extraction_apply`), each fact in its own savepoint: a fa
 messages sent, entry ids among those shown) and each text against the checks every door applies; an answer
 that fails is refused whole and changes nothing, but is recorded and counted with its cost.
 
+**Bounded by every message shown.** Every fact of one call is at most the narrowest scope among all the
+messages the model was shown (:attr:`ExtractionRequest.bound`), not among those it says it used: a confused or
+prompt-injected model can cite any message for any fact, so a private note (the agent's memory channel) in
+the prompt makes every fact of that call private.
+
 Each written fact says where it came from: the entry's ``source`` is ``"extracted"`` and its ``confidence``
 the model's, and its history event's ``provenance`` names the conversation and messages, the model, the
 prompt version and the extraction.
@@ -52,7 +57,7 @@ from extraction.prompts import (
 from memoryplatform import publicids
 from memoryplatform.errors import ServiceError
 from memoryplatform.llm import LLM, LLMError
-from memoryplatform.text import text_problem
+from memoryplatform.text import is_blank, text_problem
 from usermemory.models import DEFAULT_ALLOWED_CATEGORIES, AgentMemoryPolicy, Visibility
 from usermemory.selectors import policy_for_agent
 from usermemory.services import MemoryWrite, memory_upsert, register_user_data
@@ -66,8 +71,8 @@ MAX_RECORDED_ERROR = 500
 
 @dataclass(frozen=True)
 class SourceMessage:
-    """A message given to the model: its role and text, its id when known, and the bound of the facts it
-    can lead to (who could read it)."""
+    """A message given to the model: its role and text, its id when known, and its bound (the broadest
+    scope of what can be learned from it: who could read it)."""
 
     role: str
     content: str
@@ -78,7 +83,7 @@ class SourceMessage:
 @dataclass(frozen=True)
 class ExtractionRequest:
     """One extraction as a door (or the background run) asks for it. ``scope``: where new facts go, within
-    each fact's bound; ``category``: every fact's, or ``None`` for the model's choice among the agent's
+    the call's :attr:`bound`; ``category``: every fact's, or ``None`` for the model's choice among the agent's
     ``allowedCategories``."""
 
     agent: Agent
@@ -95,6 +100,20 @@ class ExtractionRequest:
     def caller(self) -> Caller:
         """The agent the facts are written as: its guardrails, caps and scope apply, whatever key asked."""
         return Caller(role=ApiKey.Role.AGENT, agent=self.agent)
+
+    @property
+    def bound(self) -> Bound:
+        """The bound of every fact of the call: the narrowest of all its messages' bounds, whichever the
+        model cites (its sources are its say-so)."""
+        return messages_bound(self.messages)
+
+
+def messages_bound(messages: list[SourceMessage]) -> Bound:
+    """The narrowest bound among ``messages`` (``global`` for none)."""
+    bound = Bound(Visibility.GLOBAL)
+    for message in messages:
+        bound = bound.narrowest(message.bound)
+    return bound
 
 
 @dataclass
@@ -125,12 +144,35 @@ def _categories(policy: AgentMemoryPolicy, category: str | None) -> list[str]:
     return list(policy.allowed_categories or DEFAULT_ALLOWED_CATEGORIES)
 
 
-def extraction_propose(*, request: ExtractionRequest, llm: LLM) -> Proposed:
-    """Ask the model for the facts of ``request.messages``; :class:`LLMError` (with the call's cost) when it
-    fails or its answer is refused: not the schema, or a text no door would store."""
+def _shown(request: ExtractionRequest, candidates: list[Candidate]) -> list[Candidate]:
+    """The stored facts the model may be shown. With a conversation (the background's, or one named at the
+    door) the platform knows who could read each message, and shows only the entries every agent that may
+    see a fact of the call may see (:meth:`Bound.may_show`): a model told to repeat what it was shown
+    cannot make a private fact wider. Without one the caller vouches for its messages and scope (their
+    bound is ``global``), and sees every entry it may read."""
+    if not request.conversation_id:
+        return candidates
+    bound = request.bound
+    return [c for c in candidates if bound.may_show(c.scope)]
+
+
+@dataclass
+class Prepared:
+    """A call as it will be sent (its prompt and the schema its answer must meet), and what decides each
+    fact after it: the stored facts compared and the policy's threshold of meaning."""
+
+    prompt: str
+    schema: dict[str, Any]
+    candidates: list[Candidate]
+    threshold: float
+
+
+def extraction_prepare(*, request: ExtractionRequest) -> Prepared:
+    """The call for ``request``, built as it will be sent (each text cut as the prompt cuts it), so what it
+    costs can be estimated before it is made (:meth:`memoryplatform.llm.LLM.estimate_cost`)."""
     policy = policy_for_agent(agent_id=request.agent.id)
     candidates = visible_candidates(user_id=request.user_id, agent_id=request.agent.id)
-    known = [Known(c.entry_id, c.key, c.text) for c in candidates[:MAX_KNOWN]]
+    known = [Known(c.entry_id, c.key, c.text) for c in _shown(request, candidates)[:MAX_KNOWN]]
     categories = _categories(policy, request.category)
     max_value = min(policy.max_value_length, settings.MEMORY_MAX_VALUE_CHARS)
     schema = answer_schema(
@@ -149,17 +191,24 @@ def extraction_propose(*, request: ExtractionRequest, llm: LLM) -> Proposed:
         known=known,
         categories=categories,
     )
-    done = llm.complete_json(system=SYSTEM, prompt=prompt, schema=schema)
+    return Prepared(prompt, schema, candidates, policy.semantic_contradiction_threshold)
+
+
+def extraction_propose(*, request: ExtractionRequest, llm: LLM, prepared: Prepared | None = None) -> Proposed:
+    """Ask the model for the facts of ``request.messages`` (the call ``prepared``, else built now);
+    :class:`LLMError` (with the call's cost) when it fails or its answer is refused: not the schema, or a
+    text no door would store."""
+    call = prepared or extraction_prepare(request=request)
+    done = llm.complete_json(system=SYSTEM, prompt=call.prompt, schema=call.schema)
     facts = []
     for fact in done.data["facts"]:
         key, value = fact["key"].strip(), fact["value"].strip()
         for name, text in (("key", key), ("value", value)):
-            problem = "is blank" if not text else text_problem(text)
+            problem = "is blank" if is_blank(text) else text_problem(text)
             if problem:
                 raise LLMError(f"the model's answer is refused: a fact's {name} {problem}", cost=done.cost)
         facts.append({**fact, "key": key, "value": value})
-    threshold = policy.semantic_contradiction_threshold
-    return Proposed(facts, done.cost, llm.model, candidates, threshold)
+    return Proposed(facts, done.cost, llm.model, call.candidates, call.threshold)
 
 
 def extraction_record_failure(
@@ -184,11 +233,22 @@ def extraction_record_failure(
     )
 
 
-def _fact_bound(request: ExtractionRequest, sources: list[int]) -> Bound:
-    bound = request.messages[sources[0]].bound
-    for index in sources[1:]:
-        bound = bound.narrowest(request.messages[index].bound)
-    return bound
+def extraction_record_skip(*, request: ExtractionRequest, reason: str, model: str) -> Extraction:
+    """Record (and count) a batch the background passed over without a call: its prompt alone would cost
+    more than the agent's ``maxExtractionCostPerRun``."""
+    metrics.skipped.inc()
+    return Extraction.objects.create(
+        trigger=request.trigger,
+        agent=request.agent,
+        user_id=request.user_id,
+        conversation_id=request.conversation_id or "",
+        status=Extraction.Status.SKIPPED,
+        messages=len(request.messages),
+        model=model,
+        prompt_version=PROMPT_VERSION,
+        error=reason[:MAX_RECORDED_ERROR],
+        created_at=timezone.now(),
+    )
 
 
 def _fit(scope: Scope, bound: Bound) -> Scope:
@@ -232,7 +292,7 @@ def _apply_fact(
     *, request: ExtractionRequest, proposed: Proposed, fact: dict[str, Any], meaning: KeyMeaning, run_id: int
 ) -> dict[str, Any]:
     """Decide one fact and (unless a dry run) write it; the operation as the answer shows it."""
-    bound = _fact_bound(request, fact["sources"])
+    bound = request.bound
     decision = decide(
         key=fact["key"],
         value=fact["value"],

@@ -6,11 +6,13 @@ column stores and no JSON answer can carry. A value nested deeper than :data:`MA
 so no later step (rendering, search text, Dream) recurses without bound. A key given twice in one object
 is refused too (:func:`json_loads`): a proxy or an audit log that reads the first one would otherwise see
 another value than the one written. A query longer than :data:`MAX_QUERY_CHARS` is refused at every door,
-before anything embeds or parses it.
+before anything embeds or parses it. A text that shows nothing (white space, zero-width and other format
+characters) is blank wherever a door refuses a blank one (:func:`is_blank`).
 """
 
 import json
 import math
+import unicodedata
 from typing import Any
 
 from memoryplatform.errors import BadRequest
@@ -67,6 +69,23 @@ def text_problem(text: str) -> str | None:
     except UnicodeEncodeError:
         return "contains a lone surrogate (not valid Unicode)"
     return None
+
+
+_IGNORABLE = frozenset(
+    "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u3164\uffa0"  # CGJ, fillers, FVS
+    + "".join(map(chr, range(0xFE00, 0xFE10)))  # variation selectors
+    + "".join(map(chr, range(0xE0100, 0xE01F0)))  # variation selectors supplement
+)
+"""Default-ignorable characters (Unicode's Default_Ignorable_Code_Point) that are not of category Cf."""
+
+
+def is_blank(text: str) -> bool:
+    """Whether ``text`` shows nothing: each of its characters (if any) is white space, a control or format
+    character (categories Cc and Cf: zero-width spaces and joiners, the word joiner, the BOM, bidi marks)
+    or another default-ignorable one (variation selectors, Hangul fillers). ``str.strip`` keeps the format
+    characters, so ``"\u200b"`` would pass a check of ``not text.strip()``; a door that refuses a blank
+    text asks this."""
+    return all(c.isspace() or c in _IGNORABLE or unicodedata.category(c) in ("Cc", "Cf") for c in text)
 
 
 def target_too_long(length: int) -> str | None:

@@ -4,7 +4,9 @@ Anthropic's Messages API (``POST /v1/messages``), with scripted answers and usag
 Each request takes the next :class:`Answer` of the script (the last one repeats): its ``content`` as the
 model's text, its token counts as the usage, or ``status`` as an HTTP error, or a ``delay`` first (for
 timeouts), or its body sent a byte every ``trickle`` seconds (a server slower than a whole call's timeout
-whose every read is quick). Every request body is recorded in ``requests``."""
+whose every read is quick). A request whose prompt (its last message's text) holds a text of ``when`` gets
+that text's answer instead, as a model answers what it reads. Every request body is recorded in
+``requests``."""
 
 import json
 import threading
@@ -32,6 +34,15 @@ class LLMScript:
     answers: list[Answer]
     requests: list[dict[str, Any]] = field(default_factory=list)
     url: str = ""
+    when: dict[str, Answer] = field(default_factory=dict)  # a text of the prompt -> the answer to it
+
+    def answer_to(self, body: dict[str, Any], index: int) -> Answer:
+        messages = body.get("messages") or [{}]
+        prompt = messages[-1].get("content")
+        for text, answer in self.when.items():
+            if isinstance(prompt, str) and text in prompt:
+                return answer
+        return self.answers[min(index, len(self.answers) - 1)]
 
 
 @contextmanager
@@ -45,7 +56,7 @@ def llm_server(script: LLMScript) -> Iterator[LLMScript]:
                 index = len(script.requests)
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 script.requests.append({"path": self.path, "headers": headers, **body})
-                answer = script.answers[min(index, len(script.answers) - 1)]
+                answer = script.answer_to(body, index)
             if answer.delay:
                 time.sleep(answer.delay)
             if answer.status != 200:

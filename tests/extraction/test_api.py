@@ -190,6 +190,22 @@ def test_bad_requests_are_refused_before_any_call(llm, agent_a, agent_a_api, bod
     assert llm.requests == []
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "user", "content": "\u200b"},
+        {"role": "user", "content": "\u200b\u200c \u2060"},
+        {"role": "user", "content": "I live in Lisbon.", "id": "\u200b"},
+    ],
+)
+def test_a_message_that_shows_nothing_is_refused_as_blank(llm, agent_a, agent_a_api, message):
+    answer = assert_envelope(extract(agent_a_api, messages=[message]), 400, "bad_request")
+    assert answer["error"].startswith("messages[0].") and "blank" in answer["error"]
+    answer = assert_envelope(extract(agent_a_api, user="\u200b\u200c"), 400, "bad_request")
+    assert answer["error"].startswith("userId is")
+    assert llm.requests == [] and not Extraction.objects.exists()
+
+
 def test_a_category_outside_allowed_categories_is_refused(llm, agent_a, agent_a_api, set_policy):
     set_policy(agent_a, allowed_categories=["preference"])
     assert_envelope(extract(agent_a_api, category="fact"), 400, "bad_request")
@@ -217,6 +233,9 @@ HOSTILE = {
     "a field of its own": fact("home_city", "Lisbon", visibility="global"),
     "a NUL in a key": fact("home\u0000city", "Lisbon"),
     "a blank value": fact("home_city", "   "),
+    "a zero-width key": fact("\u200b", "Lisbon"),
+    "a zero-width value": fact("home_city", "\u200b\u200c"),
+    "a value of format characters and spaces": fact("home_city", " \u2060\ufeff\u00ad "),
 }
 
 
@@ -277,3 +296,54 @@ def test_the_conversation_bounds_the_visibility(llm, agent_a, agent_a_api, admin
     assert (entry.visibility, entry.group_ids, entry.source_conversation_id) == ("group", ["team"], cid)
     assert_envelope(extract(agent_a_api, user="u2", messages=plain, conversationId=cid), 400, "bad_request")
     assert public_id(entry.id) == body["operations"][0]["entryId"]
+
+
+def test_an_unknown_field_of_extraction_config_is_refused_as_dream_configs_are(admin_api, agent_a):
+    url = f"/v1/agents/{agent_a.id}"
+    for config, typo, meant in (
+        ("dreamConfig", "enabeld", "enabled"),
+        ("extractionConfig", "visibilty", "visibility"),
+    ):
+        body = {"memoryPolicy": {config: {typo: True}}}
+        answer = assert_envelope(admin_api.patch(url, body, format="json"), 400, "bad_request")
+        assert answer["error"] == f"{config}: {typo}: unknown field; did you mean {meant}?"
+    policy = admin_api.get(url).json()["memoryPolicy"]
+    assert policy["extractionConfig"]["visibility"] == "self"  # nothing of the refused body was stored
+    response = admin_api.patch(url, {"memoryPolicy": policy}, format="json")  # a read, sent back, is taken
+    assert response.status_code == 200, response.content
+
+
+def test_a_memory_note_among_the_messages_bounds_every_fact_whatever_the_model_cites(
+    llm, agent_a, agent_b, agent_a_api, agent_b_api, admin_api, set_policy
+):
+    """An ungrouped conversation whose facts the policy makes global; the caller names a history message and
+    its own memory note; the model cites the history message for the note's fact. Every fact of the call
+    is at most what the note allows: ``self``."""
+    set_policy(agent_a, extraction_visibility="global")
+    cid = admin_api.post("/v1/conversations", {"userId": U}, format="json").json()["id"]
+    posted = []
+    for text, role, channel in (
+        ("I live in Lisbon.", "user", "history"),
+        ("Note to self: the user's door code is 4321.", "assistant", "memory"),
+    ):
+        body = {"messages": [{"role": role, "channel": channel, "content": [{"type": "text", "text": text}]}]}
+        response = agent_a_api.post(f"/v1/conversations/{cid}/messages", body, format="json")
+        assert response.status_code == 201, response.content
+        posted.append({"role": role, "content": text, "id": response.json()["data"][0]["id"]})
+    llm.answers = [
+        facts(fact("door_code", "4321", sources=[0]), fact("home_city", "Lisbon", sources=[0])),
+        facts(fact("diet", "vegetarian", sources=[0])),
+    ]
+
+    asked = extract(agent_a_api, messages=posted, conversationId=cid, visibility="global")
+    assert "at most 'self'" in assert_envelope(asked, 400, "bad_request")["error"]
+    response = extract(agent_a_api, messages=posted, conversationId=cid)
+
+    assert response.status_code == 200, response.content
+    ops = response.json()["operations"]
+    assert [(o["op"], o["visibility"]) for o in ops] == [("ADD", "self"), ("ADD", "self")]
+    assert set(MemoryEntry.objects.values_list("visibility", flat=True)) == {"self"}
+    assert agent_b_api.get(f"{BASE}/{U}").json() == []
+    alone = extract(agent_a_api, messages=posted[:1], conversationId=cid)  # the history alone: global
+    assert alone.status_code == 200, alone.content
+    assert [(o["key"], o["visibility"]) for o in alone.json()["operations"]] == [("diet", "global")]

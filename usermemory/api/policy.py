@@ -61,7 +61,7 @@ class DreamConfigSerializer(StrictInput):
     )
 
 
-class ExtractionConfigSerializer(serializers.Serializer):
+class ExtractionConfigSerializer(StrictInput):
     extractFromConversations = serializers.BooleanField(
         source="extract_from_conversations",
         required=False,
