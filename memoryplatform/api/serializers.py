@@ -68,16 +68,29 @@ def refuse_unknown_fields(
 ) -> None:
     """A 400 (``ValidationError``) naming each field of ``data`` not in ``accepted``, with the likely one
     meant when a name is close to an accepted one (or is in ``hints``)."""
+    errors = unknown_names(data, accepted=accepted, hints=hints)
+    if errors:
+        raise serializers.ValidationError(errors)
+
+
+def unknown_names(
+    names: Iterable[Any],
+    *,
+    accepted: Iterable[str],
+    hints: Mapping[str, str] | None = None,
+    what: str = "field",
+) -> dict[str, list[str]]:
+    """Each name not in ``accepted``, with its message: ``unknown <what>; did you mean <name>?`` when a name
+    is close to an accepted one (or is in ``hints``), else ``unknown <what>.``. Empty when all are known."""
     known = set(accepted)
-    unknown = [str(name) for name in data if name not in known]
-    if not unknown:
-        return
     errors = {}
-    for name in unknown:
+    for name in map(str, names):
+        if name in known:
+            continue
         close = difflib.get_close_matches(name, sorted(known), n=1)
         meant = (hints or {}).get(name) or (close[0] if close else None)
-        errors[name] = [f"unknown field; did you mean {meant}?" if meant else "unknown field."]
-    raise serializers.ValidationError(errors)
+        errors[name] = [f"unknown {what}; did you mean {meant}?" if meant else f"unknown {what}."]
+    return errors
 
 
 class FieldsBuiltOnce(StrictInput):
