@@ -24,8 +24,8 @@ class StrictInput(serializers.Serializer):
     ``returned_by`` names the output serializer of the resource this body writes: the fields the API returns
     there and this body does not take (``id``, ``createdAt``, ...) are accepted and ignored, so a client that
     sends back what it read still works. They are listed in the schema's description of the body. Query
-    strings (a ``QueryDict``) are not checked: an unknown query parameter is ignored, as HTTP caches and
-    proxies expect.
+    strings (a ``QueryDict``) are checked before the view, against the parameters the operation documents
+    (:mod:`memoryplatform.api.querystrings`), so a query serializer does not check them again.
     """
 
     returned_by: ClassVar[type[serializers.Serializer] | None] = None
