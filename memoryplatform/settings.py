@@ -86,6 +86,8 @@ MIDDLEWARE = [
     "memoryplatform.requestid.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "memoryplatform.middleware.RefuseUnstorableTextMiddleware",
+    # A GET of the REST API with a query parameter its OpenAPI operation does not list: a 400 naming it.
+    "memoryplatform.api.querystrings.StrictQueryMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # API paths resolve on their percent-encoded form, so a path value may hold "/" (memoryplatform.routing).
     "memoryplatform.routing.EncodedPathMiddleware",

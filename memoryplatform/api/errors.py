@@ -56,6 +56,13 @@ def first_message(detail: Any) -> str:
     return str(detail)
 
 
+def invalid_input(detail: Any, code: str = "bad_request") -> dict[str, Any]:
+    """The envelope of refused input (DRF's ``ValidationError``, an unknown query parameter): the first
+    message as ``error``, all of them in ``details.fields`` (by name) or ``details.errors`` (a list)."""
+    details = {"fields": detail} if isinstance(detail, dict) else {"errors": detail}
+    return envelope(first_message(detail), code, details)
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     headers: dict[str, str] = {}
     if isinstance(exc, ServiceError):
@@ -94,8 +101,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
 
     code = _CODES_BY_STATUS.get(exc.status_code, "bad_request")
     if isinstance(exc, exceptions.ValidationError):
-        details = {"fields": exc.detail} if isinstance(exc.detail, dict) else {"errors": exc.detail}
-        return Response(envelope(first_message(exc.detail), code, details), status=exc.status_code)
+        return Response(invalid_input(exc.detail, code), status=exc.status_code)
     return Response(envelope(first_message(exc.detail), code), status=exc.status_code, headers=headers)
 
 

@@ -24,8 +24,8 @@ class StrictInput(serializers.Serializer):
     ``returned_by`` names the output serializer of the resource this body writes: the fields the API returns
     there and this body does not take (``id``, ``createdAt``, ...) are accepted and ignored, so a client that
     sends back what it read still works. They are listed in the schema's description of the body. Query
-    strings (a ``QueryDict``) are not checked: an unknown query parameter is ignored, as HTTP caches and
-    proxies expect.
+    strings (a ``QueryDict``) are checked before the view, against the parameters the operation documents
+    (:mod:`memoryplatform.api.querystrings`), so a query serializer does not check them again.
     """
 
     returned_by: ClassVar[type[serializers.Serializer] | None] = None
@@ -68,16 +68,29 @@ def refuse_unknown_fields(
 ) -> None:
     """A 400 (``ValidationError``) naming each field of ``data`` not in ``accepted``, with the likely one
     meant when a name is close to an accepted one (or is in ``hints``)."""
+    errors = unknown_names(data, accepted=accepted, hints=hints)
+    if errors:
+        raise serializers.ValidationError(errors)
+
+
+def unknown_names(
+    names: Iterable[Any],
+    *,
+    accepted: Iterable[str],
+    hints: Mapping[str, str] | None = None,
+    what: str = "field",
+) -> dict[str, list[str]]:
+    """Each name not in ``accepted``, with its message: ``unknown <what>; did you mean <name>?`` when a name
+    is close to an accepted one (or is in ``hints``), else ``unknown <what>.``. Empty when all are known."""
     known = set(accepted)
-    unknown = [str(name) for name in data if name not in known]
-    if not unknown:
-        return
     errors = {}
-    for name in unknown:
+    for name in map(str, names):
+        if name in known:
+            continue
         close = difflib.get_close_matches(name, sorted(known), n=1)
         meant = (hints or {}).get(name) or (close[0] if close else None)
-        errors[name] = [f"unknown field; did you mean {meant}?" if meant else "unknown field."]
-    raise serializers.ValidationError(errors)
+        errors[name] = [f"unknown {what}; did you mean {meant}?" if meant else f"unknown {what}."]
+    return errors
 
 
 class FieldsBuiltOnce(StrictInput):

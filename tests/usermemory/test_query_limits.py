@@ -24,7 +24,7 @@ def _rest_reads(agent_a_api, admin_api):
         (agent_a_api, f"{BASE}/{U}/search", {}),
         (agent_a_api, f"{BASE}/{U}/search", {"mode": "hybrid"}),
         (agent_a_api, f"{BASE}/{U}/search", {"mode": "semantic"}),
-        (admin_api, "/v1/memories/search", {"mode": "hybrid"}),
+        (admin_api, "/v1/memories/search", {}),  # full text only: it takes no mode
         (agent_a_api, f"{BASE}/{U}/visible", {}),
         (agent_a_api, f"{BASE}/{U}/visible", {"mode": "semantic"}),
         (agent_a_api, f"/v1/conversations/{conversation}/context", {}),
