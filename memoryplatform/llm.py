@@ -7,12 +7,11 @@
 :meth:`LLM.complete_json` sends a system text and a prompt, reads the answer as JSON and validates it against
 a JSON Schema (``jsonschema``). Its cost is computed from the usage the API returned and the model's prices
 (``LLM_PRICES``, dollars per million input and output tokens, over :data:`DEFAULT_PRICES`). Every failure
-(refused, timed out, an HTTP error, an answer that is not JSON or does not match the schema) is an
-:class:`LLMError`, which carries the cost of the call when the API answered with its usage: a malformed
-answer was still paid for.
+(refused, timed out, an HTTP error, an answer that is not JSON, nested too deep, holding ``NaN`` or another
+number JSON does not have, or not matching the schema) is an :class:`LLMError`, which carries the cost of
+the call when the API answered with its usage: a malformed answer was still paid for.
 """
 
-import json
 import logging
 import math
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from memoryplatform.httpjson import post_json
+from memoryplatform.text import json_loads, json_problem
 
 logger = logging.getLogger(__name__)
 
@@ -85,13 +85,26 @@ def price_of(model: str) -> Price:
     return Price(float(given_input), float(given_output))
 
 
-def _json_of(text: str) -> Any:
-    """The JSON of an answer's text; a model may wrap it in a Markdown code fence."""
+def _json_of(text: str, *, cost: float) -> Any:
+    """The JSON of an answer's text (a model may wrap it in a Markdown code fence), parsed as every door
+    parses a body (:func:`memoryplatform.text.json_loads`: no ``NaN`` nor ``Infinity``, no key twice) and
+    checked as every stored value is (:func:`memoryplatform.text.json_problem`: finite numbers, storable
+    strings, at most ``MAX_JSON_DEPTH`` levels); :class:`LLMError` with the call's ``cost`` otherwise. An
+    answer nested past Python's recursion limit is malformed too, not a ``RecursionError``."""
     text = text.strip()
     if text.startswith("```"):
         text = text.split("\n", 1)[1] if "\n" in text else ""
         text = text.rsplit("```", 1)[0]
-    return json.loads(text)
+    try:
+        data = json_loads(text)
+    except ValueError as exc:
+        raise LLMError(f"the model's answer is not JSON: {exc}", cost=cost) from exc
+    except RecursionError as exc:
+        raise LLMError("the model's answer is not JSON: nested too deep to parse", cost=cost) from exc
+    problem = json_problem(data)
+    if problem:
+        raise LLMError(f"the model's answer is refused: {problem}", cost=cost)
+    return data
 
 
 class LLM:
@@ -150,16 +163,14 @@ class LLM:
             }
         response = post_json(self._client, self.endpoint, body, error=LLMError)
         try:
-            payload = response.json()
+            payload = json_loads(response.content)
             text, input_tokens, output_tokens = self._read(payload)
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError) as exc:
             raise LLMError(f"{self.endpoint}: an answer of the wrong shape ({type(exc).__name__})") from exc
         cost = self.price.cost(input_tokens=input_tokens, output_tokens=output_tokens)
+        data = _json_of(text, cost=cost)
         try:
-            data = _json_of(text)
             Draft202012Validator(schema).validate(data)
-        except ValueError as exc:
-            raise LLMError(f"the model's answer is not JSON: {exc}", cost=cost) from exc
         except ValidationError as exc:
             raise LLMError(f"the model's answer does not match the schema: {exc.message}", cost=cost) from exc
         return Completion(data, input_tokens, output_tokens, cost)
