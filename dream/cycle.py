@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 from django.db import connection, transaction
@@ -33,6 +32,7 @@ from dream.records import error_text
 from dream.store import key_vectors_sweep
 from dream.summarize import SummaryTotals, dream_summarize
 from memoryplatform.embeddings import get_embedder
+from memoryplatform.llm import stored_cost
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent
 
@@ -125,7 +125,7 @@ def _summary_counts(summaries: SummaryTotals) -> dict[str, Any]:
         "entries_summarized": summaries.summarized,
         "summaries_written": summaries.written,
         "summarization_failures": summaries.failures,
-        "llm_cost": Decimal(str(round(summaries.cost, 6))),
+        "llm_cost": stored_cost(summaries.cost),
     }
 
 

@@ -17,7 +17,6 @@ prompt version and the extraction.
 
 import logging
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -51,7 +50,7 @@ from extraction.prompts import (
 )
 from memoryplatform import publicids
 from memoryplatform.errors import ServiceError
-from memoryplatform.llm import LLM, LLMError
+from memoryplatform.llm import LLM, LLMError, stored_cost
 from memoryplatform.text import text_problem
 from usermemory.models import DEFAULT_ALLOWED_CATEGORIES, AgentMemoryPolicy, Visibility
 from usermemory.selectors import policy_for_agent
@@ -176,7 +175,7 @@ def extraction_record_failure(
         dry_run=request.dry_run,
         status=Extraction.Status.FAILED,
         messages=len(request.messages),
-        cost=Decimal(str(round(cost, 6))),
+        cost=stored_cost(cost),
         model=model,
         prompt_version=PROMPT_VERSION,
         error=error[:MAX_RECORDED_ERROR],
@@ -284,7 +283,7 @@ def extraction_apply(*, request: ExtractionRequest, proposed: Proposed) -> Outco
         dry_run=request.dry_run,
         status=Extraction.Status.SUCCEEDED,
         messages=len(request.messages),
-        cost=Decimal(str(round(proposed.cost, 6))),
+        cost=stored_cost(proposed.cost),
         model=proposed.model,
         prompt_version=PROMPT_VERSION,
         created_at=now,

@@ -15,6 +15,7 @@ the call when the API answered with its usage: a malformed answer was still paid
 import logging
 import math
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -44,6 +45,34 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
 }
 # A prompt's tokens, estimated before the call (for the cost cap): about 4 characters a token.
 CHARS_PER_TOKEN = 4
+MAX_USAGE_TOKENS = 10**9
+"""The most tokens the usage of one call may count, input or output: no model reads or writes a billion
+tokens in one call. A usage that is not an integer from 0 to this is a malformed answer (a provider's bug,
+or not a provider at all), charged as the most the call could have cost (:meth:`LLM.worst_cost`): never
+negative (it would raise what is left of a budget), never past the cost columns."""
+MAX_STORED_COST = Decimal("999999.999999")
+"""The most dollars a cost column holds (12 digits, 6 of them decimals): :func:`stored_cost`."""
+
+
+def stored_cost(cost: float) -> Decimal:
+    """Dollars as the cost columns store them: rounded to 6 decimals, from 0 to :data:`MAX_STORED_COST`
+    (past it, with a warning: a price in ``LLM_PRICES`` far above any model's, or a sum of such calls)."""
+    if not math.isfinite(cost) or cost > MAX_STORED_COST:
+        logger.warning(
+            "An LLM cost of $%s is stored as $%s, the most its column holds", cost, MAX_STORED_COST
+        )
+        return MAX_STORED_COST
+    return max(Decimal(0), Decimal(str(round(cost, 6))))
+
+
+def _usage_tokens(value: Any) -> int | None:
+    """A token count of the provider's usage (absent: 0), or ``None`` when it is not an integer from 0 to
+    :data:`MAX_USAGE_TOKENS` (``true``, ``1.5``, ``"1000"``, ``-5``, ``10**13``)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_USAGE_TOKENS:
+        return None
+    return value
 
 
 class LLMError(Exception):
@@ -143,30 +172,29 @@ class LLM:
         tokens = math.ceil((len(system) + len(prompt)) / CHARS_PER_TOKEN)
         return self.price.cost(input_tokens=tokens, output_tokens=0)
 
+    def worst_cost(self, *, system: str, prompt: str) -> float:
+        """The most this prompt's call can cost: its estimated tokens in, ``LLM_MAX_TOKENS`` out. What a call
+        whose usage is not valid is charged (:data:`MAX_USAGE_TOKENS`)."""
+        return self.estimate_cost(system=system, prompt=prompt) + self.price.cost(
+            input_tokens=0, output_tokens=self._max_tokens
+        )
+
     def complete_json(self, *, system: str, prompt: str, schema: dict[str, Any]) -> Completion:
-        """Ask for a JSON answer matching ``schema``; :class:`LLMError` when there is none."""
-        if self.protocol == "openai":
-            body: dict[str, Any] = {
-                "model": self.model,
-                "messages": [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
-                "temperature": 0,
-                "max_tokens": self._max_tokens,
-                "response_format": {"type": "json_object"},
-            }
-        else:
-            body = {
-                "model": self.model,
-                "system": system,
-                "messages": [{"role": "user", "content": prompt}],
-                "temperature": 0,
-                "max_tokens": self._max_tokens,
-            }
-        response = post_json(self._client, self.endpoint, body, error=LLMError)
+        """Ask for a JSON answer matching ``schema``; :class:`LLMError` when there is none: with the call's
+        cost from its usage, or, when the usage is not valid, its :meth:`worst_cost`."""
+        response = post_json(self._client, self.endpoint, self._body(system, prompt), error=LLMError)
         try:
             payload = json_loads(response.content)
-            text, input_tokens, output_tokens = self._read(payload)
+            text, given_input, given_output = self._read(payload)
         except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError) as exc:
             raise LLMError(f"{self.endpoint}: an answer of the wrong shape ({type(exc).__name__})") from exc
+        input_tokens, output_tokens = _usage_tokens(given_input), _usage_tokens(given_output)
+        if input_tokens is None or output_tokens is None:
+            raise LLMError(
+                f"{self.endpoint}: the answer's usage is not token counts from 0 to {MAX_USAGE_TOKENS:,}; "
+                "charged as the most the call could cost",
+                cost=self.worst_cost(system=system, prompt=prompt),
+            )
         cost = self.price.cost(input_tokens=input_tokens, output_tokens=output_tokens)
         data = _json_of(text, cost=cost)
         try:
@@ -175,14 +203,32 @@ class LLM:
             raise LLMError(f"the model's answer does not match the schema: {exc.message}", cost=cost) from exc
         return Completion(data, input_tokens, output_tokens, cost)
 
-    def _read(self, payload: dict[str, Any]) -> tuple[str, int, int]:
-        """The answer's text and its input and output tokens."""
+    def _body(self, system: str, prompt: str) -> dict[str, Any]:
+        """The request's body in the protocol's shape."""
+        if self.protocol == "openai":
+            return {
+                "model": self.model,
+                "messages": [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
+                "temperature": 0,
+                "max_tokens": self._max_tokens,
+                "response_format": {"type": "json_object"},
+            }
+        return {
+            "model": self.model,
+            "system": system,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0,
+            "max_tokens": self._max_tokens,
+        }
+
+    def _read(self, payload: dict[str, Any]) -> tuple[str, Any, Any]:
+        """The answer's text and its input and output tokens as the usage gives them (not checked yet)."""
         usage = payload.get("usage") or {}
         if self.protocol == "openai":
             text = payload["choices"][0]["message"]["content"]
-            return str(text), int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+            return str(text), usage.get("prompt_tokens"), usage.get("completion_tokens")
         text = "".join(part["text"] for part in payload["content"] if part.get("type") == "text")
-        return text, int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
+        return text, usage.get("input_tokens"), usage.get("output_tokens")
 
 
 def build_llm() -> LLM | None:

@@ -6,6 +6,7 @@ in ``DATA_DIR`` (``var/``), started on demand from a wheel and shared by every p
 ``REDIS_URL`` at Redis.
 """
 
+import math
 import os
 from pathlib import Path
 
@@ -330,11 +331,14 @@ LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=1024)  # of one answer
 # {"my-model": [0.15, 0.6]}. A model priced nowhere costs 0.
 LLM_PRICES = env.json("LLM_PRICES", default={})
 if not isinstance(LLM_PRICES, dict) or not all(
-    isinstance(v, list | tuple) and len(v) == 2 and all(isinstance(x, int | float) for x in v)
+    isinstance(v, list | tuple)
+    and len(v) == 2
+    and all(isinstance(x, int | float) and not isinstance(x, bool) and 0 <= x < math.inf for x in v)
     for v in LLM_PRICES.values()
 ):
     raise ImproperlyConfigured(
-        'LLM_PRICES must be a JSON object of model: [input, output], e.g. {"m": [1, 4]}'
+        "LLM_PRICES must be a JSON object of model: [input, output], finite and not negative, "
+        'e.g. {"m": [1, 4]}'
     )
 
 # The text search configuration of the ranked per-user search's full-text side (semantic and hybrid modes):

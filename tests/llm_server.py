@@ -20,8 +20,8 @@ from tests.embedding_server import serving
 @dataclass
 class Answer:
     content: Any = ""  # a str as sent, anything else as JSON text
-    input_tokens: int = 1000
-    output_tokens: int = 200
+    input_tokens: Any = 1000  # any JSON value: a provider's usage, hostile or not
+    output_tokens: Any = 200
     status: int = 200
     delay: float = 0.0
 
@@ -31,6 +31,12 @@ class LLMScript:
     answers: list[Answer]
     requests: list[dict[str, Any]] = field(default_factory=list)
     url: str = ""
+
+
+def _sum(first: Any, second: Any) -> Any:
+    """The usage's total, when both counts are numbers (a scripted usage may be anything)."""
+    numbers = all(isinstance(n, int | float) and not isinstance(n, bool) for n in (first, second))
+    return first + second if numbers else None
 
 
 @contextmanager
@@ -66,7 +72,7 @@ def llm_server(script: LLMScript) -> Iterator[LLMScript]:
                     "usage": {
                         "prompt_tokens": answer.input_tokens,
                         "completion_tokens": answer.output_tokens,
-                        "total_tokens": answer.input_tokens + answer.output_tokens,
+                        "total_tokens": _sum(answer.input_tokens, answer.output_tokens),
                     },
                 }
             elif self.path == "/v1/messages":
