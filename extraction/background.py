@@ -15,7 +15,8 @@ replies), the case log, and its own memory channel. One batch is one extraction 
   conversation without a group, the policy's ``extractionVisibility`` (``self`` by default); from the
   agent's memory channel, ``self``.
 - **Under a budget.** Before each call its prompt's estimated cost is checked against what is left of
-  ``maxExtractionCostPerRun`` for the agent; the spending is the provider's usage. A failed call changes
+  ``maxExtractionCostPerRun`` for the agent; the spending is the provider's usage. The agent's LLM budget
+  over its window (:mod:`activity.budget`) stops it too (``stoppedByLlmBudget``). A failed call changes
   nothing, is recorded and counted, and the conversation waits for the next run.
 """
 
@@ -27,6 +28,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from activity.budget import LlmBudgetExhausted
 from apikeys.caller import Caller
 from apikeys.models import Agent, ApiKey
 from conversations.models import Channel, Conversation, Message, MessageRole
@@ -66,6 +68,7 @@ class AgentTotals:
     cost: float = 0.0
     messages: int = 0
     stopped_by_budget: bool = False
+    stopped_by_llm_budget: bool = False  # the agent's LLM budget (activity.budget), not this run's cap
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +81,7 @@ class AgentTotals:
             "cost": round(self.cost, 6),
             "messages": self.messages,
             "stoppedByBudget": self.stopped_by_budget,
+            "stoppedByLlmBudget": self.stopped_by_llm_budget,
         }
 
 
@@ -202,6 +206,10 @@ def _conversation(
                 return False
             try:
                 proposed = extraction_propose(request=batch.request, llm=llm)
+            except LlmBudgetExhausted as exc:
+                totals.stopped_by_llm_budget = True
+                logger.info("Extraction: %s", exc.message)
+                return False
             except LLMError as exc:
                 extraction_record_failure(
                     request=batch.request, error=str(exc), cost=exc.cost, model=llm.model
@@ -252,7 +260,7 @@ def extraction_run_background(*, agent_id: str | None = None, batch_size: int = 
                 if not _conversation(
                     conversation=conversation, policy=policy, llm=llm, totals=totals, batch_size=batch_size
                 ):
-                    logger.info("Extraction for %s stops at maxExtractionCostPerRun", policy.agent_id)
+                    logger.info("Extraction for %s stops at a budget: %s", policy.agent_id, totals.as_json())
                     break
             agents[policy.agent_id] = totals.as_json()
         return {"agents": agents}

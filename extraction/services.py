@@ -23,6 +23,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from activity.budget import AgentBudget
+from activity.models import LlmSpend
 from apikeys.caller import Caller
 from apikeys.models import Agent, ApiKey
 from extraction import metrics
@@ -125,8 +127,10 @@ def _categories(policy: AgentMemoryPolicy, category: str | None) -> list[str]:
 
 
 def extraction_propose(*, request: ExtractionRequest, llm: LLM) -> Proposed:
-    """Ask the model for the facts of ``request.messages``; :class:`LLMError` (with the call's cost) when it
-    fails or its answer is refused: not the schema, or a text no door would store."""
+    """Ask the model for the facts of ``request.messages``, paid by the agent's LLM budget
+    (:mod:`activity.budget`: :class:`~activity.budget.LlmBudgetExhausted` before any call when it is spent);
+    :class:`LLMError` (with the call's cost) when it fails or its answer is refused: not the schema, or a
+    text no door would store."""
     policy = policy_for_agent(agent_id=request.agent.id)
     candidates = visible_candidates(user_id=request.user_id, agent_id=request.agent.id)
     known = [Known(c.entry_id, c.key, c.text) for c in candidates[:MAX_KNOWN]]
@@ -148,7 +152,8 @@ def extraction_propose(*, request: ExtractionRequest, llm: LLM) -> Proposed:
         known=known,
         categories=categories,
     )
-    done = llm.complete_json(system=SYSTEM, prompt=prompt, schema=schema)
+    spending = AgentBudget(agent_id=request.agent.id, use=LlmSpend.Use.EXTRACTION)
+    done = llm.complete_json(system=SYSTEM, prompt=prompt, schema=schema, spending=spending)
     facts = []
     for fact in done.data["facts"]:
         key, value = fact["key"].strip(), fact["value"].strip()

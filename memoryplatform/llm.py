@@ -9,14 +9,15 @@ a JSON Schema (``jsonschema``). Its cost is computed from the usage the API retu
 (``LLM_PRICES``, dollars per million input and output tokens, over :data:`DEFAULT_PRICES`). Every failure
 (refused, timed out, an HTTP error, an answer that is not JSON, nested too deep, holding ``NaN`` or another
 number JSON does not have, or not matching the schema) is an :class:`LLMError`, which carries the cost of
-the call when the API answered with its usage: a malformed answer was still paid for.
+the call when the API answered with its usage: a malformed answer was still paid for. A call made for an
+agent is paid from its LLM budget (a :class:`Spending`: :mod:`activity.budget`), reserved before the call.
 """
 
 import logging
 import math
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from django.conf import settings
@@ -92,6 +93,20 @@ class Price:
 
     def cost(self, *, input_tokens: int, output_tokens: int) -> float:
         return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
+
+    @property
+    def free(self) -> bool:
+        return self.input == 0 and self.output == 0
+
+
+class Spending(Protocol):
+    """Who pays for a call (an agent's LLM budget: :class:`activity.budget.AgentBudget`): ``reserve`` is
+    told the call's estimated cost before it is made, and may refuse it by raising; ``settle`` is told what
+    it cost once it answered or failed (:meth:`LLM.complete_json`)."""
+
+    def reserve(self, estimate: float) -> None: ...
+
+    def settle(self, cost: float) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -179,9 +194,25 @@ class LLM:
             input_tokens=0, output_tokens=self._max_tokens
         )
 
-    def complete_json(self, *, system: str, prompt: str, schema: dict[str, Any]) -> Completion:
+    def complete_json(
+        self, *, system: str, prompt: str, schema: dict[str, Any], spending: Spending | None = None
+    ) -> Completion:
         """Ask for a JSON answer matching ``schema``; :class:`LLMError` when there is none: with the call's
-        cost from its usage, or, when the usage is not valid, its :meth:`worst_cost`."""
+        cost from its usage, or, when the usage is not valid, its :meth:`worst_cost`. ``spending`` (unless
+        the model is free) reserves the prompt's estimated cost first, which may refuse the call (its own
+        error, raised before anything is sent), and settles it with the cost, whatever the outcome."""
+        if spending is None or self.price.free:
+            return self._complete(system=system, prompt=prompt, schema=schema)
+        spending.reserve(self.estimate_cost(system=system, prompt=prompt))
+        try:
+            done = self._complete(system=system, prompt=prompt, schema=schema)
+        except LLMError as exc:
+            spending.settle(exc.cost)
+            raise
+        spending.settle(done.cost)
+        return done
+
+    def _complete(self, *, system: str, prompt: str, schema: dict[str, Any]) -> Completion:
         response = post_json(self._client, self.endpoint, self._body(system, prompt), error=LLMError)
         try:
             payload = json_loads(response.content)

@@ -340,6 +340,15 @@ if not isinstance(LLM_PRICES, dict) or not all(
         "LLM_PRICES must be a JSON object of model: [input, output], finite and not negative, "
         'e.g. {"m": [1, 4]}'
     )
+# Each agent's LLM budget (activity.budget): dollars its LLM calls may spend (extraction at every door,
+# Dream's summaries and confirmations) in any window of LLM_BUDGET_WINDOW seconds; the agent's
+# memoryPolicy.llmBudget overrides the dollars.
+LLM_BUDGET_PER_AGENT = env.float("LLM_BUDGET_PER_AGENT", default=5.0)
+LLM_BUDGET_WINDOW = env.int("LLM_BUDGET_WINDOW", default=86_400)
+if not 0 <= LLM_BUDGET_PER_AGENT < 1_000_000:
+    raise ImproperlyConfigured("LLM_BUDGET_PER_AGENT must be dollars from 0 to 999999.99")
+if not 60 <= LLM_BUDGET_WINDOW <= 366 * 86_400:
+    raise ImproperlyConfigured("LLM_BUDGET_WINDOW must be seconds from 60 to 31622400 (366 days)")
 
 # The text search configuration of the ranked per-user search's full-text side (semantic and hybrid modes):
 # 'simple' (the default) only lowercases, for mixed languages; a language ('english', 'german', ...) stems and

@@ -109,6 +109,7 @@ def test_a_usage_that_is_not_token_counts_is_a_502_charged_at_the_calls_most(llm
 def test_the_most_usage_allowed_is_stored_and_a_cost_past_its_column_is_its_most(
     llm, agent_a, agent_a_api, settings
 ):
+    settings.LLM_BUDGET_PER_AGENT = 999_999  # the agent's LLM budget would refuse the second call
     llm.answers = [facts(fact("diet", "vegan"))]
     llm.answers[0].input_tokens = llm.answers[0].output_tokens = 10**9
 
