@@ -1,5 +1,5 @@
-"""The tool-call log in the admin (read-only, filtered by agent, tool, success and date) and tasks (filters,
-and status changes through the task service)."""
+"""The tool-call log in the admin (read-only, filtered by agent, tool, success and date), the LLM spending
+(read-only), and tasks (filters, and status changes through the task service)."""
 
 from typing import Any
 
@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from activity import services
-from activity.models import Task, ToolCall
+from activity.models import LlmSpend, Task, ToolCall
 from apikeys.caller import Caller
 from memoryplatform.admin_mixins import ReadOnlyAdminMixin
 from memoryplatform.errors import ServiceError
@@ -24,6 +24,19 @@ class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_select_related = ["agent"]
     raw_id_fields = ["agent"]
     readonly_fields = [f.name for f in ToolCall._meta.fields]
+    paginator = LargeTablePaginator
+    show_full_result_count = False
+
+
+@admin.register(LlmSpend)
+class LlmSpendAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["at", "agent", "use", "cost", "settled"]
+    list_filter = ["use", "settled", "agent", "at"]
+    search_fields = ["=agent__id"]
+    date_hierarchy = "at"
+    list_select_related = ["agent"]
+    raw_id_fields = ["agent"]
+    readonly_fields = [f.name for f in LlmSpend._meta.fields]
     paginator = LargeTablePaginator
     show_full_result_count = False
 

@@ -1,4 +1,5 @@
-"""What agents did and do: the tool-call log and tasks (seed 001, issue 21)."""
+"""What agents did and do: the tool-call log and tasks (seed 001, issue 21), and what their LLM calls cost
+(issue 44)."""
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
@@ -103,3 +104,41 @@ class Task(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.title} ({self.status})"
+
+
+class LlmSpend(models.Model):
+    """One LLM call made for an agent, whatever door made it: what it cost (``settled``), or, until it
+    answered, the estimate reserved for it. An agent's LLM budget is the sum of its rows over the last
+    ``LLM_BUDGET_WINDOW`` (:mod:`activity.budget`); Dream deletes the rows older than that. No user's data:
+    the agent, the use, the dollars and the time."""
+
+    class Use(models.TextChoices):
+        EXTRACTION = "extraction", "extraction"
+        SUMMARY = "summary", "Dream summary"
+        CONFIRMATION = "confirmation", "Dream confirmation"
+
+    # No index of its own: the index below leads with the agent.
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+", db_index=False)
+    use = models.CharField(max_length=12, choices=Use.choices)
+    cost = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        help_text="Dollars: the provider's usage, or the estimate until then.",
+    )
+    settled = models.BooleanField(default=False, help_text="The call answered (or failed): cost is its own.")
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        verbose_name = "LLM spending"
+        verbose_name_plural = "LLM spending"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(use__in=["extraction", "summary", "confirmation"]), name="llmspend_use_valid"
+            ),
+            models.CheckConstraint(condition=Q(cost__gte=0), name="llmspend_cost_not_negative"),
+        ]
+        indexes = [models.Index(fields=["agent", "at"], name="llmspend_agent_at_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}: ${self.cost} ({self.use})"

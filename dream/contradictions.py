@@ -126,7 +126,8 @@ def dream_contradictions_by_meaning(
     """Contradictions by meaning (:mod:`dream.meaning`) over the detectors' scope, at the strictest of their
     thresholds; the LLM confirms the pairs when one of them asks, within what the lowest of their
     ``maxCostPerRun`` leaves after the cycle's ``summaries``, and within the lowest of their call caps
-    (counted with the cycle's summary calls). Its cost goes to ``summaries.cost``, its report to
+    (counted with the cycle's summary calls); each call is paid by a confirming agent's LLM budget
+    (:func:`dream.meaning.confirm`). Its cost goes to ``summaries.cost``, its report to
     ``details["meaning"]``."""
     confirming = [p for p in detectors if p.confirm_contradictions_with_llm]
     llm = None
@@ -141,6 +142,7 @@ def dream_contradictions_by_meaning(
             calls=summaries.calls,
             per_run=min(p.max_llm_calls_per_run for p in confirming),
             per_user=min(p.max_llm_calls_per_user for p in confirming),
+            payers=tuple(sorted(p.agent_id for p in confirming)),
         )
     result = dream_meaning_conflicts(
         current=dream_current_entries(exclude=exclude),

@@ -14,13 +14,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from activity.budget import llm_spend_prune
 from activity.services import tool_calls_prune
 from apikeys.services import agents_mark_idle
 from dream import metrics, selectors
@@ -33,6 +33,7 @@ from dream.records import error_text
 from dream.store import key_vectors_sweep
 from dream.summarize import SummaryTotals, dream_summarize
 from memoryplatform.embeddings import get_embedder
+from memoryplatform.llm import stored_cost
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent
 
@@ -125,7 +126,7 @@ def _summary_counts(summaries: SummaryTotals) -> dict[str, Any]:
         "entries_summarized": summaries.summarized,
         "summaries_written": summaries.written,
         "summarization_failures": summaries.failures,
-        "llm_cost": Decimal(str(round(summaries.cost, 6))),
+        "llm_cost": stored_cost(summaries.cost),
     }
 
 
@@ -151,7 +152,8 @@ def _finish(run: DreamRun, totals: _CycleTotals, *, status: str, error: str = ""
     run.contradictions_found = totals.contradictions
     run.entries_flagged = totals.flagged
     run.entries_unflagged = totals.unflagged
-    if totals.summaries.proposals or totals.summaries.failed or totals.summaries.capped:
+    summaries = totals.summaries
+    if summaries.proposals or summaries.failed or summaries.capped or summaries.out_of_budget:
         totals.details["summaries"] = totals.summaries.details()
     if totals.summaries.calls.made or totals.summaries.calls.stopped:
         totals.details["llmCalls"] = totals.summaries.calls.details()
@@ -290,7 +292,8 @@ def _contradiction_pass(cycle: _Cycle, detectors: list[AgentMemoryPolicy], count
 
 
 def _housekeeping(cycle: _Cycle) -> None:
-    """Old turn counters, tool calls past their agent's retention (every agent, or only ``agent_id``),
+    """Old turn counters, tool calls past their agent's retention (every agent, or only ``agent_id``), the LLM
+    spending past its window (:mod:`activity.budget`),
     (a cycle for every agent) active agents unused for ``AGENT_IDLE_AFTER``, and the key vectors of keys no
     entry holds any more or of another model than the embedder's (:mod:`dream.store`)."""
     details = cycle.totals.details
@@ -300,6 +303,7 @@ def _housekeeping(cycle: _Cycle) -> None:
     details["toolCallsDeleted"] = tool_calls_prune(
         now=cycle.now, batch_size=cycle.batching.size, agent_id=cycle.agent_id
     )
+    details["llmSpendDeleted"] = llm_spend_prune(now=cycle.now)
     if cycle.agent_id is None:
         details["agentsMarkedIdle"] = agents_mark_idle(now=cycle.now)
 

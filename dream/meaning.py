@@ -25,11 +25,13 @@ import numpy as np
 from django.conf import settings
 from django.db.models import Q, QuerySet
 
+from activity.budget import AgentBudget, LlmBudgetExhausted
+from activity.models import LlmSpend
 from dream.records import MAX_RECORDED_FAILURES, LlmCalls, record_failure
 from dream.store import key_vectors_read, key_vectors_write
 from memoryplatform import duty
 from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
-from memoryplatform.llm import LLM, LLMError
+from memoryplatform.llm import LLM, Completion, LLMError
 from usermemory.conflicts import dismissed_pairs_of
 from usermemory.maintenance import meaning_conflicts_record
 from usermemory.models import MemoryEntry
@@ -76,6 +78,7 @@ class MeaningResult:
     not_asked: int = 0  # pairs the LLM was not asked about (a cap): not confirmed
     failure_count: int = 0
     failures: list[str] = field(default_factory=list)  # the first few
+    out_of_budget: list[str] = field(default_factory=list)  # agents whose LLM budget refused a confirmation
     skipped: str = ""
 
     def fail(self, error: str) -> None:
@@ -92,6 +95,7 @@ class MeaningResult:
             "notAskedByCap": self.not_asked,
             "failureCount": self.failure_count,
             "failures": self.failures[:MAX_RECORDED_FAILURES],
+            "stoppedByLlmBudget": self.out_of_budget,
             **({"skipped": self.skipped} if self.skipped else {}),
         }
 
@@ -199,12 +203,33 @@ def without_dismissed(pairs: list[Pair]) -> list[Pair]:
 @dataclass(frozen=True)
 class ConfirmLimits:
     """What the LLM's confirmation may use: the dollars left (``budget``), the cycle's calls (``calls``) and
-    its caps (the lowest of the confirming policies')."""
+    its caps (the lowest of the confirming policies'); ``payers``: the confirming agents, whose LLM budgets
+    pay the calls."""
 
     budget: float
     calls: LlmCalls
     per_run: int
     per_user: int
+    payers: tuple[str, ...]
+
+
+def _payers(pairs: list[Pair], payers: tuple[str, ...]) -> list[str]:
+    """The agent whose LLM budget pays each pair's call: the owner of its first entry, else of its second,
+    when that owner confirms with the LLM; else the first of ``payers`` (a pair of another agent's entries
+    or of global ones, confirmed for a cross-agent policy)."""
+    ids = {i for p in pairs for i in (p.first, p.second)}
+    owners = dict(MemoryEntry.objects.filter(id__in=ids).values_list("id", "source_agent_id")) if ids else {}
+    chosen = []
+    for pair in pairs:
+        mine = [o for o in (owners.get(pair.first), owners.get(pair.second)) if o in payers]
+        chosen.append(mine[0] if mine else payers[0])
+    return chosen
+
+
+def _ask(*, prompt: str, llm: LLM, payer: str) -> Completion:
+    """One confirmation, paid by ``payer``'s LLM budget."""
+    spending = AgentBudget(agent_id=payer, use=LlmSpend.Use.CONFIRMATION)
+    return llm.complete_json(system=CONFIRM_SYSTEM, prompt=prompt, schema=CONFIRM_SCHEMA, spending=spending)
 
 
 def confirm(
@@ -212,8 +237,11 @@ def confirm(
 ) -> list[tuple[int, int]]:
     """The pairs the LLM confirms, one call each, while the next call's estimated prompt cost stays within
     the budget and the call caps allow it (a user at its cap: that user's other pairs are not asked; the
-    cycle at its cap: no more pairs are). A pair not asked, or whose call failed, is not confirmed."""
+    cycle at its cap: no more pairs are), each paid by an agent's LLM budget (:func:`_payers`; an agent
+    whose budget refused a call pays no more this cycle: its pairs are not asked). A pair not asked, or
+    whose call failed, is not confirmed."""
     confirmed = []
+    payers = _payers(pairs, limits.payers)
     for index, pair in enumerate(pairs):
         prompt = f"Fact A: {pair.first_text}\nFact B: {pair.second_text}"
         if result.cost + llm.estimate_cost(system=CONFIRM_SYSTEM, prompt=prompt) > limits.budget:
@@ -224,11 +252,20 @@ def confirm(
             limits.calls.stopped.append("confirmations")
             result.not_asked += len(pairs) - index
             break
-        if not limits.calls.take(user_id=pair.user_id, per_run=limits.per_run, per_user=limits.per_user):
+        payer = payers[index]
+        if payer in result.out_of_budget or not limits.calls.take(
+            user_id=pair.user_id, per_run=limits.per_run, per_user=limits.per_user
+        ):
             result.not_asked += 1
             continue
         try:
-            done = llm.complete_json(system=CONFIRM_SYSTEM, prompt=prompt, schema=CONFIRM_SCHEMA)
+            done = _ask(prompt=prompt, llm=llm, payer=payer)
+        except LlmBudgetExhausted as exc:
+            limits.calls.give_back(user_id=pair.user_id, entries=())
+            result.out_of_budget.append(payer)
+            result.not_asked += 1
+            logger.info("Dream: a confirmation by meaning is not asked: %s", exc.message)
+            continue
         except LLMError as exc:
             result.cost += exc.cost
             result.fail(str(exc))

@@ -8,6 +8,7 @@ about that user), whatever the calls cost. An entry is sent to the LLM for a sum
 """
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,13 @@ class LlmCalls:
         self.made += 1
         self.by_user[user_id] += 1
         return True
+
+    def give_back(self, *, user_id: str, entries: Iterable[int]) -> None:
+        """Uncount a call :meth:`take` allowed but that was not made (the agent's LLM budget refused it),
+        and its entries, which may be sent again this cycle."""
+        self.made -= 1
+        self.by_user[user_id] -= 1
+        self.sent.difference_update(entries)
 
     def details(self) -> dict[str, Any]:
         return {

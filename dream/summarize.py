@@ -31,6 +31,8 @@ from django.db import DatabaseError, transaction
 from django.db.models import Count, F, Func, QuerySet, Value
 from django.db.models.fields import CharField
 
+from activity.budget import AgentBudget, LlmBudgetExhausted
+from activity.models import LlmSpend
 from dream import metrics
 from dream.models import DreamRun
 from dream.records import LlmCalls, error_text, record_failure
@@ -219,14 +221,16 @@ def summary_problem(*, key: str, value: str) -> str | None:
     return None
 
 
-def propose(*, proposal: Proposal, llm: LLM, target: int) -> Proposal:
-    """Ask the LLM for the group's summaries; :class:`LLMError` (with the call's cost) when its answer is
-    missing, malformed, names an entry twice, or holds a text that cannot be stored
-    (:func:`summary_problem`)."""
+def propose(*, proposal: Proposal, llm: LLM, target: int, agent_id: str) -> Proposal:
+    """Ask the LLM for the group's summaries, paid by ``agent_id``'s LLM budget (:mod:`activity.budget`:
+    :class:`~activity.budget.LlmBudgetExhausted` before the call when it is spent); :class:`LLMError` (with
+    the call's cost) when its answer is missing, malformed, names an entry twice, or holds a text that
+    cannot be stored (:func:`summary_problem`)."""
     done = llm.complete_json(
         system=SYSTEM,
         prompt=prompt_of(proposal, target=target),
         schema=answer_schema(ids=list(proposal.sources), target=target),
+        spending=AgentBudget(agent_id=agent_id, use=LlmSpend.Use.SUMMARY),
     )
     summaries = done.data["summaries"]
     named = [entry_id for summary in summaries for entry_id in summary["sources"]]
@@ -300,6 +304,7 @@ class SummaryTotals:
     proposals: list[dict[str, Any]] = field(default_factory=list)
     failed: list[dict[str, Any]] = field(default_factory=list)  # the first few (dream.records)
     capped: list[str] = field(default_factory=list)  # agents whose summaries stopped at maxCostPerRun
+    out_of_budget: list[str] = field(default_factory=list)  # agents whose LLM budget stopped their summaries
     calls: LlmCalls = field(default_factory=LlmCalls)
 
     def details(self) -> dict[str, Any]:
@@ -308,6 +313,7 @@ class SummaryTotals:
             "failures": self.failed,
             "failureCount": self.failures,
             "stoppedByCostCap": self.capped,
+            "stoppedByLlmBudget": self.out_of_budget,
         }
 
     def fail(self, *, policy: AgentMemoryPolicy, proposal: Proposal, error: str, run_id: int) -> None:
@@ -369,12 +375,12 @@ def summarize_policy(
     *, policy: AgentMemoryPolicy, llm: LLM, run_id: int, totals: SummaryTotals, mode: str
 ) -> None:
     """Summarise the policy's groups, one LLM call each, until the next call's estimated prompt cost would
-    take the policy's spending this cycle past ``maxCostPerRun``, or the cycle has made
-    ``maxLlmCallsPerRun`` calls. A group whose user had ``maxLlmCallsPerUser`` calls this cycle waits for
-    the next one. Each proposal is kept in ``totals.proposals``; ``mode`` :data:`WRITE` applies it now,
-    :data:`APPROVAL` marks it ``pending`` (for :func:`approve_run`), :data:`DRY_RUN` only shows it. A failed
-    call or write changes nothing: it is counted, logged and (the first few) kept with the run, and the next
-    group goes on."""
+    take the policy's spending this cycle past ``maxCostPerRun``, the agent's LLM budget refuses it
+    (:mod:`activity.budget`), or the cycle has made ``maxLlmCallsPerRun`` calls. A group whose user had
+    ``maxLlmCallsPerUser`` calls this cycle waits for the next one. Each proposal is kept in
+    ``totals.proposals``; ``mode`` :data:`WRITE` applies it now, :data:`APPROVAL` marks it ``pending`` (for
+    :func:`approve_run`), :data:`DRY_RUN` only shows it. A failed call or write changes nothing: it is
+    counted, logged and (the first few) kept with the run, and the next group goes on."""
     cap = float(policy.max_cost_per_run)
     spent = 0.0
     target = max(1, policy.summarize_target_entries)
@@ -395,7 +401,12 @@ def summarize_policy(
             continue  # the user had their calls this cycle
         calls.sent.update(proposal.sources)
         try:
-            propose(proposal=proposal, llm=llm, target=target)
+            propose(proposal=proposal, llm=llm, target=target, agent_id=policy.agent_id)
+        except LlmBudgetExhausted as exc:
+            calls.give_back(user_id=proposal.user_id, entries=proposal.sources)
+            totals.out_of_budget.append(policy.agent_id)
+            logger.info("Dream run #%s: %s", run_id, exc.message)
+            return
         except LLMError as exc:
             spent += exc.cost
             totals.cost += exc.cost

@@ -23,6 +23,7 @@ replies), the case log, and its own memory channel. One batch is one extraction 
   be sent: it is read again with half its messages, down to one, and a single message still over the cap
   is passed over (the watermark moves past it and a ``skipped`` extraction records why; the run counts it
   in ``skippedBatches``), so one huge message cannot stop the agent run after run. A cap of 0 makes no call.
+  The agent's LLM budget over its window (:mod:`activity.budget`) stops it too (``stoppedByLlmBudget``).
   A failed call changes nothing, is recorded and counted, and the conversation waits for the next run.
 """
 
@@ -34,6 +35,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from activity.budget import LlmBudgetExhausted
 from apikeys.caller import Caller
 from apikeys.models import Agent, ApiKey
 from conversations.models import Channel, Conversation, Message, MessageRole
@@ -77,6 +79,7 @@ class AgentTotals:
     messages: int = 0
     skipped_batches: int = 0
     stopped_by_budget: bool = False
+    stopped_by_llm_budget: bool = False  # the agent's LLM budget (activity.budget), not this run's cap
 
     def count(self, extraction: Extraction) -> None:
         """Add one extraction's counts."""
@@ -99,6 +102,7 @@ class AgentTotals:
             "messages": self.messages,
             "skippedBatches": self.skipped_batches,
             "stoppedByBudget": self.stopped_by_budget,
+            "stoppedByLlmBudget": self.stopped_by_llm_budget,
         }
 
 
@@ -274,6 +278,10 @@ def _conversation(
                 return False
             try:
                 proposed = extraction_propose(request=batch.request, llm=llm, prepared=prepared)
+            except LlmBudgetExhausted as exc:
+                totals.stopped_by_llm_budget = True
+                logger.info("Extraction: %s", exc.message)
+                return False
             except LLMError as exc:
                 extraction_record_failure(
                     request=batch.request, error=str(exc), cost=exc.cost, model=llm.model
@@ -319,7 +327,7 @@ def extraction_run_background(*, agent_id: str | None = None, batch_size: int = 
                 if not _conversation(
                     conversation=conversation, policy=policy, llm=llm, totals=totals, batch_size=batch_size
                 ):
-                    logger.info("Extraction for %s stops at maxExtractionCostPerRun", policy.agent_id)
+                    logger.info("Extraction for %s stops at a budget: %s", policy.agent_id, totals.as_json())
                     break
             agents[policy.agent_id] = totals.as_json()
         return {"agents": agents}

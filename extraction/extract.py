@@ -138,8 +138,9 @@ def memory_extract(
     turn_id: str | None = None,
 ) -> Outcome:
     """Extract the facts about ``user_id`` from ``messages`` and add, update or leave them (see
-    :mod:`extraction.services`). 409 without an LLM (``LLM_PROVIDER`` empty); 502 when the call fails or its
-    answer is refused, recorded, and nothing changed."""
+    :mod:`extraction.services`). 409 without an LLM (``LLM_PROVIDER`` empty); 429 before the call when the
+    agent's LLM budget is spent (:mod:`activity.budget`); 502 when the call fails or its answer is refused,
+    recorded, and nothing changed."""
     agent = _agent_of(caller, agent_id)
     if is_blank(user_id) or len(user_id) > 255 or text_problem(user_id):
         raise BadRequest("userId is 1 to 255 characters of storable text.")

@@ -22,13 +22,14 @@ prompt version and the extraction.
 
 import logging
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from activity.budget import AgentBudget
+from activity.models import LlmSpend
 from apikeys.caller import Caller
 from apikeys.models import Agent, ApiKey
 from extraction import metrics
@@ -56,7 +57,7 @@ from extraction.prompts import (
 )
 from memoryplatform import publicids
 from memoryplatform.errors import ServiceError
-from memoryplatform.llm import LLM, LLMError
+from memoryplatform.llm import LLM, LLMError, stored_cost
 from memoryplatform.text import is_blank, text_problem
 from usermemory.models import DEFAULT_ALLOWED_CATEGORIES, AgentMemoryPolicy, Visibility
 from usermemory.selectors import policy_for_agent
@@ -195,11 +196,13 @@ def extraction_prepare(*, request: ExtractionRequest) -> Prepared:
 
 
 def extraction_propose(*, request: ExtractionRequest, llm: LLM, prepared: Prepared | None = None) -> Proposed:
-    """Ask the model for the facts of ``request.messages`` (the call ``prepared``, else built now);
-    :class:`LLMError` (with the call's cost) when it fails or its answer is refused: not the schema, or a
-    text no door would store."""
+    """Ask the model for the facts of ``request.messages`` (the call ``prepared``, else built now), paid by
+    the agent's LLM budget (:mod:`activity.budget`: :class:`~activity.budget.LlmBudgetExhausted` before any
+    call when it is spent); :class:`LLMError` (with the call's cost) when it fails or its answer is refused:
+    not the schema, or a text no door would store."""
     call = prepared or extraction_prepare(request=request)
-    done = llm.complete_json(system=SYSTEM, prompt=call.prompt, schema=call.schema)
+    spending = AgentBudget(agent_id=request.agent.id, use=LlmSpend.Use.EXTRACTION)
+    done = llm.complete_json(system=SYSTEM, prompt=call.prompt, schema=call.schema, spending=spending)
     facts = []
     for fact in done.data["facts"]:
         key, value = fact["key"].strip(), fact["value"].strip()
@@ -225,7 +228,7 @@ def extraction_record_failure(
         dry_run=request.dry_run,
         status=Extraction.Status.FAILED,
         messages=len(request.messages),
-        cost=Decimal(str(round(cost, 6))),
+        cost=stored_cost(cost),
         model=model,
         prompt_version=PROMPT_VERSION,
         error=error[:MAX_RECORDED_ERROR],
@@ -344,7 +347,7 @@ def extraction_apply(*, request: ExtractionRequest, proposed: Proposed) -> Outco
         dry_run=request.dry_run,
         status=Extraction.Status.SUCCEEDED,
         messages=len(request.messages),
-        cost=Decimal(str(round(proposed.cost, 6))),
+        cost=stored_cost(proposed.cost),
         model=proposed.model,
         prompt_version=PROMPT_VERSION,
         created_at=now,

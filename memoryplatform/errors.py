@@ -15,6 +15,7 @@ class ServiceError(Exception):
 
     status_code: int = HTTPStatus.BAD_REQUEST
     code = "bad_request"
+    retry_after: int | None = None  # seconds: a web door sends it as Retry-After
 
     def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)

@@ -7,22 +7,24 @@
 :meth:`LLM.complete_json` sends a system text and a prompt, reads the answer as JSON and validates it against
 a JSON Schema (``jsonschema``). Its cost is computed from the usage the API returned and the model's prices
 (``LLM_PRICES``, dollars per million input and output tokens, over :data:`DEFAULT_PRICES`). Every failure
-(refused, timed out, an HTTP error, an answer that is not JSON or does not match the schema) is an
-:class:`LLMError`, which carries the cost of the call when the API answered with its usage: a malformed
-answer was still paid for.
+(refused, timed out, an HTTP error, an answer that is not JSON, nested too deep, holding ``NaN`` or another
+number JSON does not have, or not matching the schema) is an :class:`LLMError`, which carries the cost of
+the call when the API answered with its usage: a malformed answer was still paid for. A call made for an
+agent is paid from its LLM budget (a :class:`Spending`: :mod:`activity.budget`), reserved before the call.
 """
 
-import json
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any
+from decimal import Decimal
+from typing import Any, Protocol
 
 from django.conf import settings
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from memoryplatform.httpjson import ProviderClient
+from memoryplatform.text import json_loads, json_problem
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +45,34 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
 }
 # A prompt's tokens, estimated before the call (for the cost cap): about 4 characters a token.
 CHARS_PER_TOKEN = 4
+MAX_USAGE_TOKENS = 10**9
+"""The most tokens the usage of one call may count, input or output: no model reads or writes a billion
+tokens in one call. A usage that is not an integer from 0 to this is a malformed answer (a provider's bug,
+or not a provider at all), charged as the most the call could have cost (:meth:`LLM.worst_cost`): never
+negative (it would raise what is left of a budget), never past the cost columns."""
+MAX_STORED_COST = Decimal("999999.999999")
+"""The most dollars a cost column holds (12 digits, 6 of them decimals): :func:`stored_cost`."""
+
+
+def stored_cost(cost: float) -> Decimal:
+    """Dollars as the cost columns store them: rounded to 6 decimals, from 0 to :data:`MAX_STORED_COST`
+    (past it, with a warning: a price in ``LLM_PRICES`` far above any model's, or a sum of such calls)."""
+    if not math.isfinite(cost) or cost > MAX_STORED_COST:
+        logger.warning(
+            "An LLM cost of $%s is stored as $%s, the most its column holds", cost, MAX_STORED_COST
+        )
+        return MAX_STORED_COST
+    return max(Decimal(0), Decimal(str(round(cost, 6))))
+
+
+def _usage_tokens(value: Any) -> int | None:
+    """A token count of the provider's usage (absent: 0), or ``None`` when it is not an integer from 0 to
+    :data:`MAX_USAGE_TOKENS` (``true``, ``1.5``, ``"1000"``, ``-5``, ``10**13``)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_USAGE_TOKENS:
+        return None
+    return value
 
 
 class LLMError(Exception):
@@ -62,6 +92,20 @@ class Price:
 
     def cost(self, *, input_tokens: int, output_tokens: int) -> float:
         return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
+
+    @property
+    def free(self) -> bool:
+        return self.input == 0 and self.output == 0
+
+
+class Spending(Protocol):
+    """Who pays for a call (an agent's LLM budget: :class:`activity.budget.AgentBudget`): ``reserve`` is
+    told the call's estimated cost before it is made, and may refuse it by raising; ``settle`` is told what
+    it cost once it answered or failed (:meth:`LLM.complete_json`)."""
+
+    def reserve(self, estimate: float) -> None: ...
+
+    def settle(self, cost: float) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -84,13 +128,26 @@ def price_of(model: str) -> Price:
     return Price(float(given_input), float(given_output))
 
 
-def _json_of(text: str) -> Any:
-    """The JSON of an answer's text; a model may wrap it in a Markdown code fence."""
+def _json_of(text: str, *, cost: float) -> Any:
+    """The JSON of an answer's text (a model may wrap it in a Markdown code fence), parsed as every door
+    parses a body (:func:`memoryplatform.text.json_loads`: no ``NaN`` nor ``Infinity``, no key twice) and
+    checked as every stored value is (:func:`memoryplatform.text.json_problem`: finite numbers, storable
+    strings, at most ``MAX_JSON_DEPTH`` levels); :class:`LLMError` with the call's ``cost`` otherwise. An
+    answer nested past Python's recursion limit is malformed too, not a ``RecursionError``."""
     text = text.strip()
     if text.startswith("```"):
         text = text.split("\n", 1)[1] if "\n" in text else ""
         text = text.rsplit("```", 1)[0]
-    return json.loads(text)
+    try:
+        data = json_loads(text)
+    except ValueError as exc:
+        raise LLMError(f"the model's answer is not JSON: {exc}", cost=cost) from exc
+    except RecursionError as exc:
+        raise LLMError("the model's answer is not JSON: nested too deep to parse", cost=cost) from exc
+    problem = json_problem(data)
+    if problem:
+        raise LLMError(f"the model's answer is refused: {problem}", cost=cost)
+    return data
 
 
 class LLM:
@@ -129,47 +186,78 @@ class LLM:
         tokens = math.ceil((len(system) + len(prompt)) / CHARS_PER_TOKEN)
         return self.price.cost(input_tokens=tokens, output_tokens=0)
 
-    def complete_json(self, *, system: str, prompt: str, schema: dict[str, Any]) -> Completion:
-        """Ask for a JSON answer matching ``schema``; :class:`LLMError` when there is none."""
+    def worst_cost(self, *, system: str, prompt: str) -> float:
+        """The most this prompt's call can cost: its estimated tokens in, ``LLM_MAX_TOKENS`` out. What a call
+        whose usage is not valid is charged (:data:`MAX_USAGE_TOKENS`)."""
+        return self.estimate_cost(system=system, prompt=prompt) + self.price.cost(
+            input_tokens=0, output_tokens=self._max_tokens
+        )
+
+    def complete_json(
+        self, *, system: str, prompt: str, schema: dict[str, Any], spending: Spending | None = None
+    ) -> Completion:
+        """Ask for a JSON answer matching ``schema``; :class:`LLMError` when there is none: with the call's
+        cost from its usage, or, when the usage is not valid, its :meth:`worst_cost`. ``spending`` (unless
+        the model is free) reserves the prompt's estimated cost first, which may refuse the call (its own
+        error, raised before anything is sent), and settles it with the cost, whatever the outcome."""
+        if spending is None or self.price.free:
+            return self._complete(system=system, prompt=prompt, schema=schema)
+        spending.reserve(self.estimate_cost(system=system, prompt=prompt))
+        try:
+            done = self._complete(system=system, prompt=prompt, schema=schema)
+        except LLMError as exc:
+            spending.settle(exc.cost)
+            raise
+        spending.settle(done.cost)
+        return done
+
+    def _complete(self, *, system: str, prompt: str, schema: dict[str, Any]) -> Completion:
+        payload = self._http.post_json(self.endpoint, self._body(system, prompt))  # parsed as the doors parse
+        try:
+            text, given_input, given_output = self._read(payload)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError) as exc:
+            raise LLMError(f"{self.endpoint}: an answer of the wrong shape ({type(exc).__name__})") from exc
+        input_tokens, output_tokens = _usage_tokens(given_input), _usage_tokens(given_output)
+        if input_tokens is None or output_tokens is None:
+            raise LLMError(
+                f"{self.endpoint}: the answer's usage is not token counts from 0 to {MAX_USAGE_TOKENS:,}; "
+                "charged as the most the call could cost",
+                cost=self.worst_cost(system=system, prompt=prompt),
+            )
+        cost = self.price.cost(input_tokens=input_tokens, output_tokens=output_tokens)
+        data = _json_of(text, cost=cost)
+        try:
+            Draft202012Validator(schema).validate(data)
+        except ValidationError as exc:
+            raise LLMError(f"the model's answer does not match the schema: {exc.message}", cost=cost) from exc
+        return Completion(data, input_tokens, output_tokens, cost)
+
+    def _body(self, system: str, prompt: str) -> dict[str, Any]:
+        """The request's body in the protocol's shape."""
         if self.protocol == "openai":
-            body: dict[str, Any] = {
+            return {
                 "model": self.model,
                 "messages": [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
                 "temperature": 0,
                 "max_tokens": self._max_tokens,
                 "response_format": {"type": "json_object"},
             }
-        else:
-            body = {
-                "model": self.model,
-                "system": system,
-                "messages": [{"role": "user", "content": prompt}],
-                "temperature": 0,
-                "max_tokens": self._max_tokens,
-            }
-        payload = self._http.post_json(self.endpoint, body)
-        try:
-            text, input_tokens, output_tokens = self._read(payload)
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
-            raise LLMError(f"{self.endpoint}: an answer of the wrong shape ({type(exc).__name__})") from exc
-        cost = self.price.cost(input_tokens=input_tokens, output_tokens=output_tokens)
-        try:
-            data = _json_of(text)
-            Draft202012Validator(schema).validate(data)
-        except ValueError as exc:
-            raise LLMError(f"the model's answer is not JSON: {exc}", cost=cost) from exc
-        except ValidationError as exc:
-            raise LLMError(f"the model's answer does not match the schema: {exc.message}", cost=cost) from exc
-        return Completion(data, input_tokens, output_tokens, cost)
+        return {
+            "model": self.model,
+            "system": system,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0,
+            "max_tokens": self._max_tokens,
+        }
 
-    def _read(self, payload: dict[str, Any]) -> tuple[str, int, int]:
-        """The answer's text and its input and output tokens."""
+    def _read(self, payload: dict[str, Any]) -> tuple[str, Any, Any]:
+        """The answer's text and its input and output tokens as the usage gives them (not checked yet)."""
         usage = payload.get("usage") or {}
         if self.protocol == "openai":
             text = payload["choices"][0]["message"]["content"]
-            return str(text), int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+            return str(text), usage.get("prompt_tokens"), usage.get("completion_tokens")
         text = "".join(part["text"] for part in payload["content"] if part.get("type") == "text")
-        return text, int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
+        return text, usage.get("input_tokens"), usage.get("output_tokens")
 
 
 def build_llm() -> LLM | None:

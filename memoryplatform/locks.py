@@ -19,6 +19,7 @@ class LockId:
     DREAM_RUN = 7305  # held by a Dream run (dry or not) while its process lives, keyed by the run's id
     EMBEDDINGS = 7306  # one re-embedding pass (the scheduled job, `embed --missing`) at a time, by table
     EXTRACTION = 7307  # one background extraction run at a time (its watermarks are compare-and-set anyway)
+    LLM_BUDGET = 7308  # one agent's LLM budget: the check and the reservation of a call (activity.budget)
 
 
 def advisory_xact_lock(namespace: int, key: str) -> None:

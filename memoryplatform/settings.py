@@ -6,6 +6,7 @@ in ``DATA_DIR`` (``var/``), started on demand from a wheel and shared by every p
 ``REDIS_URL`` at Redis.
 """
 
+import math
 import os
 from pathlib import Path
 
@@ -339,12 +340,24 @@ LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=1024)  # of one answer
 # {"my-model": [0.15, 0.6]}. A model priced nowhere costs 0.
 LLM_PRICES = env.json("LLM_PRICES", default={})
 if not isinstance(LLM_PRICES, dict) or not all(
-    isinstance(v, list | tuple) and len(v) == 2 and all(isinstance(x, int | float) for x in v)
+    isinstance(v, list | tuple)
+    and len(v) == 2
+    and all(isinstance(x, int | float) and not isinstance(x, bool) and 0 <= x < math.inf for x in v)
     for v in LLM_PRICES.values()
 ):
     raise ImproperlyConfigured(
-        'LLM_PRICES must be a JSON object of model: [input, output], e.g. {"m": [1, 4]}'
+        "LLM_PRICES must be a JSON object of model: [input, output], finite and not negative, "
+        'e.g. {"m": [1, 4]}'
     )
+# Each agent's LLM budget (activity.budget): dollars its LLM calls may spend (extraction at every door,
+# Dream's summaries and confirmations) in any window of LLM_BUDGET_WINDOW seconds; the agent's
+# memoryPolicy.llmBudget overrides the dollars.
+LLM_BUDGET_PER_AGENT = env.float("LLM_BUDGET_PER_AGENT", default=5.0)
+LLM_BUDGET_WINDOW = env.int("LLM_BUDGET_WINDOW", default=86_400)
+if not 0 <= LLM_BUDGET_PER_AGENT < 1_000_000:
+    raise ImproperlyConfigured("LLM_BUDGET_PER_AGENT must be dollars from 0 to 999999.99")
+if not 60 <= LLM_BUDGET_WINDOW <= 366 * 86_400:
+    raise ImproperlyConfigured("LLM_BUDGET_WINDOW must be seconds from 60 to 31622400 (366 days)")
 
 # The text search configuration of the ranked per-user search's full-text side (semantic and hybrid modes):
 # 'simple' (the default) only lowercases, for mixed languages; a language ('english', 'german', ...) stems and

@@ -22,8 +22,8 @@ from tests.embedding_server import JsonHandler, serving
 @dataclass
 class Answer:
     content: Any = ""  # a str as sent, anything else as JSON text
-    input_tokens: int = 1000
-    output_tokens: int = 200
+    input_tokens: Any = 1000  # any JSON value: a provider's usage, hostile or not
+    output_tokens: Any = 200
     status: int = 200
     delay: float = 0.0
     trickle: float = 0.0
@@ -43,6 +43,12 @@ class LLMScript:
             if isinstance(prompt, str) and text in prompt:
                 return answer
         return self.answers[min(index, len(self.answers) - 1)]
+
+
+def _sum(first: Any, second: Any) -> Any:
+    """The usage's total, when both counts are numbers (a scripted usage may be anything)."""
+    numbers = all(isinstance(n, int | float) and not isinstance(n, bool) for n in (first, second))
+    return first + second if numbers else None
 
 
 @contextmanager
@@ -78,7 +84,7 @@ def llm_server(script: LLMScript) -> Iterator[LLMScript]:
                     "usage": {
                         "prompt_tokens": answer.input_tokens,
                         "completion_tokens": answer.output_tokens,
-                        "total_tokens": answer.input_tokens + answer.output_tokens,
+                        "total_tokens": _sum(answer.input_tokens, answer.output_tokens),
                     },
                 }
             elif self.path == "/v1/messages":

@@ -63,6 +63,7 @@ POLICY_FIELD_GROUPS: tuple[tuple[str | None, tuple[str, ...]], ...] = (
     ),
     ("Extraction", ("extract_from_conversations", "max_extraction_cost_per_run", "extraction_visibility")),
     ("Activity", ("tool_call_retention_days",)),
+    ("LLM", ("llm_budget",)),
 )
 POLICY_FIELDS = tuple(name for _, names in POLICY_FIELD_GROUPS for name in names)
 

@@ -422,6 +422,14 @@ class AgentMemoryPolicy(models.Model):
     tool_call_retention_days = models.PositiveIntegerField(
         default=30, help_text="Dream deletes this agent's tool-call log older than this; 0 keeps it forever"
     )
+    llm_budget = models.DecimalField(
+        max_digits=8,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        help_text="Dollars this agent's LLM calls may spend in any LLM_BUDGET_WINDOW, at every door; "
+        "empty: LLM_BUDGET_PER_AGENT",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

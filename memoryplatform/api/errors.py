@@ -66,7 +66,9 @@ def invalid_input(detail: Any, code: str = "bad_request") -> dict[str, Any]:
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     headers: dict[str, str] = {}
     if isinstance(exc, ServiceError):
-        return Response(envelope(exc.message, exc.code, exc.details), status=exc.status_code)
+        if exc.retry_after is not None:
+            headers["Retry-After"] = str(exc.retry_after)
+        return Response(envelope(exc.message, exc.code, exc.details), status=exc.status_code, headers=headers)
     if isinstance(exc, RequestDataTooBig):
         return Response(
             envelope("Request body is too large.", "payload_too_large"),

@@ -46,3 +46,23 @@ def test_an_agent_extracts_facts_through_the_mcp_tool(mcp_env: McpEnv, scripted_
 
     run(main)
     assert scripted_llm.requests[0]["path"] == "/v1/messages" and len(scripted_llm.requests) == 2
+
+
+def test_the_mcp_tool_stops_at_the_agents_llm_budget(mcp_env: McpEnv, scripted_llm: LLMScript):
+    """The same budget as REST (issue 44, finding 5): refused before the call, naming it. As agent-b: the
+    package's database is shared, and agent-a spent in the test above."""
+    user = "mcp-budget"
+    scripted_llm.answers = [facts(fact("home_city", "Lisbon"))]
+    messages = [{"role": "user", "content": "I live in Lisbon."}]
+    env = {**_llm_env(scripted_llm), "LLM_BUDGET_PER_AGENT": "0.20"}  # $0.12 a call: two calls start
+
+    async def main() -> None:
+        async with stdio_session(mcp_env, "agent-b", **env) as client:
+            for _ in range(2):
+                await ok(client, "extract_memories", userId=user, messages=messages)
+            refused, is_error = await call(client, "extract_memories", userId=user, messages=messages)
+            assert is_error and "LLM budget reached" in refused["error"], refused
+            assert "agent 'agent-b' spent $0.240000 of its $0.20 in the last 24 h" in refused["error"]
+
+    run(main)
+    assert len(scripted_llm.requests) == 2  # on main: 3, and on without end

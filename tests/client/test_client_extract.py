@@ -4,7 +4,7 @@ scripted LLM, then a hybrid search that finds the facts: the README's newcomer e
 import asyncio
 
 import pytest
-from memoryplatform_client import BadRequestError
+from memoryplatform_client import BadRequestError, RateLimitedError
 
 from tests.extraction.conftest import fact, facts
 
@@ -57,3 +57,16 @@ def test_the_async_client_extracts_too(openai_llm, support, async_client_for):
 
     done = asyncio.run(main())
     assert done["operations"][0]["visibility"] == "group" and done["operations"][0]["groupIds"] == ["support"]
+
+
+def test_the_client_is_told_when_the_agents_llm_budget_is_spent(openai_llm, support, client_for, settings):
+    settings.LLM_BUDGET_PER_AGENT = 0.10  # one call ($0.12) starts; the next is refused before it is made
+    nova = client_for(support[0])
+    openai_llm.answers = [facts(fact("home_city", "Lisbon"))]
+    nova.extract("ana", FIVE[:1])
+
+    with pytest.raises(RateLimitedError) as refused:
+        nova.extract("ana", FIVE[:1])
+
+    assert refused.value.details["limit"] == "llmBudget" and refused.value.details["spent"] == 0.12
+    assert refused.value.retry_after and len(openai_llm.requests) == 1

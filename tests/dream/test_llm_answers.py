@@ -179,3 +179,48 @@ def test_a_run_keeps_the_first_few_failures_and_counts_them_all(llm, agent_a, ag
 
     meaning = DreamRun.objects.get().details["meaning"]
     assert meaning["failureCount"] == 15 and len(meaning["failures"]) == MAX_RECORDED_FAILURES
+
+
+DEEP = '{"summaries": ' + "[" * 1000 + "]" * 1000 + "}"  # 2 KB of JSON nested 1,000 levels deep
+MALFORMED = {"nested 1,000 levels": DEEP, "NaN": '{"summaries": NaN}', "1e400": '{"contradiction": 1e400}'}
+
+
+@pytest.mark.parametrize("answer", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_summary_answer_fails_its_group_and_the_cycle_goes_on(
+    llm, answer, agent_a, agent_a_api, dream_policy
+):
+    groups = _groups(agent_a_api)
+    dream_policy(agent_a, prune_stale_after_days=0, summarize_interactions=True, summarize_min_entries=3)
+    llm.answers = [
+        Answer(answer),
+        _one_summary(groups["fact"], "facts"),
+        _one_summary(groups["preference"], "p"),
+    ]
+
+    run_dream("--no-progress")  # on main (deep): RecursionError, and the whole cycle fails
+
+    run = DreamRun.objects.get()
+    assert (run.status, run.summarization_failures, run.summaries_written) == ("succeeded", 1, 2)
+    (failure,) = run.details["summaries"]["failures"]
+    assert "the model's answer" in failure["error"]
+    assert "toolCallsDeleted" in run.details  # the passes after the summaries ran
+
+
+@pytest.mark.parametrize("answer", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_confirmation_is_one_counted_failure(llm, answer, agent_a, agent_a_api, dream_policy):
+    _similar_keys(agent_a_api, ["u1"], n=3)  # 3 pairs
+    dream_policy(
+        agent_a,
+        prune_stale_after_days=0,
+        semantic_contradiction_threshold=0.1,
+        confirm_contradictions_with_llm=True,
+    )
+    llm.answers = [Answer(answer), Answer({"contradiction": True})]
+
+    run_dream("--no-progress")  # on main (deep): RecursionError, and the whole cycle fails
+
+    run = DreamRun.objects.get()
+    meaning = run.details["meaning"]
+    assert run.status == "succeeded" and len(llm.requests) == 3
+    assert (meaning["failureCount"], meaning["pairCount"]) == (1, 2)
+    assert meaning["llmCost"] == pytest.approx(0.36)  # the malformed answer was paid for, and counted

@@ -2,6 +2,9 @@
 Messages API with scripted answers and usage; one opt-in test against a live endpoint (LLM_TEST_URL)."""
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from django.test import override_settings
@@ -99,6 +102,22 @@ def test_the_estimate_counts_the_prompt():
     with llm_server(LLMScript([Answer()])) as script:
         llm = _llm(script)
     assert llm.estimate_cost(system="", prompt="x" * 4000) == pytest.approx(1000 * 2.0 / 1_000_000)
+
+
+@pytest.mark.parametrize("prices", ['{"m": [-1, 4]}', '{"m": [1, Infinity]}', '{"m": [true, 4]}'])
+def test_a_negative_or_endless_price_stops_the_start(prices):  # type: ignore[no-untyped-def]
+    """A negative price would make every call raise what is left of a budget (issue 44, finding 15)."""
+    env = {**os.environ, "SECRET_KEY": "test", "LLM_PRICES": prices}
+    result = subprocess.run(  # noqa: S603 (our own interpreter, fixed arguments)
+        [sys.executable, "-c", "import memoryplatform.settings"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0 and "LLM_PRICES must be" in result.stderr
 
 
 @pytest.mark.skipif(

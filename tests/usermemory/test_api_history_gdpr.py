@@ -161,6 +161,7 @@ def test_policy_read_and_patch(admin_api, agent_a):
             "visibility": "self",
         },
         "toolCallRetentionDays": 30,
+        "llmBudget": None,
     }
     patched = admin_api.patch(
         "/v1/agents/agent-a",

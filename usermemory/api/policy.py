@@ -102,6 +102,18 @@ class MemoryPolicySerializer(StrictInput):
         required=False,
         help_text="Days the agent's tool-call log is kept (Dream deletes older calls); 0 keeps it forever.",
     )
+    llmBudget = serializers.DecimalField(
+        source="llm_budget",
+        max_digits=8,
+        decimal_places=2,
+        min_value=0,
+        allow_null=True,
+        coerce_to_string=False,
+        required=False,
+        help_text="Dollars the agent's LLM calls may spend in any window of LLM_BUDGET_WINDOW seconds, at "
+        "every door (extraction, Dream's summaries and confirmations); null: the server's "
+        "LLM_BUDGET_PER_AGENT.",
+    )
 
 
 def flatten_policy_changes(data: dict[str, Any]) -> dict[str, Any]:

@@ -76,7 +76,7 @@ class PayloadTooLargeError(APIError):
 
 
 class RateLimitedError(APIError):
-    """429 ``rate_limited`` (writes per turn)."""
+    """429 ``rate_limited`` (writes per turn; an agent's LLM budget: ``details``, ``retry_after``)."""
 
 
 class ServerError(APIError):
