@@ -25,7 +25,8 @@ import numpy as np
 
 from bench.recall_quality import Platform
 
-DATA = Path(__file__).parent / "calibration" / "user_facts.json"
+CALIBRATION = Path(__file__).parent / "calibration"
+DATA = [CALIBRATION / "user_facts.json", CALIBRATION / "small_stores.json"]
 L2 = 0.01
 
 
@@ -48,16 +49,38 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, *, iterations: int = 50) -> np.nd
     return weights
 
 
-def stores(data: dict[str, Any], sizes: tuple[int, ...]) -> list[tuple[int, str, list[dict[str, Any]]]]:
+def read(path: Path) -> list[dict[str, Any]]:
+    """The users of a data file, each ``{"id", "facts", "queries"}`` (``queries``: ``{"q", "relevant"}``, no
+    relevant fact for an off-topic one), from either shape: ``users`` a list (``user_facts.json``; ids
+    ``calibration-<n>``, as named in no question) or ``{id: {"facts", "offTopic"}}`` (``small_stores.json``,
+    whose ids may be the user's first name, as an agent's often are: the platform reads a name in a question
+    as "the user" then)."""
+    data = json.loads(path.read_text())
+    if isinstance(data["users"], list):
+        return [
+            {"id": f"calibration-{index}", "facts": user["facts"], "queries": user["queries"]}
+            for index, user in enumerate(data["users"])
+        ]
+    users = []
+    for user_id, user in data["users"].items():
+        asked = [{"q": q, "relevant": [f["key"]]} for f in user["facts"] for q in f["questions"]]
+        off = [{"q": q, "relevant": []} for q in user["offTopic"]]
+        users.append({"id": user_id, "facts": user["facts"], "queries": asked + off})
+    return users
+
+
+def stores(
+    users: list[dict[str, Any]], sizes: tuple[int, ...]
+) -> list[tuple[int, str, list[dict[str, Any]]]]:
     """(user index, store's user id, facts) for every store: each user's facts whole, and split in order into
-    stores of each of ``sizes`` facts."""
+    stores of each of ``sizes`` facts (ids ``<user id>.<size>.<start>``: the same name)."""
     out: list[tuple[int, str, list[dict[str, Any]]]] = []
-    for index, user in enumerate(data["users"]):
+    for index, user in enumerate(users):
         facts = user["facts"]
-        out.append((index, f"calibration-{index}", facts))
+        out.append((index, user["id"], facts))
         for size in sizes:
             for start in range(0, len(facts), size):
-                out.append((index, f"calibration-{index}-{size}-{start}", facts[start : start + size]))
+                out.append((index, f"{user['id']}.{size}.{start}", facts[start : start + size]))
     return out
 
 
@@ -71,7 +94,7 @@ def fit_hybrid(x: np.ndarray, y: np.ndarray, whole: np.ndarray) -> np.ndarray:
 
 
 def examples(
-    platform: Platform, data: dict[str, Any], sizes: tuple[int, ...]
+    platform: Platform, users: list[dict[str, Any]], sizes: tuple[int, ...]
 ) -> tuple[list[tuple[float, float, int, int]], str]:
     """(cos, bm25, relevant, whole) for every (question, fact of a store of its user), ``whole`` 1 for the
     user's whole store; and the embedder's model id."""
@@ -79,16 +102,16 @@ def examples(
     from usermemory import selectors, services
     from usermemory.services import MemoryWrite, memory_upsert_batch
 
-    categories = sorted({fact["category"] for user in data["users"] for fact in user["facts"]})
+    categories = sorted({fact.get("category", "fact") for user in users for fact in user["facts"]})
     services.policy_update(agent_id=platform_agent(), allowed_categories=categories)
-    every = stores(data, sizes)
+    every = stores(users, sizes)
     for _, user_id, facts in every:
         writes = [
             MemoryWrite(
                 user_id=user_id,
                 key=fact["key"],
                 value=fact["value"],
-                category=fact["category"],
+                category=fact.get("category", "fact"),
                 source_agent_id=platform_agent(),
             )
             for fact in facts
@@ -97,9 +120,9 @@ def examples(
     platform.embed()
     rows: list[tuple[float, float, int, int]] = []
     for index, user_id, facts in every:
-        whole = int(facts is data["users"][index]["facts"])
+        whole = int(facts is users[index]["facts"])
         keys = {fact["key"] for fact in facts}
-        for question in data["users"][index]["queries"]:
+        for question in users[index]["queries"]:
             found = selectors.memory_search_ranked(
                 caller=platform.caller,
                 user_id=user_id,
@@ -127,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--data", type=Path, nargs="+", default=DATA)
     parser.add_argument(
         "--db-url", default="", help="a PostgreSQL server (default: DATABASE_URL, or embedded)"
     )
@@ -138,10 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         "(default: the whole stores only)",
     )
     args = parser.parse_args(argv)
-    data = json.loads(args.data.read_text())
+    users = [user for path in args.data for user in read(path)]
     platform = Platform(args.db_url or os.environ.get("DATABASE_URL", ""))
     sizes = tuple(int(size) for size in args.store_sizes.split(",") if size)
-    rows, model_id = examples(platform, data, sizes)
+    rows, model_id = examples(platform, users, sizes)
     table = np.array(rows, dtype=float)
     cos, bm25, y = table[:, 0:1], np.log1p(table[:, 1:2]), table[:, 2]
     log(f"{len(rows)} examples, {int(y.sum())} relevant, model {model_id}")

@@ -389,7 +389,9 @@ def message_search_ranked(
     ranks entries (:func:`usermemory.ranking.search_ranking`: the same embedder, calibration, threshold and
     fallback), best first, each with its score. Visibility and filters are applied in the same statement,
     before ranking (:func:`conversations.store.messages_ranked`). Two queries: the ranking, the messages."""
-    ranking, fallback = search_ranking(query=query, mode=mode, window=limit + offset, min_score=min_score)
+    ranking, fallback = search_ranking(
+        query=query, mode=mode, window=limit + offset, min_score=min_score, user_id=scope.user_id
+    )
     ranked = store.messages_ranked(scope=scope, ranking=ranking, limit=limit, offset=offset)
     if not ranked:
         return MessageSearch([], fallback)

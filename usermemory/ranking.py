@@ -8,6 +8,7 @@ caller may read: every statistic of the first stage is computed over those rows 
 the second stage reads only the query and the candidate."""
 
 import logging
+import re
 from typing import NamedTuple
 
 from django.conf import settings
@@ -84,26 +85,73 @@ def _query_vector(query: str) -> tuple[str, str] | None:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]", embedder.model_id
 
 
+# Words of a user id that name no one: ``user-42``, ``cust_0193``, ``u-4821``, ``test-ana``.
+_NOT_A_NAME = frozenset(
+    {"user", "users", "usr", "cust", "customer", "client", "member", "account", "acct", "id", "test"}
+)
+_THE_USER = frozenset({"user", "users", "user's", "users'"})
+_WORD = re.compile(r"[^\W\d_]+(?:'s)?", re.UNICODE)
+
+
+def user_names(user_id: str | None) -> frozenset[str]:
+    """The words that name the user in a query about them: the words of letters of their ``userId`` (``ana``
+    of ``ana`` or ``ana.silva``; none of ``u-4821``), casefolded, but for the generic ones."""
+    if not user_id:
+        return frozenset()
+    words = (w.casefold() for w in re.findall(r"[^\W\d_]+", user_id))
+    return frozenset(w for w in words if len(w) >= 2 and w not in _NOT_A_NAME)
+
+
+def about_the_user(query: str, names: frozenset[str]) -> tuple[str, str]:
+    """What the two sides of a ranked read take of ``query`` about one user: the text to embed, with the
+    user's own name written "the user" (``does ana have a car`` reads ``does the user have a car``), and the
+    words for full text, without the name nor "user". In a store of one user's facts the name is in the
+    question and in the values alike: it says nothing of which fact answers, yet a value that names the user
+    would outrank one that answers (issue 45)."""
+    if not names:
+        return query, _without(query, _THE_USER)
+
+    def named(match: re.Match[str]) -> str:
+        word = match.group(0)
+        bare = word[:-2] if word.endswith("'s") else word
+        if bare.casefold() not in names:
+            return word
+        return "the user's" if word.endswith("'s") else "the user"
+
+    return _WORD.sub(named, query), _without(query, names | _THE_USER)
+
+
+def _without(query: str, words: frozenset[str]) -> str:
+    """``query`` without these words (casefolded, as they stand or with ``'s``)."""
+
+    def bare(word: str) -> str:
+        return word.casefold().strip(".,;:!?\"'()").removesuffix("'s")
+
+    return " ".join(word for word in query.split() if bare(word) not in words)
+
+
 def search_ranking(
-    *, query: str, mode: str, window: int, min_score: float | None = None
+    *, query: str, mode: str, window: int, min_score: float | None = None, user_id: str | None = None
 ) -> tuple[Ranking, str | None]:
     """The first stage of a ``semantic`` or ``hybrid`` read of ``window`` results (limit + offset), and its
     fallback: "fulltext" when the embedder could not embed the query (counted in
-    ``memory_search_fallbacks_total``), in which case both modes rank by full text alone."""
+    ``memory_search_fallbacks_total``), in which case both modes rank by full text alone. ``user_id``: the one
+    user whose rows are ranked, if there is one: their name lifts nothing (:func:`about_the_user`)."""
     if mode not in RANKED_MODES:
         raise BadRequest(RANKED_MODES_MESSAGE)
     if not query:
         raise BadRequest("q is required: the text to search for.")
     check_query(query)
     threshold = check_min_score(min_score)
-    embedded = _query_vector(query)
+    meaning, words = about_the_user(query, user_names(user_id))
+    embedded = _query_vector(meaning)
     fallback = None
     if embedded is None:
         fallback = "fulltext"
         search_fallbacks.labels(mode=mode).inc()
     model = embedded[1] if embedded else ""
     ranking = Ranking(
-        query=query,
+        query=words,
         vector=embedded[0] if embedded else None,
         model=model,
         fulltext=mode == "hybrid" or embedded is None,

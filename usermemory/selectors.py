@@ -391,7 +391,9 @@ def memory_search_ranked(
     statement. When the embedder is down both answer by full text alone (``fallback``)."""
     agent_id, groups = _search_scope(caller=caller, group_ids=group_ids)
     window = limit + offset
-    ranking, fallback = ranking_.search_ranking(query=query, mode=mode, window=window, min_score=min_score)
+    ranking, fallback = ranking_.search_ranking(
+        query=query, mode=mode, window=window, min_score=min_score, user_id=user_id
+    )
     candidates = ranking_.second_stage_window(window)
     metrics.searches.labels(mode=mode).inc()
     entries = search_sql.ranked_search(

@@ -304,7 +304,11 @@ def memory_recall_ranked(
     (:func:`usermemory.sql.search.mark_recalled`, which keeps only those still visible)."""
     plan = _recall_plan(caller=caller, agent_id=agent_id, group_ids=group_ids, order=order, limit=limit)
     ranking, fallback = ranking_.search_ranking(
-        query=query, mode=mode, window=plan.limit, min_score=ranking_.recall_min_score(min_score)
+        query=query,
+        mode=mode,
+        window=plan.limit,
+        min_score=ranking_.recall_min_score(min_score),
+        user_id=user_id,
     )
     scope = plan.scope(caller=caller, user_id=user_id, min_confidence=min_confidence)
     candidates = ranking_.second_stage_window(plan.limit)
