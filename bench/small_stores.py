@@ -17,8 +17,7 @@ REST (Django's test client: the whole request path in process, with the agent's 
 - the same for each off-topic question: the share that returns nothing.
 
 Each figure overall and per key style: descriptive (``home_city``), numbered (``1``, ``memories/1``) and
-opaque
-(``m-7f3a``, ``k-09``, a uuid), told from the user's keys. Nothing here is fitted: the scores are the
+opaque (``m-7f3a``, ``k-09``, a uuid), told from the user's keys. Nothing here is fitted: the scores are the
 platform's, as configured.
 """
 
