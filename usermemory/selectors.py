@@ -525,7 +525,8 @@ def _without_key_prefix(event: MemoryEvent) -> None:
         event.actor_id = event.actor_id.split(":", 1)[0]
 
 
-def properties_for_user(*, user_id: str) -> dict[str, object]:
-    """The legacy flat map: each global entry's key and value."""
-    rows = MemoryEntry.objects.filter(user_id=user_id, visibility=Visibility.GLOBAL).order_by("key")
-    return dict(rows.values_list("key", "value"))
+def properties_for_user(*, caller: Caller, user_id: str) -> dict[str, object]:
+    """The legacy flat map: each global entry's key and value, of the entries the caller reads elsewhere
+    (:func:`memory_readable_for`: valid now, so neither past a TTL nor superseded by Dream)."""
+    rows = memory_readable_for(caller=caller, user_id=user_id).filter(visibility=Visibility.GLOBAL)
+    return dict(rows.order_by("key").values_list("key", "value"))
