@@ -51,8 +51,10 @@ if not SECRET_KEY:
 # Public ids of entries, tasks, tool calls and history events are a keyed permutation of their row ids
 # (memoryplatform/publicids.py). Unset: a key derived from SECRET_KEY. Changing it changes every public id.
 PUBLIC_ID_KEY = env.str("PUBLIC_ID_KEY", default="")
-# Whole numbers below 2**52 given as ids are the internal ids shown before public ids (deprecated).
-PUBLIC_IDS_ACCEPT_LEGACY = _strict_bool("PUBLIC_IDS_ACCEPT_LEGACY", True)
+# Whole numbers below 2**52 given as ids are the internal ids shown before public ids (deprecated). Off by
+# default: a caller holding one can probe the ids next to it. A deployment whose clients still hold them sets
+# it true explicitly.
+PUBLIC_IDS_ACCEPT_LEGACY = _strict_bool("PUBLIC_IDS_ACCEPT_LEGACY", False)
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
