@@ -50,7 +50,7 @@ def log_calls(client, n):
 
 def test_the_permutation_is_one_to_one_within_its_range_and_differs_per_kind():
     samples = [0, 1, 2, BASE - 1, *random.Random(8).sample(range(BASE), 2000)]
-    for kind in (publicids.ENTRY, publicids.TASK, publicids.TOOL_CALL, publicids.EVENT):
+    for kind in (publicids.ENTRY, publicids.TASK, publicids.TOOL_CALL, publicids.EVENT, publicids.EXTRACTION):
         public = [publicids.to_public(kind, n) for n in samples]
         assert all(BASE <= p < TOP for p in public)  # a JavaScript number holds it exactly
         assert len(set(public)) == len(samples)
