@@ -72,6 +72,7 @@ from apikeys.caller import Caller
 from apikeys.services import KeyRefused, apikey_authenticate
 from memoryplatform import asgi_http
 from memoryplatform.errors import ServiceError
+from memoryplatform.text import json_problem, json_refusal
 
 logger = logging.getLogger(__name__)
 request_log = logging.getLogger("memoryplatform.requests")  # the request log REST requests are written to
@@ -124,7 +125,8 @@ def tool_call(*, caller: Caller, name: str, arguments: dict[str, Any] | None) ->
     arguments = dict(arguments or {})
     started = time.monotonic()
     payload, is_error = _run(caller=caller, tool=tool, arguments=arguments)
-    # Every call that ran is logged with an agent key (the activity app), refusals as failures.
+    # Every call that ran is logged with an agent key (the activity app), refusals as failures; arguments the
+    # database cannot store (a NUL) are logged escaped.
     activity.tool_call_log(
         caller=caller,
         via=ToolCall.Via.MCP,
@@ -141,6 +143,11 @@ def tool_call(*, caller: Caller, name: str, arguments: dict[str, Any] | None) ->
 
 
 def _run(*, caller: Caller, tool: McpTool, arguments: dict[str, Any]) -> tuple[Any, bool]:
+    # What no database stores (a NUL, a lone surrogate, anywhere in the arguments): refused in the words REST
+    # and the LLM tools answer with, before the tool runs.
+    unstorable = json_problem(arguments)
+    if unstorable:
+        return _error(json_refusal(unstorable))
     problems = VALIDATORS[tool.name].iter_errors(arguments)
     problem = next(iter(sorted(problems, key=lambda e: list(e.path))), None)
     if problem is not None:
