@@ -72,6 +72,7 @@ from apikeys.caller import Caller
 from apikeys.services import KeyRefused, apikey_authenticate
 from memoryplatform import asgi_http
 from memoryplatform.errors import ServiceError
+from memoryplatform.logsafe import safe_traceback
 from memoryplatform.text import json_problem, json_refusal
 
 logger = logging.getLogger(__name__)
@@ -156,8 +157,8 @@ def _run(*, caller: Caller, tool: McpTool, arguments: dict[str, Any]) -> tuple[A
         return tool.handler(caller, arguments), False
     except ServiceError as exc:
         return _error(exc.message)
-    except Exception:
-        logger.exception("MCP tool %s by %s failed", tool.name, caller.log_label())
+    except Exception as exc:
+        logger.error("MCP tool %s by %s failed\n%s", tool.name, caller.log_label(), safe_traceback(exc))
         return _error(INTERNAL_ERROR)
 
 
@@ -180,8 +181,8 @@ def _tool_call_in_thread(
         if isinstance(payload, Noted):
             payload, notes = payload.payload, [payload.note]
         texts = [json.dumps(payload, cls=JSONEncoder, ensure_ascii=False), *notes]
-    except Exception:
-        logger.exception("MCP tool %s failed", name)
+    except Exception as exc:
+        logger.error("MCP tool %s failed\n%s", name if name in TOOLS else "unknown", safe_traceback(exc))
         payload, is_error = _error(INTERNAL_ERROR)
         texts = [json.dumps(payload)]
     finally:

@@ -36,6 +36,7 @@ from dream.models import DreamRun
 from dream.records import LlmCalls, error_text, record_failure
 from memoryplatform import publicids
 from memoryplatform.llm import LLM, LLMError, build_llm
+from memoryplatform.logsafe import user_ref
 from memoryplatform.text import text_problem
 from usermemory.history import Actor, Scope
 from usermemory.maintenance import Replacement, memory_supersede
@@ -290,7 +291,9 @@ def apply_proposal(*, proposal: Proposal, run_id: int, preserve_agents: bool) ->
     )
     if not superseded:
         logger.info(
-            "Dream run #%s: a group of user %r changed since its proposal; skipped", run_id, proposal.user_id
+            "Dream run #%s: a group of %s changed since its proposal; skipped",
+            run_id,
+            user_ref(proposal.user_id),
         )
         return 0
     metrics.entries_summarized.inc(superseded)
@@ -327,12 +330,12 @@ class SummaryTotals:
             self.failed,
             {"agentId": policy.agent_id, "userId": proposal.user_id, "label": proposal.label, "error": error},
         )
+        # The error and the label stay in the run's details (staff): the log names neither, nor the user.
         logger.warning(
-            "Dream run #%s: summary of %r for user %r failed: %s",
+            "Dream run #%s: a summary of %s's for %s failed",
             run_id,
-            proposal.label,
-            proposal.user_id,
-            error,
+            policy.agent_id,
+            user_ref(proposal.user_id),
         )
 
 

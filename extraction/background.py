@@ -45,6 +45,7 @@ from extraction.services import (
 )
 from memoryplatform.llm import LLM, LLMError, build_llm
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
+from memoryplatform.logsafe import exception_summary
 from usermemory.models import AgentMemoryPolicy, Visibility
 
 logger = logging.getLogger(__name__)
@@ -208,7 +209,9 @@ def _conversation(
                 )
                 totals.cost += exc.cost
                 totals.failures += 1
-                logger.warning("Extraction for %s in %s failed: %s", agent.id, conversation.pk, exc)
+                logger.warning(  # the error itself is the extraction's record (its text may quote the chat)
+                    "Extraction for %s in %s failed: %s", agent.id, conversation.pk, exception_summary(exc)
+                )
                 return True  # this conversation waits for the next run; the others go on
             totals.cost += proposed.cost
         outcome = _commit(batch=batch, conversation=conversation, agent=agent, proposed=proposed)

@@ -417,7 +417,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s [%(request_id)s] %(name)s %(message)s"}},
-    "filters": {"request_id": {"()": "memoryplatform.requestid.RequestIdFilter"}},
+    "filters": {
+        "request_id": {"()": "memoryplatform.requestid.RequestIdFilter"},
+        "request_route": {"()": "memoryplatform.logsafe.RequestRouteFilter"},
+        "safe_exception": {"()": "memoryplatform.logsafe.SafeExceptionFilter"},
+    },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["request_id"]}
     },
@@ -425,8 +429,11 @@ LOGGING = {
     "loggers": {
         "django.server": {"level": "WARNING"},
         # A 4xx is logged once, by the request log (memoryplatform.requests); Django's own "Bad Request: ..."
-        # warning would repeat it. Its 5xx errors stay.
-        "django.request": {"level": "ERROR"},
+        # warning would repeat it. Its 5xx errors stay, naming the route and not the path (which holds user
+        # ids), with the exception's type and frames and not its message (memoryplatform.logsafe).
+        "django.request": {"level": "ERROR", "filters": ["request_route"]},
+        # A task's failure, logged by Celery with the exception's text: its type and frames only.
+        "celery.app.trace": {"filters": ["safe_exception"]},
         # The MCP SDK's stateless session manager says "Terminating session: None" after every call.
         "mcp.server.streamable_http": {"level": "WARNING"},
     },

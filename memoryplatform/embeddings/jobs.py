@@ -31,6 +31,7 @@ from memoryplatform import duty
 from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
 from memoryplatform.embeddings.store import QueueTable, queue_clock, queue_forget, sweep_done, sweep_model
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
+from memoryplatform.logsafe import exception_summary
 
 logger = logging.getLogger(__name__)
 
@@ -201,7 +202,7 @@ def _embed_short_now(kind: VectorKind, ids: list[TextId]) -> None:
             queue_forget(queue=kind.queue, ids=list(done), before=read_at)
     except Exception as exc:  # a committed write is never failed by its vector; the consumer has it queued
         kind.failures.inc(len(ids))
-        logger.warning("Embedding %d %s failed: %s: %s", len(ids), kind.name, type(exc).__name__, exc)
+        logger.warning("Embedding %d %s failed: %s", len(ids), kind.name, exception_summary(exc))
 
 
 # --- The scheduled re-embedding of every kind ---------------------------------------------------------------
@@ -250,7 +251,7 @@ def reembed_scheduled(*, batch_size: int, seconds: float) -> str:
             statuses.add("skipped")
             continue
         except EmbedderError as exc:
-            logger.warning("Re-embedding %s failed: %s", kind.name, exc)
+            logger.warning("Re-embedding %s failed: %s", kind.name, exception_summary(exc))
             statuses.add("failed")
             break
         status = "done" if result.complete else "partial"
