@@ -139,7 +139,7 @@ def watermark_advance(*, conversation_id: Any, agent_id: str, read: int, to: int
 @dataclass
 class _Batch:
     read: int  # the watermark when the batch was read
-    last: int  # the batch's last sequence number
+    last: int  # the batch's last position (the watermark counts positions: every channel's messages)
     request: ExtractionRequest | None  # None: nothing to read in it (no text)
 
 
@@ -148,10 +148,10 @@ def _next_batch(
 ) -> _Batch | None:
     read = _watermark(conversation, agent)
     rows = list(
-        Message.objects.filter(conversation=conversation, seq__gt=read)
+        Message.objects.filter(conversation=conversation, position__gt=read)
         .filter(_readable(agent.id))
-        .order_by("seq")
-        .values_list("id", "seq", "channel", "role", "content")[:batch_size]
+        .order_by("position")
+        .values_list("id", "position", "channel", "role", "content")[:batch_size]
     )
     if not rows:
         return None
