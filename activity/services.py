@@ -26,6 +26,7 @@ from apikeys.selectors import agent_group_ids
 from apikeys.services import caller_require_writer
 from memoryplatform import publicids
 from memoryplatform.errors import BadRequest, Conflict, Forbidden, NotFound
+from memoryplatform.text import storable_json, storable_text
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, Visibility
 from usermemory.services import MemoryWrite, memory_upsert
 
@@ -135,11 +136,18 @@ def clip_args(args: Any) -> Any:
 
 def tool_call_log(*, caller: Caller, via: str, call: ToolCallWrite) -> ToolCall | None:
     """Log one call of our own tools (LLM or MCP) made with an agent key; other keys act as no agent, so
-    nothing is logged for them. Unlike a REST batch, a long result or args is cut short, not refused, and an
+    nothing is logged for them. Unlike a REST batch, a long result or args is cut short, not refused, text
+    the database cannot store (a NUL, a lone surrogate) is logged escaped (:func:`storable_json`), and an
     ``unavailable`` agent's calls are logged too: they are what it did."""
     if not caller.is_agent:
         return None
-    clipped = replace(call, args=clip_args(call.args), result=clip_result(call.result))
+    clipped = replace(
+        call,
+        tool=storable_text(call.tool),
+        args=clip_args(storable_json(call.args)),
+        result=clip_result(storable_json(call.result)),
+        error=storable_text(call.error),
+    )
     row = _row(caller=caller, call=clipped, via=via, now=timezone.now())
     row.save(force_insert=True)
     return row

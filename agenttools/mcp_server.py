@@ -72,6 +72,8 @@ from apikeys.caller import Caller
 from apikeys.services import KeyRefused, apikey_authenticate
 from memoryplatform import asgi_http
 from memoryplatform.errors import ServiceError
+from memoryplatform.logsafe import safe_traceback
+from memoryplatform.text import json_problem, json_refusal
 
 logger = logging.getLogger(__name__)
 request_log = logging.getLogger("memoryplatform.requests")  # the request log REST requests are written to
@@ -124,7 +126,8 @@ def tool_call(*, caller: Caller, name: str, arguments: dict[str, Any] | None) ->
     arguments = dict(arguments or {})
     started = time.monotonic()
     payload, is_error = _run(caller=caller, tool=tool, arguments=arguments)
-    # Every call that ran is logged with an agent key (the activity app), refusals as failures.
+    # Every call that ran is logged with an agent key (the activity app), refusals as failures; arguments the
+    # database cannot store (a NUL) are logged escaped.
     activity.tool_call_log(
         caller=caller,
         via=ToolCall.Via.MCP,
@@ -141,6 +144,11 @@ def tool_call(*, caller: Caller, name: str, arguments: dict[str, Any] | None) ->
 
 
 def _run(*, caller: Caller, tool: McpTool, arguments: dict[str, Any]) -> tuple[Any, bool]:
+    # What no database stores (a NUL, a lone surrogate, anywhere in the arguments): refused in the words REST
+    # and the LLM tools answer with, before the tool runs.
+    unstorable = json_problem(arguments)
+    if unstorable:
+        return _error(json_refusal(unstorable))
     problems = VALIDATORS[tool.name].iter_errors(arguments)
     problem = next(iter(sorted(problems, key=lambda e: list(e.path))), None)
     if problem is not None:
@@ -149,8 +157,8 @@ def _run(*, caller: Caller, tool: McpTool, arguments: dict[str, Any]) -> tuple[A
         return tool.handler(caller, arguments), False
     except ServiceError as exc:
         return _error(exc.message)
-    except Exception:
-        logger.exception("MCP tool %s by %s failed", tool.name, caller.log_label())
+    except Exception as exc:
+        logger.error("MCP tool %s by %s failed\n%s", tool.name, caller.log_label(), safe_traceback(exc))
         return _error(INTERNAL_ERROR)
 
 
@@ -173,8 +181,8 @@ def _tool_call_in_thread(
         if isinstance(payload, Noted):
             payload, notes = payload.payload, [payload.note]
         texts = [json.dumps(payload, cls=JSONEncoder, ensure_ascii=False), *notes]
-    except Exception:
-        logger.exception("MCP tool %s failed", name)
+    except Exception as exc:
+        logger.error("MCP tool %s failed\n%s", name if name in TOOLS else "unknown", safe_traceback(exc))
         payload, is_error = _error(INTERNAL_ERROR)
         texts = [json.dumps(payload)]
     finally:

@@ -81,15 +81,16 @@ class Raw:
         return self.rows(conn, raw_sql.SEARCH_PER_USER, params)
 
     def append_message(self, conn: psycopg.Connection[Any], conversation: str, text: str) -> None:
-        """A conversation append: take the conversation's row lock, insert at its next sequence number."""
+        """A conversation append: take the conversation's row lock, insert at its next position (and the
+        history's next number)."""
         with conn.transaction():
-            ((seq,),) = self.rows(conn, raw_sql.LOCK_CONVERSATION, {"conversation": conversation})
+            ((position,),) = self.rows(conn, raw_sql.LOCK_CONVERSATION, {"conversation": conversation})
             conn.execute(
                 raw_sql.INSERT_MESSAGE,
                 {
                     "id": uuid.uuid4(),
                     "conversation": conversation,
-                    "seq": seq,
+                    "position": position,
                     "content": json.dumps([{"type": "text", "text": text}]),
                     "at": datetime.now(UTC),
                 },

@@ -199,20 +199,23 @@ def fulltext_terms(query: str) -> str:
 
 # Parameters: conversation.
 LOCK_CONVERSATION = sql.SQL(
-    "SELECT next_seq FROM {conversation} WHERE id = %(conversation)s FOR UPDATE"
+    "SELECT next_position FROM {conversation} WHERE id = %(conversation)s FOR UPDATE"
 ).format(conversation=CONVERSATION)
-# Parameters: id, conversation, seq, content (JSON text), at.
+# Parameters: id, conversation, position, content (JSON text), at. Its number follows the history's last.
 INSERT_MESSAGE = sql.SQL(
     """INSERT INTO {message} (
-    id, conversation_id, seq, channel, role, agent_id, memory_epoch, content, session_id, created_at
+    id, conversation_id, position, seq, channel, role, agent_id, memory_epoch, content, session_id, created_at
 )
 VALUES (
-    %(id)s, %(conversation)s, %(seq)s, 'history', 'user', NULL, NULL, %(content)s::jsonb, 'bench', %(at)s
+    %(id)s, %(conversation)s, %(position)s,
+    (SELECT coalesce(max(seq), 0) + 1 FROM {message}
+        WHERE conversation_id = %(conversation)s AND NOT (channel = 'memory') AND channel = 'history'),
+    'history', 'user', NULL, NULL, %(content)s::jsonb, 'bench', %(at)s
 )"""
 ).format(message=MESSAGE)
 # Parameters: conversation.
 BUMP_CONVERSATION = sql.SQL(
-    "UPDATE {conversation} SET next_seq = next_seq + 1 WHERE id = %(conversation)s"
+    "UPDATE {conversation} SET next_position = next_position + 1 WHERE id = %(conversation)s"
 ).format(conversation=CONVERSATION)
 
 

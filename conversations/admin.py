@@ -8,7 +8,17 @@ from django.utils.html import format_html
 from conversations.models import Checkpoint, Conversation, Message
 from memoryplatform.admin_mixins import ReadOnlyAdminMixin
 
-MESSAGE_FIELDS = ("seq", "channel", "role", "agent", "memory_epoch", "content", "session_id", "created_at")
+MESSAGE_FIELDS = (
+    "position",
+    "seq",
+    "channel",
+    "role",
+    "agent",
+    "memory_epoch",
+    "content",
+    "session_id",
+    "created_at",
+)
 
 
 class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -16,7 +26,7 @@ class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
     extra = 0
     readonly_fields = MESSAGE_FIELDS
     fields = readonly_fields
-    ordering = ["seq"]
+    ordering = ["position"]  # every channel's messages in the order written (seq counts one scope each)
     show_change_link = True
 
 
@@ -34,7 +44,7 @@ class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ["=id", "user_id", "title"]
     list_select_related = ["group"]
     raw_id_fields = ["group"]
-    readonly_fields = ["id", "user_id", "group", "title", "next_seq", "created_at"]
+    readonly_fields = ["id", "user_id", "group", "title", "next_position", "created_at"]
     ordering = ["-created_at"]
     inlines = [CheckpointInline, MessageInline]
 

@@ -49,7 +49,7 @@ def _conversation(conversation: Conversation) -> dict[str, Any]:
 def conversation_export_user(user_id: str) -> dict[str, Any]:
     """Every conversation of the user with all its messages and checkpoints (right of access)."""
     conversations = selectors.conversations_of_user(user_id=user_id).prefetch_related(
-        Prefetch("messages", queryset=Message.objects.order_by("seq")),
+        Prefetch("messages", queryset=Message.objects.order_by("position")),
         Prefetch("checkpoints", queryset=Checkpoint.objects.order_by("agent_id")),
     )
     items = [_conversation(conversation) for conversation in conversations]

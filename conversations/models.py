@@ -10,13 +10,21 @@ Its :class:`Message` rows live on three channels:
 
 History and case-log messages get a vector each (:class:`MessageEmbedding`), for search by meaning.
 
-Every message has a per-conversation sequence number, given while the conversation row is locked, so numbers
-follow commit order and a reader that checkpoints at N never misses a later commit with a smaller number.
+Every message has two numbers, both given while the conversation row is locked, so both follow commit order
+and a reader that checkpoints at N never misses a later commit with a smaller number:
+
+- ``seq``, what callers see: its number within its *scope*, the messages that the same callers see. The
+  history is one scope, the case log another, and each agent's memory stream one of its own. So an agent
+  reading the shared channels sees consecutive numbers whatever other agents keep in their private memory
+  streams (issue 44, finding 12), and a cursor (``after``, a checkpoint) is a number of its own scope.
+- ``position``, never shown: its place among all the conversation's messages, the order of the background
+  extraction's watermark (which reads every channel an agent may read) and of the GDPR export.
 """
 
 import uuid
 
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from apikeys.models import Agent, AgentGroup
@@ -48,8 +56,8 @@ class Conversation(models.Model):
         help_text="When set, only members of this group may take part.",
     )
     title = models.CharField(max_length=200, blank=True)
-    next_seq = models.PositiveBigIntegerField(
-        default=1, editable=False, help_text="The sequence number the next message gets."
+    next_position = models.PositiveBigIntegerField(
+        default=1, editable=False, help_text="The position the next message gets (across channels; internal)."
     )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
@@ -63,7 +71,13 @@ class Conversation(models.Model):
 class Message(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
-    seq = models.PositiveBigIntegerField(help_text="Per-conversation sequence number, in commit order.")
+    seq = models.PositiveBigIntegerField(
+        help_text="Its number within its scope (the history, the case log, or its agent's memory stream), "
+        "in commit order: what callers see."
+    )
+    position = models.PositiveBigIntegerField(
+        help_text="Its place among all the conversation's messages, in commit order (internal, never shown)."
+    )
     channel = models.CharField(max_length=8, choices=Channel.choices)
     role = models.CharField(max_length=10, choices=MessageRole.choices)
     agent = models.ForeignKey(
@@ -85,7 +99,19 @@ class Message(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["conversation", "seq"], name="conv_message_seq_uniq"),
+            models.UniqueConstraint(fields=["conversation", "position"], name="conv_message_position_uniq"),
+            # One number per scope: a shared channel's, and each agent's memory stream's. The append reads
+            # each scope's last number through these.
+            models.UniqueConstraint(
+                fields=["conversation", "channel", "seq"],
+                condition=~Q(channel="memory"),
+                name="conv_message_shared_seq_uniq",
+            ),
+            models.UniqueConstraint(
+                fields=["conversation", "agent", "seq"],
+                condition=Q(channel="memory"),
+                name="conv_message_memory_seq_uniq",
+            ),
         ]
         indexes = [
             models.Index(fields=["conversation", "channel", "seq"], name="conv_msg_channel_seq_idx"),

@@ -142,12 +142,13 @@ def memory_latest_epoch(*, conversation: Conversation | uuid.UUID, agent_id: str
     ).aggregate(latest=Max("memory_epoch"))["latest"]
 
 
-def message_seq_of(*, conversation: Conversation, message_id: str) -> int:
-    """The sequence number of a message of this conversation, used as a cursor (400 when not one)."""
+def message_seq_of(*, scope: QuerySet[Message], message_id: str) -> int:
+    """The number of a message of ``scope`` (one channel of the conversation, or one agent's memory stream:
+    the numbers of one scope), used as a cursor; 400 when it is not one of them."""
     pk = parse_uuid(message_id, what="cursor")
-    seq = Message.objects.filter(conversation=conversation, pk=pk).values_list("seq", flat=True).first()
+    seq = scope.filter(pk=pk).values_list("seq", flat=True).first()
     if seq is None:
-        raise BadRequest(f"Unknown cursor '{message_id}': no such message in this conversation.")
+        raise BadRequest(f"Unknown cursor '{message_id}': no such message in this list.")
     return seq
 
 
@@ -177,11 +178,12 @@ def message_list(
     if epoch is not None and channel != Channel.MEMORY:
         raise BadRequest("epoch applies to the memory channel only.")
     qs = Message.objects.filter(conversation=conversation, channel=channel).order_by("seq")
-    if after is not None:
-        qs = qs.filter(seq__gt=message_seq_of(conversation=conversation, message_id=after))
     if channel == Channel.MEMORY:
         reader = reading_agent_id(caller=caller, agent_id=agent_id, required=True)
-        qs = qs.filter(agent_id=reader)
+        qs = qs.filter(agent_id=reader)  # one scope: the reader's own stream
+    if after is not None:  # a number of the same scope
+        qs = qs.filter(seq__gt=message_seq_of(scope=qs, message_id=after))
+    if channel == Channel.MEMORY:
         wanted = parse_epoch(epoch)
         if wanted == EPOCH_LATEST:
             latest = memory_latest_epoch(conversation=conversation, agent_id=reader)

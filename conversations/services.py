@@ -1,9 +1,11 @@
 """Every write of conversation memory: create, append (one or a batch of at most 20, all or nothing), memory
 sync with epochs, case-log checkpoints, the agent context, and GDPR erasure and export.
 
-Sequence numbers are given while the conversation row is locked (``SELECT ... FOR UPDATE``) and the lock is
-held until commit, so numbers follow commit order: a reader that has seen N never misses a message that
-commits later with a smaller number.
+Messages are numbered while the conversation row is locked (``SELECT ... FOR UPDATE``) and the lock is held
+until commit, so numbers follow commit order: a reader that has seen N never misses a message that commits
+later with a smaller number. A message's ``seq`` counts its scope only (the history, the case log, or its
+agent's memory stream), so the numbers an agent sees count no message it cannot see; its ``position`` counts
+all (:mod:`conversations.models`).
 """
 
 from collections.abc import Sequence
@@ -148,22 +150,22 @@ def _attribution(caller: Caller, write: MessageWrite) -> str | None:
 
 
 def _lock_conversation(*, caller: Caller, conversation_id: str) -> tuple[UUID, int]:
-    """The conversation's id and next sequence number, its row locked until commit, if the caller may take
-    part in it (else 404, as unknown)."""
+    """The conversation's id and next position, its row locked until commit, if the caller may take part in
+    it (else 404, as unknown)."""
     pk = selectors.uuid_or_none(conversation_id)
     member = caller.acting_agent_id if caller.is_agent else None
-    next_seq = None if pk is None else store.conversation_lock(conversation_id=pk, member=member)
-    if pk is None or next_seq is None:
+    next_position = None if pk is None else store.conversation_lock(conversation_id=pk, member=member)
+    if pk is None or next_position is None:
         raise NotFound(f"No conversation '{conversation_id}'.")
-    return pk, next_seq
+    return pk, next_position
 
 
 def _insert(*, conversation: tuple[UUID, int], drafts: list[store.MessageDraft]) -> list[store.MessageRow]:
-    """Number the messages from the locked conversation's counter and insert them in one statement, which
-    moves the counter; their vectors follow the commit."""
-    conversation_id, next_seq = conversation
+    """Number the messages (each in its scope, and their positions from the locked conversation's counter)
+    and insert them in one statement, which moves the counter; their vectors follow the commit."""
+    conversation_id, next_position = conversation
     messages = store.messages_insert(
-        conversation_id=conversation_id, first_seq=next_seq, drafts=drafts, now=timezone.now()
+        conversation_id=conversation_id, first_position=next_position, drafts=drafts, now=timezone.now()
     )
     message_embeddings_schedule(messages=messages)  # after the commit, off the statements
     return messages

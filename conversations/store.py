@@ -204,22 +204,44 @@ class MessageDraft(NamedTuple):
     session_id: str | None
 
 
-# The conversation's next sequence number, its row locked until commit, if %(member)s may take part in it.
+# The conversation's next position, its row locked until commit, if %(member)s may take part in it.
 _LOCK = sql.SQL(
-    "SELECT c.next_seq FROM {conversation} c WHERE c.id = %(conversation)s AND {takes_part} FOR UPDATE OF c"
+    """SELECT c.next_position FROM {conversation} c
+    WHERE c.id = %(conversation)s AND {takes_part} FOR UPDATE OF c"""
 ).format(conversation=CONVERSATION, takes_part=_TAKES_PART)
 
-# The messages numbered from %(first)s in their order, and the conversation's counter moved past them.
+# The messages in their order: positions from %(first)s; each scope's numbers (``seq``: a shared channel's,
+# or the memory stream of the message's agent) after the scope's last, read through the scope's unique index
+# (conv_message_shared_seq_uniq, conv_message_memory_seq_uniq; each branch's condition names its index's).
+# The conversation's counter moves past the positions. Returns each message's id and number.
 _INSERT = sql.SQL(
-    """WITH added AS (
-        INSERT INTO {message} ({columns})
-        SELECT n.id, %(conversation)s, %(first)s + n.ord - 1, n.channel, n.role, n.agent, n.epoch, n.content,
-            n.session, %(now)s
+    """WITH given AS (
+        SELECT g.*, CASE WHEN g.channel = 'memory' THEN g.agent END AS owner
         FROM unnest(%(ids)s::uuid[], %(channels)s::text[], %(roles)s::text[], %(agents)s::text[],
             %(epochs)s::integer[], %(contents)s::jsonb[], %(sessions)s::text[])
-            WITH ORDINALITY AS n(id, channel, role, agent, epoch, content, session, ord)
+            WITH ORDINALITY AS g(id, channel, role, agent, epoch, content, session, ord)
+    ), n AS (
+        SELECT given.*, row_number() OVER (PARTITION BY channel, owner ORDER BY ord) AS k FROM given
+    ), scopes AS (
+        SELECT s.channel, s.owner, coalesce(
+            CASE WHEN s.owner IS NOT NULL THEN (
+                SELECT max(m.seq) FROM {message} m WHERE m.conversation_id = %(conversation)s
+                    AND m.channel = 'memory' AND m.agent_id = s.owner)
+            ELSE (
+                SELECT max(m.seq) FROM {message} m WHERE m.conversation_id = %(conversation)s
+                    AND NOT (m.channel = 'memory') AND m.channel = s.channel)
+            END, 0) AS last
+        FROM (SELECT DISTINCT channel, owner FROM given) s
+    ), added AS (
+        INSERT INTO {message} ({columns}, position)
+        SELECT n.id, %(conversation)s, s.last + n.k, n.channel, n.role, n.agent, n.epoch, n.content,
+            n.session, %(now)s, %(first)s + n.ord - 1
+        FROM n JOIN scopes s ON s.channel = n.channel AND s.owner IS NOT DISTINCT FROM n.owner
+        RETURNING id, seq
+    ), moved AS (
+        UPDATE {conversation} SET next_position = %(first)s + %(count)s WHERE id = %(conversation)s
     )
-    UPDATE {conversation} SET next_seq = %(first)s + %(count)s WHERE id = %(conversation)s"""
+    SELECT id, seq FROM added"""
 ).format(
     message=MESSAGE,
     columns=sql.SQL(", ").join([sql.Identifier(str(f.column)) for f in _ROW_FIELDS]),
@@ -228,9 +250,9 @@ _INSERT = sql.SQL(
 
 
 def conversation_lock(*, conversation_id: UUID, member: str | None) -> int | None:
-    """The conversation's next sequence number, its row locked until the transaction ends, if ``member``
-    may take part in it (``None``: any key that is not an agent's); ``None`` when there is no such
-    conversation."""
+    """The conversation's next position, its row locked until the transaction ends, if ``member`` may take
+    part in it (``None``: any key that is not an agent's); ``None`` when there is no such conversation.
+    Every number of its messages is given under this lock."""
     with connection.cursor() as cursor:
         cursor.execute(query_text(_LOCK), {"conversation": conversation_id, "member": member})
         row = cursor.fetchone()
@@ -238,15 +260,16 @@ def conversation_lock(*, conversation_id: UUID, member: str | None) -> int | Non
 
 
 def messages_insert(
-    *, conversation_id: UUID, first_seq: int, drafts: Sequence[MessageDraft], now: datetime
+    *, conversation_id: UUID, first_position: int, drafts: Sequence[MessageDraft], now: datetime
 ) -> list[MessageRow]:
-    """Insert the drafts as messages numbered from ``first_seq``, and move the conversation's counter past
-    them: one statement, under the lock of :func:`conversation_lock`. The messages as written."""
+    """Insert the drafts as messages placed from ``first_position``, each numbered after the last of its scope
+    (:data:`_INSERT`), and move the conversation's counter past them: one statement, under the lock of
+    :func:`conversation_lock`. The messages as written."""
     rows = [
         MessageRow(
             uuid4(),
             conversation_id,
-            first_seq + i,
+            0,  # its number, given by the statement
             d.channel,
             d.role,
             d.agent_id,
@@ -259,7 +282,7 @@ def messages_insert(
     ]
     params: dict[str, Any] = {
         "conversation": conversation_id,
-        "first": first_seq,
+        "first": first_position,
         "count": len(rows),
         "now": now,
         "ids": [r.id for r in rows],
@@ -272,7 +295,8 @@ def messages_insert(
     }
     with connection.cursor() as cursor:
         cursor.execute(query_text(_INSERT), params)
-    return rows
+        numbers = dict(cursor.fetchall())
+    return [row._replace(seq=int(numbers[row.id])) for row in rows]
 
 
 # The channels whose messages get vectors: what the user saw, and the shared case log. An agent's memory

@@ -35,6 +35,7 @@ from dream.summarize import SummaryTotals, dream_summarize
 from memoryplatform.embeddings import get_embedder
 from memoryplatform.llm import stored_cost
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
+from memoryplatform.logsafe import safe_traceback
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent
 
 logger = logging.getLogger(__name__)
@@ -371,7 +372,7 @@ def dream_run_cycle(
     try:
         _run_passes(cycle)
     except BaseException as exc:  # soft time limits and Ctrl-C too: the run must not stay "running"
-        logger.exception("Dream run #%s failed", run.pk)
+        logger.error("Dream run #%s failed\n%s", run.pk, safe_traceback(exc))
         try:
             _finish(run, totals, status=DreamRun.Status.FAILED, error=error_text(exc))
         finally:

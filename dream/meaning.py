@@ -32,6 +32,7 @@ from dream.store import key_vectors_read, key_vectors_write
 from memoryplatform import duty
 from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
 from memoryplatform.llm import LLM, Completion, LLMError
+from memoryplatform.logsafe import exception_summary
 from usermemory.conflicts import dismissed_pairs_of
 from usermemory.maintenance import meaning_conflicts_record
 from usermemory.models import MemoryEntry
@@ -300,7 +301,7 @@ def dream_meaning_conflicts(
         found = without_dismissed(find_pairs(current=current, scope=scope, threshold=threshold))
     except EmbedderError as exc:
         result.skipped = f"the embedder failed: {exc}"
-        logger.warning("Dream: contradictions by meaning skipped: %s", exc)
+        logger.warning("Dream: contradictions by meaning skipped: %s", exception_summary(exc))
         return result
     if llm is not None and limits is not None:
         result.pairs = confirm(pairs=found, llm=llm, limits=limits, result=result)

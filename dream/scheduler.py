@@ -10,6 +10,8 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
+from memoryplatform.logsafe import safe_traceback
+
 logger = logging.getLogger(__name__)
 
 
@@ -38,7 +40,7 @@ def dream_schedule_loop(
         started += 1
         try:
             run_cycle()
-        except Exception:
-            logger.exception("Scheduled %s failed", what)
+        except Exception as exc:
+            logger.error("Scheduled %s failed\n%s", what, safe_traceback(exc))
         due = next_after(max(now(), due))
     return started

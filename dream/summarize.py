@@ -36,7 +36,9 @@ from activity.models import LlmSpend
 from dream import metrics
 from dream.models import DreamRun
 from dream.records import LlmCalls, error_text, record_failure
+from memoryplatform import publicids
 from memoryplatform.llm import LLM, LLMError, build_llm
+from memoryplatform.logsafe import user_ref
 from memoryplatform.text import text_problem
 from usermemory.history import Actor, Scope
 from usermemory.maintenance import Replacement, memory_supersede
@@ -50,9 +52,11 @@ logger = logging.getLogger(__name__)
 MAX_ENTRIES_PER_CALL = 100
 MAX_SUMMARY_KEY = 100
 MAX_SUMMARY_VALUE = 4000
-# The key a summary gets when its own is taken: "<key> (dream <run>.<first source id>)". A source is
-# superseded once, so no two summaries ever get the same one; the LLM may not answer a key of that shape.
-FALLBACK_KEY = re.compile(r"\(dream \d+\.\d+\)$")
+# The key a summary gets when its own is taken: "<key> (dream <first source's public id>)". A source is
+# superseded once, so no two summaries ever get the same one; the LLM may not answer a key of that shape (nor
+# of the shape before public ids, "<key> (dream <run>.<first source's row id>)"). Agents read the key, so it
+# names no row number (issue 44, finding 10).
+FALLBACK_KEY = re.compile(r"\(dream [\d.]+\)$")
 SYSTEM = (
     "You consolidate stored facts about one user into fewer, complete summary facts for an AI assistant's "
     "memory. Keep every fact that is still true; merge duplicates; never invent anything. Each summary "
@@ -254,6 +258,12 @@ def estimate(*, proposal: Proposal, llm: LLM, target: int) -> float:
     return llm.estimate_cost(system=SYSTEM, prompt=prompt_of(proposal, target=target))
 
 
+def fallback_key(key: str, *, first_source: int) -> str:
+    """The key of a summary whose own is taken (:data:`FALLBACK_KEY`): unique, since a source is superseded
+    once, and naming the source by its public id."""
+    return f"{key[:MAX_SUMMARY_KEY]} (dream {publicids.to_public(publicids.ENTRY, first_source)})"
+
+
 def apply_proposal(*, proposal: Proposal, run_id: int, preserve_agents: bool) -> int:
     """Write the proposal's summaries and supersede their sources, in one transaction under the user's lock
     (:func:`usermemory.maintenance.memory_supersede`). Returns how many entries it superseded: 0 when any
@@ -261,7 +271,7 @@ def apply_proposal(*, proposal: Proposal, run_id: int, preserve_agents: bool) ->
     replacements = [
         Replacement(
             key=summary["key"],
-            key_if_taken=f"{summary['key'][:MAX_SUMMARY_KEY]} (dream {run_id}.{summary['sources'][0]})",
+            key_if_taken=fallback_key(summary["key"], first_source=summary["sources"][0]),
             text=summary["value"],
             sources=summary["sources"],
             provenance={
@@ -285,7 +295,9 @@ def apply_proposal(*, proposal: Proposal, run_id: int, preserve_agents: bool) ->
     )
     if not superseded:
         logger.info(
-            "Dream run #%s: a group of user %r changed since its proposal; skipped", run_id, proposal.user_id
+            "Dream run #%s: a group of %s changed since its proposal; skipped",
+            run_id,
+            user_ref(proposal.user_id),
         )
         return 0
     metrics.entries_summarized.inc(superseded)
@@ -324,12 +336,12 @@ class SummaryTotals:
             self.failed,
             {"agentId": policy.agent_id, "userId": proposal.user_id, "label": proposal.label, "error": error},
         )
+        # The error and the label stay in the run's details (staff): the log names neither, nor the user.
         logger.warning(
-            "Dream run #%s: summary of %r for user %r failed: %s",
+            "Dream run #%s: a summary of %s's for %s failed",
             run_id,
-            proposal.label,
-            proposal.user_id,
-            error,
+            policy.agent_id,
+            user_ref(proposal.user_id),
         )
 
 

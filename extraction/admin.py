@@ -2,11 +2,14 @@
 each (added, updated, unchanged, or rejected and why), as Dream's runs show their summaries."""
 
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from extraction.models import Extraction, ExtractionWatermark
+from memoryplatform import publicids
 from memoryplatform.admin_mixins import ReadOnlyAdminMixin
 from usermemory.searchtext import value_as_text
 
@@ -48,12 +51,32 @@ class ExtractionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "cost",
     ]
     list_filter = ["trigger", "status", "dry_run", "prompt_version"]
+    # The search box also takes the public id a history event's provenance shows (get_search_results).
     search_fields = ["user_id", "agent__id", "conversation_id", "error"]
     list_select_related = ["agent"]
     date_hierarchy = "created_at"
     show_full_result_count = False
-    readonly_fields = [f.name for f in Extraction._meta.fields if f.name != "proposals"] + ["operations"]
+    readonly_fields = [
+        "public_id",
+        *(f.name for f in Extraction._meta.fields if f.name != "proposals"),
+        "operations",
+    ]
     exclude = ["proposals"]
+
+    @admin.display(description="public id")
+    def public_id(self, extraction: Extraction) -> str:
+        """The id the doors show (a history event's ``provenance.extraction``)."""
+        return str(publicids.public_str(publicids.EXTRACTION, extraction.pk))
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Extraction], search_term: str
+    ) -> tuple[QuerySet[Extraction], bool]:
+        found, duplicates = super().get_search_results(request, queryset, search_term)
+        given = search_term.strip()
+        pk = publicids.parse(publicids.EXTRACTION, given) if len(given) == 16 else None
+        if pk is not None:
+            found = found | queryset.filter(pk=pk)
+        return found, duplicates
 
     @admin.display(description="proposals")
     def operations(self, extraction: Extraction) -> SafeString:

@@ -56,6 +56,7 @@ from extraction.services import (
 )
 from memoryplatform.llm import LLM, LLMError, build_llm
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
+from memoryplatform.logsafe import exception_summary
 from memoryplatform.text import is_blank
 from usermemory.models import AgentMemoryPolicy, Visibility
 
@@ -163,14 +164,14 @@ def watermark_advance(*, conversation_id: Any, agent_id: str, read: int, to: int
 @dataclass
 class _Batch:
     read: int  # the watermark when the batch was read
-    last: int  # the batch's last sequence number
+    last: int  # the batch's last position (the watermark counts positions: every channel's messages)
     rows: int  # its messages, with those of no text
     request: ExtractionRequest | None  # None: nothing to read in it (no text)
 
 
 def _of_one_kind(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """``rows`` up to the first not of the first's kind (the memory channel, or the others): the memory
-    channel goes to the model in calls of its own. Each row is ``(id, seq, channel, ...)``."""
+    channel goes to the model in calls of its own. Each row is ``(id, position, channel, ...)``."""
     private = rows[0][2] == Channel.MEMORY
     for index, row in enumerate(rows):
         if (row[2] == Channel.MEMORY) != private:
@@ -183,10 +184,10 @@ def _next_batch(
 ) -> _Batch | None:
     read = _watermark(conversation, agent)
     rows = list(
-        Message.objects.filter(conversation=conversation, seq__gt=read)
+        Message.objects.filter(conversation=conversation, position__gt=read)
         .filter(_readable(agent.id))
-        .order_by("seq")
-        .values_list("id", "seq", "channel", "role", "content")[:batch_size]
+        .order_by("position")
+        .values_list("id", "position", "channel", "role", "content")[:batch_size]
     )
     if not rows:
         return None
@@ -288,7 +289,9 @@ def _conversation(
                 )
                 totals.cost += exc.cost
                 totals.failures += 1
-                logger.warning("Extraction for %s in %s failed: %s", agent.id, conversation.pk, exc)
+                logger.warning(  # the error itself is the extraction's record (its text may quote the chat)
+                    "Extraction for %s in %s failed: %s", agent.id, conversation.pk, exception_summary(exc)
+                )
                 return True  # this conversation waits for the next run; the others go on
             totals.cost += proposed.cost
         outcome = _commit(batch=batch, conversation=conversation, agent=agent, proposed=proposed)

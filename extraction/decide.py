@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryplatform.embeddings import EmbedderError, get_embedder
+from memoryplatform.logsafe import exception_summary
 from usermemory.models import MemoryEntry, Visibility
 from usermemory.searchtext import key_text
 from usermemory.selectors import ALL_OF_AGENT, current_q, visible_q
@@ -143,7 +144,9 @@ class KeyMeaning:
         try:
             vectors = embedder.embed_passages([key_text(k) for k in missing]) if missing else []
         except EmbedderError as exc:
-            logger.warning("Extraction: keys compared by equality only, the embedder failed: %s", exc)
+            logger.warning(
+                "Extraction: keys compared by equality only, the embedder failed: %s", exception_summary(exc)
+            )
             return
         _key_vectors.update({(model, k): _unit(v) for k, v in zip(missing, vectors, strict=True)})
         self.vectors = {k: _key_vectors[(model, k)] for k in keys}

@@ -65,8 +65,9 @@ class Extraction(models.Model):
 
 
 class ExtractionWatermark(models.Model):
-    """The last message (by the conversation's sequence number) the background extraction has read for one
-    agent in one conversation. Advanced by compare-and-set in the transaction that writes the facts of the
+    """The last message (by its ``position`` in the conversation, which counts every channel's messages; the
+    column kept its name from when ``seq`` did) the background extraction has read for one agent in one
+    conversation. Advanced by compare-and-set in the transaction that writes the facts of the
     messages up to it, so a crash before the commit leaves it where it was: the messages are read again,
     never skipped, and never extracted twice."""
 

@@ -32,6 +32,7 @@ from urllib.parse import quote
 
 from memoryplatform import requestid
 from memoryplatform.asgi_http import Message, Scope, Send, send_error
+from memoryplatform.logsafe import safe_traceback
 
 logger = logging.getLogger(__name__)
 
@@ -182,10 +183,10 @@ class WsgiOnThreads:
             messages = await loop.run_in_executor(
                 self.executor, context.run, exchange.run, environ_of(scope, body)
             )
-        except Exception:
+        except Exception as exc:
             if exchange.started:  # part of the answer is out: the server closes the connection
                 raise
-            logger.exception("The WSGI app failed before it answered.")
+            logger.error("The WSGI app failed before it answered.\n%s", safe_traceback(exc))
             details = {"requestId": requestid.current.get()}
             await send_error(send, 500, "Internal server error.", "server_error", details=details)
             return

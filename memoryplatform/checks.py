@@ -52,6 +52,22 @@ def check_public_id_key(app_configs: Any, **kwargs: Any) -> list[Warning]:
     return []
 
 
+@register(Tags.security, deploy=True)
+def check_legacy_ids(app_configs: Any, **kwargs: Any) -> list[Warning]:
+    """Legacy ids (the row numbers doors showed before public ids) are refused unless a deployment turns them
+    on for clients that still hold them; while on, a caller holding one can probe the ids next to it."""
+    if settings.PUBLIC_IDS_ACCEPT_LEGACY:
+        return [
+            Warning(
+                "PUBLIC_IDS_ACCEPT_LEGACY is on: an agent holding a legacy id can probe the ids next to it "
+                "and count the rows other agents wrote between them.",
+                hint="Set PUBLIC_IDS_ACCEPT_LEGACY=false once clients hold public ids only (the default).",
+                id="memoryplatform.W004",
+            )
+        ]
+    return []
+
+
 @register()
 def check_embeddings(app_configs: Any, **kwargs: Any) -> list[Error]:
     """The EMBEDDINGS_* settings describe an embedder (provider, model, URL); it is not called."""

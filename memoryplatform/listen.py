@@ -36,6 +36,8 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS
 from psycopg import sql
 
+from memoryplatform.logsafe import safe_traceback
+
 logger = logging.getLogger(__name__)
 
 # libpq's TCP keepalives: a listener whose server vanished without a word is known dead in about a minute
@@ -192,8 +194,8 @@ class Listener:
                     self._serve(conn)
             except (psycopg.Error, OSError, ValueError) as exc:
                 logger.warning("LISTEN connection lost or refused (%s); retrying", str(exc).strip() or exc)
-            except Exception:  # e.g. the embedded server failing to start: keep trying, never die silently
-                logger.exception("LISTEN connection failed; retrying")
+            except Exception as exc:  # e.g. the embedded server failing to start: keep trying, never die
+                logger.error("LISTEN connection failed; retrying\n%s", safe_traceback(exc))
             finally:
                 with self._lock:
                     self._drop()

@@ -1,4 +1,5 @@
-"""Request log: one line per API request, naming the caller (agent or role) and key prefix, never the key.
+"""Request log: one line per API request, naming its route (never its path, which holds user ids), the caller
+(agent or role) and key prefix, never the key.
 
 And the browser-only middleware: sessions, CSRF, the admin's sign-in and messages serve people in a browser. A
 request that presents an API key is authenticated by that key alone (DRF tries the key first and never falls
@@ -20,6 +21,7 @@ from django.middleware.csrf import CsrfViewMiddleware as DjangoCsrfViewMiddlewar
 
 from apikeys.authentication import presented_key
 from memoryplatform.api.errors import envelope
+from memoryplatform.logsafe import route_of
 from memoryplatform.routing import sent_path
 from memoryplatform.text import path_bytes_problem, target_too_long, text_problem
 
@@ -48,7 +50,7 @@ class RequestLogMiddleware:
         logger.info(
             "%s %s %s %.1fms caller=%s",
             request.method,
-            request.path,
+            route_of(request),  # never the path: it holds user ids (memoryplatform.logsafe)
             response.status_code,
             (time.perf_counter() - started) * 1000,
             who,

@@ -1,4 +1,5 @@
-"""Public ids: what every door shows of an entry's, a task's, a tool call's or a history event's id.
+"""Public ids: what every door shows of an entry's, a task's, a tool call's, a history event's or an
+extraction's id.
 
 Each of these tables numbers its rows with one global sequence. Shown as is, an id tells a writer how many
 rows every other caller wrote since its last write, for users and scopes it cannot see (issue 33, finding 8).
@@ -39,13 +40,14 @@ HALF_BITS = 26
 HALF_MASK = (1 << HALF_BITS) - 1
 
 
-Kind = Literal["entry", "task", "tool_call", "event"]
+Kind = Literal["entry", "task", "tool_call", "event", "extraction"]
 """What a public id names. Plain strings, not an Enum: an Enum member hashes in Python code, about 0.5 us of
 each id's 3 us."""
 ENTRY: Kind = "entry"
 TASK: Kind = "task"
 TOOL_CALL: Kind = "tool_call"
 EVENT: Kind = "event"
+EXTRACTION: Kind = "extraction"  # named in a history event's provenance (issue 44, finding 10)
 
 
 def master_key() -> bytes:

@@ -93,7 +93,9 @@ def api_path(route: str, view: Callable[..., HttpResponse], name: str) -> URLPat
     integers = {
         m["name"]: m["kind"] for m in _PLACEHOLDER.finditer(route) if m["kind"] in ("int", *PUBLIC_ID_KINDS)
     }
-    return re_path(_pattern(route), _decoded(view, integers), name=name)
+    decoded = _decoded(view, integers)
+    decoded.log_route = route  # type: ignore[attr-defined]  # what the log names (memoryplatform.logsafe)
+    return re_path(_pattern(route), decoded, name=name)
 
 
 def _raw_path(request: HttpRequest) -> str | None:

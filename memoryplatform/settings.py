@@ -52,8 +52,10 @@ if not SECRET_KEY:
 # Public ids of entries, tasks, tool calls and history events are a keyed permutation of their row ids
 # (memoryplatform/publicids.py). Unset: a key derived from SECRET_KEY. Changing it changes every public id.
 PUBLIC_ID_KEY = env.str("PUBLIC_ID_KEY", default="")
-# Whole numbers below 2**52 given as ids are the internal ids shown before public ids (deprecated).
-PUBLIC_IDS_ACCEPT_LEGACY = _strict_bool("PUBLIC_IDS_ACCEPT_LEGACY", True)
+# Whole numbers below 2**52 given as ids are the internal ids shown before public ids (deprecated). Off by
+# default: a caller holding one can probe the ids next to it. A deployment whose clients still hold them sets
+# it true explicitly.
+PUBLIC_IDS_ACCEPT_LEGACY = _strict_bool("PUBLIC_IDS_ACCEPT_LEGACY", False)
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -437,7 +439,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s [%(request_id)s] %(name)s %(message)s"}},
-    "filters": {"request_id": {"()": "memoryplatform.requestid.RequestIdFilter"}},
+    "filters": {
+        "request_id": {"()": "memoryplatform.requestid.RequestIdFilter"},
+        "request_route": {"()": "memoryplatform.logsafe.RequestRouteFilter"},
+        "safe_exception": {"()": "memoryplatform.logsafe.SafeExceptionFilter"},
+    },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["request_id"]}
     },
@@ -445,8 +451,11 @@ LOGGING = {
     "loggers": {
         "django.server": {"level": "WARNING"},
         # A 4xx is logged once, by the request log (memoryplatform.requests); Django's own "Bad Request: ..."
-        # warning would repeat it. Its 5xx errors stay.
-        "django.request": {"level": "ERROR"},
+        # warning would repeat it. Its 5xx errors stay, naming the route and not the path (which holds user
+        # ids), with the exception's type and frames and not its message (memoryplatform.logsafe).
+        "django.request": {"level": "ERROR", "filters": ["request_route"]},
+        # A task's failure, logged by Celery with the exception's text: its type and frames only.
+        "celery.app.trace": {"filters": ["safe_exception"]},
         # The MCP SDK's stateless session manager says "Terminating session: None" after every call.
         "mcp.server.streamable_http": {"level": "WARNING"},
     },

@@ -136,6 +136,48 @@ def json_problem(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> str | None:
     return None
 
 
+def json_refusal(problem: str) -> str:
+    """The words every door refuses a body (or tool arguments) with for :func:`json_problem`'s ``problem``:
+    REST and the LLM tools (a 400, :class:`memoryplatform.api.parsers.StrictJSONParser`) and MCP (a tool
+    error)."""
+    return f"JSON parse error - {problem}."
+
+
+def storable_text(text: str) -> str:
+    """``text`` as a database can store it: a NUL written as the six characters ``\\u0000`` and a lone
+    surrogate as its ``\\udXXX`` escape, everything else as it is. For a record of what was sent (a tool
+    call's log), never for a value a door stores: those are refused (:func:`text_problem`)."""
+    if not text_problem(text):
+        return text
+    return text.replace("\x00", "\\u0000").encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+TOO_DEEP = "(nested too deeply to record)"
+
+
+def storable_json(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """A copy of a parsed JSON ``value`` that a jsonb column stores (:func:`json_problem` finds nothing in
+    it): strings and keys through :func:`storable_text`, a number out of range as its text, and a value
+    nested deeper than ``max_depth`` as :data:`TOO_DEEP`. The value itself when it is storable already."""
+    if json_problem(value, max_depth=max_depth) is None:
+        return value
+    return _storable(value, max_depth)
+
+
+def _storable(value: Any, depth_left: int) -> Any:
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict | list):
+        if depth_left <= 0:
+            return TOO_DEEP
+        if isinstance(value, list):
+            return [_storable(item, depth_left - 1) for item in value]
+        return {storable_text(str(k)): _storable(v, depth_left - 1) for k, v in value.items()}
+    return value
+
+
 class DuplicateKey(ValueError):
     """A JSON object names one key twice: which value was meant is not for the server to guess."""
 

@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from memoryplatform import views
 from memoryplatform.api import errors
+from memoryplatform.logsafe import UNROUTED
 from memoryplatform.overview import overview_view
 from memoryplatform.routing import api_path
 
@@ -15,6 +16,12 @@ admin.site.index_title = "Agents, keys, memories and Dream"
 # The app list beside every page takes a quarter of a 1366 px screen from the lists; the breadcrumbs and
 # the index lead everywhere instead.
 admin.site.enable_nav_sidebar = False
+
+# Anything else outside the admin and static files is an unknown API path: JSON 404, even with DEBUG on, and
+# for writes too (exempt from CSRF: it changes nothing, and an API client has no CSRF cookie). The log names
+# no path of it: a path may hold a user id (memoryplatform.logsafe).
+unknown_path = csrf_exempt(errors.handler404)
+unknown_path.log_route = UNROUTED  # type: ignore[attr-defined]
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/api/docs/", permanent=False)),
@@ -33,9 +40,7 @@ urlpatterns = [
     path("", include("dream.api.urls")),
     path("", include("conversations.api.urls")),
     path("", include("activity.api.urls")),
-    # Anything else outside the admin and static files is an unknown API path: JSON 404, even with DEBUG on,
-    # and for writes too (exempt from CSRF: it changes nothing, and an API client has no CSRF cookie).
-    re_path(r"^(?!admin/|static/).*$", csrf_exempt(errors.handler404)),
+    re_path(r"^(?!admin/|static/).*$", unknown_path),
 ]
 
 handler400 = errors.handler400

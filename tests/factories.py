@@ -45,6 +45,7 @@ class MessageFactory(factory.django.DjangoModelFactory):
 
     conversation = factory.SubFactory(ConversationFactory)
     seq = factory.Sequence(lambda n: n + 1)
+    position = factory.SelfAttribute("seq")
     channel = "history"
     role = "user"
     content = factory.LazyFunction(lambda: [{"type": "text", "text": "hello"}])

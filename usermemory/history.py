@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from apikeys.caller import Caller
+from memoryplatform import publicids
 from usermemory.models import (
     MemoryEvent,
     Visibility,
@@ -99,3 +100,12 @@ class EventLog:
         if self.events:
             MemoryEvent.objects.bulk_create(self.events)
             self.events.clear()
+
+
+def provenance_shown(provenance: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An event's provenance as the doors show it. It is stored with the rows' own numbers; the extraction
+    that wrote the value (``extraction``) is shown by its public id, since its row number counts every
+    agent's extractions (issue 44, finding 10). Staff's admin shows the stored form."""
+    if not provenance or not isinstance(provenance.get("extraction"), int):
+        return provenance
+    return {**provenance, "extraction": publicids.public_str(publicids.EXTRACTION, provenance["extraction"])}

@@ -16,6 +16,7 @@ from prometheus_client import Counter
 
 from memoryplatform.embeddings import EmbedderError, get_embedder
 from memoryplatform.errors import BadRequest
+from memoryplatform.logsafe import exception_summary
 from memoryplatform.relevance import calibration_for
 from memoryplatform.rerank import RerankerError, get_reranker
 from memoryplatform.text import check_query
@@ -77,9 +78,10 @@ def _query_vector(query: str) -> tuple[str, str] | None:
         return None
     try:
         vector = embedder.embed_query(query)
-    except EmbedderError:
+    except EmbedderError as exc:  # its text may echo the query: the log names the error's type only
         logger.warning(
-            "search: the embedder could not embed the query; answering by full text", exc_info=True
+            "search: the embedder could not embed the query (%s); answering by full text",
+            exception_summary(exc),
         )
         return None
     return "[" + ",".join(repr(float(x)) for x in vector) + "]", embedder.model_id
@@ -186,8 +188,10 @@ def rerank(*, query: str, candidates: list[ScoredEntry], min_score: float) -> tu
     if reranker is not None and head:
         try:
             scores = reranker.scores(query, [entry_document(scored) for scored in head])
-        except RerankerError:
-            logger.warning("search: the reranker failed; answering with the first stage", exc_info=True)
+        except RerankerError as exc:
+            logger.warning(
+                "search: the reranker failed (%s); answering with the first stage", exception_summary(exc)
+            )
             rerank_fallbacks.inc()
             failed = True
         else:

@@ -163,6 +163,19 @@ def memory_readable_for(
     return qs.filter(visible).annotate(visible_conflict=visible_conflict(visible & current_q()))
 
 
+def memory_writable_for(
+    *, caller: Caller, user_id: str, group_ids: list[str] | None = None
+) -> QuerySet[MemoryEntry]:
+    """The user's entries valid now that the caller may read and write: all for an admin, for an agent the
+    ones an upsert of its own would write (the upsert keys, :mod:`usermemory.sql.write`): its own entries,
+    and global ones (one per user and key, whoever wrote it). Another agent's self or group entry is not
+    one of them. A viewer writes nothing (the services' ``caller_require_writer``)."""
+    readable = memory_readable_for(caller=caller, user_id=user_id, group_ids=group_ids)
+    if not caller.is_agent:
+        return readable
+    return readable.filter(Q(visibility=Visibility.GLOBAL) | Q(source_agent_id=caller.acting_agent_id))
+
+
 ENTRY_IDS = ArrayField(BigIntegerField())
 
 
@@ -527,7 +540,8 @@ def _without_key_prefix(event: MemoryEvent) -> None:
         event.actor_id = event.actor_id.split(":", 1)[0]
 
 
-def properties_for_user(*, user_id: str) -> dict[str, object]:
-    """The legacy flat map: each global entry's key and value."""
-    rows = MemoryEntry.objects.filter(user_id=user_id, visibility=Visibility.GLOBAL).order_by("key")
-    return dict(rows.values_list("key", "value"))
+def properties_for_user(*, caller: Caller, user_id: str) -> dict[str, object]:
+    """The legacy flat map: each global entry's key and value, of the entries the caller reads elsewhere
+    (:func:`memory_readable_for`: valid now, so neither past a TTL nor superseded by Dream)."""
+    rows = memory_readable_for(caller=caller, user_id=user_id).filter(visibility=Visibility.GLOBAL)
+    return dict(rows.order_by("key").values_list("key", "value"))

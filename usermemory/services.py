@@ -150,14 +150,15 @@ MAX_TTL_REFRESH = 1000
 def memory_ttl_refresh(
     *, caller: Caller, user_id: str, entry_ids: list[int], group_ids: list[str] | None = None
 ) -> int:
-    """Renew the TTL of the user's entries ``entry_ids``: each one valid now that the caller may read and
-    that a write gave a TTL is valid again until now plus that TTL. Others are left as they are. Like an
-    access mark it changes no value, so it writes no history event. Returns how many were renewed."""
+    """Renew the TTL of the user's entries ``entry_ids``: each one valid now that the caller may write (as
+    an upsert would: :func:`usermemory.selectors.memory_writable_for`) and that a write gave a TTL is valid
+    again until now plus that TTL. Others are left as they are. Like an access mark it changes no value,
+    so it writes no history event. Returns how many were renewed."""
     caller_require_writer(caller)
     if len(entry_ids) > MAX_TTL_REFRESH:
         raise BadRequest(f"At most {MAX_TTL_REFRESH} ids per refresh.")
-    readable = selectors.memory_readable_for(caller=caller, user_id=user_id, group_ids=group_ids)
-    renew = readable.filter(id__in=entry_ids, ttl_seconds__isnull=False).values("id")
+    writable = selectors.memory_writable_for(caller=caller, user_id=user_id, group_ids=group_ids)
+    renew = writable.filter(id__in=entry_ids, ttl_seconds__isnull=False).values("id")
     until = ExpressionWrapper(
         Value(timezone.now()) + F("ttl_seconds") * Value(timedelta(seconds=1)), output_field=DateTimeField()
     )

@@ -18,6 +18,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 
 from memoryplatform.errors import ServiceError
+from memoryplatform.logsafe import safe_traceback
 from memoryplatform.requestid import request_id_from
 
 logger = logging.getLogger("memoryplatform.api")
@@ -142,13 +143,15 @@ def request_id_of(request: HttpRequest | None) -> str:
 
 def _server_error(exc: Exception, context: dict[str, Any]) -> Response:
     """A 500 in the envelope, never retried by our clients, and logged with the traceback under an id the
-    answer gives (``details.requestId`` and ``X-Request-Id``): an operator finds the one from the other."""
+    answer gives (``details.requestId`` and ``X-Request-Id``): an operator finds the one from the other.
+    The traceback names the exceptions and frames, not their messages, which may hold a user id or a query
+    (:func:`memoryplatform.logsafe.safe_traceback`)."""
     request_id = request_id_of(context.get("request"))
     logger.error(
-        "Unhandled error in %s, request id %s",
+        "Unhandled error in %s, request id %s\n%s",
         context.get("view").__class__.__name__,
         request_id,
-        exc_info=exc,
+        safe_traceback(exc),
         extra={"request_id": request_id},
     )
     return Response(

@@ -7,7 +7,7 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from memoryplatform.text import json_loads, json_problem
+from memoryplatform.text import json_loads, json_problem, json_refusal
 
 
 class StrictJSONParser(JSONParser):
@@ -28,5 +28,5 @@ class StrictJSONParser(JSONParser):
             raise ParseError(f"JSON parse error - {exc}") from None
         problem = json_problem(data)
         if problem:
-            raise ParseError(f"JSON parse error - {problem}.")
+            raise ParseError(json_refusal(problem))
         return data

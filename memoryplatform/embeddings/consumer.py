@@ -36,6 +36,7 @@ from memoryplatform import duty, listen
 from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
 from memoryplatform.embeddings.jobs import VectorKind, compute, registered
 from memoryplatform.embeddings.store import queue_back_off, queue_backlog, queue_claim, queue_done
+from memoryplatform.logsafe import exception_summary
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ def consume_batch(*, kind: VectorKind, embedder: Embedder, batch_size: int) -> C
     except EmbedderError as exc:
         queue_back_off(queue=kind.queue, claimed=claimed, seconds=settings.EMBEDDINGS_RETRY_SECONDS)
         kind.failures.inc(len(claimed))
-        logger.warning("Embedding %d queued %s failed: %s", len(claimed), kind.name, exc)
+        logger.warning("Embedding %d queued %s failed: %s", len(claimed), kind.name, exception_summary(exc))
         return Consumed(claimed=len(claimed), failed=len(claimed))
     queue_done(queue=kind.queue, claimed=claimed)
     now = timezone.now()
@@ -192,7 +193,7 @@ def follow(*, should_stop: Callable[[], bool], poll_seconds: float | None = None
             connection.close()  # no idle connection held while waiting
             listen.notifications(listener, timeout=poll)
         except (psycopg.Error, DatabaseError, EmbedderError, OSError) as exc:
-            logger.warning("The vector consumer paused: %s: %s", type(exc).__name__, exc)
+            logger.warning("The vector consumer paused: %s", exception_summary(exc))
             if listener is not None:
                 listener.close()
             listener = None

@@ -38,6 +38,7 @@ from memoryplatform.embeddings.store import (
     sweep_model,
 )
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
+from memoryplatform.logsafe import exception_summary
 
 logger = logging.getLogger(__name__)
 
@@ -213,7 +214,7 @@ def _embed_short_now(kind: VectorKind, ids: list[TextId]) -> None:
             queue_forget(queue=kind.queue, ids=list(done), before=read_at)
     except Exception as exc:  # a committed write is never failed by its vector; the consumer has it queued
         kind.failures.inc(len(ids))
-        logger.warning("Embedding %d %s failed: %s: %s", len(ids), kind.name, type(exc).__name__, exc)
+        logger.warning("Embedding %d %s failed: %s", len(ids), kind.name, exception_summary(exc))
 
 
 # --- The scheduled re-embedding of every kind ---------------------------------------------------------------
@@ -262,7 +263,7 @@ def reembed_scheduled(*, batch_size: int, seconds: float) -> str:
             statuses.add("skipped")
             continue
         except EmbedderError as exc:
-            logger.warning("Re-embedding %s failed: %s", kind.name, exc)
+            logger.warning("Re-embedding %s failed: %s", kind.name, exception_summary(exc))
             statuses.add("failed")
             break
         status = "done" if result.complete else "partial"

@@ -5,7 +5,7 @@ them): the task tools obey the task service's rules on groups (5) and sizes (6);
 import json
 
 from activity.models import Task, ToolCall
-from tests.helpers import assert_envelope
+from tests.helpers import assert_envelope, public_id
 
 U = "user-llm-task-bounds"
 TOOLS = "/v1/tools"
@@ -42,7 +42,7 @@ def test_complete_task_refuses_an_over_long_result(agent_a_api, settings):
     text(agent_a_api, "createTask", title="Summarise")
     task = Task.objects.get()
 
-    refused = text(agent_a_api, "completeTask", taskId=str(task.pk), result="r" * 1_000)
+    refused = text(agent_a_api, "completeTask", taskId=public_id(task.pk, "task"), result="r" * 1_000)
 
     assert refused == "❌ Task not completed: result is longer than 1000 characters as JSON."
     task.refresh_from_db()

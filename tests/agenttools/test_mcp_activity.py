@@ -2,6 +2,7 @@
 transports, with duration and success; the log is read over REST from the harness's server."""
 
 import json
+import urllib.error
 import urllib.request
 
 from tests.agenttools.mcp_harness import error, ok, run, sessions
@@ -42,6 +43,52 @@ def test_mcp_calls_are_logged_for_the_keys_agent(connect, transport, http_url, m
     # The viewer's call is nowhere in the log, which a viewer key reads whole.
     counted = _log(http_url, mcp_env.keys["viewer"], tool="count_user_memories", limit="500")
     assert not [c for c in counted if user in json.dumps(c["args"])]
+
+
+def _llm_tool(http_url: str, key: str, name: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        f"{http_url}/v1/tools/{name}/invoke",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (the test's own server)
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
+def test_a_nul_in_any_argument_is_a_clear_error_and_the_call_is_logged_escaped(
+    connect, transport, http_url, mcp_env
+):
+    """Issue 44, finding 11: a NUL (which PostgreSQL refuses in text and jsonb) in a string argument or one
+    nested in a value is the tool error the LLM tools' 400 gives, not "internal error", and the call is in
+    the agent's tool-call log, with its arguments escaped so the log can store them."""
+    user = f"{transport}-nul"
+    key = mcp_env.keys["agent-a"]
+    status, llm_tools = _llm_tool(
+        http_url, key, "searchMemory", {"userId": user, "arguments": {"query": "a\x00b"}}
+    )
+    assert status == 400, llm_tools
+    said = llm_tools["error"]
+    assert "NUL" in said
+
+    async def main() -> None:
+        async with connect("agent-a") as agent:
+            assert await error(agent, "search_user_memories", userId=user, query="a\x00b") == said
+            nested = {"note": ["fine", {"deep": "x\x00y"}]}
+            assert await error(agent, "upsert_user_memory", userId=user, key="k", value=nested) == said
+
+    run(main)
+    logged = [c for c in _log(http_url, key) if c["args"].get("userId") == user]
+    assert [c["tool"] for c in logged] == ["upsert_user_memory", "search_user_memories"]
+    upsert, search = logged
+    assert search["success"] is False and search["error"] == said and search["via"] == "mcp"
+    assert search["args"]["query"] == "a\\u0000b"  # the six characters, not a NUL
+    assert upsert["success"] is False and upsert["error"] == said
+    assert upsert["args"]["value"] == {"note": ["fine", {"deep": "x\\u0000y"}]}
+    assert upsert["args"]["key"] == "k"
 
 
 def test_mcp_task_tools_for_agent_keys(connect, transport):

@@ -125,7 +125,7 @@ def test_bad_message_is_a_400_envelope_and_writes_nothing(agent_a_api, message):
     response = agent_a_api.post(f"{BASE}/{conversation}/messages", message, format="json")
     assert_envelope(response, 400, "bad_request")
     assert Message.objects.count() == 0
-    assert Conversation.objects.get().next_seq == 1
+    assert Conversation.objects.get().next_position == 1
 
 
 def test_unknown_conversation_is_404(agent_a_api):

@@ -29,7 +29,7 @@ def test_session_id_is_optional_on_every_write_and_stored_when_given(agent_a_api
     )
     assert synced.status_code == 200, synced.content
     assert synced.json()["messages"][0]["sessionId"] is None
-    stored = list(Message.objects.order_by("seq").values_list("session_id", flat=True))
+    stored = list(Message.objects.order_by("position").values_list("session_id", flat=True))
     assert stored == [None, "s-7", None, None]
     assert_envelope(sync(agent_a_api, conversation, "m2", session_id=" "), 400, "bad_request")
 

@@ -81,6 +81,49 @@ def test_seed_004_each_agent_sees_every_user_message_and_only_its_own_replies(ma
     assert len(full) == 6 and [m["seq"] for m in full] == sorted(m["seq"] for m in full)
 
 
+def test_the_numbers_an_agent_sees_count_no_message_it_cannot_see(agent_a_api, agent_b_api, admin_api):
+    """Issue 44, finding 12: agent A writes to its private memory channel between two shared messages; agent B
+    sees consecutive numbers on the shared channels, and pages by them, as A does in its own stream."""
+    conversation = create(agent_a_api)
+    say(agent_a_api, conversation, "hello", role="assistant")
+    for n in range(3):
+        say(agent_a_api, conversation, f"a's note {n}", channel="memory")
+    say(agent_a_api, conversation, "case: refund asked", channel="summary", role="assistant")
+    sync = [{"role": "user", "content": text("synced")}]
+    agent_a_api.post(f"{BASE}/{conversation}/memory/messages/sync", {"messages": sync}, format="json")
+    say(agent_b_api, conversation, "b's note", channel="memory")
+    say(agent_b_api, conversation, "how can I help?", role="assistant")
+    say(agent_b_api, conversation, "case: refund approved", channel="summary", role="assistant")
+
+    history = listing(agent_b_api, conversation, channel="history")["data"]
+    assert [(m["seq"], m["content"][0]["text"]) for m in history] == [(1, "hello"), (2, "how can I help?")]
+    case_log = listing(agent_b_api, conversation, channel="summary")["data"]
+    assert [m["seq"] for m in case_log] == [1, 2]
+    # Each agent's stream counts its own messages only: b's first is 1, whatever a wrote.
+    assert [m["seq"] for m in listing(agent_b_api, conversation, channel="memory")["data"]] == [1]
+    a_all = listing(agent_a_api, conversation, channel="memory", epoch="all")["data"]
+    assert [m["seq"] for m in a_all] == [1, 2, 3, 4]
+    # Cursors page within a list; one of another list (here a's private note) is refused as unknown.
+    first = listing(agent_b_api, conversation, channel="history", limit=1)
+    assert texts(first["data"]) == ["hello"] and first["nextCursor"] == history[0]["id"]
+    rest = listing(agent_b_api, conversation, channel="history", after=first["nextCursor"])["data"]
+    assert texts(rest) == ["how can I help?"]
+    page = listing(agent_a_api, conversation, channel="memory", epoch="all", after=a_all[1]["id"])["data"]
+    assert [m["seq"] for m in page] == [3, 4]
+    nobody = "00000000-0000-0000-0000-000000000000"
+    for client in (agent_b_api, admin_api):
+        for cursor in (a_all[0]["id"], nobody):  # the same answer as for no such message
+            refused = client.get(f"{BASE}/{conversation}/messages", {"channel": "history", "after": cursor})
+            assert assert_envelope(refused, 400, "bad_request")["error"] == (
+                f"Unknown cursor '{cursor}': no such message in this list."
+            )
+    # The case-log checkpoint and the context read by these numbers too.
+    checkpoint = {"lastEntryId": case_log[0]["id"]}
+    assert agent_b_api.put(f"{BASE}/{conversation}/checkpoint", checkpoint, format="json").status_code == 200
+    context = agent_b_api.get(f"{BASE}/{conversation}/context").json()
+    assert texts(context["caseLog"]["data"]) == ["case: refund approved"]
+
+
 def test_agent_comes_from_the_key_never_from_the_body(agent_a_api, agent_b_api):
     conversation = create(agent_a_api)
     written = say(agent_a_api, conversation, "hi", role="assistant", agentId="agent-b")  # returned: ignored

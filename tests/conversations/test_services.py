@@ -23,21 +23,31 @@ def agent_caller(agent_id: str) -> Caller:
 
 
 @pytest.mark.django_db
-def test_sequence_numbers_are_per_conversation_and_gapless():
-    caller = agent_caller("writer")
+def test_sequence_numbers_are_per_scope_and_gapless_positions_per_conversation():
+    """``seq`` counts one scope (a shared channel, or one agent's memory stream); ``position`` the whole
+    conversation, in the order written (issue 44, finding 12)."""
+    caller, other = agent_caller("writer"), agent_caller("other")
     one = services.conversation_create(caller=caller, user_id="u")
     two = services.conversation_create(caller=caller, user_id="u")
     services.message_append(caller=caller, conversation_id=str(one.id), writes=[write(), write()])
     services.message_append(caller=caller, conversation_id=str(two.id), writes=[write()])
-    services.message_append(caller=caller, conversation_id=str(one.id), writes=[write(channel="history")])
-    assert list(Message.objects.filter(conversation=one).order_by("seq").values_list("seq", flat=True)) == [
-        1,
-        2,
-        3,
+    mixed = [write(channel="history"), write(channel="memory"), write(channel="history"), write()]
+    services.message_append(caller=caller, conversation_id=str(one.id), writes=mixed)
+    services.message_append(caller=other, conversation_id=str(one.id), writes=[write(channel="memory")] * 2)
+    rows = Message.objects.filter(conversation=one).order_by("position")
+    assert list(rows.values_list("position", "channel", "agent_id", "seq")) == [
+        (1, "summary", "writer", 1),
+        (2, "summary", "writer", 2),
+        (3, "history", "writer", 1),
+        (4, "memory", "writer", 1),
+        (5, "history", "writer", 2),
+        (6, "summary", "writer", 3),
+        (7, "memory", "other", 1),
+        (8, "memory", "other", 2),
     ]
-    assert list(Message.objects.filter(conversation=two).values_list("seq", flat=True)) == [1]
+    assert list(Message.objects.filter(conversation=two).values_list("seq", "position")) == [(1, 1)]
     one.refresh_from_db()
-    assert one.next_seq == 4
+    assert one.next_position == 9
 
 
 @pytest.mark.django_db
@@ -120,4 +130,4 @@ def test_reader_polling_the_case_log_misses_no_entry_under_concurrent_writers():
     for i in range(WRITERS):
         mine = [m.content[0]["text"] for m in seen if m.agent_id == f"writer-{i}"]
         assert mine == [f"{i}:{n}:{k}" for n in range(PER_WRITER) for k in range(1 + n % 3)]
-    assert Conversation.objects.get(id=conversation_id).next_seq == expected + 1
+    assert Conversation.objects.get(id=conversation_id).next_position == expected + 1

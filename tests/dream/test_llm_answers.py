@@ -33,14 +33,20 @@ def test_every_summary_named_summary_gets_a_key_of_its_own(llm, agent_a, agent_a
     assert (run.status, run.summaries_written, run.summarization_failures) == ("succeeded", 3, 0)
     keys = sorted(e["key"] for e in agent_a_api.get(f"{BASE}/{U}").json())
     assert len(keys) == len(set(keys)) == 3 and keys[0] == "summary"
-    assert all(k.startswith(f"summary (dream {run.pk}.") for k in keys[1:])
+    # Issue 44, finding 10 (c): the fallback key names its first source by the public id an agent reads, no
+    # row number (and no run number).
+    firsts = {groups[c][0] for c in ("fact", "preference")}
+    assert {k.removeprefix("summary (dream ").removesuffix(")") for k in keys[1:]} == firsts
+    rows = {str(internal_id(i)) for i in firsts} | {str(run.pk)}
+    assert not any(row in k.split() or f"({row}." in k for k in keys for row in rows)
 
 
 BAD = {
     "nul": {"key": "ctx", "value": "all of it\u0000"},
     "surrogate": {"key": "ctx", "value": "all of it \ud800"},
     "blank key": {"key": "   ", "value": "all of it"},
-    "fallback-shaped key": {"key": "x (dream 1.2)", "value": "all of it"},
+    "fallback-shaped key": {"key": "x (dream 4503599627370497)", "value": "all of it"},
+    "old fallback-shaped key": {"key": "x (dream 1.2)", "value": "all of it"},
 }
 
 

@@ -7,7 +7,7 @@ from django.urls import reverse
 from extraction.models import Extraction
 from tests.extraction.conftest import fact, facts
 from tests.extraction.test_api import extract, put
-from tests.helpers import internal_id
+from tests.helpers import internal_id, public_id
 
 
 @pytest.fixture
@@ -41,3 +41,23 @@ def test_an_extractions_proposals_are_shown_accepted_and_rejected(
         == 403
     )
     assert staff_client.get(reverse("admin:extraction_extractionwatermark_changelist")).status_code == 200
+
+
+def test_the_admin_finds_an_extraction_by_the_public_id_history_shows(
+    openai_llm, agent_a, agent_a_api, staff_client
+):
+    """Issue 44, finding 10 (b): the id a history event's provenance names leads staff to the extraction."""
+    city = put(agent_a_api, "home_city", "Porto")
+    openai_llm.answers = [facts(fact("home_city", "Lisbon")), facts(fact("diet", "vegan"))]
+    extract(agent_a_api, turnId="t1")
+    extract(agent_a_api, turnId="t2")
+    events = agent_a_api.get(f"/usermemorystore/memories/entry/{city['id']}/history").json()
+    shown = events[-1]["provenance"]["extraction"]
+    first = Extraction.objects.order_by("pk").first()
+    assert first is not None and shown == public_id(first.pk, "extraction")
+
+    listed = staff_client.get(reverse("admin:extraction_extraction_changelist"), {"q": shown})
+    found = list(listed.context["cl"].result_list)
+    assert [e.pk for e in found] == [first.pk]
+    page = staff_client.get(reverse("admin:extraction_extraction_change", args=[first.pk]))
+    assert shown in page.content.decode()

@@ -92,7 +92,11 @@ def test_every_fact_says_where_it_came_from_in_history(llm, agent_a, agent_a_api
     provenance = events[1]["provenance"]
     assert provenance["source"] == "extracted" and provenance["confidence"] == 0.7
     assert provenance["messageIds"] == ["m1", "m3"] and provenance["promptVersion"] == PROMPT_VERSION
-    assert provenance["model"] == "test-model" and provenance["extraction"] == Extraction.objects.get().pk
+    assert provenance["model"] == "test-model"
+    # Issue 44, finding 10 (b): the extraction by its public id, not its row number (which counts every
+    # agent's extractions).
+    row = Extraction.objects.get().pk
+    assert provenance["extraction"] == public_id(row, "extraction") != str(row)
     assert body["operations"][0]["sources"] == ["m1", "m3"]
 
 

@@ -1,14 +1,16 @@
 """Public ids (issue 33, finding 8): the ids of entries, tasks, tool calls and history events count nothing.
 
 Through the doors: an agent that writes twice, with another agent's writes in between, cannot read the count
-from its ids (they decode only with the key); every door's id round-trips; legacy (row) ids still work while
-``PUBLIC_IDS_ACCEPT_LEGACY`` is on, under the same visibility rules; malformed or out-of-range ids are 404s.
+from its ids (they decode only with the key); every door's id round-trips; legacy (row) ids are refused by
+default (issue 44, finding 10) and work, under the same visibility rules, only where a deployment sets
+``PUBLIC_IDS_ACCEPT_LEGACY`` explicitly; malformed or out-of-range ids are 404s.
 """
 
 import base64
 import random
 
 import pytest
+from django.conf import settings
 from django.core.checks import run_checks
 from django.test import override_settings
 
@@ -48,7 +50,7 @@ def log_calls(client, n):
 
 def test_the_permutation_is_one_to_one_within_its_range_and_differs_per_kind():
     samples = [0, 1, 2, BASE - 1, *random.Random(8).sample(range(BASE), 2000)]
-    for kind in (publicids.ENTRY, publicids.TASK, publicids.TOOL_CALL, publicids.EVENT):
+    for kind in (publicids.ENTRY, publicids.TASK, publicids.TOOL_CALL, publicids.EVENT, publicids.EXTRACTION):
         public = [publicids.to_public(kind, n) for n in samples]
         assert all(BASE <= p < TOP for p in public)  # a JavaScript number holds it exactly
         assert len(set(public)) == len(samples)
@@ -71,11 +73,23 @@ def test_anything_but_a_whole_number_in_range_is_no_id(given):
     assert publicids.parse(publicids.ENTRY, given) is None
 
 
-def test_legacy_ids_are_taken_as_row_ids_unless_turned_off():
-    assert publicids.parse(publicids.TASK, "42") == 42
-    with override_settings(PUBLIC_IDS_ACCEPT_LEGACY=False):
-        assert publicids.parse(publicids.TASK, "42") is None
-        assert publicids.parse(publicids.TASK, str(publicids.to_public(publicids.TASK, 42))) == 42
+def test_legacy_ids_are_taken_as_row_ids_only_when_turned_on():
+    assert publicids.parse(publicids.TASK, "42") is None  # the default
+    assert publicids.parse(publicids.TASK, str(publicids.to_public(publicids.TASK, 42))) == 42
+    with override_settings(PUBLIC_IDS_ACCEPT_LEGACY=True):
+        assert publicids.parse(publicids.TASK, "42") == 42
+
+
+def test_the_default_refuses_legacy_ids_and_a_deploy_check_warns_when_they_are_on():
+    """Issue 44, finding 10 (a): new deployments refuse legacy ids; one that keeps them is warned."""
+    assert settings.PUBLIC_IDS_ACCEPT_LEGACY is False  # no .env nor environment sets it for the tests
+
+    def warned() -> bool:
+        return any(m.id == "memoryplatform.W004" for m in run_checks(include_deployment_checks=True))
+
+    assert not warned()
+    with override_settings(PUBLIC_IDS_ACCEPT_LEGACY=True):
+        assert warned()
 
 
 def test_a_deploy_check_warns_while_the_key_is_derived_from_secret_key():
@@ -192,7 +206,22 @@ def test_llm_task_tools_take_and_give_public_ids(agent_a_api, agent_b_api):
 # --- Legacy ids and bad ids ---------------------------------------------------------------------------------
 
 
-def test_legacy_row_ids_still_work_under_the_same_rules(agent_a_api, agent_b_api):
+def test_legacy_row_ids_are_refused_by_default(agent_a_api, agent_b_api):
+    """Issue 44, finding 10 (a): an agent that found its own entry's row number can no longer read its
+    history by it, nor probe the numbers next to it (another agent's entry written in between)."""
+    mine = put(agent_a_api, "mine")
+    theirs = put(agent_b_api, "theirs")
+    row = internal_id(mine["id"])
+    assert internal_id(theirs["id"]) == row + 1
+    for probe in (row, row + 1):
+        assert_envelope(agent_a_api.get(f"{MEMORIES}/entry/{probe}/history"), 404, "not_found")
+        assert_envelope(agent_a_api.delete(f"{MEMORIES}/entry/{probe}"), 404, "not_found")
+    assert agent_a_api.get(f"{MEMORIES}/entry/{mine['id']}/history").status_code == 200
+    assert MemoryEntry.objects.filter(id__in=[row, row + 1]).count() == 2
+
+
+@override_settings(PUBLIC_IDS_ACCEPT_LEGACY=True)  # an existing deployment that keeps them, explicitly
+def test_legacy_row_ids_still_work_under_the_same_rules_where_turned_on(agent_a_api, agent_b_api):
     entry, task = put(agent_a_api, "legacy"), create_task(agent_a_api)
     entry_row, task_row = internal_id(entry["id"]), internal_id(task["id"], "task")
     (call,) = log_calls(agent_a_api, 1)

@@ -1,9 +1,15 @@
 """History events, GDPR export and erasure, legacy properties, and the policy API."""
 
+from datetime import timedelta
+
+from django.utils import timezone
+
 from apikeys.models import AgentGroup, ApiKey
 from tests.factories import AgentFactory
 from tests.helpers import assert_envelope, internal_id
-from usermemory.models import MemoryEntry, MemoryEvent
+from usermemory.history import Actor, Scope
+from usermemory.maintenance import Replacement, memory_supersede
+from usermemory.models import MemoryEntry, MemoryEvent, Visibility
 
 BASE = "/usermemorystore/memories"
 U = "user-h"
@@ -121,6 +127,38 @@ def test_legacy_properties(agent_a_api, agent_b_api, admin_api, put):
     assert_envelope(
         agent_a_api.post(f"/propertiesstore/properties/{U}", [1], format="json"), 400, "bad_request"
     )
+
+
+def test_legacy_properties_hide_expired_and_superseded_entries(
+    agent_a_api, agent_b_api, viewer_api, put, monkeypatch
+):
+    """Issue 44, finding 9: the legacy map shows the global entries every other read shows, valid now: not
+    one past its TTL, nor one a Dream summary superseded (the summary itself is current, so it shows)."""
+    with monkeypatch.context() as clock:
+        an_hour_ago = timezone.now() - timedelta(hours=1)
+        clock.setattr(timezone, "now", lambda: an_hour_ago)
+        put(agent_a_api, userId=U, key="mood", value="tired", visibility="global", ttlSeconds=60)
+    city = put(agent_b_api, userId=U, key="city", value="Berlin", visibility="global").json()
+    put(agent_b_api, userId=U, key="name", value="Ada", visibility="global")
+    source = MemoryEntry.objects.get(id=internal_id(city["id"]))
+    superseded = memory_supersede(
+        user_id=U,
+        scope=Scope(Visibility.GLOBAL, None, []),
+        category="fact",
+        replacements=[Replacement("home", "home (dream)", "Lives in Berlin", [source.id], {"run": 1})],
+        sources_read={source.id: source.updated_at},
+        actor=Actor(MemoryEvent.ActorType.DREAM, "run:1"),
+        record_agents=False,
+    )
+    assert superseded == 1
+    for client in (agent_a_api, agent_b_api, viewer_api):
+        listed = {e["key"] for e in client.get(f"{BASE}/{U}").json()}
+        assert listed == {"home", "name"}
+        legacy = client.get(f"/propertiesstore/properties/{U}")
+        assert legacy.json() == {"home": "Lives in Berlin", "name": "Ada"}, legacy.content
+    # Asked for everything, the list still has them: they are hidden, not gone.
+    everything = viewer_api.get(f"{BASE}/{U}", {"includeSuperseded": "true"}).json()
+    assert {e["key"] for e in everything} == {"city", "home", "mood", "name"}
 
 
 def test_policy_read_and_patch(admin_api, agent_a):

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 import pytest
 from django.utils import timezone
 
+from apikeys.models import AgentGroup
 from dream.prune import dream_prune_stale
 from tests.helpers import assert_envelope, internal_id
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent
@@ -137,6 +138,40 @@ def test_a_refresh_renews_the_ttl_of_readable_entries_only(
     refresh = f"{BASE}/{U}/ttl-refresh"
     assert_envelope(viewer_api.post(refresh, {"ids": ids}, format="json"), 403, "forbidden")
     assert_envelope(agent_a_api.post(refresh, {"ids": "x"}, format="json"), 400, "bad_request")
+
+
+def test_a_refresh_renews_only_entries_the_caller_may_write(
+    agent_a_api, agent_b_api, viewer_api, put, written_at
+):
+    """Issue 44, finding 18: renewing is writing, so an agent renews what its upsert would write: its own
+    entries and global ones (one per user and key: it could overwrite the value), never another agent's group
+    entry that it only reads."""
+    AgentGroup.objects.get(id="team").members.add(agent_b_api.agent)
+    with written_at(timezone.now() - timedelta(seconds=50)):
+        shared = put(
+            agent_b_api,
+            userId=U,
+            key="plan",
+            value="b's",
+            visibility="group",
+            groupIds=["team"],
+            ttlSeconds=60,
+        ).json()
+        public = put(
+            agent_b_api, userId=U, key="mood", value="calm", visibility="global", ttlSeconds=60
+        ).json()
+    assert [e["key"] for e in agent_a_api.get(f"{BASE}/{U}/category/fact").json()] == ["mood", "plan"]
+    before = {e["key"]: e["validTo"] for e in viewer_api.get(f"{BASE}/{U}").json()}
+
+    refresh = f"{BASE}/{U}/ttl-refresh"
+    answer = agent_a_api.post(refresh, {"ids": [shared["id"], public["id"]]}, format="json")
+    assert answer.status_code == 200 and answer.json()["refreshed"] == 1
+    after = {e["key"]: e["validTo"] for e in viewer_api.get(f"{BASE}/{U}").json()}
+    assert after["plan"] == before["plan"]  # b's group entry: a reads it, may not write it
+    assert after["mood"] != before["mood"]  # a global entry: a's upsert on its key would write it
+    # Its owner renews it.
+    assert agent_b_api.post(refresh, {"ids": [shared["id"]]}, format="json").json()["refreshed"] == 1
+    assert viewer_api.get(f"{BASE}/{U}/key/plan").json()["validTo"] != before["plan"]
 
 
 def test_dream_prunes_expired_entries_after_the_policys_retention(

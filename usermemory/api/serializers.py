@@ -11,6 +11,7 @@ from memoryplatform import publicids
 from memoryplatform.api.pagination import MAX_OFFSET
 from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce, PublicIdField, iso_utc
 from memoryplatform.text import MAX_QUERY_CHARS
+from usermemory.history import provenance_shown
 from usermemory.models import (
     MAX_KEY_CHARS,
     MAX_SOURCE_CHARS,
@@ -223,7 +224,8 @@ class MemoryEventOutputSerializer(serializers.ModelSerializer):
     createdAt = serializers.DateTimeField(source="created_at")
     provenance = serializers.SerializerMethodField(
         help_text="Where the new value came from, when a door recorded it (extraction: source, confidence, "
-        "conversation and message ids, model, prompt version); null with a hidden new value."
+        "conversation and message ids, model, prompt version, and the extraction's public id); null with a "
+        "hidden new value."
     )
 
     class Meta:
@@ -247,7 +249,7 @@ class MemoryEventOutputSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_provenance(self, event: MemoryEvent) -> Any:
-        return None if getattr(event, "new_value_hidden", False) else event.provenance
+        return None if getattr(event, "new_value_hidden", False) else provenance_shown(event.provenance)
 
 
 class TtlRefreshInputSerializer(FieldsBuiltOnce):

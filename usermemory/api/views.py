@@ -400,7 +400,7 @@ class PropertiesView(MemoryView):
         summary="Legacy: the user's global entries as one flat map (EDDI's properties)",
     )
     def get(self, request: Request, user_id: str) -> Response:
-        properties = selectors.properties_for_user(user_id=user_id)
+        properties = selectors.properties_for_user(caller=request_caller(request), user_id=user_id)
         if not properties:
             return Response(status=status.HTTP_204_NO_CONTENT)
         return Response(properties)
@@ -419,7 +419,7 @@ class PropertiesView(MemoryView):
             properties=request.data,
             turn_id=_turn_id(request, None),
         )
-        return Response(selectors.properties_for_user(user_id=user_id))
+        return Response(selectors.properties_for_user(caller=request_caller(request), user_id=user_id))
 
     @extend_schema(responses={204: None}, summary="Legacy: delete the user's global entries")
     def delete(self, request: Request, user_id: str) -> Response:
