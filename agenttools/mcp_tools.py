@@ -144,6 +144,10 @@ class Noted:
 
 SEARCH_DEFAULT_MODE = "hybrid"
 FULLTEXT_NOTE = "Matched by words only (full text): search by meaning is unavailable right now."
+UNRERANKED_NOTE = "Ranked without the reranker, unavailable right now: the order may be less precise."
+# What each fallback of a ranked search (usermemory.ranking.fallback_of) adds as a note, as the LLM tools say
+# it: the embedder down leaves words only; the reranker down leaves the first stage's order, still by meaning.
+FALLBACK_NOTES = {"fulltext": FULLTEXT_NOTE, "unreranked": UNRERANKED_NOTE}
 
 
 def _updated_after(value: str | None) -> datetime | None:
@@ -181,7 +185,9 @@ def _search(caller: Caller, args: dict[str, Any]) -> Any:
     min_score = ranking.recall_min_score(args.get("minScore"))
     ranked = selectors.memory_search_ranked(mode=mode, min_score=min_score, **search)
     entries = list(ScoredMemoryEntryOutputSerializer(ranked.entries, many=True).data)
-    return Noted(entries, FULLTEXT_NOTE) if ranked.fallback else entries
+    if not ranked.fallback:
+        return entries
+    return Noted(entries, " ".join(FALLBACK_NOTES[part] for part in ranked.fallback.split(",")))
 
 
 def _by_key(caller: Caller, args: dict[str, Any]) -> Any:

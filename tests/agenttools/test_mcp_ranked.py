@@ -5,8 +5,9 @@ text block."""
 
 import json
 
-from agenttools.mcp_tools import FULLTEXT_NOTE
+from agenttools.mcp_tools import FULLTEXT_NOTE, UNRERANKED_NOTE
 from tests.agenttools.mcp_harness import error, ok, run, sessions, stdio_session
+from tests.helpers import free_port
 from tests.usermemory.ranked import LIMITS, QUESTION
 
 # The harness's agents: agent-a, in group team, and agent-b, in none.
@@ -101,6 +102,27 @@ def test_a_write_is_found_by_meaning_at_once_and_the_embedder_down_says_so(mcp_e
         assert [block.type for block in down.content] == ["text", "text"]
         assert [e["key"] for e in json.loads(down.content[0].text)] == ["food"]
         assert down.content[1].text == FULLTEXT_NOTE
+
+
+def test_a_reranker_down_is_said_as_such_not_as_search_by_meaning_unavailable(mcp_env):
+    """Only the reranker failed (nothing listens at its address): the search was still by meaning, and the
+    note says the order lacks the reranker, as the LLM tools' searchMemory does (issue 44, finding 13)."""
+    user = "stdio-reranker-down"
+    outcomes: dict[str, object] = {}
+    dead = f"http://127.0.0.1:{free_port()}"
+
+    async def main() -> None:
+        async with stdio_session(mcp_env, "agent-a", RERANK_PROVIDER="http", RERANK_URL=dead) as client:
+            await ok(client, "upsert_user_memory", userId=user, key="food", value="spicy ramen")
+            outcomes["found"] = await client.call_tool(
+                "search_user_memories", {"userId": user, "query": "what does the user like to eat"}
+            )
+
+    run(main)
+    found = outcomes["found"]
+    assert not found.is_error and [block.type for block in found.content] == ["text", "text"]
+    assert [e["key"] for e in json.loads(found.content[0].text)] == ["food"]
+    assert found.content[1].text == UNRERANKED_NOTE
 
 
 def test_min_score_and_filters_in_search_user_memories(connect, transport):
