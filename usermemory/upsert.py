@@ -18,7 +18,7 @@ from apikeys.services import caller_require_writer
 from memoryplatform.batches import batch_size_check
 from memoryplatform.errors import BadRequest, CapacityReached, Forbidden, RateLimited
 from memoryplatform.locks import LockId, advisory_xact_lock
-from memoryplatform.text import json_problem, text_problem
+from memoryplatform.text import is_blank, json_problem, text_problem
 from usermemory import metrics, selectors
 from usermemory.embedding import embeddings_schedule
 from usermemory.history import SCOPE_FIELDS, Actor, EventLog, Scope
@@ -329,8 +329,10 @@ def _upsert_one(
 ) -> UpsertResult:
     if write.visibility not in VISIBILITIES:
         raise BadRequest(f"visibility must be one of {', '.join(Visibility.values)}.")
-    if not write.user_id or not write.key:
-        raise BadRequest("userId and key are required.")
+    if is_blank(write.user_id) or is_blank(write.key):  # "\u200b" shows nothing, as "" and "  " do
+        raise BadRequest(
+            "userId and key are required: a text of white space or invisible characters is blank."
+        )
     if len(write.key) > MAX_KEY_CHARS or len(write.user_id) > 255:
         raise BadRequest(f"key and userId are at most {MAX_KEY_CHARS} characters.")
     _check_storable(write)

@@ -103,3 +103,24 @@ def test_bad_query_parameters(agent_a_api):
     assert_envelope(agent_a_api.get(f"{BASE}/u/visible?order=random"), 400, "bad_request")
     assert_envelope(agent_a_api.get(f"{BASE}/u?offset=-1"), 400, "bad_request")
     assert_envelope(agent_a_api.get(f"{BASE}/entry/abc/history"), 404, "not_found")
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\u200b", "\u200b\u200c", "\ufeff \u2060", "\u3164"])
+@pytest.mark.parametrize("field", ["key", "userId"])
+def test_a_key_or_user_that_shows_nothing_is_blank_at_every_door(agent_a_api, blank, field):
+    """Zero-width and other invisible characters are as blank as white space (issue 44, finding 17), at REST
+    and at the LLM tools alike (a tool error the LLM reads): the service refuses them, so no door stores
+    them."""
+    body = {"userId": "user-blank", "key": "pet", "value": "a cat", field: blank}
+    response = agent_a_api.put("/usermemorystore/memories", body, format="json")
+    assert response.status_code == 400, response.content
+    user_id = body["userId"] if field == "key" else "user-blank"
+    if field == "key":
+        tool = agent_a_api.post(
+            "/v1/tools/rememberFact/invoke",
+            {"userId": user_id, "arguments": {"key": blank, "value": "a cat"}},
+            format="json",
+        )
+        assert tool.status_code == 200 and tool.json()["result"].startswith("\u274c"), tool.content
+    listed = agent_a_api.get("/usermemorystore/memories/user-blank")
+    assert listed.status_code == 200 and listed.json() == []
