@@ -27,7 +27,7 @@ from typing import Any
 from bench import locomo
 from bench.recall_quality import Platform
 
-THRESHOLDS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+THRESHOLDS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 OFF_TOPIC_LIMIT = 50
 
 

@@ -112,7 +112,7 @@ def test_an_encoded_slash_in_a_user_id_is_exact(base, mcp_env: McpEnv):
     listed = _exchange(base, "GET", f"{MEMORIES}/{quote('slash/count', safe='')}", key=key)
     assert listed.status == 200, listed.data  # type: ignore[attr-defined]
     assert [e["value"] for e in json.loads(listed.data)] == ["slash/count"]  # type: ignore[attr-defined]
-    entry = _exchange(base, "GET", f"{MEMORIES}/{quote('slash/count', safe='')}/key/k?x=1", key=key)
+    entry = _exchange(base, "GET", f"{MEMORIES}/{quote('slash/count', safe='')}/key/k?format=json", key=key)
     assert json.loads(entry.data)["userId"] == "slash/count"  # type: ignore[attr-defined]
 
 

@@ -61,12 +61,12 @@ def halves() -> Iterator[Script]:
 def test_float4_vectors_are_converted_to_halves_in_place_and_still_found(
     agent_a_api, put, halves, monkeypatch
 ):
+    for text in FACTS:  # written by today's doors (the code reads today's columns), embedded after, as before
+        key, value = text.split(": ", 1)
+        assert put(agent_a_api, userId=U, key=key, value=value).status_code == 201
     migrate(BEFORE)
     try:
         assert _column_types() == {"vector"}
-        for text in FACTS:
-            key, value = text.split(": ", 1)
-            assert put(agent_a_api, userId=U, key=key, value=value).status_code == 201
         with monkeypatch.context() as before:  # the release before kept no record of its passes (0023)
             before.setattr(jobs, "sweep_done", lambda **_: None)
             before.setattr(jobs, "queue_parked_among", lambda **_: set())  # nor parked any text (0024)
