@@ -14,7 +14,8 @@ categories 1-4 is asked through the search service (``memory_search_ranked``, no
 For each threshold of a grid, the report gives hit@5 counting only results at or above it, and the median
 number of off-topic results at or above it (of the first 50), so that a default ``minScore`` can be read off:
 the highest threshold whose hit@5 is within 0.02 of no threshold, and whether the median off-topic question
-then finds nothing."""
+then finds nothing. The column ``default`` asks each question again through the recall by relevance (the
+service of ``/visible?q=``) with no minScore: the platform's default threshold for that store's size."""
 
 import argparse
 import json
@@ -59,10 +60,21 @@ def ask(platform: Platform, user_id: str, question: str, *, mode: str, limit: in
     return [(s.entry.key, s.score) for s in found.entries], time.perf_counter() - started
 
 
+def recall(platform: Platform, user_id: str, question: str, *, mode: str) -> list[str]:
+    """The keys a recall by relevance gives at the platform's default threshold (``/visible?q=``'s service:
+    the threshold by the store's size, memoryplatform.relevance.THRESHOLD)."""
+    from usermemory import services
+
+    found = services.memory_recall_ranked(caller=platform.caller, user_id=user_id, query=question, mode=mode)
+    return [s.entry.key for s in found.entries]
+
+
 def measure(platform: Platform, conversations: list[locomo.Conversation], *, mode: str) -> dict[str, Any]:
     on_topic: list[tuple[locomo.Question, list[Any]]] = []
     off_topic: list[list[float]] = []
     latencies: list[float] = []
+    default = locomo.Score()
+    default_off: list[int] = []
     for index, conv in enumerate(conversations):
         other = conversations[(index + 1) % len(conversations)]
         for question in conv.questions[:3]:  # warm-up, not measured
@@ -73,6 +85,8 @@ def measure(platform: Platform, conversations: list[locomo.Conversation], *, mod
             latencies.append(seconds)
             unrelated, _ = ask(platform, other.user_id, question.text, mode=mode, limit=OFF_TOPIC_LIMIT)
             off_topic.append([score for _, score in unrelated])
+            default.add(question, recall(platform, conv.user_id, question.text, mode=mode), 0.0)
+            default_off.append(len(recall(platform, other.user_id, question.text, mode=mode)))
     by_threshold = {}
     for threshold in THRESHOLDS:
         score = locomo.Score()
@@ -87,6 +101,14 @@ def measure(platform: Platform, conversations: list[locomo.Conversation], *, mod
             "off_topic_median": statistics.median(counts),
             "off_topic_none": sum(1 for c in counts if c == 0) / len(counts),
         }
+    summary = default.summary()
+    by_threshold["default"] = {
+        "hit@5": summary["hit@5"],
+        "hit@10": summary["hit@10"],
+        "recall@5": summary["recall@5"],
+        "off_topic_median": statistics.median(default_off),
+        "off_topic_none": sum(1 for c in default_off if c == 0) / len(default_off),
+    }
     return {
         "p50_ms": locomo.percentile(latencies, 50) * 1000,
         "p95_ms": locomo.percentile(latencies, 95) * 1000,
@@ -111,13 +133,12 @@ def report(results: dict[str, Any]) -> str:
             f"| {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {best} | {there['hit@5']:.3f} "
             f"| {there['off_topic_median']} | {there['off_topic_none']:.2f} |"
         )
-    lines += ["", "| configuration | " + " | ".join(str(t) for t in THRESHOLDS) + " |"]
-    lines.append("|---|" + "---|" * len(THRESHOLDS))
+    columns = [str(t) for t in THRESHOLDS] + ["default"]
+    lines += ["", "| configuration | " + " | ".join(columns) + " |"]
+    lines.append("|---|" + "---|" * len(columns))
     for name, r in results["configurations"].items():
-        cells = " | ".join(
-            f"{r['by_threshold'][str(t)]['hit@5']:.3f} / {r['by_threshold'][str(t)]['off_topic_median']}"
-            for t in THRESHOLDS
-        )
+        at = r["by_threshold"]
+        cells = " | ".join(f"{at[t]['hit@5']:.3f} / {at[t]['off_topic_median']}" for t in columns)
         lines.append(f"| {name} (hit@5 / off-topic median) | {cells} |")
     return "\n".join(lines)
 

@@ -18,7 +18,7 @@ from conversations import store
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
 from memoryplatform.text import ascii_int, check_query
-from usermemory.ranking import RANKED_MODES, SEARCH_MODES, recall_min_score, search_ranking
+from usermemory.ranking import RANKED_MODES, SEARCH_MODES, Threshold, recall_min_score, search_ranking
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
@@ -385,7 +385,7 @@ def message_search_ranked(
     mode: str,
     limit: int,
     offset: int = 0,
-    min_score: float | None = None,
+    min_score: float | Threshold | None = None,
 ) -> MessageSearch:
     """The messages of ``scope`` by relevance to ``query`` (``semantic`` or ``hybrid``), as memory search
     ranks entries (:func:`usermemory.ranking.search_ranking`: the same embedder, calibration, threshold and

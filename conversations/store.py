@@ -494,9 +494,10 @@ _FEATURES_HYBRID = """features AS (
         LEFT JOIN {embedding} e ON e.message_id = c.id AND e.model = %(model)s
 )"""
 
-# One page, best first by the calibrated probability of relevance, each at least %(min_score)s.
+# One page, best first by the calibrated probability of relevance, each at least the threshold (by the count
+# of what the caller may read: memoryplatform.relevance.THRESHOLD).
 _RANKED = """WITH {ctes}, ranked AS (SELECT id, cos, bm25, {score} AS score FROM features)
-SELECT id, score, cos, bm25 FROM ranked WHERE score >= %(min_score)s
+SELECT id, score, cos, bm25 FROM ranked WHERE score >= {threshold}
 ORDER BY score DESC, id LIMIT %(limit)s OFFSET %(offset)s"""
 
 
@@ -524,7 +525,7 @@ def _ranked_sql(*, semantic: bool, fulltext: bool, stored: bool) -> sql.Composed
     else:
         ctes.append(sql.SQL(_FEATURES_FULLTEXT))
         score = relevance.fulltext_score(bm25=bm25)
-    return sql.SQL(_RANKED).format(ctes=sql.SQL(", ").join(ctes), score=score)
+    return sql.SQL(_RANKED).format(ctes=sql.SQL(", ").join(ctes), score=score, threshold=relevance.THRESHOLD)
 
 
 class ScoredMessageId(NamedTuple):
@@ -549,7 +550,7 @@ def messages_ranked(
         "model": ranking.model,
         "config": ranking.config,
         "depth": ranking.depth,
-        "min_score": ranking.min_score,
+        **relevance.threshold_params(min_score=ranking.min_score, small_min_score=ranking.small_min_score),
         **ranking.calibration.params(),
         "limit": limit,
         "offset": offset,

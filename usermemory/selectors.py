@@ -35,7 +35,7 @@ from memoryplatform.text import check_query, json_problem
 from usermemory import metrics
 from usermemory import ranking as ranking_
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
-from usermemory.ranking import RankedSearch
+from usermemory.ranking import RankedSearch, Threshold
 from usermemory.sql import history as history_sql
 from usermemory.sql import search as search_sql
 from usermemory.sql.search import NO_FILTERS, Filters
@@ -393,7 +393,7 @@ def memory_search_ranked(
     offset: int = 0,
     include_superseded: bool = False,
     min_confidence: float | None = None,
-    min_score: float | None = None,
+    min_score: float | Threshold | None = None,
     filters: Filters = NO_FILTERS,
 ) -> RankedSearch:
     """``semantic``: the entries nearest the query's meaning (cosine similarity of the current model's
@@ -416,7 +416,7 @@ def memory_search_ranked(
         agent_view=caller.is_agent,
         limit=limit if candidates is None else candidates,
         offset=offset if candidates is None else 0,
-        ranking=ranking if candidates is None else ranking._replace(min_score=0.0),
+        ranking=ranking if candidates is None else ranking.without_threshold(),
         include_superseded=include_superseded,
         min_confidence=min_confidence,
         filters=filters,

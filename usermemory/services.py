@@ -325,7 +325,7 @@ def memory_recall_ranked(
         limit=candidates,
         offset=0,
         min_confidence=min_confidence,
-        ranking=ranking._replace(min_score=0.0),
+        ranking=ranking.without_threshold(),
         filters=filters,
     )
     chosen, failed = ranking_.rerank(query=query, candidates=first, min_score=ranking.min_score)

@@ -5,6 +5,7 @@ agent's context."""
 
 import pytest
 
+from memoryplatform import settings as defaults
 from tests.conversations.utils import create
 from tests.helpers import assert_envelope
 from tests.usermemory.ranked import BASE, QUESTION, SEEN, U
@@ -28,6 +29,12 @@ def facts(agent_a_api, put, django_capture_on_commit_callbacks):
             category = "context" if key in ("home_town", "job") else "fact"
             body = {"userId": U, "key": key, "value": value, "category": category, "visibility": "global"}
             assert put(agent_a_api, **body).status_code == 201
+
+
+def use_the_default_thresholds(settings):
+    """The platform's own defaults (the suite's are 0: tests/conftest.py)."""
+    settings.RECALL_MIN_SCORE = defaults.RECALL_MIN_SCORE
+    settings.RECALL_MIN_SCORE_SMALL_STORE = defaults.RECALL_MIN_SCORE_SMALL_STORE
 
 
 def search(client, **params):
@@ -93,7 +100,7 @@ def test_a_recall_filter_without_q_is_a_400(agent_a_api):
 
 
 def test_visible_q_uses_the_default_threshold(facts, agent_a_api, settings):
-    settings.RECALL_MIN_SCORE = 0.5
+    use_the_default_thresholds(settings)
     found = agent_a_api.get(VISIBLE, {"q": "which language does the user speak"}).json()
     assert [e["key"] for e in found] == ["native_language"]
     assert agent_a_api.get(VISIBLE, {"q": "what is the user's favourite football team"}).json() == []
@@ -114,7 +121,7 @@ def test_a_lone_memory_is_scored_as_one_among_many(
 ):
     # BM25's document count is taken as at least 20: a word of a user's only memory weighs as it would among
     # 20, so the default threshold finds it by a question that names it, and nothing for another question
-    settings.RECALL_MIN_SCORE = 0.5
+    use_the_default_thresholds(settings)
     lone = "lone-fact-user"
     body = {"userId": lone, "key": "drink", "value": "green tea, no sugar", "visibility": "global"}
     with django_capture_on_commit_callbacks(execute=True):
@@ -125,7 +132,7 @@ def test_a_lone_memory_is_scored_as_one_among_many(
 
 
 def test_context_q_takes_min_score(facts, agent_a_api, settings):
-    settings.RECALL_MIN_SCORE = 0.5
+    use_the_default_thresholds(settings)
     conversation = create(agent_a_api, U)
     path = f"/v1/conversations/{conversation}/context"
     found = agent_a_api.get(path, {"q": "which language does the user speak"}).json()["userMemories"]
@@ -174,7 +181,7 @@ def test_visible_q_filters(facts, agent_a_api):
 
 
 def test_search_tool_uses_the_default_threshold_and_takes_min_score(facts, agent_a_api, settings):
-    settings.RECALL_MIN_SCORE = 0.5
+    use_the_default_thresholds(settings)
 
     def invoke(**arguments):
         body = {"userId": U, "arguments": arguments}

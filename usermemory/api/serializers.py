@@ -114,8 +114,9 @@ class ScoredMemoryEntryOutputSerializer(MemoryEntryOutputSerializer):
 
     score = serializers.FloatField(
         required=False,
-        help_text="Only in a read ranked by relevance (mode semantic or hybrid; recall with q): higher is "
-        "better, comparable within one response only.",
+        help_text="Only in a read ranked by relevance (mode semantic or hybrid; recall with q): the "
+        "probability that the entry is relevant to q, from 0 to 1, on one scale for every query and store "
+        "(minScore compares against it); the reranker's probability when one is configured.",
     )
 
     class Meta(MemoryEntryOutputSerializer.Meta):

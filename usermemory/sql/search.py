@@ -178,8 +178,10 @@ class Ranking(NamedTuple):
     ``fulltext`` by BM25 of the query's lexemes in ``config`` (any of them); both: the candidates of either
     list (its first ``depth``), each scored by the calibrated logistic model of both features
     (:mod:`memoryplatform.relevance`). The score is the probability of relevance; ties break by id. Rows
-    scoring under ``min_score`` are left out. ``config`` ``memory_simple`` reads the stored ``search_vector``;
-    any other parses the text."""
+    scoring under the threshold are left out: ``min_score``, or in a store of a few rows ``small_min_score``
+    (:data:`memoryplatform.relevance.THRESHOLD`; the two are equal unless the default threshold of an
+    agent's context applies). ``config`` ``memory_simple`` reads the stored ``search_vector``; any other
+    parses the text."""
 
     query: str
     vector: str | None
@@ -189,6 +191,11 @@ class Ranking(NamedTuple):
     depth: int
     calibration: Calibration
     min_score: float = 0.0
+    small_min_score: float = 0.0
+
+    def without_threshold(self) -> "Ranking":
+        """The same ranking keeping every row (a second stage's candidates: it applies the threshold)."""
+        return self._replace(min_score=0.0, small_min_score=0.0)
 
 
 # The configuration of the stored ``search_vector`` column (migration 0011): with it, the full-text side reads
@@ -276,7 +283,7 @@ def _ranked_cte(*, semantic: bool, fulltext: bool) -> sql.Composed:
 # One page of a ranked list, best first, with each row's score and features.
 _RANKED = """WITH {ctes}
 SELECT {columns}, s.score, s.cos, s.bm25 FROM ranked s JOIN {entry} ON {entry}.id = s.id
-WHERE s.score >= %(min_score)s
+WHERE s.score >= {threshold}
 ORDER BY s.score DESC, {entry}.id LIMIT %(limit)s OFFSET %(offset)s"""
 
 # A ranked recall: the first page of the ranked list, its access marked as a recall marks it.
@@ -313,6 +320,7 @@ def _ranked_sql(
         ctes=sql.SQL(", ").join(ctes),
         columns=entry_columns(agent_view=agent_view, all_of_agent=all_of_agent),
         entry=ENTRY,
+        threshold=relevance.THRESHOLD,
     )
 
 
@@ -356,7 +364,10 @@ def _ranking_params(ranking: Ranking) -> dict[str, Any]:
     """The ranking's placeholders: each field by its name, and the calibration's weights."""
     params = ranking._asdict()
     del params["calibration"]
-    return {**params, **ranking.calibration.params()}
+    thresholds = relevance.threshold_params(
+        min_score=ranking.min_score, small_min_score=ranking.small_min_score
+    )
+    return {**params, **ranking.calibration.params(), **thresholds}
 
 
 class ScoredEntry(NamedTuple):
