@@ -12,7 +12,7 @@ REST (Django's test client: the whole request path in process, with the agent's 
 
 - ``GET .../{userId}/search?q=...&mode=hybrid&minScore=0``: hit@1 and hit@3 (the fact asked about among the
   first 1 or 3);
-- ``GET .../{userId}/visible?q=...`` at the default threshold (``RECALL_MIN_SCORE``, or ``--min-score``): the
+- ``GET .../{userId}/visible?q=...`` at the default threshold (by the store's size, or ``--min-score``): the
   fact kept (what fills ``/context``, ``searchMemory`` and MCP), and how many results came with it;
 - the same for each off-topic question: the share that returns nothing.
 
@@ -154,7 +154,7 @@ def ask(platform: Platform, users: list[User], min_score: float | None) -> dict[
     return tallies
 
 
-def report(tallies: dict[str, Tally], threshold: float) -> str:
+def report(tallies: dict[str, Tally], threshold: str) -> str:
     styles = [s for s in ("all", "descriptive", "numbered", "opaque") if s in tallies]
     rows = {style: tallies[style].row() for style in styles}
     names = list(rows["all"])
@@ -191,7 +191,12 @@ def main(argv: list[str] | None = None) -> int:
     log(f"{len(users)} users, {sum(len(u.facts) for u in users)} facts; writing and embedding")
     write(platform, users)
     tallies = ask(platform, users, args.min_score)
-    threshold = settings.RECALL_MIN_SCORE if args.min_score is None else args.min_score
+    threshold = (
+        f"the default (RECALL_MIN_SCORE_SMALL_STORE {settings.RECALL_MIN_SCORE_SMALL_STORE} in these small "
+        f"stores, RECALL_MIN_SCORE {settings.RECALL_MIN_SCORE} in large ones)"
+        if args.min_score is None
+        else f"minScore {args.min_score}"
+    )
     print(report(tallies, threshold))
     if args.out:
         args.out.write_text(json.dumps({style: t.row() for style, t in tallies.items()}, indent=2))
