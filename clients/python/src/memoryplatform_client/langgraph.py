@@ -34,7 +34,8 @@ first.
 
 Opt-in memory formation: add :func:`extraction_node` to a graph after the agent's node, and after each turn
 the turn's messages (from the last user message on) go to the server's extraction, whose facts about the
-user land in the store's namespaces (``self`` by default). The user is ``config["configurable"]["user_id"]``.
+user become items of the graph's namespace (``("{user_id}", "memories")`` by default, filled from
+``config["configurable"]``), so ``store.search`` and ``store.get`` there find them.
 """
 
 from __future__ import annotations
@@ -42,10 +43,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from langgraph.config import get_config
 from langgraph.store.base import (
@@ -66,8 +68,8 @@ from memoryplatform_client import _calls as calls
 from memoryplatform_client._async import AsyncMemoryPlatform
 from memoryplatform_client._core import Call
 from memoryplatform_client._sync import MemoryPlatform
-from memoryplatform_client.errors import APIError, MemoryPlatformError, NotFoundError
-from memoryplatform_client.types import ExtractMessage, MemoryEntry, Visibility
+from memoryplatform_client.errors import APIError, MemoryPlatformError, NotFoundError, RateLimitedError
+from memoryplatform_client.types import ExtractMessage, ExtractOperation, MemoryEntry, Visibility
 
 logger = logging.getLogger(__name__)
 
@@ -372,22 +374,112 @@ def turn_messages(messages: Sequence[Any]) -> list[ExtractMessage]:
     return turn[-50:]
 
 
+FACT_SOURCE = "extracted"  # the entry's source, as the server's own extraction writes it
+DOCS_NAMESPACE = ("{user_id}", "memories")  # LangGraph's docs' layout, as a template
+
+
+def _agree(stored: Any, value: str) -> bool:
+    """The stored value says the fact already (the server's rule: the same text, ignoring case and the
+    surrounding spaces)."""
+    return isinstance(stored, str) and stored.strip().casefold() == value.strip().casefold()
+
+
+def _item_key(fact_key: str) -> str:
+    """A fact's item key: the model names a fact (``diet``), or reuses a stored fact's platform key, which
+    holds its namespace's labels (``memories/diet``): the item is its last part, unescaped."""
+    return _unescape(fact_key.rsplit(SEP, 1)[-1])
+
+
+def _put_fact(place: Place, fact: ExtractOperation, options: calls.UpsertOptions) -> Plan[bool]:
+    """Write one extracted fact as an item of ``place``, with the fact's category, confidence and source,
+    unless that item holds it already. Whether it wrote."""
+    key = _item_key(fact["key"])
+    stored = yield from _find(place, key)
+    if stored is not None and _agree(stored["value"], fact["value"]):
+        return False
+    written: calls.UpsertOptions = {
+        **options,
+        "category": fact["category"],
+        "visibility": place.visibility or "self",
+        "confidence": fact["confidence"],
+        "source": FACT_SOURCE,
+    }
+    if place.group_ids:
+        written["group_ids"] = place.group_ids
+    yield calls.upsert_memory(place.user_id, place.key(key), fact["value"], written)
+    return True
+
+
+def _namespace_of(template: tuple[str, ...], configurable: dict[str, Any]) -> tuple[str, ...] | None:
+    """The namespace of this run: each ``{name}`` of ``template`` filled from ``config["configurable"]``
+    (``None``: a name the run does not give)."""
+    try:
+        return tuple(part.format_map(configurable) for part in template)
+    except KeyError:
+        return None
+
+
 def extraction_node(
-    client: MemoryPlatform, *, messages_key: str = "messages", **options: Any
+    client: MemoryPlatform,
+    *,
+    namespace: tuple[str, ...] = DOCS_NAMESPACE,
+    messages_key: str = "messages",
+    **options: Unpack[calls.ExtractOptions],
 ) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """A graph node (opt-in, after the agent's node) that sends the turn's messages to extraction for the
-    user of ``config["configurable"]["user_id"]``; ``options`` as :meth:`MemoryPlatform.extract` takes them.
-    It changes no state; a failed extraction is logged and never fails the run."""
+    """A graph node (opt-in, after the agent's node) that sends the turn's messages to the server's
+    extraction and writes the facts as items of ``namespace``, where the graph reads them
+    (``store.search(namespace)``, ``store.get(namespace, key)``).
+
+    ``namespace`` is a template: each ``{name}`` is filled from ``config["configurable"]`` (default
+    ``("{user_id}", "memories")``, LangGraph's docs' layout); any layout the store takes, ending in
+    ``"global"`` or ``("group", group_id)`` for those scopes. The writes are the ``client``'s key's.
+    ``options`` as :meth:`MemoryPlatform.extract` takes them, but the namespace decides the visibility and
+    the groups; ``dry_run=True`` writes nothing. It changes no state; a failed extraction or write is
+    logged and never fails the run."""
+    for decided in ("visibility", "group_ids"):
+        if decided in options:
+            raise ValueError(
+                f"extraction_node: the namespace decides {decided}; end it with 'global' or "
+                "('group', group_id) instead."
+            )
 
     def node(state: dict[str, Any]) -> dict[str, Any]:
-        user_id = get_config().get("configurable", {}).get("user_id")
+        spelled = _namespace_of(namespace, get_config().get("configurable", {}))
         turn = turn_messages(state.get(messages_key) or [])
-        if not user_id or not turn:
-            return {}
-        try:
-            client.extract(str(user_id), turn, **options)
-        except MemoryPlatformError as exc:
-            logger.warning("Extraction after the turn failed: %s", exc)
+        if spelled is not None and turn:
+            _extract_into(MemoryPlatformStore(client), Place.of(spelled), turn, options)
         return {}
 
     return node
+
+
+def _extract_into(
+    writer: MemoryPlatformStore, place: Place, turn: list[ExtractMessage], options: calls.ExtractOptions
+) -> None:
+    """Extract the facts of ``turn`` as a dry run (the server proposes them, bounded to the place's scope,
+    and writes nothing), then write each through the store's mapping, all in one turn of writes."""
+    asked: calls.ExtractOptions = {**options, "dry_run": True, "visibility": place.visibility or "self"}
+    if place.group_ids:
+        asked["group_ids"] = place.group_ids
+    try:
+        done = writer.client.send(calls.extract_memories(place.user_id, turn, asked))
+    except MemoryPlatformError as exc:
+        logger.warning("Extraction after the turn failed: %s", exc)
+        return
+    if options.get("dry_run"):
+        return
+    written: calls.UpsertOptions = {"turn_id": options.get("turn_id") or f"extract-{uuid.uuid4().hex}"}
+    if "conversation_id" in options:
+        written["source_conversation_id"] = options["conversation_id"]
+    if "agent_id" in options:
+        written["source_agent_id"] = options["agent_id"]
+    for fact in done["operations"]:
+        if fact["op"] == "REJECTED":
+            continue
+        try:
+            writer._run(_put_fact(place, fact, written))
+        except RateLimitedError as exc:  # the turn's writes are spent: the others would be refused too
+            logger.warning("Extracted facts not written: %s", exc)
+            return
+        except MemoryPlatformError as exc:
+            logger.warning("An extracted fact was not written (%s): %s", fact["key"], exc)
