@@ -230,3 +230,40 @@ def test_a_ttl_expires_an_item_and_a_read_refreshes_it(client_for, support, monk
     renewed = datetime.fromisoformat(api.get_memory_by_key("u2", "memories/plan")["validTo"])
     assert renewed == later + timedelta(hours=1)
     assert api.refresh_ttl("u2", [plan["id"]]) == 1
+
+
+def test_user_index_names_the_user_wherever_the_layout_puts_it(client_for, support):
+    api = client_for(support[0])
+    store = MemoryPlatformStore(api, user_index=1)
+    store.put(("profiles", "u3"), "name", {"first": "Ada"})
+    store.put(("profiles", "u4"), "name", {"first": "Bo"})
+    store.put(("users", "u3", "memories"), "food", {"likes": "soup"})
+    store.put(("users", "u3", "memories", "global"), "city", "Lisbon")
+
+    # Each user is the platform's user (not one user "profiles" or "users" for everyone).
+    assert {(e["key"], e["visibility"]) for e in api.list_memories("u3")} == {
+        ("profiles/name", "self"),
+        ("users/memories/food", "self"),
+        ("users/memories/city", "global"),
+    }
+    assert [e["key"] for e in api.list_memories("u4")] == ["profiles/name"]
+    assert api.list_memories("profiles") == [] and api.list_memories("users") == []
+
+    assert store.get(("profiles", "u4"), "name").value == {"first": "Bo"}
+    assert store.get(("profiles", "u3"), "name").value == {"first": "Ada"}
+    found = {(i.namespace, i.key) for i in store.search(("users", "u3"))}
+    assert found == {(("users", "u3", "memories"), "food"), (("users", "u3", "memories", "global"), "city")}
+    assert store.list_namespaces(prefix=("profiles", "u3")) == [("profiles", "u3")]
+    assert store.list_namespaces(prefix=("users", "u3")) == [
+        ("users", "u3", "memories"),
+        ("users", "u3", "memories", "global"),
+    ]
+    store.delete(("profiles", "u3"), "name")
+    assert store.get(("profiles", "u3"), "name") is None and store.get(("profiles", "u4"), "name") is not None
+    for bad in (("u3",), ("profiles", "*")):
+        with pytest.raises(ValueError, match="position 1"):
+            store.put(bad, "k", {"v": 1})
+    with pytest.raises(ValueError, match="position 1"):
+        store.search(("profiles",))  # a prefix must name the user
+    with pytest.raises(ValueError, match="0 or more"):
+        MemoryPlatformStore(api, user_index=-1)

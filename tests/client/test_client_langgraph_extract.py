@@ -4,6 +4,7 @@ HTTP, with the scripted LLM proposing the facts."""
 
 import pytest
 from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.store.base import BaseStore
 from memoryplatform_client.langgraph import MemoryPlatformStore, extraction_node
 
 from tests.extraction.conftest import fact, facts
@@ -111,3 +112,32 @@ def test_nothing_without_the_namespaces_names_and_no_scope_beside_the_namespace(
 
     run_turn(extraction_node(nova, dry_run=True), "I'm vegetarian.", user_id="u1")
     assert len(openai_llm.requests) == 1 and nova.list_memories("u1") == []
+
+
+def test_the_graphs_store_decides_where_the_user_is(openai_llm, client_for, support):
+    nova = client_for(support[0])
+    store = MemoryPlatformStore(nova, user_index=1)
+    openai_llm.answers = [facts(fact("diet", "vegetarian"))]
+
+    def agent(state: MessagesState) -> dict:
+        return {"messages": [{"role": "assistant", "content": "Noted."}]}
+
+    def recall(state: MessagesState, *, store: BaseStore) -> dict:
+        items = store.search(("users", "u5", "memories"))
+        return {"messages": [{"role": "assistant", "content": f"{i.key}: {i.value}"} for i in items]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent)
+    graph.add_node("remember", extraction_node(nova, namespace=("users", "{user_id}", "memories")))
+    graph.add_node("recall", recall)
+    graph.add_edge(START, "agent")
+    graph.add_edge("agent", "remember")
+    graph.add_edge("remember", "recall")
+    graph.add_edge("recall", END)
+    done = graph.compile(store=store).invoke(
+        {"messages": [{"role": "user", "content": "I'm vegetarian."}]}, {"configurable": {"user_id": "u5"}}
+    )
+
+    assert done["messages"][-1].content == "diet: vegetarian"  # the graph read it back from its store
+    assert [e["key"] for e in nova.list_memories("u5")] == ["users/memories/diet"]
+    assert nova.list_memories("users") == []

@@ -9,6 +9,12 @@ LangGraph's usual layouts are read:
 | ``(user_id, "memories")`` (LangGraph's docs) | ``user_id`` | ``("memories",)`` |
 | ``(user_id, "chitchat", "prefs")`` | ``user_id`` | ``("chitchat", "prefs")`` |
 | ``("memories", user_id, ...)`` (this platform's first layout, LangMem's) | ``user_id`` | what follows |
+| ``("profiles", user_id)``, with ``user_index=1`` | ``user_id`` | ``("profiles",)`` |
+| ``("users", user_id, "memories")``, with ``user_index=1`` | ``user_id`` | ``("users", "memories")`` |
+
+``MemoryPlatformStore(..., user_index=n)`` takes the user from position ``n`` of every namespace, every other
+element a label (as the TypeScript store's ``userIndex``); without it, the first element is the user, or the
+second after ``"memories"``, so ``("profiles", user_id)`` would be user ``"profiles"``.
 
 A namespace ending in ``"global"`` is the user's ``global`` entries (every agent reads them); ending in
 ``("group", group_id)``, ``group`` entries shared with that group; else the agent's own ``self`` entries.
@@ -49,7 +55,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar, Unpack
 
-from langgraph.config import get_config
+from langgraph.config import get_config, get_store
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -94,23 +100,38 @@ def _unescape(part: str) -> str:
 @dataclass(frozen=True)
 class Place:
     """Where a namespace (or a prefix of one) puts items: the user, the labels, the visibility and group
-    (``None``: any, in a prefix), and the spelling (``rooted``: ``("memories", user, ...)``)."""
+    (``None``: any, in a prefix), and the spelling: ``head``, the layout's root before the user that is no
+    label (``("memories",)`` or none), and ``user_at``, the user's position among the labels."""
 
     user_id: str
     labels: tuple[str, ...]
     visibility: Visibility | None
     group_id: str | None
-    rooted: bool
+    head: tuple[str, ...] = ()
+    user_at: int = 0
 
     @classmethod
-    def of(cls, namespace: tuple[str, ...], *, prefix: bool = False) -> Place:
+    def of(cls, namespace: tuple[str, ...], *, prefix: bool = False, user_index: int | None = None) -> Place:
+        """The place of ``namespace``; ``user_index``: the user's position (``None``: the first element, or
+        the second after the root ``"memories"``), every other element a label."""
         if any(not isinstance(part, str) or not part for part in namespace):
             raise ValueError(f"A namespace is a tuple of non-empty strings: got {namespace!r}.")
-        rooted = len(namespace) >= 2 and namespace[0] == ROOT
-        rest = namespace[2:] if rooted else namespace[1:]
-        if not namespace or (rooted and namespace[1] == "*") or (not rooted and namespace[0] in ("*", ROOT)):
+        head: tuple[str, ...] = ()
+        if user_index is not None:
+            if len(namespace) <= user_index or namespace[user_index] == "*":
+                raise ValueError(
+                    f"This store's namespaces name the user at position {user_index}: got {namespace!r}."
+                )
+            index = user_index
+        elif len(namespace) >= 2 and namespace[0] == ROOT:
+            if namespace[1] == "*":
+                raise ValueError(f"A namespace names the user: ({ROOT!r}, user_id, ...), not {namespace!r}.")
+            head, index = (ROOT,), 1
+        elif not namespace or namespace[0] in ("*", ROOT):
             raise ValueError(f"A namespace names the user: (user_id, ...) or ({ROOT!r}, user_id, ...).")
-        user = namespace[1] if rooted else namespace[0]
+        else:
+            index = 0
+        rest = namespace[len(head) : index] + namespace[index + 1 :]
         visibility: Visibility | None = None if prefix else "self"
         group: str | None = None
         if rest[-1:] == ("global",):
@@ -119,7 +140,7 @@ class Place:
             visibility, group, rest = "group", rest[-1], rest[:-2]
         elif prefix and rest[-1:] == ("group",):
             visibility, rest = "group", rest[:-1]
-        return cls(user, rest, visibility, group, rooted)
+        return cls(namespace[index], rest, visibility, group, head, index - len(head))
 
     @property
     def key_prefix(self) -> str:
@@ -153,8 +174,8 @@ class Place:
         """The namespaces an entry is found under in this place's spelling (a group entry under each of its
         groups), and the item's key."""
         *labels, key = (_unescape(part) for part in entry["key"].split(SEP))
-        head = (ROOT, entry["userId"]) if self.rooted else (entry["userId"],)
-        base = (*head, *labels)
+        at = min(self.user_at, len(labels))
+        base = (*self.head, *labels[:at], entry["userId"], *labels[at:])
         if entry["visibility"] == "global":
             return [(*base, "global")], key
         if entry["visibility"] == "group":
@@ -200,8 +221,8 @@ def _find(place: Place, key: str) -> Plan[MemoryEntry | None]:
     return next((e for e in entries if e["key"] == stored and place.holds(e)), None)
 
 
-def _get(op: GetOp) -> Plan[Item | None]:
-    place = Place.of(op.namespace)
+def _get(op: GetOp, user_index: int | None) -> Plan[Item | None]:
+    place = Place.of(op.namespace, user_index=user_index)
     entry = yield from _find(place, op.key)
     if entry is None:
         return None
@@ -215,8 +236,8 @@ def _get(op: GetOp) -> Plan[Item | None]:
     )
 
 
-def _put(op: PutOp, category: str) -> Plan[None]:
-    place = Place.of(op.namespace)
+def _put(op: PutOp, category: str, user_index: int | None) -> Plan[None]:
+    place = Place.of(op.namespace, user_index=user_index)
     if op.value is None:
         entry = yield from _find(place, op.key)
         if entry is not None:
@@ -232,8 +253,8 @@ def _put(op: PutOp, category: str) -> Plan[None]:
     return None
 
 
-def _search(op: SearchOp) -> Plan[list[SearchItem]]:
-    place = Place.of(op.namespace_prefix, prefix=True)
+def _search(op: SearchOp, user_index: int | None) -> Plan[list[SearchItem]]:
+    place = Place.of(op.namespace_prefix, prefix=True, user_index=user_index)
     listing: calls.SearchOptions = {**place.narrowing(), "limit": op.limit, "offset": op.offset}
     if op.filter:
         listing["filter"] = dict(op.filter)
@@ -261,11 +282,11 @@ def _search(op: SearchOp) -> Plan[list[SearchItem]]:
     return found
 
 
-def _list_namespaces(op: ListNamespacesOp) -> Plan[list[tuple[str, ...]]]:
+def _list_namespaces(op: ListNamespacesOp, user_index: int | None) -> Plan[list[tuple[str, ...]]]:
     prefixes = [c for c in op.match_conditions or () if c.match_type == "prefix"]
     if not prefixes:
         raise ValueError("list_namespaces needs prefix=(user_id, ...) naming the user.")
-    place = Place.of(tuple(prefixes[0].path), prefix=True)
+    place = Place.of(tuple(prefixes[0].path), prefix=True, user_index=user_index)
     listing: calls.ListOptions = {**place.narrowing(), "limit": SCAN_LIMIT}
     entries: list[MemoryEntry] = yield calls.list_memories(place.user_id, listing)
     namespaces: set[tuple[str, ...]] = set()
@@ -282,7 +303,9 @@ class MemoryPlatformStore(BaseStore):
     ``MemoryPlatformStore(MemoryPlatform(url, api_key=key), AsyncMemoryPlatform(url, api_key=key))``; without
     an async client, ``abatch`` runs ``batch`` in a thread. New entries get ``category`` (``fact``: it must be
     one of the agent policy's allowed categories). ``ttl`` is LangGraph's ``TTLConfig``: ``default_ttl``
-    (minutes) for a ``put`` without one, ``refresh_on_read`` for reads that do not say.
+    (minutes) for a ``put`` without one, ``refresh_on_read`` for reads that do not say. ``user_index``: the
+    user's position in every namespace, the other elements all labels (``1`` for ``("profiles", user_id)``
+    or ``("users", user_id, "memories")``); by default the first element, or the second after ``"memories"``.
     """
 
     supports_ttl = True
@@ -294,21 +317,29 @@ class MemoryPlatformStore(BaseStore):
         *,
         category: str = "fact",
         ttl: TTLConfig | None = None,
+        user_index: int | None = None,
     ) -> None:
+        if user_index is not None and user_index < 0:
+            raise ValueError("user_index is a position in the namespace: 0 or more.")
         self.client = client
         self.async_client = async_client
         self.category = category
         self.ttl_config = ttl
+        self.user_index = user_index
+
+    def place(self, namespace: tuple[str, ...]) -> Place:
+        """Where this store puts the items of ``namespace`` (its user, labels and scope)."""
+        return Place.of(namespace, user_index=self.user_index)
 
     def _plan(self, op: Op) -> Plan[Result]:
         if isinstance(op, GetOp):
-            return _get(op)
+            return _get(op, self.user_index)
         if isinstance(op, PutOp):
-            return _put(op, self.category)
+            return _put(op, self.category, self.user_index)
         if isinstance(op, SearchOp):
-            return _search(op)
+            return _search(op, self.user_index)
         if isinstance(op, ListNamespacesOp):
-            return _list_namespaces(op)
+            return _list_namespaces(op, self.user_index)
         raise TypeError(f"Unknown store operation: {op!r}")
 
     def _run(self, plan: Plan[T]) -> T:
@@ -423,6 +454,7 @@ def extraction_node(
     client: MemoryPlatform,
     *,
     namespace: tuple[str, ...] = DOCS_NAMESPACE,
+    store: MemoryPlatformStore | None = None,
     messages_key: str = "messages",
     **options: Unpack[calls.ExtractOptions],
 ) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -432,7 +464,9 @@ def extraction_node(
 
     ``namespace`` is a template: each ``{name}`` is filled from ``config["configurable"]`` (default
     ``("{user_id}", "memories")``, LangGraph's docs' layout); any layout the store takes, ending in
-    ``"global"`` or ``("group", group_id)`` for those scopes. The writes are the ``client``'s key's.
+    ``"global"`` or ``("group", group_id)`` for those scopes, mapped as ``store`` maps it (its
+    ``user_index``; default: the graph's store when it is a :class:`MemoryPlatformStore`, else the default
+    layouts). The writes are the ``client``'s key's.
     ``options`` as :meth:`MemoryPlatform.extract` takes them, but the namespace decides the visibility and
     the groups; ``dry_run=True`` writes nothing. It changes no state; a failed extraction or write is
     logged and never fails the run."""
@@ -446,8 +480,12 @@ def extraction_node(
     def node(state: dict[str, Any]) -> dict[str, Any]:
         spelled = _namespace_of(namespace, get_config().get("configurable", {}))
         turn = turn_messages(state.get(messages_key) or [])
-        if spelled is not None and turn:
-            _extract_into(MemoryPlatformStore(client), Place.of(spelled), turn, options)
+        if spelled is None or not turn:
+            return {}
+        graph_store = get_store()  # None when the graph has none
+        layout = store or (graph_store if isinstance(graph_store, MemoryPlatformStore) else None)
+        writer = MemoryPlatformStore(client, user_index=layout.user_index if layout else None)
+        _extract_into(writer, writer.place(spelled), turn, options)
         return {}
 
     return node
