@@ -267,3 +267,55 @@ def test_user_index_names_the_user_wherever_the_layout_puts_it(client_for, suppo
         store.search(("profiles",))  # a prefix must name the user
     with pytest.raises(ValueError, match="0 or more"):
         MemoryPlatformStore(api, user_index=-1)
+
+
+def test_list_namespaces_with_wildcards(client_for, support, set_policy):
+    nova = support[0]
+    set_policy(nova, max_writes_per_turn=20)
+    store = MemoryPlatformStore(client_for(nova))
+    for namespace in (
+        ("u6", "memories"),
+        ("u6", "chitchat", "prefs"),
+        ("u6", "travel", "prefs"),
+        ("u6", "memories", "global"),
+        ("u6", "memories", "group", "support"),
+        ("u6", "travel", "group", "support"),
+    ):
+        store.put(namespace, "-".join(namespace), {"v": 1})
+
+    # LangGraph's MatchCondition: "*" matches any one element, in the prefix and in the suffix.
+    assert store.list_namespaces(prefix=("u6", "*", "prefs")) == [
+        ("u6", "chitchat", "prefs"),
+        ("u6", "travel", "prefs"),
+    ]
+    assert store.list_namespaces(prefix=("u6", "*")) == store.list_namespaces(prefix=("u6",))
+    assert len(store.list_namespaces(prefix=("u6",))) == 6
+    assert store.list_namespaces(prefix=("u6",), suffix=("*", "prefs")) == [
+        ("u6", "chitchat", "prefs"),
+        ("u6", "travel", "prefs"),
+    ]
+    assert store.list_namespaces(prefix=("u6",), suffix=("group", "*")) == [
+        ("u6", "memories", "group", "support"),
+        ("u6", "travel", "group", "support"),
+    ]
+    assert store.list_namespaces(prefix=("u6", "*", "group", "*")) == [
+        ("u6", "memories", "group", "support"),
+        ("u6", "travel", "group", "support"),
+    ]
+    assert store.list_namespaces(prefix=("u6", "memories", "*")) == [
+        ("u6", "memories", "global"),
+        ("u6", "memories", "group", "support"),
+    ]
+    assert store.list_namespaces(prefix=("u6", "*", "global")) == [("u6", "memories", "global")]
+    assert store.list_namespaces(prefix=("u6", "*"), max_depth=2) == [
+        ("u6", "chitchat"),
+        ("u6", "memories"),
+        ("u6", "travel"),
+    ]
+    assert store.list_namespaces(prefix=("memories", "u6", "*", "prefs")) == [
+        ("memories", "u6", "chitchat", "prefs"),
+        ("memories", "u6", "travel", "prefs"),
+    ]  # the other spelling of the same places
+    assert store.list_namespaces(prefix=("u6", "*", "nothing")) == []
+    with pytest.raises(ValueError, match="(?i)names the user"):
+        store.list_namespaces(prefix=("*", "memories"))  # every user: not one store's question

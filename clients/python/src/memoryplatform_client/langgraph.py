@@ -33,7 +33,8 @@ the TTL of what it returns. ``search`` sends its ``query`` (``hybrid``: meaning 
 ``score``), ``filter`` (``{field: value}`` or ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``), the
 prefix's labels and visibility, ``limit`` and ``offset`` to the server, which applies them before cutting the
 page. ``search`` and ``list_namespaces`` need a prefix that names the user; ``list_namespaces`` looks at the
-newest 1,000 entries the agent can see of that user.
+newest 1,000 entries the agent can see of that user, and its prefix and suffix may hold ``"*"`` (LangGraph's
+``MatchCondition``: any one element) anywhere but at the user.
 
 The agent is the key's: use an agent key. ``search`` without a ``query`` lists the user's entries, newest
 first.
@@ -82,6 +83,7 @@ logger = logging.getLogger(__name__)
 ROOT = "memories"
 SEP = "/"
 SCAN_LIMIT = 1000  # the server's largest page
+WILDCARD = "*"  # in list_namespaces' conditions (LangGraph's MatchCondition), any one element
 
 T = TypeVar("T")
 # A store operation as a generator: it yields the calls it needs and gets their answers (or their errors)
@@ -95,6 +97,10 @@ def _escape(part: str) -> str:
 
 def _unescape(part: str) -> str:
     return part.replace("%2F", SEP).replace("%25", "%")
+
+
+def _key_prefix(labels: Sequence[str]) -> str:
+    return "".join(_escape(label) + SEP for label in labels)
 
 
 @dataclass(frozen=True)
@@ -144,7 +150,7 @@ class Place:
 
     @property
     def key_prefix(self) -> str:
-        return "".join(_escape(label) + SEP for label in self.labels)
+        return _key_prefix(self.labels)
 
     def key(self, key: str) -> str:
         """The platform's key of an item of this place."""
@@ -196,7 +202,7 @@ def _matches(namespace: tuple[str, ...], condition: MatchCondition) -> bool:
         if condition.match_type == "prefix"
         else namespace[len(namespace) - len(path) :]
     )
-    return all(want == "*" or want == got for want, got in zip(path, part, strict=True))
+    return all(want in (WILDCARD, got) for want, got in zip(path, part, strict=True))
 
 
 def _refresh(place: Place, entries: list[MemoryEntry], refresh_ttl: bool) -> Plan[None]:
@@ -286,8 +292,15 @@ def _list_namespaces(op: ListNamespacesOp, user_index: int | None) -> Plan[list[
     prefixes = [c for c in op.match_conditions or () if c.match_type == "prefix"]
     if not prefixes:
         raise ValueError("list_namespaces needs prefix=(user_id, ...) naming the user.")
-    place = Place.of(tuple(prefixes[0].path), prefix=True, user_index=user_index)
-    listing: calls.ListOptions = {**place.narrowing(), "limit": SCAN_LIMIT}
+    path = tuple(prefixes[0].path)
+    place = Place.of(path, prefix=True, user_index=user_index)
+    listing: calls.ListOptions = {"limit": SCAN_LIMIT}
+    if WILDCARD in path:  # any one element: the server narrows to the labels before it, the conditions pick
+        fixed = place.labels[: place.labels.index(WILDCARD)] if WILDCARD in place.labels else place.labels
+        if fixed:
+            listing["key_prefix"] = _key_prefix(fixed)
+    else:
+        listing.update(place.narrowing())
     entries: list[MemoryEntry] = yield calls.list_memories(place.user_id, listing)
     namespaces: set[tuple[str, ...]] = set()
     for entry in entries:
