@@ -319,3 +319,21 @@ def test_list_namespaces_with_wildcards(client_for, support, set_policy):
     assert store.list_namespaces(prefix=("u6", "*", "nothing")) == []
     with pytest.raises(ValueError, match="(?i)names the user"):
         store.list_namespaces(prefix=("*", "memories"))  # every user: not one store's question
+
+
+def test_a_store_has_no_turns_so_a_loop_of_puts_meets_no_turn_limit(client_for, support):
+    api = client_for(support[0])  # the default policy: 10 memory writes per turn
+    store = MemoryPlatformStore(api)
+    for n in range(60):
+        store.put(DOCS, f"item{n}", {"n": n})
+    assert api.count_memories("u2") == 60
+    assert store.get(DOCS, "item59").value == {"n": 59}
+
+    # The LLM's limit stands: its tool's writes of one turn (here: the last 60 s, no turn id) stop at 10,
+    # the store's writes a moment ago taking none of them.
+    said = [
+        api.invoke_tool("rememberFact", "u2", {"key": f"fact{n}", "value": "x", "category": "fact"})["result"]
+        for n in range(11)
+    ]
+    assert all(text.startswith("✅") for text in said[:10])
+    assert "10 memory writes per turn" in said[10] and api.count_memories("u2") == 70

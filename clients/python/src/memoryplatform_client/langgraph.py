@@ -26,15 +26,18 @@ splits back into labels and key: the mapping is reversible. The two spellings of
 entries (``("memories", u, "prefs")`` and ``(u, "prefs")``); an answer uses the spelling asked. A user id
 spelled ``"memories"`` is read as the first layout's root: put it second, ``("memories", "memories")``.
 
-Values round-trip as put: a dict stays a dict, a string a string. ``put(..., ttl=minutes)`` sets the entry's
-``validTo`` (the platform's ``ttlSeconds``); after it no read finds the item, and Dream deletes it after the
-agent's ``pruneExpiredAfterDays``. A ``get`` or ``search`` with ``refresh_ttl`` (LangGraph's default) renews
-the TTL of what it returns. ``search`` sends its ``query`` (``hybrid``: meaning and words, each item with a
-``score``), ``filter`` (``{field: value}`` or ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``), the
-prefix's labels and visibility, ``limit`` and ``offset`` to the server, which applies them before cutting the
-page. ``search`` and ``list_namespaces`` need a prefix that names the user; ``list_namespaces`` looks at the
-newest 1,000 entries the agent can see of that user, and its prefix and suffix may hold ``"*"`` (LangGraph's
-``MatchCondition``: any one element) anywhere but at the user.
+Values round-trip as put: a dict stays a dict, a string a string. Each ``put`` is a turn of its own (a
+store has no turns): a loop of puts meets no ``maxWritesPerTurn``, which bounds an LLM's writes in one turn.
+
+``put(..., ttl=minutes)`` sets the entry's ``validTo`` (the platform's ``ttlSeconds``); after it no read finds
+the item, and Dream deletes it after the agent's ``pruneExpiredAfterDays``. A ``get`` or ``search`` with
+``refresh_ttl`` (LangGraph's default) renews the TTL of what it returns. ``search`` sends its ``query``
+(``hybrid``: meaning and words, each item with a ``score``), ``filter`` (``{field: value}`` or ``$eq``,
+``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``), the prefix's labels and visibility, ``limit`` and ``offset``
+to the server, which applies them before cutting the page. ``search`` and ``list_namespaces`` need a prefix
+that names the user; ``list_namespaces`` looks at the newest 1,000 entries the agent can see of that user, and
+its prefix and suffix may hold ``"*"`` (LangGraph's ``MatchCondition``: any one element) anywhere but at the
+user.
 
 The agent is the key's: use an agent key. ``search`` without a ``query`` lists the user's entries, newest
 first.
@@ -242,6 +245,15 @@ def _get(op: GetOp, user_index: int | None) -> Plan[Item | None]:
     )
 
 
+def _store_turn() -> str:
+    """A turn of its own for each put. A store has no turns: the code that calls it writes, not an LLM's
+    turn, so its puts must not count against the agent's ``maxWritesPerTurn``, which bounds what an LLM
+    writes in one turn, nor share the 60-second window of an LLM's writes without a turn id. The server's
+    rule is unchanged (every door's turn id is its caller's word), and so is the LLM tools' limit: their turn
+    is the invoke's ``turnId``, else that window."""
+    return f"store-{uuid.uuid4().hex}"
+
+
 def _put(op: PutOp, category: str, user_index: int | None) -> Plan[None]:
     place = Place.of(op.namespace, user_index=user_index)
     if op.value is None:
@@ -250,7 +262,11 @@ def _put(op: PutOp, category: str, user_index: int | None) -> Plan[None]:
             with contextlib.suppress(NotFoundError):  # gone meanwhile: the wanted outcome
                 yield calls.delete_memory(entry["id"])
         return None
-    options: calls.UpsertOptions = {"category": category, "visibility": place.visibility or "self"}
+    options: calls.UpsertOptions = {
+        "category": category,
+        "visibility": place.visibility or "self",
+        "turn_id": _store_turn(),
+    }
     if place.group_ids:
         options["group_ids"] = place.group_ids
     if op.ttl is not None:
