@@ -495,10 +495,10 @@ def extraction_node(
     ``("{user_id}", "memories")``, LangGraph's docs' layout); any layout the store takes, ending in
     ``"global"`` or ``("group", group_id)`` for those scopes, mapped as ``store`` maps it (its
     ``user_index``; default: the graph's store when it is a :class:`MemoryPlatformStore`, else the default
-    layouts). The writes are the ``client``'s key's.
-    ``options`` as :meth:`MemoryPlatform.extract` takes them, but the namespace decides the visibility and
-    the groups; ``dry_run=True`` writes nothing. It changes no state; a failed extraction or write is
-    logged and never fails the run."""
+    layouts). The writes are the ``client``'s key's, all of one run in one turn (``turn_id``, else a new
+    one). ``options`` as :meth:`MemoryPlatform.extract` takes them, but the namespace decides the
+    visibility and the groups; ``dry_run=True`` writes nothing. It changes no state; a failed extraction or
+    write is logged and never fails the run."""
     for decided in ("visibility", "group_ids"):
         if decided in options:
             raise ValueError(
