@@ -113,7 +113,7 @@ def test_the_langgraph_node_extracts_the_last_turn(openai_llm, client_for, suppo
     prompt = openai_llm.requests[0]["messages"][-1]["content"]
     assert '<message 0> user: "I\'m vegetarian."' in prompt and '"Noted: no meat."' in prompt
     assert '"Hi"' not in prompt  # only the last turn
-    item = MemoryPlatformStore(nova).get(("memories", "u1"), "diet")
+    item = MemoryPlatformStore(nova).get(("u1", "memories"), "diet")  # the docs' layout, the default
     assert item is not None and item.value == "vegetarian"  # a string value reads back as put
 
 

@@ -230,3 +230,110 @@ def test_a_ttl_expires_an_item_and_a_read_refreshes_it(client_for, support, monk
     renewed = datetime.fromisoformat(api.get_memory_by_key("u2", "memories/plan")["validTo"])
     assert renewed == later + timedelta(hours=1)
     assert api.refresh_ttl("u2", [plan["id"]]) == 1
+
+
+def test_user_index_names_the_user_wherever_the_layout_puts_it(client_for, support):
+    api = client_for(support[0])
+    store = MemoryPlatformStore(api, user_index=1)
+    store.put(("profiles", "u3"), "name", {"first": "Ada"})
+    store.put(("profiles", "u4"), "name", {"first": "Bo"})
+    store.put(("users", "u3", "memories"), "food", {"likes": "soup"})
+    store.put(("users", "u3", "memories", "global"), "city", "Lisbon")
+
+    # Each user is the platform's user (not one user "profiles" or "users" for everyone).
+    assert {(e["key"], e["visibility"]) for e in api.list_memories("u3")} == {
+        ("profiles/name", "self"),
+        ("users/memories/food", "self"),
+        ("users/memories/city", "global"),
+    }
+    assert [e["key"] for e in api.list_memories("u4")] == ["profiles/name"]
+    assert api.list_memories("profiles") == [] and api.list_memories("users") == []
+
+    assert store.get(("profiles", "u4"), "name").value == {"first": "Bo"}
+    assert store.get(("profiles", "u3"), "name").value == {"first": "Ada"}
+    found = {(i.namespace, i.key) for i in store.search(("users", "u3"))}
+    assert found == {(("users", "u3", "memories"), "food"), (("users", "u3", "memories", "global"), "city")}
+    assert store.list_namespaces(prefix=("profiles", "u3")) == [("profiles", "u3")]
+    assert store.list_namespaces(prefix=("users", "u3")) == [
+        ("users", "u3", "memories"),
+        ("users", "u3", "memories", "global"),
+    ]
+    store.delete(("profiles", "u3"), "name")
+    assert store.get(("profiles", "u3"), "name") is None and store.get(("profiles", "u4"), "name") is not None
+    for bad in (("u3",), ("profiles", "*")):
+        with pytest.raises(ValueError, match="position 1"):
+            store.put(bad, "k", {"v": 1})
+    with pytest.raises(ValueError, match="position 1"):
+        store.search(("profiles",))  # a prefix must name the user
+    with pytest.raises(ValueError, match="0 or more"):
+        MemoryPlatformStore(api, user_index=-1)
+
+
+def test_list_namespaces_with_wildcards(client_for, support, set_policy):
+    nova = support[0]
+    set_policy(nova, max_writes_per_turn=20)
+    store = MemoryPlatformStore(client_for(nova))
+    for namespace in (
+        ("u6", "memories"),
+        ("u6", "chitchat", "prefs"),
+        ("u6", "travel", "prefs"),
+        ("u6", "memories", "global"),
+        ("u6", "memories", "group", "support"),
+        ("u6", "travel", "group", "support"),
+    ):
+        store.put(namespace, "-".join(namespace), {"v": 1})
+
+    # LangGraph's MatchCondition: "*" matches any one element, in the prefix and in the suffix.
+    assert store.list_namespaces(prefix=("u6", "*", "prefs")) == [
+        ("u6", "chitchat", "prefs"),
+        ("u6", "travel", "prefs"),
+    ]
+    assert store.list_namespaces(prefix=("u6", "*")) == store.list_namespaces(prefix=("u6",))
+    assert len(store.list_namespaces(prefix=("u6",))) == 6
+    assert store.list_namespaces(prefix=("u6",), suffix=("*", "prefs")) == [
+        ("u6", "chitchat", "prefs"),
+        ("u6", "travel", "prefs"),
+    ]
+    assert store.list_namespaces(prefix=("u6",), suffix=("group", "*")) == [
+        ("u6", "memories", "group", "support"),
+        ("u6", "travel", "group", "support"),
+    ]
+    assert store.list_namespaces(prefix=("u6", "*", "group", "*")) == [
+        ("u6", "memories", "group", "support"),
+        ("u6", "travel", "group", "support"),
+    ]
+    assert store.list_namespaces(prefix=("u6", "memories", "*")) == [
+        ("u6", "memories", "global"),
+        ("u6", "memories", "group", "support"),
+    ]
+    assert store.list_namespaces(prefix=("u6", "*", "global")) == [("u6", "memories", "global")]
+    assert store.list_namespaces(prefix=("u6", "*"), max_depth=2) == [
+        ("u6", "chitchat"),
+        ("u6", "memories"),
+        ("u6", "travel"),
+    ]
+    assert store.list_namespaces(prefix=("memories", "u6", "*", "prefs")) == [
+        ("memories", "u6", "chitchat", "prefs"),
+        ("memories", "u6", "travel", "prefs"),
+    ]  # the other spelling of the same places
+    assert store.list_namespaces(prefix=("u6", "*", "nothing")) == []
+    with pytest.raises(ValueError, match="(?i)names the user"):
+        store.list_namespaces(prefix=("*", "memories"))  # every user: not one store's question
+
+
+def test_a_store_has_no_turns_so_a_loop_of_puts_meets_no_turn_limit(client_for, support):
+    api = client_for(support[0])  # the default policy: 10 memory writes per turn
+    store = MemoryPlatformStore(api)
+    for n in range(60):
+        store.put(DOCS, f"item{n}", {"n": n})
+    assert api.count_memories("u2") == 60
+    assert store.get(DOCS, "item59").value == {"n": 59}
+
+    # The LLM's limit stands: its tool's writes of one turn (here: the last 60 s, no turn id) stop at 10,
+    # the store's writes a moment ago taking none of them.
+    said = [
+        api.invoke_tool("rememberFact", "u2", {"key": f"fact{n}", "value": "x", "category": "fact"})["result"]
+        for n in range(11)
+    ]
+    assert all(text.startswith("✅") for text in said[:10])
+    assert "10 memory writes per turn" in said[10] and api.count_memories("u2") == 70

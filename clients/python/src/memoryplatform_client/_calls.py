@@ -87,6 +87,11 @@ class UpsertOptions(TypedDict, total=False):
     turn_id: str
     ttl_seconds: int
     """The value holds this many seconds from the write (the server sets ``validTo``); reads then miss it."""
+    confidence: float
+    """0 to 1: how sure the writer is (an insight's, an extracted fact's)."""
+    source: str
+    """Where the value came from: ``user_correction``, ``observed_pattern``, ``task_outcome``, ``extracted``,
+    or free text."""
 
 
 class ExtractOptions(TypedDict, total=False):
@@ -201,6 +206,10 @@ def memory_input(user_id: str, key: str, value: Any, options: UpsertOptions) -> 
         entry["turnId"] = options["turn_id"]
     if "ttl_seconds" in options:
         entry["ttlSeconds"] = options["ttl_seconds"]
+    if "confidence" in options:
+        entry["confidence"] = options["confidence"]
+    if "source" in options:
+        entry["source"] = options["source"]
     return entry
 
 

@@ -9,6 +9,12 @@ LangGraph's usual layouts are read:
 | ``(user_id, "memories")`` (LangGraph's docs) | ``user_id`` | ``("memories",)`` |
 | ``(user_id, "chitchat", "prefs")`` | ``user_id`` | ``("chitchat", "prefs")`` |
 | ``("memories", user_id, ...)`` (this platform's first layout, LangMem's) | ``user_id`` | what follows |
+| ``("profiles", user_id)``, with ``user_index=1`` | ``user_id`` | ``("profiles",)`` |
+| ``("users", user_id, "memories")``, with ``user_index=1`` | ``user_id`` | ``("users", "memories")`` |
+
+``MemoryPlatformStore(..., user_index=n)`` takes the user from position ``n`` of every namespace, every other
+element a label (as the TypeScript store's ``userIndex``); without it, the first element is the user, or the
+second after ``"memories"``, so ``("profiles", user_id)`` would be user ``"profiles"``.
 
 A namespace ending in ``"global"`` is the user's ``global`` entries (every agent reads them); ending in
 ``("group", group_id)``, ``group`` entries shared with that group; else the agent's own ``self`` entries.
@@ -20,21 +26,26 @@ splits back into labels and key: the mapping is reversible. The two spellings of
 entries (``("memories", u, "prefs")`` and ``(u, "prefs")``); an answer uses the spelling asked. A user id
 spelled ``"memories"`` is read as the first layout's root: put it second, ``("memories", "memories")``.
 
-Values round-trip as put: a dict stays a dict, a string a string. ``put(..., ttl=minutes)`` sets the entry's
-``validTo`` (the platform's ``ttlSeconds``); after it no read finds the item, and Dream deletes it after the
-agent's ``pruneExpiredAfterDays``. A ``get`` or ``search`` with ``refresh_ttl`` (LangGraph's default) renews
-the TTL of what it returns. ``search`` sends its ``query`` (``hybrid``: meaning and words, each item with a
-``score``), ``filter`` (``{field: value}`` or ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``), the
-prefix's labels and visibility, ``limit`` and ``offset`` to the server, which applies them before cutting the
-page. ``search`` and ``list_namespaces`` need a prefix that names the user; ``list_namespaces`` looks at the
-newest 1,000 entries the agent can see of that user.
+Values round-trip as put: a dict stays a dict, a string a string. Each ``put`` is a turn of its own (a
+store has no turns): a loop of puts meets no ``maxWritesPerTurn``, which bounds an LLM's writes in one turn.
+
+``put(..., ttl=minutes)`` sets the entry's ``validTo`` (the platform's ``ttlSeconds``); after it no read finds
+the item, and Dream deletes it after the agent's ``pruneExpiredAfterDays``. A ``get`` or ``search`` with
+``refresh_ttl`` (LangGraph's default) renews the TTL of what it returns. ``search`` sends its ``query``
+(``hybrid``: meaning and words, each item with a ``score``), ``filter`` (``{field: value}`` or ``$eq``,
+``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``), the prefix's labels and visibility, ``limit`` and ``offset``
+to the server, which applies them before cutting the page. ``search`` and ``list_namespaces`` need a prefix
+that names the user; ``list_namespaces`` looks at the newest 1,000 entries the agent can see of that user, and
+its prefix and suffix may hold ``"*"`` (LangGraph's ``MatchCondition``: any one element) anywhere but at the
+user.
 
 The agent is the key's: use an agent key. ``search`` without a ``query`` lists the user's entries, newest
 first.
 
 Opt-in memory formation: add :func:`extraction_node` to a graph after the agent's node, and after each turn
 the turn's messages (from the last user message on) go to the server's extraction, whose facts about the
-user land in the store's namespaces (``self`` by default). The user is ``config["configurable"]["user_id"]``.
+user become items of the graph's namespace (``("{user_id}", "memories")`` by default, filled from
+``config["configurable"]``), so ``store.search`` and ``store.get`` there find them.
 """
 
 from __future__ import annotations
@@ -42,12 +53,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
-from langgraph.config import get_config
+from langgraph.config import get_config, get_store
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -66,14 +78,15 @@ from memoryplatform_client import _calls as calls
 from memoryplatform_client._async import AsyncMemoryPlatform
 from memoryplatform_client._core import Call
 from memoryplatform_client._sync import MemoryPlatform
-from memoryplatform_client.errors import APIError, MemoryPlatformError, NotFoundError
-from memoryplatform_client.types import ExtractMessage, MemoryEntry, Visibility
+from memoryplatform_client.errors import APIError, MemoryPlatformError, NotFoundError, RateLimitedError
+from memoryplatform_client.types import ExtractMessage, ExtractOperation, MemoryEntry, Visibility
 
 logger = logging.getLogger(__name__)
 
 ROOT = "memories"
 SEP = "/"
 SCAN_LIMIT = 1000  # the server's largest page
+WILDCARD = "*"  # in list_namespaces' conditions (LangGraph's MatchCondition), any one element
 
 T = TypeVar("T")
 # A store operation as a generator: it yields the calls it needs and gets their answers (or their errors)
@@ -89,26 +102,45 @@ def _unescape(part: str) -> str:
     return part.replace("%2F", SEP).replace("%25", "%")
 
 
+def _key_prefix(labels: Sequence[str]) -> str:
+    return "".join(_escape(label) + SEP for label in labels)
+
+
 @dataclass(frozen=True)
 class Place:
     """Where a namespace (or a prefix of one) puts items: the user, the labels, the visibility and group
-    (``None``: any, in a prefix), and the spelling (``rooted``: ``("memories", user, ...)``)."""
+    (``None``: any, in a prefix), and the spelling: ``head``, the layout's root before the user that is no
+    label (``("memories",)`` or none), and ``user_at``, the user's position among the labels."""
 
     user_id: str
     labels: tuple[str, ...]
     visibility: Visibility | None
     group_id: str | None
-    rooted: bool
+    head: tuple[str, ...] = ()
+    user_at: int = 0
 
     @classmethod
-    def of(cls, namespace: tuple[str, ...], *, prefix: bool = False) -> Place:
+    def of(cls, namespace: tuple[str, ...], *, prefix: bool = False, user_index: int | None = None) -> Place:
+        """The place of ``namespace``; ``user_index``: the user's position (``None``: the first element, or
+        the second after the root ``"memories"``), every other element a label."""
         if any(not isinstance(part, str) or not part for part in namespace):
             raise ValueError(f"A namespace is a tuple of non-empty strings: got {namespace!r}.")
-        rooted = len(namespace) >= 2 and namespace[0] == ROOT
-        rest = namespace[2:] if rooted else namespace[1:]
-        if not namespace or (rooted and namespace[1] == "*") or (not rooted and namespace[0] in ("*", ROOT)):
+        head: tuple[str, ...] = ()
+        if user_index is not None:
+            if len(namespace) <= user_index or namespace[user_index] == "*":
+                raise ValueError(
+                    f"This store's namespaces name the user at position {user_index}: got {namespace!r}."
+                )
+            index = user_index
+        elif len(namespace) >= 2 and namespace[0] == ROOT:
+            if namespace[1] == "*":
+                raise ValueError(f"A namespace names the user: ({ROOT!r}, user_id, ...), not {namespace!r}.")
+            head, index = (ROOT,), 1
+        elif not namespace or namespace[0] in ("*", ROOT):
             raise ValueError(f"A namespace names the user: (user_id, ...) or ({ROOT!r}, user_id, ...).")
-        user = namespace[1] if rooted else namespace[0]
+        else:
+            index = 0
+        rest = namespace[len(head) : index] + namespace[index + 1 :]
         visibility: Visibility | None = None if prefix else "self"
         group: str | None = None
         if rest[-1:] == ("global",):
@@ -117,11 +149,11 @@ class Place:
             visibility, group, rest = "group", rest[-1], rest[:-2]
         elif prefix and rest[-1:] == ("group",):
             visibility, rest = "group", rest[:-1]
-        return cls(user, rest, visibility, group, rooted)
+        return cls(namespace[index], rest, visibility, group, head, index - len(head))
 
     @property
     def key_prefix(self) -> str:
-        return "".join(_escape(label) + SEP for label in self.labels)
+        return _key_prefix(self.labels)
 
     def key(self, key: str) -> str:
         """The platform's key of an item of this place."""
@@ -151,8 +183,8 @@ class Place:
         """The namespaces an entry is found under in this place's spelling (a group entry under each of its
         groups), and the item's key."""
         *labels, key = (_unescape(part) for part in entry["key"].split(SEP))
-        head = (ROOT, entry["userId"]) if self.rooted else (entry["userId"],)
-        base = (*head, *labels)
+        at = min(self.user_at, len(labels))
+        base = (*self.head, *labels[:at], entry["userId"], *labels[at:])
         if entry["visibility"] == "global":
             return [(*base, "global")], key
         if entry["visibility"] == "group":
@@ -173,7 +205,7 @@ def _matches(namespace: tuple[str, ...], condition: MatchCondition) -> bool:
         if condition.match_type == "prefix"
         else namespace[len(namespace) - len(path) :]
     )
-    return all(want == "*" or want == got for want, got in zip(path, part, strict=True))
+    return all(want in (WILDCARD, got) for want, got in zip(path, part, strict=True))
 
 
 def _refresh(place: Place, entries: list[MemoryEntry], refresh_ttl: bool) -> Plan[None]:
@@ -198,8 +230,8 @@ def _find(place: Place, key: str) -> Plan[MemoryEntry | None]:
     return next((e for e in entries if e["key"] == stored and place.holds(e)), None)
 
 
-def _get(op: GetOp) -> Plan[Item | None]:
-    place = Place.of(op.namespace)
+def _get(op: GetOp, user_index: int | None) -> Plan[Item | None]:
+    place = Place.of(op.namespace, user_index=user_index)
     entry = yield from _find(place, op.key)
     if entry is None:
         return None
@@ -213,15 +245,28 @@ def _get(op: GetOp) -> Plan[Item | None]:
     )
 
 
-def _put(op: PutOp, category: str) -> Plan[None]:
-    place = Place.of(op.namespace)
+def _store_turn() -> str:
+    """A turn of its own for each put. A store has no turns: the code that calls it writes, not an LLM's
+    turn, so its puts must not count against the agent's ``maxWritesPerTurn``, which bounds what an LLM
+    writes in one turn, nor share the 60-second window of an LLM's writes without a turn id. The server's
+    rule is unchanged (every door's turn id is its caller's word), and so is the LLM tools' limit: their turn
+    is the invoke's ``turnId``, else that window."""
+    return f"store-{uuid.uuid4().hex}"
+
+
+def _put(op: PutOp, category: str, user_index: int | None) -> Plan[None]:
+    place = Place.of(op.namespace, user_index=user_index)
     if op.value is None:
         entry = yield from _find(place, op.key)
         if entry is not None:
             with contextlib.suppress(NotFoundError):  # gone meanwhile: the wanted outcome
                 yield calls.delete_memory(entry["id"])
         return None
-    options: calls.UpsertOptions = {"category": category, "visibility": place.visibility or "self"}
+    options: calls.UpsertOptions = {
+        "category": category,
+        "visibility": place.visibility or "self",
+        "turn_id": _store_turn(),
+    }
     if place.group_ids:
         options["group_ids"] = place.group_ids
     if op.ttl is not None:
@@ -230,8 +275,8 @@ def _put(op: PutOp, category: str) -> Plan[None]:
     return None
 
 
-def _search(op: SearchOp) -> Plan[list[SearchItem]]:
-    place = Place.of(op.namespace_prefix, prefix=True)
+def _search(op: SearchOp, user_index: int | None) -> Plan[list[SearchItem]]:
+    place = Place.of(op.namespace_prefix, prefix=True, user_index=user_index)
     listing: calls.SearchOptions = {**place.narrowing(), "limit": op.limit, "offset": op.offset}
     if op.filter:
         listing["filter"] = dict(op.filter)
@@ -259,12 +304,19 @@ def _search(op: SearchOp) -> Plan[list[SearchItem]]:
     return found
 
 
-def _list_namespaces(op: ListNamespacesOp) -> Plan[list[tuple[str, ...]]]:
+def _list_namespaces(op: ListNamespacesOp, user_index: int | None) -> Plan[list[tuple[str, ...]]]:
     prefixes = [c for c in op.match_conditions or () if c.match_type == "prefix"]
     if not prefixes:
         raise ValueError("list_namespaces needs prefix=(user_id, ...) naming the user.")
-    place = Place.of(tuple(prefixes[0].path), prefix=True)
-    listing: calls.ListOptions = {**place.narrowing(), "limit": SCAN_LIMIT}
+    path = tuple(prefixes[0].path)
+    place = Place.of(path, prefix=True, user_index=user_index)
+    listing: calls.ListOptions = {"limit": SCAN_LIMIT}
+    if WILDCARD in path:  # any one element: the server narrows to the labels before it, the conditions pick
+        fixed = place.labels[: place.labels.index(WILDCARD)] if WILDCARD in place.labels else place.labels
+        if fixed:
+            listing["key_prefix"] = _key_prefix(fixed)
+    else:
+        listing.update(place.narrowing())
     entries: list[MemoryEntry] = yield calls.list_memories(place.user_id, listing)
     namespaces: set[tuple[str, ...]] = set()
     for entry in entries:
@@ -280,7 +332,9 @@ class MemoryPlatformStore(BaseStore):
     ``MemoryPlatformStore(MemoryPlatform(url, api_key=key), AsyncMemoryPlatform(url, api_key=key))``; without
     an async client, ``abatch`` runs ``batch`` in a thread. New entries get ``category`` (``fact``: it must be
     one of the agent policy's allowed categories). ``ttl`` is LangGraph's ``TTLConfig``: ``default_ttl``
-    (minutes) for a ``put`` without one, ``refresh_on_read`` for reads that do not say.
+    (minutes) for a ``put`` without one, ``refresh_on_read`` for reads that do not say. ``user_index``: the
+    user's position in every namespace, the other elements all labels (``1`` for ``("profiles", user_id)``
+    or ``("users", user_id, "memories")``); by default the first element, or the second after ``"memories"``.
     """
 
     supports_ttl = True
@@ -292,21 +346,29 @@ class MemoryPlatformStore(BaseStore):
         *,
         category: str = "fact",
         ttl: TTLConfig | None = None,
+        user_index: int | None = None,
     ) -> None:
+        if user_index is not None and user_index < 0:
+            raise ValueError("user_index is a position in the namespace: 0 or more.")
         self.client = client
         self.async_client = async_client
         self.category = category
         self.ttl_config = ttl
+        self.user_index = user_index
+
+    def place(self, namespace: tuple[str, ...]) -> Place:
+        """Where this store puts the items of ``namespace`` (its user, labels and scope)."""
+        return Place.of(namespace, user_index=self.user_index)
 
     def _plan(self, op: Op) -> Plan[Result]:
         if isinstance(op, GetOp):
-            return _get(op)
+            return _get(op, self.user_index)
         if isinstance(op, PutOp):
-            return _put(op, self.category)
+            return _put(op, self.category, self.user_index)
         if isinstance(op, SearchOp):
-            return _search(op)
+            return _search(op, self.user_index)
         if isinstance(op, ListNamespacesOp):
-            return _list_namespaces(op)
+            return _list_namespaces(op, self.user_index)
         raise TypeError(f"Unknown store operation: {op!r}")
 
     def _run(self, plan: Plan[T]) -> T:
@@ -372,22 +434,119 @@ def turn_messages(messages: Sequence[Any]) -> list[ExtractMessage]:
     return turn[-50:]
 
 
+FACT_SOURCE = "extracted"  # the entry's source, as the server's own extraction writes it
+DOCS_NAMESPACE = ("{user_id}", "memories")  # LangGraph's docs' layout, as a template
+
+
+def _agree(stored: Any, value: str) -> bool:
+    """The stored value says the fact already (the server's rule: the same text, ignoring case and the
+    surrounding spaces)."""
+    return isinstance(stored, str) and stored.strip().casefold() == value.strip().casefold()
+
+
+def _item_key(fact_key: str) -> str:
+    """A fact's item key: the model names a fact (``diet``), or reuses a stored fact's platform key, which
+    holds its namespace's labels (``memories/diet``): the item is its last part, unescaped."""
+    return _unescape(fact_key.rsplit(SEP, 1)[-1])
+
+
+def _put_fact(place: Place, fact: ExtractOperation, options: calls.UpsertOptions) -> Plan[bool]:
+    """Write one extracted fact as an item of ``place``, with the fact's category, confidence and source,
+    unless that item holds it already. Whether it wrote."""
+    key = _item_key(fact["key"])
+    stored = yield from _find(place, key)
+    if stored is not None and _agree(stored["value"], fact["value"]):
+        return False
+    written: calls.UpsertOptions = {
+        **options,
+        "category": fact["category"],
+        "visibility": place.visibility or "self",
+        "confidence": fact["confidence"],
+        "source": FACT_SOURCE,
+    }
+    if place.group_ids:
+        written["group_ids"] = place.group_ids
+    yield calls.upsert_memory(place.user_id, place.key(key), fact["value"], written)
+    return True
+
+
+def _namespace_of(template: tuple[str, ...], configurable: dict[str, Any]) -> tuple[str, ...] | None:
+    """The namespace of this run: each ``{name}`` of ``template`` filled from ``config["configurable"]``
+    (``None``: a name the run does not give)."""
+    try:
+        return tuple(part.format_map(configurable) for part in template)
+    except KeyError:
+        return None
+
+
 def extraction_node(
-    client: MemoryPlatform, *, messages_key: str = "messages", **options: Any
+    client: MemoryPlatform,
+    *,
+    namespace: tuple[str, ...] = DOCS_NAMESPACE,
+    store: MemoryPlatformStore | None = None,
+    messages_key: str = "messages",
+    **options: Unpack[calls.ExtractOptions],
 ) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """A graph node (opt-in, after the agent's node) that sends the turn's messages to extraction for the
-    user of ``config["configurable"]["user_id"]``; ``options`` as :meth:`MemoryPlatform.extract` takes them.
-    It changes no state; a failed extraction is logged and never fails the run."""
+    """A graph node (opt-in, after the agent's node) that sends the turn's messages to the server's
+    extraction and writes the facts as items of ``namespace``, where the graph reads them
+    (``store.search(namespace)``, ``store.get(namespace, key)``).
+
+    ``namespace`` is a template: each ``{name}`` is filled from ``config["configurable"]`` (default
+    ``("{user_id}", "memories")``, LangGraph's docs' layout); any layout the store takes, ending in
+    ``"global"`` or ``("group", group_id)`` for those scopes, mapped as ``store`` maps it (its
+    ``user_index``; default: the graph's store when it is a :class:`MemoryPlatformStore`, else the default
+    layouts). The writes are the ``client``'s key's, all of one run in one turn (``turn_id``, else a new
+    one). ``options`` as :meth:`MemoryPlatform.extract` takes them, but the namespace decides the
+    visibility and the groups; ``dry_run=True`` writes nothing. It changes no state; a failed extraction or
+    write is logged and never fails the run."""
+    for decided in ("visibility", "group_ids"):
+        if decided in options:
+            raise ValueError(
+                f"extraction_node: the namespace decides {decided}; end it with 'global' or "
+                "('group', group_id) instead."
+            )
 
     def node(state: dict[str, Any]) -> dict[str, Any]:
-        user_id = get_config().get("configurable", {}).get("user_id")
+        spelled = _namespace_of(namespace, get_config().get("configurable", {}))
         turn = turn_messages(state.get(messages_key) or [])
-        if not user_id or not turn:
+        if spelled is None or not turn:
             return {}
-        try:
-            client.extract(str(user_id), turn, **options)
-        except MemoryPlatformError as exc:
-            logger.warning("Extraction after the turn failed: %s", exc)
+        graph_store = get_store()  # None when the graph has none
+        layout = store or (graph_store if isinstance(graph_store, MemoryPlatformStore) else None)
+        writer = MemoryPlatformStore(client, user_index=layout.user_index if layout else None)
+        _extract_into(writer, writer.place(spelled), turn, options)
         return {}
 
     return node
+
+
+def _extract_into(
+    writer: MemoryPlatformStore, place: Place, turn: list[ExtractMessage], options: calls.ExtractOptions
+) -> None:
+    """Extract the facts of ``turn`` as a dry run (the server proposes them, bounded to the place's scope,
+    and writes nothing), then write each through the store's mapping, all in one turn of writes."""
+    asked: calls.ExtractOptions = {**options, "dry_run": True, "visibility": place.visibility or "self"}
+    if place.group_ids:
+        asked["group_ids"] = place.group_ids
+    try:
+        done = writer.client.send(calls.extract_memories(place.user_id, turn, asked))
+    except MemoryPlatformError as exc:
+        logger.warning("Extraction after the turn failed: %s", exc)
+        return
+    if options.get("dry_run"):
+        return
+    written: calls.UpsertOptions = {"turn_id": options.get("turn_id") or f"extract-{uuid.uuid4().hex}"}
+    if "conversation_id" in options:
+        written["source_conversation_id"] = options["conversation_id"]
+    if "agent_id" in options:
+        written["source_agent_id"] = options["agent_id"]
+    for fact in done["operations"]:
+        if fact["op"] == "REJECTED":
+            continue
+        try:
+            writer._run(_put_fact(place, fact, written))
+        except RateLimitedError as exc:  # the turn's writes are spent: the others would be refused too
+            logger.warning("Extracted facts not written: %s", exc)
+            return
+        except MemoryPlatformError as exc:
+            logger.warning("An extracted fact was not written (%s): %s", fact["key"], exc)

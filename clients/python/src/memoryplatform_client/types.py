@@ -29,6 +29,8 @@ class MemoryEntry(TypedDict):
     createdAt: str
     updatedAt: str
     lastAccessedAt: str | None
+    confidence: NotRequired[float | None]
+    source: NotRequired[str | None]
     score: NotRequired[float]  # semantic and hybrid search only
 
 
@@ -45,6 +47,8 @@ class MemoryInput(TypedDict):
     sourceConversationId: NotRequired[str | None]
     turnId: NotRequired[str | None]
     ttlSeconds: NotRequired[int | None]
+    confidence: NotRequired[float | None]
+    source: NotRequired[str | None]
 
 
 class MemoryEvent(TypedDict, total=False):

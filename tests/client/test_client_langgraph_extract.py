@@ -1,0 +1,143 @@
+"""LangGraph's :func:`extraction_node` writes the facts where the graph reads them: as items of the graph's
+namespace (LangGraph's docs' ``(user_id, "memories")`` by default, or any layout the store takes), over real
+HTTP, with the scripted LLM proposing the facts."""
+
+import pytest
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.store.base import BaseStore
+from memoryplatform_client.langgraph import MemoryPlatformStore, extraction_node
+
+from tests.extraction.conftest import fact, facts
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DOCS = ("u1", "memories")
+
+
+def run_turn(node, user_text: str, reply: str = "Noted.", **configurable: str) -> None:
+    """One turn of a graph (the agent's reply, then the node) for ``configurable``."""
+
+    def agent(state: MessagesState) -> dict:
+        return {"messages": [{"role": "assistant", "content": reply}]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent)
+    graph.add_node("remember", node)
+    graph.add_edge(START, "agent")
+    graph.add_edge("agent", "remember")
+    graph.add_edge("remember", END)
+    graph.compile().invoke(
+        {"messages": [{"role": "user", "content": user_text}]}, {"configurable": configurable}
+    )
+
+
+def test_the_facts_are_items_of_the_docs_namespace(openai_llm, client_for, support):
+    nova = client_for(support[0])
+    openai_llm.answers = [
+        facts(fact("diet", "vegetarian"), fact("home_city", "Lisbon", category="context", confidence=0.7))
+    ]
+
+    run_turn(extraction_node(nova), "I'm vegetarian and I live in Lisbon.", user_id="u1")
+
+    store = MemoryPlatformStore(nova)
+    found = {(i.namespace, i.key, i.value) for i in store.search(DOCS)}
+    assert found == {(DOCS, "diet", "vegetarian"), (DOCS, "home_city", "Lisbon")}
+    assert store.get(DOCS, "home_city").value == "Lisbon"
+    assert [i.key for i in store.search(DOCS, query="where does the user live", limit=1)] == ["home_city"]
+    entries = {e["key"]: e for e in nova.list_memories("u1")}
+    assert set(entries) == {"memories/diet", "memories/home_city"}  # no bare keys beside them
+    city = entries["memories/home_city"]
+    assert (city["category"], city["visibility"], city["source"], city["confidence"]) == (
+        "context",
+        "self",
+        "extracted",
+        0.7,
+    )
+    assert len(openai_llm.requests) == 1  # one call to the model
+
+
+def test_a_later_turn_updates_the_item_and_an_unchanged_fact_writes_nothing(openai_llm, client_for, support):
+    nova = client_for(support[0])
+    node = extraction_node(nova)
+    openai_llm.answers = [facts(fact("home_city", "Lisbon"))]
+    run_turn(node, "I live in Lisbon.", user_id="u1")
+    stored = nova.get_memory_by_key("u1", "memories/home_city")
+
+    # The model is shown the stored fact under its platform key, and reuses that key: the same item.
+    openai_llm.answers = [facts(fact("memories/home_city", "Porto"))]
+    run_turn(node, "I moved to Porto.", user_id="u1")
+    assert "memories/home_city" in openai_llm.requests[1]["messages"][-1]["content"]
+    item = MemoryPlatformStore(nova).get(DOCS, "home_city")
+    assert item.value == "Porto"
+    assert nova.get_memory_by_key("u1", "memories/home_city")["id"] == stored["id"]
+
+    openai_llm.answers = [facts(fact("home_city", "porto "))]  # says it again: nothing to write
+    run_turn(node, "Porto is great.", user_id="u1")
+    assert [e["action"] for e in nova.get_memory_history(stored["id"])] == ["created", "updated"]
+    assert [e["key"] for e in nova.list_memories("u1")] == ["memories/home_city"]
+
+
+def test_any_layout_the_store_takes(openai_llm, client_for, support):
+    nova, aniza, _ = support
+    api = client_for(nova)
+    openai_llm.answers = [facts(fact("tone", "short answers"))]
+    run_turn(
+        extraction_node(api, namespace=("{user_id}", "chitchat", "prefs")), "Keep it short.", user_id="u2"
+    )
+    openai_llm.answers = [facts(fact("name", "Ada"))]
+    shared = ("memories", "{user_id}", "group", "support")  # the platform's first layout, a group's
+    run_turn(extraction_node(api, namespace=shared), "I'm Ada.", user_id="u2")
+
+    store = MemoryPlatformStore(api)
+    prefs = ("u2", "chitchat", "prefs")
+    assert [(i.namespace, i.key, i.value) for i in store.search(prefs)] == [(prefs, "tone", "short answers")]
+    assert store.get(("memories", "u2", "group", "support"), "name").value == "Ada"
+    # The group's other agent reads the group's fact, not nova's own.
+    theirs = MemoryPlatformStore(client_for(aniza))
+    assert theirs.get(("memories", "u2", "group", "support"), "name").value == "Ada"
+    assert theirs.get(prefs, "tone") is None
+
+
+def test_nothing_without_the_namespaces_names_and_no_scope_beside_the_namespace(
+    openai_llm, client_for, support
+):
+    nova = client_for(support[0])
+    openai_llm.answers = [facts(fact("diet", "vegetarian"))]
+    run_turn(extraction_node(nova), "I'm vegetarian.")  # no user_id in the run's configurable
+    run_turn(extraction_node(nova, namespace=("{team}", "memories")), "I'm vegetarian.", user_id="u1")
+    assert openai_llm.requests == []
+
+    with pytest.raises(ValueError, match="namespace decides visibility"):
+        extraction_node(nova, visibility="global")
+
+    run_turn(extraction_node(nova, dry_run=True), "I'm vegetarian.", user_id="u1")
+    assert len(openai_llm.requests) == 1 and nova.list_memories("u1") == []
+
+
+def test_the_graphs_store_decides_where_the_user_is(openai_llm, client_for, support):
+    nova = client_for(support[0])
+    store = MemoryPlatformStore(nova, user_index=1)
+    openai_llm.answers = [facts(fact("diet", "vegetarian"))]
+
+    def agent(state: MessagesState) -> dict:
+        return {"messages": [{"role": "assistant", "content": "Noted."}]}
+
+    def recall(state: MessagesState, *, store: BaseStore) -> dict:
+        items = store.search(("users", "u5", "memories"))
+        return {"messages": [{"role": "assistant", "content": f"{i.key}: {i.value}"} for i in items]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent)
+    graph.add_node("remember", extraction_node(nova, namespace=("users", "{user_id}", "memories")))
+    graph.add_node("recall", recall)
+    graph.add_edge(START, "agent")
+    graph.add_edge("agent", "remember")
+    graph.add_edge("remember", "recall")
+    graph.add_edge("recall", END)
+    done = graph.compile(store=store).invoke(
+        {"messages": [{"role": "user", "content": "I'm vegetarian."}]}, {"configurable": {"user_id": "u5"}}
+    )
+
+    assert done["messages"][-1].content == "diet: vegetarian"  # the graph read it back from its store
+    assert [e["key"] for e in nova.list_memories("u5")] == ["users/memories/diet"]
+    assert nova.list_memories("users") == []
