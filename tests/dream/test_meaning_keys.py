@@ -117,3 +117,35 @@ def test_numbered_items_and_keys_that_only_share_a_word_are_not_one_meaning(
         "city": True,
         "home_city": True,
     }
+
+
+def test_the_conflict_page_preselects_no_action_and_a_form_without_one_changes_nothing(
+    agent_a, agent_a_api, dream_policy, admin_client
+):
+    """A meaning set on the admin's conflict page: picking the value to keep and pressing Settle must not
+    copy it over the other value unless staff chose that action."""
+    from django.contrib.messages import get_messages
+
+    from usermemory.models import MemoryEntry
+
+    put(agent_a_api, "city", "Berlin")
+    put(agent_a_api, "home_town", "Munich")
+    dream_policy(agent_a, prune_stale_after_days=0)
+    run_dream("--no-progress")
+    url = "/admin/usermemory/memoryconflict/"
+    page = admin_client.get(url).content.decode()
+    assert 'data-keys="city home_town"' in page
+    modes = [line for line in page.splitlines() if 'name="mode"' in line]
+    assert len(modes) == 3 and not any("checked" in line for line in modes)
+
+    city, home = MemoryEntry.objects.filter(key__in=["city", "home_town"]).order_by("key")
+    form = {"user_id": city.user_id, "keys": "city / home_town", "entry": [city.id, home.id], "keep": city.id}
+    response = admin_client.post(url, form)
+    assert response.status_code == 302
+    assert [m.level_tag for m in get_messages(response.wsgi_request)] == ["error"]
+    home.refresh_from_db()
+    assert (home.value, home.conflicted) == ("Munich", True)
+
+    admin_client.post(url, {**form, "mode": "update"})  # chosen: the other entry takes the kept value
+    home.refresh_from_db()
+    assert (home.value, home.conflicted) == ("Berlin", False)
