@@ -430,7 +430,7 @@ class MemoryConflictAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return TemplateResponse(request, "admin/usermemory/conflicts.html", context)
 
     def _settle(self, request: HttpRequest) -> HttpResponse:
-        mode = request.POST.get("mode", "update")
+        mode = request.POST.get("mode", "")  # nothing preselected: no value is overwritten by default
         try:
             ids = [int(i) for i in request.POST.getlist("entry")]
             keep = int(request.POST["keep"]) if mode != "dismiss" else None

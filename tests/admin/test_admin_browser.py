@@ -109,6 +109,7 @@ def test_resolve_a_conflict(page):
     page.goto(f"{page.base}/admin/usermemory/memoryconflict/")
     page.shot("conflicts")
     page.check(f"#keep-{german.id}")
+    page.check(".conflict-set input[name=mode][value=update]")  # no action is preselected
     page.click(".conflict-set input[type=submit]")
     page.wait_for_selector(".messagelist .success")
     page.shot("resolved")

@@ -82,6 +82,7 @@ def test_a_contradiction_by_meaning_is_one_set_settled_by_keeping_one_value(page
     assert sets.first.get_attribute("data-keys") == "city home_town"
     assert sets.first.locator("tbody tr").count() == 2
     page.check(f"#keep-{city.pk}")
+    page.check(".conflict-set input[name=mode][value=update]")  # no action is preselected
     page.click(".conflict-set input[type=submit]")
     page.wait_for_selector(".messagelist .success")
     assert "updated 1" in page.inner_text(".messagelist")

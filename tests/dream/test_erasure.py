@@ -24,13 +24,16 @@ U = "erased-traveller"
 KEEPER = "kept-traveller"
 
 
+TOPICS = ["hotel", "flight", "train", "museum"]  # not numbers: trip.zqa1/trip.zqa2 are two items of a list
+
+
 def write(client: Any, user: str, prefix: str) -> list[int]:
-    """Four context entries of ``user``, their values marked with ``prefix``."""
+    """Four context entries of ``user``, their keys and values marked with ``prefix``."""
     ids = []
-    for n in range(4):
+    for n, topic in enumerate(TOPICS):
         body = {
             "userId": user,
-            "key": f"trip.{prefix}{n}",
+            "key": f"trip.{prefix}.{topic}",
             "value": f"{prefix}-value-{n}",
             "category": "context",
         }
@@ -58,6 +61,7 @@ def dreamt(llm: LLMScript, agent_a, agent_b, agent_a_api, agent_b_api, dream_pol
         summarize_min_entries=3,
         summarize_target_entries=2,
         cross_agent_maintenance=True,
+        semantic_contradiction_threshold=0.5,  # every pair of a user's keys means the same
     )
     # Groups by user, label, owner: U's of agent-a, U's of agent-b, the keeper's.
     llm.answers = [summary(mine_a, "zqs summary"), Answer("{not json"), summary(keeper, "keepme summary")]

@@ -135,11 +135,14 @@ def put(client: Any, user: str, key: str, value: str) -> None:
     assert response.status_code == 201, response.content
 
 
+SIMILAR_KEYS = ["city", "town", "village", "region", "country", "district"]  # no shared word, no number
+
+
 def _similar_keys(client: Any, users: list[str], n: int = 6) -> None:
     """``n`` keys per user, each with another value: at a threshold of 0.1 every pair means the same."""
     for user in users:
-        for i in range(n):
-            put(client, user, f"d{i}", f"value {i}")
+        for i, key in enumerate(SIMILAR_KEYS[:n]):
+            put(client, user, key, f"value {i}")
 
 
 @pytest.mark.parametrize(
