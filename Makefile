@@ -33,10 +33,20 @@ $(VENV)/.installed-dev: pyproject.toml clients/python/pyproject.toml | $(VENV)/b
 	@$(PY) -m pip install --quiet -e ./clients/python
 	@touch $(VENV)/.installed $@
 
-# A local .env with a random SECRET_KEY and PUBLIC_ID_KEY; never committed.
-.env:
-	@echo "==> Writing .env with a random SECRET_KEY and PUBLIC_ID_KEY (.env.example lists every setting)"
-	@$(PYTHON) -c "import secrets; print('SECRET_KEY=' + secrets.token_urlsafe(50)); print('PUBLIC_ID_KEY=' + secrets.token_urlsafe(32))" > .env
+# A local .env with a random SECRET_KEY and PUBLIC_ID_KEY; never committed. Every process reads it (the LLM's
+# settings go there too, see the README). A .env written by hand first, without a SECRET_KEY (and none in the
+# environment), gets the two keys added; one that has a SECRET_KEY is left as it is (a new PUBLIC_ID_KEY would
+# change every public id).
+.env: FORCE
+	@if [ ! -e .env ] || { [ -z "$$SECRET_KEY" ] && ! grep -Eqs '^(export )?SECRET_KEY=.' .env; }; then \
+	  echo "==> Adding a random SECRET_KEY and PUBLIC_ID_KEY to .env (.env.example lists every setting)"; \
+	  $(PYTHON) -c "import pathlib, secrets; env = pathlib.Path('.env'); text = env.read_text() if env.exists() else ''; \
+	    lines = [text.rstrip('\\n')] if text.strip() else []; \
+	    lines += ['SECRET_KEY=' + secrets.token_urlsafe(50), 'PUBLIC_ID_KEY=' + secrets.token_urlsafe(32)]; \
+	    env.write_text('\\n'.join(lines) + '\\n')"; \
+	fi
+
+FORCE:
 
 install: $(VENV)/.installed .env
 install-dev: $(VENV)/.installed-dev .env

@@ -1,4 +1,5 @@
-"""Settings for memoryplatform, all read from the environment (see .env.example).
+"""Settings for memoryplatform, all read from the environment, which the checkout's .env fills in for every
+process whatever its current directory (memoryplatform/envfile.py; .env.example lists every setting).
 
 The embedded default needs nothing but a SECRET_KEY: the database is an embedded PostgreSQL whose data lives
 in ``DATA_DIR`` (``var/``), started on demand from a wheel and shared by every process, and without
@@ -14,10 +15,14 @@ import environ
 from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
+from memoryplatform.envfile import env_file_path, load_env_file
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+# The checkout's .env (or ENV_FILE's file), read once by every process when it imports this package; a
+# variable set in the environment wins over it.
+ENV_FILE = load_env_file()
 if (
     os.environ.get("PROMETHEUS_MULTIPROC_DIR") == ""
 ):  # empty means unset (django-prometheus tests the name only)
@@ -46,7 +51,8 @@ DEBUG = _strict_bool("DEBUG", False)
 SECRET_KEY = env.str("SECRET_KEY", default="")
 if not SECRET_KEY:
     raise ImproperlyConfigured(
-        "SECRET_KEY is not set. Put it in the environment or in .env (`make .env` writes a random one)."
+        f"SECRET_KEY is not set. Put it in the environment or in {env_file_path()} (`make .env` writes a "
+        "random one in the checkout's .env)."
     )
 
 # Public ids of entries, tasks, tool calls and history events are a keyed permutation of their row ids
