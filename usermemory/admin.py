@@ -21,12 +21,21 @@ from django.utils.safestring import SafeString
 from apikeys.admin import AgentAdmin
 from apikeys.caller import Caller
 from apikeys.models import Agent
+from memoryplatform import publicids
 from memoryplatform.admin_mixins import ReadOnlyAdminMixin, StringListField, cut, flag
 from memoryplatform.errors import ServiceError
 from memoryplatform.paginator import LargeTablePaginator
 from memoryplatform.text import ascii_int
 from usermemory import selectors, services
+from usermemory.admin_provenance import (
+    EVENT_CHANGE_FIELDS,
+    EVENT_ORIGIN_FIELDS,
+    EventOriginColumns,
+    MemoryEventInline,
+    entry_provenance,
+)
 from usermemory.conflicts import conflict_sets_page
+from usermemory.history import EXTRACTION_SOURCE
 from usermemory.models import (
     DEFAULT_ALLOWED_CATEGORIES,
     AgentMemoryPolicy,
@@ -142,27 +151,15 @@ class CategoryFilter(admin.SimpleListFilter):
         return queryset.filter(category=self.value()) if self.value() else queryset
 
 
-EVENT_CHANGE_FIELDS = ("action", "actor_type", "actor_id", "key_prefix", "old_value", "new_value")
-
-
-class MemoryEventInline(ReadOnlyAdminMixin, admin.TabularInline):
-    model = MemoryEvent
-    fk_name = "entry"
-    extra = 0
-    can_delete = False
-    ordering = ["created_at", "id"]
-    readonly_fields = ("created_at", *EVENT_CHANGE_FIELDS)
-    fields = readonly_fields
-
-
 class InsightSourceFilter(admin.SimpleListFilter):
-    """The named sources of an insight (a free-text source shows in the list)."""
+    """The named sources of an insight, and ``extracted`` (what extraction writes); a free-text source shows
+    in the list."""
 
     title = "source"
     parameter_name = "source"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return list(InsightSource.choices)
+        return [*InsightSource.choices, (EXTRACTION_SOURCE, "extracted from messages")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[MemoryEntry]) -> QuerySet[MemoryEntry]:
         return queryset.filter(source=self.value()) if self.value() else queryset
@@ -238,6 +235,7 @@ class MemoryEntryAdmin(admin.ModelAdmin):
         return queryset.filter(condition), False
 
     readonly_fields = (
+        "public_id",
         "user_id",
         "key",
         "value",
@@ -257,7 +255,7 @@ class MemoryEntryAdmin(admin.ModelAdmin):
         "valid_from",
         "valid_to",
         "superseded_by",
-        "provenance",
+        "value_provenance",
         "confidence",
         "source",
     )
@@ -272,6 +270,17 @@ class MemoryEntryAdmin(admin.ModelAdmin):
     @admin.display(description="value")
     def value_preview(self, entry: MemoryEntry) -> SafeString:
         return cut(entry.value_text)
+
+    @admin.display(description="public id")
+    def public_id(self, entry: MemoryEntry) -> str:
+        """The id the API shows (and Dream's summaries, history and conflicts name)."""
+        return str(publicids.public_str(publicids.ENTRY, entry.pk))
+
+    @admin.display(description="provenance")
+    def value_provenance(self, entry: MemoryEntry) -> SafeString:
+        """Where the value came from: the trigger, extraction, messages and model of the change that wrote
+        it, or a Dream summary's sources."""
+        return entry_provenance(entry)
 
     agents_side_by_side = 12
     entries_per_agent = 200
@@ -374,8 +383,8 @@ class MemoryEntryAdmin(admin.ModelAdmin):
 
 
 @admin.register(MemoryEvent)
-class MemoryEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["created_at", "action", "user_id", "key", "actor_type", "actor_id", "entry_id"]
+class MemoryEventAdmin(EventOriginColumns, ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["created_at", "action", "user_id", "key", "trigger", "actor_id", "extraction", "entry_id"]
     list_filter = ["action", "actor_type"]
     search_fields = ["=user_id", "key", "actor_id"]
     readonly_fields = [
@@ -389,6 +398,8 @@ class MemoryEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "visibility",
         "group_ids",
         "created_at",
+        *EVENT_ORIGIN_FIELDS,
+        "provenance",
     ]
     raw_id_fields = ["entry"]
     paginator = LargeTablePaginator
