@@ -5,6 +5,7 @@ from html import unescape
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import override_settings
 from django.urls import reverse
 
 from extraction.models import Extraction
@@ -28,11 +29,16 @@ def test_an_extractions_proposals_are_shown_accepted_and_rejected(
     set_policy(agent_a, max_writes_per_turn=1)
     city = put(agent_a_api, "home_city", "Porto")
     openai_llm.answers = [facts(fact("home_city", "Lisbon"), fact("diet", "vegan <b>strict</b>"))]
-    extract(agent_a_api, turnId="t1")  # the upsert above used the 60 s window; this turn allows one write
+    # A price that makes a cost of six decimals: 1,000 tokens in at $104.213 a million, $0.104213.
+    with override_settings(LLM_PRICES={"test-model": [104.213, 0.0]}):
+        extract(agent_a_api, turnId="t1")  # the upsert above used the 60 s window; this turn allows one write
     record = Extraction.objects.get()
 
     listed = staff_client.get(reverse("admin:extraction_extraction_changelist") + "?trigger__exact=api")
     assert listed.status_code == 200 and b"agent-a" in listed.content
+    # A real run shows no dry-run marker (no red cross), and its cost in full.
+    assert _cells(listed.content.decode(), "dry_run_flag") == [""]
+    assert _cells(listed.content.decode(), "cost_shown") == ["$0.104213"]
     page = staff_client.get(reverse("admin:extraction_extraction_change", args=[record.pk]))
 
     html = page.content.decode()
