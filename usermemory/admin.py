@@ -17,6 +17,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
+from django.utils.text import Truncator
 
 from apikeys.admin import AgentAdmin
 from apikeys.caller import Caller
@@ -34,7 +35,7 @@ from usermemory.admin_provenance import (
     MemoryEventInline,
     entry_provenance,
 )
-from usermemory.conflicts import conflict_sets_page
+from usermemory.conflicts import conflict_sets_open, conflict_sets_page
 from usermemory.history import EXTRACTION_SOURCE
 from usermemory.models import (
     DEFAULT_ALLOWED_CATEGORIES,
@@ -355,7 +356,7 @@ class MemoryEntryAdmin(admin.ModelAdmin):
         }
         return TemplateResponse(request, "admin/usermemory/correct.html", context)
 
-    @admin.display(description="conflicted", ordering="conflicted")
+    @admin.display(description="conflicted", ordering="conflicted", empty_value="")
     def conflict_flag(self, entry: MemoryEntry) -> SafeString | str:
         return flag(entry.conflicted, "conflicted")
 
@@ -409,6 +410,15 @@ class MemoryEventAdmin(EventOriginColumns, ReadOnlyAdminMixin, admin.ModelAdmin)
 # --- Conflicts --------------------------------------------------------------------------------------
 
 
+def _as_listed(entry_id: int) -> str:
+    """An entry as the Conflicts page lists it: its key, value and agent (its row number is shown nowhere)."""
+    entry = MemoryEntry.objects.filter(pk=entry_id).only("key", "value_text", "source_agent_id").first()
+    if entry is None:
+        return "the chosen value"
+    agent = f" (agent {entry.source_agent_id})" if entry.source_agent_id else ""
+    return f"{entry.key} = {Truncator(entry.value_text).chars(80)}{agent}"
+
+
 @admin.register(MemoryConflict)
 class MemoryConflictAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Conflicted (user, key) sets side by side; staff pick the value to keep."""
@@ -433,6 +443,7 @@ class MemoryConflictAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             "opts": self.model._meta,
             "title": "Conflicting memories",
             "sets": sets,
+            "open_conflicts": conflict_sets_open(),
             "query": query,
             "page": page,
             "has_next": has_next,
@@ -463,9 +474,13 @@ class MemoryConflictAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             if mode == "dismiss":
                 done = f"marked not a conflict ({result['dismissed']} entries); Dream will not flag it again"
             else:
-                done = (
-                    f"kept entry {result['kept']}, updated {result['updated']}, deleted {result['deleted']}"
+                others = result["updated"] + result["deleted"]
+                noun = "entry" if others == 1 else "entries"
+                what = "now holds it" if others == 1 else "now hold it"
+                fate = (
+                    f"{others} other {noun} {what}" if mode == "update" else f"deleted {others} other {noun}"
                 )
+                done = f"kept {_as_listed(result['kept'])}; {fate}"
             self.message_user(request, f"Settled {who}: {done}.", messages.SUCCESS)
         return redirect(request.get_full_path())
 

@@ -84,7 +84,7 @@ def test_a_contradiction_by_meaning_is_one_set_settled_by_keeping_one_value(page
     page.check(f"#keep-{city.pk}")
     page.click(".conflict-set input[type=submit]")
     page.wait_for_selector(".messagelist .success")
-    assert "updated 1" in page.inner_text(".messagelist")
+    assert "kept city = Berlin (agent agent-a); 1 other entry now holds it" in page.inner_text(".messagelist")
     page.shots("meaning-settled")
     home.refresh_from_db()
     city.refresh_from_db()
