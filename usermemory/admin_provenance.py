@@ -8,8 +8,10 @@ from typing import Any
 
 from django.contrib import admin
 from django.urls import reverse
+from django.utils.formats import localize
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from django.utils.timezone import localtime
 
 from memoryplatform import publicids
 from memoryplatform.admin_mixins import ReadOnlyAdminMixin
@@ -95,7 +97,7 @@ def origin_table(event: MemoryEvent) -> SafeString:
         [
             ("trigger", trigger_cell(origin)),
             ("by", origin.by),
-            ("written", format_html("{} ({})", event.created_at, event.action)),
+            ("written", format_html("{} ({})", localize(localtime(event.created_at)), event.action)),
             ("extraction", extraction_cell(origin)),
             ("conversation", conversation_cell(origin)),
             ("messages", messages_cell(origin)),
@@ -162,6 +164,7 @@ class MemoryEventInline(EventOriginColumns, ReadOnlyAdminMixin, admin.TabularInl
     """An entry's history, oldest first: each change with what made it."""
 
     model = MemoryEvent
+    verbose_name_plural = "history"
     fk_name = "entry"
     extra = 0
     can_delete = False
