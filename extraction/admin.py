@@ -44,10 +44,7 @@ class ExtractionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "user_id",
         "status",
         "dry_run_flag",
-        "facts_added",
-        "facts_updated",
-        "facts_unchanged",
-        "facts_rejected",
+        "facts",
         "cost_shown",
     ]
     list_filter = ["trigger", "status", "dry_run", "prompt_version"]
@@ -67,6 +64,17 @@ class ExtractionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def dry_run_flag(self, extraction: Extraction) -> SafeString | str:
         """Shown only for a dry run: a real run is nothing to look at (no red cross)."""
         return flag(extraction.dry_run, "dry run")
+
+    @admin.display(description="facts", empty_value="none")
+    def facts(self, extraction: Extraction) -> str:
+        """What came of the proposed facts, the counts that are not zero: "2 added, 1 rejected"."""
+        counts = [
+            (extraction.facts_added, "added"),
+            (extraction.facts_updated, "updated"),
+            (extraction.facts_unchanged, "unchanged"),
+            (extraction.facts_rejected, "rejected"),
+        ]
+        return ", ".join(f"{n} {what}" for n, what in counts if n)
 
     @admin.display(description="cost", ordering="cost")
     def cost_shown(self, extraction: Extraction) -> str:

@@ -14,10 +14,13 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
+from django.utils.dateformat import format as date_format
+from django.utils.formats import localize
 from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
+from django.utils.timezone import localtime
 
 from apikeys.admin import AgentAdmin
 from apikeys.caller import Caller
@@ -197,18 +200,18 @@ class CorrectValueForm(forms.Form):
 
 @admin.register(MemoryEntry)
 class MemoryEntryAdmin(admin.ModelAdmin):
+    # At 1366 px the user, key, value and agent take the width: category and visibility share a column,
+    # source and confidence (mostly unsaid) one that is blank when they are, the time is short.
     list_display = [
         "user_id",
         "key",
         "value_preview",
-        "category",
-        "visibility",
         "source_agent",
+        "scope",
+        "insight",
         "conflict_flag",
-        "access_count",
-        "confidence",
-        "source",
-        "updated_at",
+        "reads",
+        "updated",
     ]
     list_filter = [
         "visibility",
@@ -271,6 +274,26 @@ class MemoryEntryAdmin(admin.ModelAdmin):
     @admin.display(description="value")
     def value_preview(self, entry: MemoryEntry) -> SafeString:
         return cut(entry.value_text)
+
+    @admin.display(description="category · visibility", ordering="category")
+    def scope(self, entry: MemoryEntry) -> str:
+        return f"{entry.category} · {entry.visibility}"
+
+    @admin.display(description="source · confidence", empty_value="")
+    def insight(self, entry: MemoryEntry) -> str:
+        """Where the fact came from and how sure its writer was; blank when neither was said."""
+        said = [entry.source or "", "" if entry.confidence is None else f"{entry.confidence:g}"]
+        return " · ".join(s for s in said if s)
+
+    @admin.display(description="reads", ordering="access_count")
+    def reads(self, entry: MemoryEntry) -> int:
+        """How often reads returned the entry (its access count)."""
+        return entry.access_count
+
+    @admin.display(description="updated", ordering="updated_at")
+    def updated(self, entry: MemoryEntry) -> SafeString:
+        when = localtime(entry.updated_at)
+        return format_html('<span title="{}">{}</span>', localize(when), date_format(when, "Y-m-d H:i"))
 
     @admin.display(description="public id")
     def public_id(self, entry: MemoryEntry) -> str:
