@@ -56,6 +56,16 @@ def test_add_key_form_gives_one_error_with_help_text(page):
     assert errors.count() == 1 and errors.first.inner_text() == "An agent key needs an agent."
     assert ApiKey.objects.count() == 0
 
+    # No role at all: one error, on the role (issue 47), not a second one naming the roles above the form.
+    page.select_option("#id_role", "")
+    page.click("input[name=_save]")
+    page.wait_for_selector(".errorlist")
+    page.shots("key-no-role")
+    errors = page.locator(".errorlist li")
+    assert errors.all_inner_texts() == ["This field is required."]
+    assert page.locator(".field-role .errorlist").count() == 1
+    assert ApiKey.objects.count() == 0
+
 
 def test_dream_run_page_reads_llm_cost_with_details_as_a_table(page):
     now = timezone.now()
