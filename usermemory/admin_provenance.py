@@ -14,7 +14,7 @@ from django.utils.safestring import SafeString
 from django.utils.timezone import localtime
 
 from memoryplatform import publicids
-from memoryplatform.admin_mixins import ReadOnlyAdminMixin
+from memoryplatform.admin_mixins import ReadOnlyAdminMixin, dollars
 from usermemory.history import Origin, entry_value_event, origin_of
 from usermemory.models import MemoryEntry, MemoryEvent
 
@@ -124,7 +124,7 @@ def summary_table(provenance: dict[str, Any]) -> SafeString:
             ("summarizes", format_html_join(", ", "{}", ((entry_link(s),) for s in sources))),
             ("agents", ", ".join(str(a) for a in provenance.get("agents") or [])),
             ("model", str(provenance.get("model") or "")),
-            ("cost", f"${cost:.6f}" if isinstance(cost, int | float) else ""),
+            ("cost", dollars(cost) if isinstance(cost, int | float) else ""),
         ]
     )
 
@@ -150,7 +150,7 @@ class EventOriginColumns:
     def trigger(self, event: MemoryEvent) -> SafeString:
         return trigger_cell(origin_of(event))
 
-    @admin.display(description="extraction")
+    @admin.display(description="extraction or run")
     def extraction(self, event: MemoryEvent) -> SafeString:
         origin = origin_of(event)
         return extraction_cell(origin) or run_cell(origin)
