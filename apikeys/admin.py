@@ -119,6 +119,8 @@ class ApiKeyCreateForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
+        if "role" not in data:  # no role, or not one of the choices: the field's own error says so, once
+            return data
         agent = data.get("agent")
         try:
             services.apikey_check_options(

@@ -17,11 +17,16 @@ from dream.models import DreamRun
 from dream.selectors import summary_diff
 from dream.services import approve_run
 from dream.tasks import dream_run_cycle_task
-from memoryplatform.admin_mixins import ReadOnlyAdminMixin, flag
+from memoryplatform import publicids
+from memoryplatform.admin_mixins import ReadOnlyAdminMixin, dollars, flag
+from usermemory.conflicts import conflict_sets_open
+from usermemory.models import MemoryEntry
 from usermemory.searchtext import value_as_text
 
 
 def _table(value: Any, depth: int = 0) -> SafeString:
+    if isinstance(value, SafeString):
+        return value
     if isinstance(value, dict) and value and depth < 3:
         rows = format_html_join(
             "", "<tr><th>{}</th><td>{}</td></tr>", ((k, _table(v, depth + 1)) for k, v in value.items())
@@ -32,6 +37,31 @@ def _table(value: Any, depth: int = 0) -> SafeString:
     return format_html(
         "<code>{}</code>", value if isinstance(value, str | int | float) else json.dumps(value)
     )
+
+
+def _pairs(pairs: list[Any]) -> SafeString:
+    """A run's pairs by meaning (``[entry, entry]``), each side linked to its entry and named by user and
+    key as the entry pages and the Conflicts page show them; an entry gone since by its public id."""
+    ids = [i for pair in pairs if isinstance(pair, list) for i in pair if isinstance(i, int)]
+    named = {e.id: e for e in MemoryEntry.objects.filter(id__in=ids).only("id", "user_id", "key")}
+
+    def side(entry_id: Any) -> SafeString:
+        if not isinstance(entry_id, int):
+            return format_html("<code>{}</code>", entry_id)
+        entry = named.get(entry_id)
+        if entry is None:
+            return format_html("{} (gone)", publicids.public_str(publicids.ENTRY, entry_id))
+        url = reverse("admin:usermemory_memoryentry_change", args=[entry_id])
+        return format_html('<a href="{}"><code>{}</code></a>', url, entry.key)
+
+    rows = []
+    for pair in pairs:
+        if not isinstance(pair, list) or len(pair) != 2:
+            continue
+        known = [named[i] for i in pair if isinstance(i, int) and i in named]
+        user = format_html("{}: ", known[0].user_id) if known else ""
+        rows.append(format_html("<li>{}{} &harr; {}</li>", user, side(pair[0]), side(pair[1])))
+    return format_html('<ul class="meaning-pairs">{}</ul>', SafeString("".join(rows)))
 
 
 def dream_enqueue_from_admin() -> None:
@@ -53,9 +83,9 @@ class DreamRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "agents_processed",
         "users_processed",
         "entries_pruned",
-        "contradictions_found",
+        "sets_flagged",
         "entries_summarized",
-        "llm_cost",
+        "llm_cost_shown",
     ]  # trigger and approval: filters, and on each run's page
     list_filter = ["status", "trigger", "dry_run", "approval"]
     search_fields = ["only_agent", "error"]
@@ -72,10 +102,25 @@ class DreamRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="details")
     def details_table(self, run: DreamRun) -> SafeString:
-        """The run's details as a table: one row a section, a nested section as its own table."""
-        return _table(run.details or {})
+        """The run's details as a table: one row a section, a nested section as its own table; the pairs
+        of entries whose keys mean the same as links to each entry, by user and key."""
+        details = dict(run.details or {})
+        meaning = details.get("meaning")
+        if isinstance(meaning, dict) and meaning.get("pairs"):
+            details["meaning"] = {**meaning, "pairs": _pairs(meaning["pairs"])}
+        return _table(details)
 
-    @admin.display(description="dry run", ordering="dry_run")
+    @admin.display(description="sets flagged", ordering="contradictions_found")
+    def sets_flagged(self, run: DreamRun) -> int:
+        """Conflict sets the run newly flagged, counted as the Conflicts page counts sets (what is open now
+        is on top of the list: :func:`usermemory.conflicts.conflict_sets_open`)."""
+        return run.contradictions_found
+
+    @admin.display(description="LLM cost", ordering="llm_cost")
+    def llm_cost_shown(self, run: DreamRun) -> str:
+        return dollars(run.llm_cost)
+
+    @admin.display(description="dry run", ordering="dry_run", empty_value="")
     def dry_run_flag(self, run: DreamRun) -> SafeString | str:
         return flag(run.dry_run, "dry run")
 
@@ -147,7 +192,11 @@ class DreamRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return HttpResponseRedirect(reverse("admin:dream_dreamrun_change", args=[run_id]))
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
-        extra_context = {**(extra_context or {}), "can_run_dream": request.user.has_perm("dream.run_dream")}
+        extra_context = {
+            **(extra_context or {}),
+            "can_run_dream": request.user.has_perm("dream.run_dream"),
+            "open_conflicts": conflict_sets_open(),
+        }
         return super().changelist_view(request, extra_context)
 
     def run_now_view(self, request: HttpRequest) -> HttpResponseRedirect:

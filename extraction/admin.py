@@ -10,7 +10,7 @@ from django.utils.safestring import SafeString
 
 from extraction.models import Extraction, ExtractionWatermark
 from memoryplatform import publicids
-from memoryplatform.admin_mixins import ReadOnlyAdminMixin
+from memoryplatform.admin_mixins import ReadOnlyAdminMixin, dollars, flag
 from usermemory.searchtext import value_as_text
 
 _HEADER = SafeString(
@@ -43,12 +43,9 @@ class ExtractionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "agent",
         "user_id",
         "status",
-        "dry_run",
-        "facts_added",
-        "facts_updated",
-        "facts_unchanged",
-        "facts_rejected",
-        "cost",
+        "dry_run_flag",
+        "facts",
+        "cost_shown",
     ]
     list_filter = ["trigger", "status", "dry_run", "prompt_version"]
     # The search box also takes the public id a history event's provenance shows (get_search_results).
@@ -62,6 +59,26 @@ class ExtractionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "operations",
     ]
     exclude = ["proposals"]
+
+    @admin.display(description="dry run", ordering="dry_run", empty_value="")
+    def dry_run_flag(self, extraction: Extraction) -> SafeString | str:
+        """Shown only for a dry run: a real run is nothing to look at (no red cross)."""
+        return flag(extraction.dry_run, "dry run")
+
+    @admin.display(description="facts", empty_value="none")
+    def facts(self, extraction: Extraction) -> str:
+        """What came of the proposed facts, the counts that are not zero: "2 added, 1 rejected"."""
+        counts = [
+            (extraction.facts_added, "added"),
+            (extraction.facts_updated, "updated"),
+            (extraction.facts_unchanged, "unchanged"),
+            (extraction.facts_rejected, "rejected"),
+        ]
+        return ", ".join(f"{n} {what}" for n, what in counts if n)
+
+    @admin.display(description="cost", ordering="cost")
+    def cost_shown(self, extraction: Extraction) -> str:
+        return dollars(extraction.cost)
 
     @admin.display(description="public id")
     def public_id(self, extraction: Extraction) -> str:

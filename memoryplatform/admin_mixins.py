@@ -1,5 +1,6 @@
 """Admin glue shared by the apps."""
 
+from decimal import Decimal
 from typing import Any
 
 from django import forms
@@ -24,8 +25,19 @@ class ReadOnlyAdminMixin:
 
 def flag(value: bool, label: str) -> SafeString | str:
     """A flag shown only when set: a list's False that is nothing wrong ("not conflicted", "not a dry run")
-    shows nothing instead of Django's red cross."""
+    shows nothing instead of Django's red cross (its column's ``admin.display`` sets ``empty_value=""``, or
+    the list shows "-")."""
     return format_html('<span class="flag-on">{}</span>', label) if value else ""
+
+
+def dollars(amount: Decimal | float | int | None) -> str:
+    """A cost in full: every stored decimal (six), trailing zeros dropped down to cents: ``$0.104213``,
+    ``$0.12``, ``$0.00``."""
+    if amount is None:
+        return ""
+    text = f"{Decimal(str(amount)):.6f}".rstrip("0")
+    whole, _, cents = text.partition(".")
+    return f"${whole}.{cents.ljust(2, '0')}"
 
 
 def cut(text: str, length: int = 80) -> SafeString:

@@ -14,19 +14,32 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
+from django.utils.dateformat import format as date_format
+from django.utils.formats import localize
 from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
+from django.utils.text import Truncator
+from django.utils.timezone import localtime
 
 from apikeys.admin import AgentAdmin
 from apikeys.caller import Caller
 from apikeys.models import Agent
+from memoryplatform import publicids
 from memoryplatform.admin_mixins import ReadOnlyAdminMixin, StringListField, cut, flag
 from memoryplatform.errors import ServiceError
 from memoryplatform.paginator import LargeTablePaginator
 from memoryplatform.text import ascii_int
 from usermemory import selectors, services
-from usermemory.conflicts import conflict_sets_page
+from usermemory.admin_provenance import (
+    EVENT_CHANGE_FIELDS,
+    EVENT_ORIGIN_FIELDS,
+    EventOriginColumns,
+    MemoryEventInline,
+    entry_provenance,
+)
+from usermemory.conflicts import conflict_sets_open, conflict_sets_page
+from usermemory.history import EXTRACTION_SOURCE
 from usermemory.models import (
     DEFAULT_ALLOWED_CATEGORIES,
     AgentMemoryPolicy,
@@ -142,27 +155,15 @@ class CategoryFilter(admin.SimpleListFilter):
         return queryset.filter(category=self.value()) if self.value() else queryset
 
 
-EVENT_CHANGE_FIELDS = ("action", "actor_type", "actor_id", "key_prefix", "old_value", "new_value")
-
-
-class MemoryEventInline(ReadOnlyAdminMixin, admin.TabularInline):
-    model = MemoryEvent
-    fk_name = "entry"
-    extra = 0
-    can_delete = False
-    ordering = ["created_at", "id"]
-    readonly_fields = ("created_at", *EVENT_CHANGE_FIELDS)
-    fields = readonly_fields
-
-
 class InsightSourceFilter(admin.SimpleListFilter):
-    """The named sources of an insight (a free-text source shows in the list)."""
+    """The named sources of an insight, and ``extracted`` (what extraction writes); a free-text source shows
+    in the list."""
 
     title = "source"
     parameter_name = "source"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return list(InsightSource.choices)
+        return [*InsightSource.choices, (EXTRACTION_SOURCE, "extracted from messages")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[MemoryEntry]) -> QuerySet[MemoryEntry]:
         return queryset.filter(source=self.value()) if self.value() else queryset
@@ -199,18 +200,18 @@ class CorrectValueForm(forms.Form):
 
 @admin.register(MemoryEntry)
 class MemoryEntryAdmin(admin.ModelAdmin):
+    # At 1366 px the user, key, value and agent take the width: category and visibility share a column,
+    # source and confidence (mostly unsaid) one that is blank when they are, the time is short.
     list_display = [
         "user_id",
         "key",
         "value_preview",
-        "category",
-        "visibility",
         "source_agent",
+        "scope",
+        "insight",
         "conflict_flag",
-        "access_count",
-        "confidence",
-        "source",
-        "updated_at",
+        "reads",
+        "updated",
     ]
     list_filter = [
         "visibility",
@@ -238,6 +239,7 @@ class MemoryEntryAdmin(admin.ModelAdmin):
         return queryset.filter(condition), False
 
     readonly_fields = (
+        "public_id",
         "user_id",
         "key",
         "value",
@@ -257,7 +259,7 @@ class MemoryEntryAdmin(admin.ModelAdmin):
         "valid_from",
         "valid_to",
         "superseded_by",
-        "provenance",
+        "value_provenance",
         "confidence",
         "source",
     )
@@ -272,6 +274,37 @@ class MemoryEntryAdmin(admin.ModelAdmin):
     @admin.display(description="value")
     def value_preview(self, entry: MemoryEntry) -> SafeString:
         return cut(entry.value_text)
+
+    @admin.display(description="category · visibility", ordering="category")
+    def scope(self, entry: MemoryEntry) -> str:
+        return f"{entry.category} · {entry.visibility}"
+
+    @admin.display(description="source · confidence", empty_value="")
+    def insight(self, entry: MemoryEntry) -> str:
+        """Where the fact came from and how sure its writer was; blank when neither was said."""
+        said = [entry.source or "", "" if entry.confidence is None else f"{entry.confidence:g}"]
+        return " · ".join(s for s in said if s)
+
+    @admin.display(description="reads", ordering="access_count")
+    def reads(self, entry: MemoryEntry) -> int:
+        """How often reads returned the entry (its access count)."""
+        return entry.access_count
+
+    @admin.display(description="updated", ordering="updated_at")
+    def updated(self, entry: MemoryEntry) -> SafeString:
+        when = localtime(entry.updated_at)
+        return format_html('<span title="{}">{}</span>', localize(when), date_format(when, "Y-m-d H:i"))
+
+    @admin.display(description="public id")
+    def public_id(self, entry: MemoryEntry) -> str:
+        """The id the API shows (and Dream's summaries, history and conflicts name)."""
+        return str(publicids.public_str(publicids.ENTRY, entry.pk))
+
+    @admin.display(description="provenance")
+    def value_provenance(self, entry: MemoryEntry) -> SafeString:
+        """Where the value came from: the trigger, extraction, messages and model of the change that wrote
+        it, or a Dream summary's sources."""
+        return entry_provenance(entry)
 
     agents_side_by_side = 12
     entries_per_agent = 200
@@ -346,7 +379,7 @@ class MemoryEntryAdmin(admin.ModelAdmin):
         }
         return TemplateResponse(request, "admin/usermemory/correct.html", context)
 
-    @admin.display(description="conflicted", ordering="conflicted")
+    @admin.display(description="conflicted", ordering="conflicted", empty_value="")
     def conflict_flag(self, entry: MemoryEntry) -> SafeString | str:
         return flag(entry.conflicted, "conflicted")
 
@@ -374,8 +407,8 @@ class MemoryEntryAdmin(admin.ModelAdmin):
 
 
 @admin.register(MemoryEvent)
-class MemoryEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["created_at", "action", "user_id", "key", "actor_type", "actor_id", "entry_id"]
+class MemoryEventAdmin(EventOriginColumns, ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["created_at", "action", "user_id", "key", "trigger", "actor_id", "extraction", "entry_id"]
     list_filter = ["action", "actor_type"]
     search_fields = ["=user_id", "key", "actor_id"]
     readonly_fields = [
@@ -389,6 +422,8 @@ class MemoryEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "visibility",
         "group_ids",
         "created_at",
+        *EVENT_ORIGIN_FIELDS,
+        "provenance",
     ]
     raw_id_fields = ["entry"]
     paginator = LargeTablePaginator
@@ -396,6 +431,15 @@ class MemoryEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 # --- Conflicts --------------------------------------------------------------------------------------
+
+
+def _as_listed(entry_id: int) -> str:
+    """An entry as the Conflicts page lists it: its key, value and agent (its row number is shown nowhere)."""
+    entry = MemoryEntry.objects.filter(pk=entry_id).only("key", "value_text", "source_agent_id").first()
+    if entry is None:
+        return "the chosen value"
+    agent = f" (agent {entry.source_agent_id})" if entry.source_agent_id else ""
+    return f"{entry.key} = {Truncator(entry.value_text).chars(80)}{agent}"
 
 
 @admin.register(MemoryConflict)
@@ -422,6 +466,7 @@ class MemoryConflictAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             "opts": self.model._meta,
             "title": "Conflicting memories",
             "sets": sets,
+            "open_conflicts": conflict_sets_open(),
             "query": query,
             "page": page,
             "has_next": has_next,
@@ -452,9 +497,13 @@ class MemoryConflictAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             if mode == "dismiss":
                 done = f"marked not a conflict ({result['dismissed']} entries); Dream will not flag it again"
             else:
-                done = (
-                    f"kept entry {result['kept']}, updated {result['updated']}, deleted {result['deleted']}"
+                others = result["updated"] + result["deleted"]
+                noun = "entry" if others == 1 else "entries"
+                what = "now holds it" if others == 1 else "now hold it"
+                fate = (
+                    f"{others} other {noun} {what}" if mode == "update" else f"deleted {others} other {noun}"
                 )
+                done = f"kept {_as_listed(result['kept'])}; {fate}"
             self.message_user(request, f"Settled {who}: {done}.", messages.SUCCESS)
         return redirect(request.get_full_path())
 

@@ -96,6 +96,27 @@ def conflict_sets_page(*, query: str, page: int, users_per_page: int) -> tuple[l
     return sets, has_next
 
 
+def conflict_sets_open() -> int:
+    """How many conflict sets are open: the sets the Conflicts page lists (:func:`conflict_sets_page`, no
+    search), the one count the overview and Dream's runs show too.
+
+    Each (user, key) with a flagged entry is a set of its own (counted by the partial index
+    ``memory_conflicted_idx``), except where entries are partners by meaning: those users' sets are grouped
+    as the page groups them, from their flagged entries and partners, which are few."""
+    flagged = MemoryEntry.objects.filter(conflicted=True)
+    keys = flagged.values_list("user_id", "key").distinct().count()
+    linked = flagged.exclude(meaning_conflicts=[]).values_list("user_id", flat=True).distinct()
+    fields = ("id", "user_id", "key", "meaning_conflicts")
+    rows = list(flagged.filter(user_id__in=linked).only(*fields))
+    if not rows:
+        return keys
+    seen = {e.id for e in rows}
+    partner_ids = {p for e in rows for p in e.meaning_conflicts or []} - seen
+    alone = len({(e.user_id, e.key) for e in rows})  # counted in ``keys``, one set each
+    rows += list(MemoryEntry.objects.filter(id__in=partner_ids).only(*fields))
+    return keys - alone + len(conflict_sets_of(rows))
+
+
 def _pair(a: MemoryEntry, b: MemoryEntry) -> tuple[str, str, str, str]:
     first, second = sorted([(a.key, a.value_text), (b.key, b.value_text)])
     return (*first, *second)

@@ -3,11 +3,11 @@ estimates where a count would scan the table, exact counts where an index bounds
 
 from typing import Any
 
-from django.db.models import Count
 from django.utils import timezone
 
 from memoryplatform import store
 from memoryplatform.embeddings.store import queue_backlog
+from usermemory.conflicts import conflict_sets_open
 from usermemory.embedding import ENTRIES
 from usermemory.models import MemoryEntry
 
@@ -24,10 +24,10 @@ def _rows(model: Any) -> tuple[int, bool]:
 
 
 def memory_overview() -> dict[str, Any]:
-    """Entries, users, open conflicts (sets of a user and key: the partial index ``memory_conflicted_idx``
-    holds only flagged rows) and embeddings pending: the entries the vector queue holds, and how long the
-    oldest has waited (seconds; a vector of an old model is not counted: ``manage.py embed --missing`` finds
-    those)."""
+    """Entries, users, open conflicts (the sets the Conflicts page lists:
+    :func:`usermemory.conflicts.conflict_sets_open`) and embeddings pending: the entries the vector queue
+    holds, and how long the oldest has waited (seconds; a vector of an old model is not counted:
+    ``manage.py embed --missing`` finds those)."""
     entries, exact = _rows(MemoryEntry)
     if exact:
         users = MemoryEntry.objects.values("user_id").distinct().count()
@@ -35,13 +35,11 @@ def memory_overview() -> dict[str, Any]:
         table = MemoryEntry._meta.db_table
         users = store.distinct_estimate(table=table, column="user_id") or 0
     backlog = queue_backlog(queue=ENTRIES.queue)
-    flagged = MemoryEntry.objects.filter(conflicted=True)
     return {
         "entries": entries,
         "users": users,
         "exact": exact,
-        "conflictedEntries": flagged.count(),
-        "conflictKeys": flagged.values("user_id", "key").annotate(n=Count("id")).count(),
+        "openConflicts": conflict_sets_open(),
         "embeddingsPending": backlog.pending,
         "embeddingsOldestSeconds": (
             max(int((timezone.now() - backlog.oldest).total_seconds()), 0) if backlog.oldest else None

@@ -7,6 +7,7 @@ from django.utils import timezone
 from apikeys.models import Agent, ApiKey
 from dream.models import DreamRun
 from tests.factories import AgentGroupFactory
+from tests.helpers import public_id
 from usermemory.models import AgentMemoryPolicy
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -55,6 +56,16 @@ def test_add_key_form_gives_one_error_with_help_text(page):
     assert errors.count() == 1 and errors.first.inner_text() == "An agent key needs an agent."
     assert ApiKey.objects.count() == 0
 
+    # No role at all: one error, on the role (issue 47), not a second one naming the roles above the form.
+    page.select_option("#id_role", "")
+    page.click("input[name=_save]")
+    page.wait_for_selector(".errorlist")
+    page.shots("key-no-role")
+    errors = page.locator(".errorlist li")
+    assert errors.all_inner_texts() == ["This field is required."]
+    assert page.locator(".field-role .errorlist").count() == 1
+    assert ApiKey.objects.count() == 0
+
 
 def test_dream_run_page_reads_llm_cost_with_details_as_a_table(page):
     now = timezone.now()
@@ -71,4 +82,7 @@ def test_dream_run_page_reads_llm_cost_with_details_as_a_table(page):
     assert "LLM cost" in page.inner_text("#content")
     table = page.locator(".field-details_table table.details-table").first
     assert table.is_visible()
-    assert "pairCount" in table.inner_text() and "[[1, 2]]" in table.inner_text()
+    assert "pairCount" in table.inner_text() and "[[1, 2]]" not in table.inner_text()
+    # Entries gone since are named by their public ids, as the API named them; no row number shows.
+    pairs = table.locator(".meaning-pairs li").first.inner_text()
+    assert pairs == f"{public_id(1)} (gone) ↔ {public_id(2)} (gone)", pairs

@@ -1,7 +1,9 @@
 """Every changelist fits a 1366x768 screen: no horizontal scroll, long values cut short with the whole value
 on hover, and no red cross where False is nothing wrong."""
 
+import re
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.contrib import admin
@@ -13,6 +15,7 @@ from activity.models import Task, ToolCall
 from apikeys.models import ApiKey
 from apikeys.services import apikey_create
 from dream.models import DreamRun
+from extraction.models import Extraction
 from tests.factories import AgentFactory, AgentGroupFactory, MemoryEntryFactory, MessageFactory
 from usermemory.models import MemoryEvent
 
@@ -53,6 +56,17 @@ def _seed_long_rows() -> None:
     )
     Task.objects.create(
         creator=agent, assignee=other, title=LONG[:400], user_id=LONG_USER, created_at=now, updated_at=now
+    )
+    Extraction.objects.create(
+        trigger="background",
+        agent=agent,
+        user_id=LONG_USER,
+        status="succeeded",
+        facts_added=3,
+        facts_rejected=1,
+        cost=Decimal("0.104213"),
+        model="a-model-with-a-long-name-2025-01-01",
+        created_at=now,
     )
     MessageFactory(conversation__user_id=LONG_USER, conversation__title=LONG[:200], session_id="s" * 60)
 
@@ -126,5 +140,38 @@ def test_false_shows_nothing_where_it_is_not_an_error(page):
     page.goto(f"{page.base}/admin/dream/dreamrun/")
     assert page.locator("#result_list td.field-dry_run_flag img[alt=False]").count() == 0
     assert page.locator("#result_list td.field-dry_run_flag", has_text="dry run").count() == 1
+    assert page.locator("#result_list td.field-dry_run_flag").all_inner_texts() == ["dry run", ""]
+    # A real extraction shows no marker at all (not "-"), and its cost whole.
+    page.goto(f"{page.base}/admin/extraction/extraction/")
+    assert page.locator("#result_list td.field-dry_run_flag").all_inner_texts() == [""]
+    cost = page.locator("#result_list td.field-cost_shown").first
+    assert cost.inner_text() == "$0.104213"
+    assert cost.evaluate("td => td.scrollWidth <= td.clientWidth"), "the cost is cut"
+    assert page.locator("#result_list td.field-facts").all_inner_texts() == ["3 added, 1 rejected"]
     assert ApiKey.objects.count() == 1
     page.shots("false-is-blank")
+
+
+def test_the_memories_list_gives_its_width_to_the_user_key_and_value_at_1366(page):
+    """Issue 47: the user id, key and value were cut to 3-5 characters while "Updated at" took 150 px and
+    Confidence and Source showed "-"."""
+    _seed_long_rows()
+    MemoryEntryFactory(user_id="u-2", key="diet", value="vegan", source="extracted", confidence=0.9)
+    page.goto(f"{page.base}/admin/usermemory/memoryentry/")
+    page.shot("memories-1366")
+    width = {
+        name: page.locator(f"#result_list thead th.column-{name}").bounding_box()["width"]
+        for name in ("user_id", "key", "value_preview", "source_agent", "updated")
+    }
+    assert min(width["user_id"], width["key"], width["value_preview"]) >= 110, width
+    assert width["updated"] <= 140, width
+    cut = page.evaluate(
+        """() => [...document.querySelectorAll('#result_list td.field-updated, td.field-insight')]
+            .filter(td => td.scrollWidth > td.clientWidth).map(td => td.textContent)"""
+    )
+    assert cut == []  # the time and "extracted · 0.9" whole
+    assert _overflow(page) == {"page": 0, "results": 0}
+    insight = page.locator("#result_list td.field-insight").all_inner_texts()
+    assert sorted(t.strip() for t in insight) == ["", "", "", "extracted · 0.9"]  # unsaid: blank, not "-"
+    updated = page.locator("#result_list td.field-updated").first.inner_text().strip()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", updated), updated

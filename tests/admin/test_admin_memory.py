@@ -85,7 +85,7 @@ def test_a_contradiction_by_meaning_is_one_set_settled_by_keeping_one_value(page
     page.check(".conflict-set input[name=mode][value=update]")  # no action is preselected
     page.click(".conflict-set input[type=submit]")
     page.wait_for_selector(".messagelist .success")
-    assert "updated 1" in page.inner_text(".messagelist")
+    assert "kept city = Berlin (agent agent-a); 1 other entry now holds it" in page.inner_text(".messagelist")
     page.shots("meaning-settled")
     home.refresh_from_db()
     city.refresh_from_db()
@@ -166,3 +166,47 @@ def test_what_each_agent_sees_side_by_side_with_the_rule_that_admits_each_entry(
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
         keys = {e["key"] for e in client.get("/usermemorystore/memories/u").json()}
         assert keys == set(seen(agent.id))
+
+
+def test_an_extracted_entry_shows_its_provenance_and_its_history_the_trigger(
+    page, agent_a, agent_a_api, admin_api, set_policy
+):
+    """Issue 46, part 4: a background extraction that changed a value is named on the entry's page (trigger,
+    extraction, the message it cites, model) and in its history; each link leads to the page it names."""
+    from django.test import override_settings
+
+    from extraction.models import Extraction
+    from tests.extraction.conftest import PRICES, fact, facts
+    from tests.extraction.test_background import conversation, run, say
+    from tests.llm_server import LLMScript, llm_server
+
+    set_policy(agent_a, extract_from_conversations=True)
+    body = {"userId": "u1", "key": "home_city", "value": "Porto"}
+    assert agent_a_api.put("/usermemorystore/memories", body, format="json").status_code == 201
+    cid = conversation(admin_api)
+    (said,) = say(agent_a_api, cid, "I moved back to Lisbon.")
+    script = LLMScript([facts(fact("home_city", "Lisbon", sources=[0]))])
+    llm = {"LLM_PROVIDER": "openai", "LLM_MODEL": "test-model", "LLM_PRICES": PRICES}
+    with llm_server(script), override_settings(LLM_URL=script.url, **llm):
+        run("agent-a")
+    entry = MemoryEntry.objects.get(key="home_city")
+    extraction = Extraction.objects.get()
+
+    page.goto(f"{page.base}/admin/usermemory/memoryentry/{entry.pk}/change/")
+    page.shots("extracted-entry")
+    provenance = page.locator(".field-value_provenance table.provenance")
+    shown = provenance.inner_text()
+    assert "extraction (background)" in shown and "test-model" in shown and said in shown
+    history = page.locator("#events-group")
+    triggers = history.locator("td.field-trigger").all_inner_texts()
+    assert [t.strip() for t in triggers] == ["API", "extraction (background)"]
+    assert history.locator("td.field-messages").nth(1).inner_text().strip() == said
+
+    provenance.locator("a", has_text=said).click()
+    page.wait_for_selector(".field-content")
+    assert "I moved back to Lisbon." in page.inner_text(".field-content")
+    page.go_back()
+    page.locator(".field-value_provenance a[href*='/extraction/extraction/']").click()
+    page.wait_for_selector(".field-operations")
+    assert page.url.endswith(f"/admin/extraction/extraction/{extraction.pk}/change/")
+    assert "Lisbon" in page.inner_text(".field-operations")

@@ -1,11 +1,17 @@
 """Dream runs in the admin: a read-only list and detail, and the "Run Dream now" button."""
 
+import io
+import re
+from html import unescape
+
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
 from dream.models import DreamRun
+from usermemory.models import MemoryEntry
 
 pytestmark = pytest.mark.django_db
 
@@ -86,3 +92,82 @@ def test_run_now_needs_the_permission_and_a_post(client, staff_client):
     page = client.get(reverse("admin:dream_dreamrun_changelist"))
     assert page.status_code == 200 and "Run Dream now" not in page.content.decode()
     assert not DreamRun.objects.exists()
+
+
+def _open_count(html: str) -> str:
+    found = re.search(r'id="open-conflicts">(.*?)</', html, flags=re.S)
+    assert found is not None, "no open-conflicts count on the page"
+    return re.sub(r"<[^>]+>|\D", "", found.group(1))
+
+
+def test_one_count_of_open_conflicts_on_the_overview_dream_runs_and_the_conflicts_page(
+    staff_client, agent_a, agent_b, agent_a_api, agent_b_api, dream_policy
+):
+    """Issue 46, part 7: a set is a user's entries that disagree on a key, with their partners by meaning;
+    the overview, Dream's runs and the Conflicts page count them alike, and name entries as the pages show
+    them, never by their row numbers."""
+    writes = [
+        (agent_a_api, "mover", "city", "Berlin"),  # a pair by meaning: one set of two keys
+        (agent_a_api, "mover", "home_town", "Munich"),
+        (agent_a_api, "caller", "phone", "+49 30 1234"),  # one key, two agents: one set
+        (agent_b_api, "caller", "phone", "+49 171 5678"),
+        (agent_a_api, "polyglot", "language", "German"),  # one key, three values: one set
+        (agent_b_api, "polyglot", "language", "English"),
+    ]
+    for client, user, key, value in writes:
+        body = {"userId": user, "key": key, "value": value}
+        response = client.put("/usermemorystore/memories", body, format="json")
+        assert response.status_code == 201, response.content
+    MemoryEntry.objects.create(
+        user_id="polyglot",
+        key="language",
+        value="French",
+        value_text="French",
+        category="fact",
+        visibility="global",
+        created_at=timezone.now(),
+        updated_at=timezone.now(),
+    )
+    dream_policy(agent_a, prune_stale_after_days=0, cross_agent_maintenance=True)
+    call_command("dream", "--no-progress", stdout=io.StringIO())
+    run = DreamRun.objects.get()
+    assert (run.contradictions_found, run.entries_flagged) == (3, 7)
+
+    def counts() -> dict[str, str]:
+        overview = staff_client.get(reverse("admin-overview")).content.decode()
+        runs = staff_client.get(reverse("admin:dream_dreamrun_changelist"))
+        conflicts = staff_client.get(reverse("admin:usermemory_memoryconflict_changelist"))
+        return {
+            "overview": re.sub(r"\D", "", re.search(r'id="open-conflicts">(.*?)<', overview).group(1)),
+            "dream runs": _open_count(runs.content.decode()),
+            "conflicts page": _open_count(conflicts.content.decode()),
+            "sets listed": str(len(conflicts.context["sets"])),
+        }
+
+    assert counts() == dict.fromkeys(["overview", "dream runs", "conflicts page", "sets listed"], "3")
+    listed = staff_client.get(reverse("admin:dream_dreamrun_changelist")).content.decode()
+    assert '<td class="field-sets_flagged">3</td>' in listed and "CONTRADICTIONS" not in listed.upper()
+
+    # The run's pairs by meaning name each entry by its key, linked to its page.
+    city = MemoryEntry.objects.get(user_id="mover", key="city")
+    home = MemoryEntry.objects.get(user_id="mover", key="home_town")
+    page = staff_client.get(reverse("admin:dream_dreamrun_change", args=[run.pk])).content.decode()
+    pairs = re.search(r'<ul class="meaning-pairs">(.*?)</ul>', page, flags=re.S)
+    assert pairs is not None
+    for entry in (city, home):
+        url = reverse("admin:usermemory_memoryentry_change", args=[entry.pk])
+        assert f'<a href="{url}"><code>{entry.key}</code></a>' in pairs.group(1)
+    assert unescape(re.sub(r"<[^>]+>", "", pairs.group(1))).split() == ["mover:", "city", "↔", "home_town"]
+
+    # Settled: the message names what was kept as the page lists it, and every count says 2.
+    response = staff_client.post(
+        reverse("admin:usermemory_memoryconflict_changelist"),
+        {"user_id": "mover", "keys": "city / home_town", "entry": [city.pk, home.pk], "keep": city.pk},
+        follow=True,
+    )
+    settled = [str(m) for m in response.context["messages"]]
+    assert settled == [
+        "Settled mover / city / home_town: kept city = Berlin (agent agent-a); 1 other entry now holds it."
+    ]
+    assert str(city.pk) not in settled[0].replace("agent-a", "")
+    assert counts() == dict.fromkeys(["overview", "dream runs", "conflicts page", "sets listed"], "2")

@@ -6,6 +6,7 @@ from django.utils import timezone
 
 from apikeys.caller import Caller
 from tests.factories import AgentFactory, MemoryEntryFactory
+from tests.helpers import public_id
 from usermemory.models import MemoryEntry, MemoryEvent
 from usermemory.services import memory_resolve_conflict
 
@@ -163,3 +164,14 @@ def test_the_admin_shows_superseded_entries_and_filters_by_validity(admin_client
     assert keys(validity="superseded") == {"city"}
     page = admin_client.get(f"/admin/usermemory/memoryentry/{old.id}/change/").content.decode()
     assert "Superseded by" in page and "Valid to" in page
+
+    # The summary's page names its run and the entries it replaced, by the ids the API shows.
+    MemoryEntry.objects.filter(id=summary.id).update(
+        provenance={"writtenBy": "dream", "run": 7, "sourceEntries": [old.id], "model": "m", "cost": 0.0021}
+    )
+    page = admin_client.get(f"/admin/usermemory/memoryentry/{summary.id}/change/").content.decode()
+    shown = page[page.index('class="details-table provenance"') :]
+    shown = shown[: shown.index("</table>")]
+    assert "Dream (summary)" in shown and '<a href="/admin/dream/dreamrun/7/change/">run #7</a>' in shown
+    old_link = f'<a href="/admin/usermemory/memoryentry/{old.id}/change/">{public_id(old.id)}</a>'
+    assert old_link in shown and "$0.0021" in shown
