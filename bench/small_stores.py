@@ -171,6 +171,57 @@ def report(tallies: dict[str, Tally], threshold: str) -> str:
     return "\n".join(lines)
 
 
+def stability(platform: Platform, users: list[User], sizes: list[int]) -> str:
+    """Each user's first fact, asked by each of its questions, in stores of each size: the fact, then the
+    other users' facts (their keys suffixed, cycled) up to the size. The fact's score in each, its spread, and
+    whether the default threshold kept it (``/visible?q=``)."""
+    from django.test import Client
+
+    from usermemory import services
+    from usermemory.services import MemoryWrite, memory_upsert_batch
+
+    services.policy_update(agent_id=AGENT, max_entries_per_user=max(sizes) + 10)
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {platform.raw_key}", SERVER_NAME="127.0.0.1")
+    others = [(f"{k}_{u.user_id}", v) for u in users for k, v in u.facts]
+    rows, spreads = [], []
+    for user in users:
+        key, value = user.facts[0]
+        asked = [q for q, k in user.questions if k == key]
+        scores: dict[str, list[float]] = {q: [] for q in asked}
+        kept: dict[str, list[bool]] = {q: [] for q in asked}
+        for size in sizes:
+            store = f"{user.user_id}.{size}"
+            filler = [o for o in others if not o[0].endswith(f"_{user.user_id}")]
+            facts = [(key, value)] + [(f"{k}.{n}", v) for n, (k, v) in enumerate((filler * size)[: size - 1])]
+            writes = [MemoryWrite(user_id=store, key=k, value=v, source_agent_id=AGENT) for k, v in facts]
+            for start in range(0, len(writes), 100):
+                memory_upsert_batch(
+                    caller=platform.caller, writes=writes[start : start + 100], turn_id=f"{store}-{start}"
+                )
+        platform.embed()
+        for size in sizes:
+            store = f"{user.user_id}.{size}"
+            for q in asked:
+                found = client.get(
+                    f"{BASE}/{store}/search", {"q": q, "mode": "hybrid", "minScore": "0"}
+                ).json()
+                scores[q].append(next(e["score"] for e in found if e["key"] == key))
+                visible = client.get(f"{BASE}/{store}/visible", {"q": q}).json()
+                kept[q].append(key in [e["key"] for e in visible])
+        for q in asked:
+            spread = max(scores[q]) - min(scores[q])
+            spreads.append(spread)
+            cells = " | ".join(
+                f"{s:.3f}{'' if k else ' (dropped)'}" for s, k in zip(scores[q], kept[q], strict=True)
+            )
+            rows.append(f"| {user.user_id} | {q} | {cells} | {spread:.3f} |")
+    head = "| user | question | " + " | ".join(f"{n} entries" for n in sizes) + " | spread |"
+    rule = "|---|---|" + "---|" * len(sizes) + "---|"
+    within = sum(s <= 0.1 for s in spreads)
+    summary = f"\nlargest spread {max(spreads):.3f}; at most 0.1 for {within} of {len(spreads)}"
+    return "\n".join([head, rule, *rows]) + summary
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -183,6 +234,12 @@ def main(argv: list[str] | None = None) -> int:
         "--min-score", type=float, default=None, help="the threshold of /visible (default: the platform's)"
     )
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--store-sizes",
+        default="",
+        help="also each user's first fact in stores of these sizes, e.g. 1,8,100,5000 (its score and whether "
+        "the default keeps it)",
+    )
     args = parser.parse_args(argv)
     users = [user for path in args.data for user in load(path)]
     platform = Platform(args.db_url or os.environ.get("DATABASE_URL", ""), name=DB_NAME)
@@ -198,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         else f"minScore {args.min_score}"
     )
     print(report(tallies, threshold))
+    if args.store_sizes:
+        print(stability(platform, users, [int(n) for n in args.store_sizes.split(",")]))
     if args.out:
         args.out.write_text(json.dumps({style: t.row() for style, t in tallies.items()}, indent=2))
     return 0
