@@ -202,10 +202,9 @@ def stability(platform: Platform, users: list[User], sizes: list[int]) -> str:
         for size in sizes:
             store = f"{user.user_id}.{size}"
             for q in asked:
-                found = client.get(
-                    f"{BASE}/{store}/search", {"q": q, "mode": "hybrid", "minScore": "0"}
-                ).json()
-                scores[q].append(next(e["score"] for e in found if e["key"] == key))
+                params = {"q": q, "mode": "hybrid", "minScore": "0", "limit": "1000"}
+                found = client.get(f"{BASE}/{store}/search", params).json()
+                scores[q].append(next((e["score"] for e in found if e["key"] == key), 0.0))
                 visible = client.get(f"{BASE}/{store}/visible", {"q": q}).json()
                 kept[q].append(key in [e["key"] for e in visible])
         for q in asked:
