@@ -43,7 +43,6 @@ from usermemory.sql.search import NO_FILTERS, Filters
 from usermemory.upsert import (
     LEGACY_SKIPPED_KEYS,
     MAX_BATCH,
-    MAX_TTL_SECONDS,
     PROPERTY_CATEGORY,
     MemoryWrite,
     UpsertResult,
@@ -53,6 +52,7 @@ from usermemory.upsert import (
     properties_merge,
     value_as_text,
 )
+from usermemory.writerules import MAX_TTL_SECONDS
 
 __all__ = [
     "LEGACY_SKIPPED_KEYS",
