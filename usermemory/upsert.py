@@ -39,6 +39,7 @@ from usermemory.writerules import (
     check_storable,
     check_value_size,
     with_expiry,
+    with_observed_at,
 )
 
 MAX_BATCH = 100
@@ -51,11 +52,34 @@ VISIBILITIES = frozenset(Visibility.values)
 # --- Inputs and outputs ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """Time order: a write not written, because the stored value says something observed later."""
+
+    observed_at: datetime  # the write's
+    stored_observed_at: datetime  # the stored value's, which stays
+
+    @property
+    def reason(self) -> str:
+        return (
+            f"the stored value was observed at {self.stored_observed_at.isoformat()}, after this one "
+            f"({self.observed_at.isoformat()}): an older observation does not replace a newer one"
+        )
+
+
 @dataclass
 class UpsertResult:
     entry: MemoryEntry
     created: bool
     unchanged: bool = False  # asked with ``skip_unchanged``: nothing was written, ``entry`` is the stored one
+    skipped: Skipped | None = None  # time order: nothing was written, ``entry`` is the stored one
+
+    @property
+    def result(self) -> str:
+        """What the write did, as metrics count it: created, updated or skipped."""
+        if self.skipped is not None:
+            return "skipped"
+        return "created" if self.created else "updated"
 
 
 # --- Rules shared by every write ---------------------------------------------------------------------
@@ -234,7 +258,7 @@ def _upsert_one(
     if len(write.key) > MAX_KEY_CHARS or len(write.user_id) > 255:
         raise BadRequest(f"key and userId are at most {MAX_KEY_CHARS} characters.")
     check_storable(write)
-    write = with_expiry(write, now)
+    write = with_observed_at(with_expiry(write, now), now)
     check_insight(write)
     text = value_as_text(write.value)
     check_value_size(text)
@@ -250,9 +274,19 @@ def _upsert_one(
             user_id=write.user_id, turn_id=turn_id, limit=policy.max_writes_per_turn, now=now
         )
     _lock_user(caller=caller, user_id=write.user_id)
-    written, old_groups = _write_entry(
+    # Without a time given, observed as it is written: after the user's lock, so in commit order.
+    observed = write.observed_at or timezone.now()
+    write = replace(write, observed_at=observed)
+    upserted = _write_entry(
         caller=caller, write=write, owner=owner, groups=groups, text=text, policy=policy, log=log, now=now
     )
+    if upserted.kept is not None:  # time order: the stored value is newer, and stays
+        stored = MemoryEntry.objects.get(id=upserted.kept.entry_id)
+        skipped = Skipped(observed_at=observed, stored_observed_at=stored.observed_at)
+        return UpsertResult(entry=stored, created=False, skipped=skipped)
+    written, old_groups = upserted.stored, upserted.old_groups
+    if written is None:  # _write_entry refuses a write the cap stopped
+        raise RuntimeError("an upsert wrote nothing and kept nothing")
     entry_id = written.entry_id
     created = old_groups is None
     if created or old_groups != groups:
@@ -292,6 +326,7 @@ def _entry_written(
         valid_to=write.valid_to,
         ttl_seconds=write.ttl_seconds,
         superseded_by_id=None,
+        observed_at=write.observed_at or now,
     )
 
 
@@ -346,10 +381,11 @@ def _write_entry(
     policy: AgentMemoryPolicy,
     log: EventLog,
     now: datetime,
-) -> tuple[Stored, list[str] | None]:
+) -> Upserted:
     """Read the entry, check the cap, upsert and write history in one statement
     (:func:`usermemory.sql.write.upsert_with_event`). When the cap stops a new entry, make room (or refuse)
-    and run it again. Returns the stored entry and its groups before (``None``: it is new)."""
+    and run it again. Returns what the statement did: the stored entry and its groups before (``None``: it
+    is new), or the entry kept because its value was observed later."""
     actor = log.actor
     entry = EntryWrite(
         user_id=write.user_id,
@@ -372,12 +408,15 @@ def _write_entry(
         now=now,
         valid_to=write.valid_to,
         ttl_seconds=write.ttl_seconds,
+        observed_at=write.observed_at,
     )
 
     def attempt(cap: int) -> Upserted:
         return upsert_with_event(replace(entry, cap=cap))
 
     written = attempt(policy.max_entries_per_user)
+    if written.kept is not None:
+        return written
     if written.stored is None:  # no entry on the key, and the user is at the cap
         _make_room(
             caller=caller,
@@ -394,7 +433,7 @@ def _write_entry(
         why = f"onCapReached is '{policy.on_cap_reached}'."
         cap = policy.max_entries_per_user
         raise _cap_refusal(caller=caller, user_id=write.user_id, cap=cap, count=written.count, why=why)
-    return written.stored, written.old_groups
+    return written
 
 
 # --- Writes ------------------------------------------------------------------------------------------
@@ -415,8 +454,11 @@ def memory_upsert(
     ``allowedCategories`` does not refuse it; no door lets a caller set it. ``skip_unchanged``: when the
     stored entry already holds what the write says (:func:`_stored_unchanged`), write nothing (no event, no
     turn counted, no new ``updatedAt``) and answer ``unchanged`` with the stored entry, after every rule
-    has passed (an import run twice: :mod:`usermemory.importing`). ``schedule_vectors=False``: the caller
-    schedules the entry's vector itself (:func:`embeddings_schedule`), with the rest of its batch."""
+    has passed (an import run twice: :mod:`usermemory.importing`). Time order: a write observed
+    (``observedAt``) before the stored value on its key was writes nothing and answers ``skipped``, with
+    the stored entry and both times; the database decides it, on the row the upsert locks.
+    ``schedule_vectors=False``: the caller schedules the entry's vector itself (:func:`embeddings_schedule`),
+    with the rest of its batch."""
     caller_require_writer(caller)
     log = EventLog(Actor.of(caller))
     result = _upsert_one(
@@ -431,10 +473,12 @@ def memory_upsert(
     )
     if result.unchanged:
         return result
+    metrics.count_upserts([result.result])
+    if result.skipped:
+        return result
     log.flush()
     if schedule_vectors:
         embeddings_schedule(entry_ids=[result.entry.id])  # after the commit, off the statement
-    metrics.count_upserts([result.created])
     return result
 
 
@@ -447,7 +491,9 @@ def memory_batch_check(*, count: int) -> None:
 def memory_upsert_batch(
     *, caller: Caller, writes: Sequence[MemoryWrite], turn_id: str | None = None
 ) -> list[UpsertResult]:
-    """Up to 100 upserts, all or nothing. A refusal names the failing index and writes nothing."""
+    """Up to 100 upserts, all or nothing. A refusal names the failing index and writes nothing. An entry whose
+    stored value was observed later is skipped, with the others written (time order: its result's
+    ``skipped``)."""
     caller_require_writer(caller)
     memory_batch_check(count=len(writes))
     for user_id in sorted({w.user_id for w in writes}):  # one lock order, so batches never deadlock
@@ -467,8 +513,9 @@ def memory_upsert_batch(
             exc.details = {**exc.details, "index": index}
             raise
     log.flush()
-    embeddings_schedule(entry_ids=[r.entry.id for r in results])  # after the commit, off the statements
-    metrics.count_upserts(r.created for r in results)
+    written = [r.entry.id for r in results if r.skipped is None]
+    embeddings_schedule(entry_ids=written)  # after the commit, off the statements
+    metrics.count_upserts(r.result for r in results)
     return results
 
 

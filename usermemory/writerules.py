@@ -12,6 +12,7 @@ from memoryplatform.text import json_problem, text_problem
 from usermemory.models import MAX_SOURCE_CHARS, AgentMemoryPolicy, Visibility
 
 MAX_TTL_SECONDS = 100 * 365 * 24 * 3600  # a century: any longer is no TTL
+MAX_CLOCK_SKEW = timedelta(minutes=5)  # an observedAt this far ahead of the server's clock is taken as now
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,10 @@ class MemoryWrite:
     # Where the value came from, recorded on its history event (extraction: source, confidence, conversation,
     # messages, model, prompt version); set by the platform's own doors only, never from a request.
     provenance: dict[str, Any] | None = None
+    # When what the value says was observed (time order): an extracted fact's message's time, or what the
+    # caller gives (observedAt). None: the write's time. A write observed before the stored value on its key
+    # was is not written.
+    observed_at: datetime | None = None
 
 
 def check_storable(write: MemoryWrite) -> None:
@@ -119,3 +124,22 @@ def check_guardrails(
             f"category '{write.category}' is not allowed (allowedCategories: {', '.join(allowed)}).",
             details={"limit": "allowedCategories", "allowed": allowed},
         )
+
+
+def with_observed_at(write: MemoryWrite, now: datetime) -> MemoryWrite:
+    """The write with the ``observed_at`` it gave, checked: a time ahead of ``now`` by at most
+    :data:`MAX_CLOCK_SKEW` is a caller's clock running ahead, and taken as ``now``; further ahead is a 400
+    (a value observed in the future would hold its key against every write until then). A write that gives
+    none is observed when it is written, once it holds the user's lock (:mod:`usermemory.upsert`), so
+    writes that give no time keep the order in which they commit."""
+    observed = write.observed_at
+    if observed is None:
+        return write
+    if observed.tzinfo is None:
+        raise BadRequest("observedAt needs a time zone (an ISO 8601 time with Z or an offset).")
+    if observed > now + MAX_CLOCK_SKEW:
+        raise BadRequest(
+            "observedAt must not be in the future: it says when what the value says was observed.",
+            details={"observedAt": observed.isoformat(), "now": now.isoformat()},
+        )
+    return replace(write, observed_at=min(observed, now))
