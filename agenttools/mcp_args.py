@@ -1,7 +1,11 @@
 """What the MCP tools share of their input: the JSON Schema of the arguments many tools take (a user, an
 agent, groups, a key, a page), and the translation of those arguments for the services."""
 
+from datetime import UTC, datetime
 from typing import Any
+
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from memoryplatform import publicids
 from memoryplatform.errors import BadRequest
@@ -45,6 +49,14 @@ OFFSET = {
 }
 
 
+OBSERVED_AT = {
+    "type": ["string", "null"],
+    "format": "date-time",
+    "description": "When what the value says was observed (ISO 8601; default: now). A write observed before "
+    "the stored value on its key was is not written: the answer says skipped, with both times.",
+}
+
+
 def object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
@@ -76,3 +88,14 @@ def given_entry_id(args: dict[str, Any]) -> int:
     if entry_id is None:
         raise BadRequest("entryId must be a memory entry id as this server gave it, in digits 0-9.")
     return entry_id
+
+
+def given_time(args: dict[str, Any], name: str) -> datetime | None:
+    """An ISO 8601 time argument (a time without a zone is UTC); ``None`` when it is absent."""
+    value = args.get(name)
+    if value is None:
+        return None
+    parsed = parse_datetime(value)
+    if parsed is None:
+        raise BadRequest(f"{name} must be an ISO 8601 time, e.g. 2026-01-31T12:00:00Z.")
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)

@@ -26,11 +26,13 @@ from agenttools.mcp_args import (
     GROUP_IDS,
     KEY,
     LIMIT,
+    OBSERVED_AT,
     OFFSET,
     USER_ID,
     given_agent_id,
     given_entry_id,
     given_group_ids,
+    given_time,
     object_schema,
 )
 from apikeys.caller import Caller
@@ -41,7 +43,11 @@ from memoryplatform import publicids
 from memoryplatform.errors import BadRequest
 from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory import ranking, selectors, services
-from usermemory.api.serializers import MemoryEntryOutputSerializer, ScoredMemoryEntryOutputSerializer
+from usermemory.api.serializers import (
+    MemoryEntryOutputSerializer,
+    ScoredMemoryEntryOutputSerializer,
+    skipped_json,
+)
 from usermemory.models import MAX_KEY_CHARS, MAX_SOURCE_CHARS, RecallOrder, Visibility
 from usermemory.sql.search import Filters
 
@@ -159,15 +165,19 @@ def _upsert(caller: Caller, args: dict[str, Any]) -> Any:
             confidence=args.get("confidence"),
             source=args.get("source"),
             ttl_seconds=args.get("ttlSeconds"),
+            observed_at=given_time(args, "observedAt"),
         ),
         turn_id=args.get("turnId"),
     )
     entry_id = publicids.public_str(publicids.ENTRY, result.entry.pk)
+    if result.skipped is not None:  # time order: the stored value was observed later, and stays
+        return {"id": entry_id, "key": result.entry.key, "status": "skipped", **skipped_json(result.skipped)}
     return {"id": entry_id, "key": result.entry.key, "status": "upserted"}
 
 
 def _extract(caller: Caller, args: dict[str, Any]) -> Any:
-    messages = [GivenMessage(m["role"], m["content"], m.get("id")) for m in args["messages"]]
+    given = args.get("messages")
+    messages = None if given is None else [GivenMessage(m["role"], m["content"], m.get("id")) for m in given]
     outcome = memory_extract(
         caller=caller,
         user_id=args["userId"],
@@ -177,6 +187,8 @@ def _extract(caller: Caller, args: dict[str, Any]) -> Any:
         group_ids=given_group_ids(args),
         category=args.get("category"),
         conversation_id=args.get("conversationId"),
+        after_message_id=args.get("afterMessageId"),
+        message_ids=args.get("messageIds"),
         dry_run=args.get("dryRun", False),
         turn_id=args.get("turnId"),
     )
@@ -409,6 +421,7 @@ TOOLS: dict[str, McpTool] = {
                         "maximum": services.MAX_TTL_SECONDS,
                         "description": "The memory holds this many seconds from the write (validTo).",
                     },
+                    "observedAt": OBSERVED_AT,
                     "turnId": {
                         "type": ["string", "null"],
                         "maxLength": 128,
@@ -423,14 +436,16 @@ TOOLS: dict[str, McpTool] = {
         ),
         McpTool(
             "extract_memories",
-            "Extract facts about the user from up to 50 messages with the server's LLM. Each fact is "
-            "added, updated (the old value stays in history) or left as it is, decided by the server, never "
-            "deleted; each says where it came from. dryRun shows the operations and writes nothing.",
+            "Extract facts about the user from up to 50 messages with the server's LLM: the messages given, "
+            "or a stored conversation's (conversationId alone, or with afterMessageId or messageIds). Each "
+            "fact is added, updated (the old value stays in history) or left as it is, decided by the "
+            "server, never deleted; each says where it came from; one older than the stored value is "
+            "SKIPPED. A message extracted before is not extracted again. dryRun writes nothing.",
             object_schema(
                 {
                     "userId": USER_ID,
                     "messages": {
-                        "type": "array",
+                        "type": ["array", "null"],
                         "minItems": 1,
                         "maxItems": MAX_MESSAGES,
                         "items": object_schema(
@@ -446,11 +461,27 @@ TOOLS: dict[str, McpTool] = {
                     "visibility": {"type": "string", "enum": list(Visibility.values)},
                     "groupIds": GROUP_IDS,
                     "category": {"type": "string", "minLength": 1, "maxLength": 64},
-                    "conversationId": {"type": ["string", "null"], "maxLength": 255},
+                    "conversationId": {
+                        "type": ["string", "null"],
+                        "maxLength": 255,
+                        "description": "The stored conversation; without messages, its messages are read.",
+                    },
+                    "afterMessageId": {
+                        "type": ["string", "null"],
+                        "maxLength": 64,
+                        "description": "With conversationId and no messages: read after this message.",
+                    },
+                    "messageIds": {
+                        "type": ["array", "null"],
+                        "items": {"type": "string", "maxLength": 64},
+                        "minItems": 1,
+                        "maxItems": MAX_MESSAGES,
+                        "description": "With conversationId and no messages: read these messages.",
+                    },
                     "dryRun": {"type": "boolean", "default": False},
                     "turnId": {"type": ["string", "null"], "maxLength": 128},
                 },
-                ["userId", "messages"],
+                ["userId"],
             ),
             frozenset({AGENT, ADMIN}),
             _extract,
