@@ -144,3 +144,34 @@ def test_a_staff_correction_is_observed_now_so_an_older_write_cannot_revert_it(
 
     assert replay.json()["value"] == "Porto"
     assert replay.json()["skipped"]["storedObservedAt"] == replay.json()["observedAt"]
+
+
+def test_a_mem0_record_is_observed_at_its_updated_at(tmp_path, agent_a, agent_a_api):
+    put(agent_a_api, "mem0:m-1", "Porto", observedAt=MAR)
+    record = {"id": "m-1", "memory": "Lisbon", "user_id": U, "agent_id": "agent-a"}
+    path = tmp_path / "mem0.jsonl"
+    older = {**record, "updated_at": "2026-01-10T02:00:00-07:00"}  # JAN, in mem0's own offset
+    naive = {**record, "id": "m-2", "updated_at": "2026-01-10T09:00:00"}  # no zone: not a time to go by
+    path.write_text(json.dumps(older) + "\n" + json.dumps(naive) + "\n")
+    out = StringIO()
+    call_command("import", str(path), "--format", "mem0", "--no-progress", stdout=out, stderr=StringIO())
+    assert "line 1: skipped (time order)" in out.getvalue()
+    assert MemoryEntry.objects.get(user_id=U, key="mem0:m-1").value == "Porto"
+    assert MemoryEntry.objects.get(user_id=U, key="mem0:m-2").observed_at > at(MAR)  # the import's time
+
+
+def test_the_value_staff_keep_when_settling_a_conflict_is_observed_now(
+    agent_a, agent_b, agent_a_api, agent_b_api, admin_user, client
+):
+    mine = put(agent_a_api, "home_city", "Lisbon", observedAt=JAN).json()
+    theirs = put(agent_b_api, "home_city", "Porto", observedAt=JAN).json()
+    MemoryEntry.objects.filter(user_id=U).update(conflicted=True)
+    client.force_login(admin_user)
+    ids = [str(internal_id(e["id"])) for e in (mine, theirs)]
+    body = {"user_id": U, "entry": ids, "keep": ids[1], "mode": "update", "keys": "home_city"}
+    assert client.post(reverse("admin:usermemory_memoryconflict_changelist"), body).status_code == 302
+    assert set(MemoryEntry.objects.filter(user_id=U).values_list("value", flat=True)) == {"Porto"}
+
+    replay = put(agent_a_api, "home_city", "Lisbon", observedAt=MAR)  # a message from before the settling
+
+    assert replay.json()["value"] == "Porto" and "skipped" in replay.json()
