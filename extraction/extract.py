@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from apikeys.caller import Caller
@@ -247,8 +248,16 @@ def _check_choices(*, agent: Agent, category: str | None, visibility: str | None
     return policy
 
 
-def _nothing_to_read(request: ExtractionRequest, llm: LLM) -> Outcome:
-    """The answer when every message asked for was extracted before: no call, nothing recorded."""
+def _nothing_to_read(request: ExtractionRequest, llm: LLM, sources: Sources) -> Outcome:
+    """The answer when no message asked for is left to extract (each was extracted before, or holds no
+    text): no call, nothing recorded but the claim of the messages of no text read."""
+    if sources.conversation is not None and sources.positions and not request.dry_run:
+        with transaction.atomic():
+            stored.claim(
+                conversation_id=sources.conversation.pk,
+                agent_id=request.agent.id,
+                positions=sources.positions,
+            )
     record = Extraction(
         trigger=request.trigger,
         agent=request.agent,
@@ -321,7 +330,7 @@ def memory_extract(
         dry_run=dry_run,
         turn_id=turn_id,
     )
-    outcome = _run(request, llm, sources) if request.messages else _nothing_to_read(request, llm)
+    outcome = _run(request, llm, sources) if request.messages else _nothing_to_read(request, llm, sources)
     outcome.already = sources.already
     return outcome
 

@@ -322,3 +322,18 @@ def test_bad_ways_to_name_the_messages_are_refused_before_any_call(
     filled = json.loads(json.dumps(body).replace("{cid}", cid).replace("{mid}", mid))
     assert says in assert_envelope(extract(agent_a_api, **filled), 400, "bad_request")["error"]
     assert openai_llm.requests == []
+
+
+def test_messages_without_text_are_passed_without_a_call(openai_llm, agent_a, agent_a_api, admin_api):
+    cid = conversation(admin_api)
+    body = {
+        "messages": [{"role": "user", "content": [{"type": "image", "url": "https://example.com/a.png"}]}]
+    }
+    assert agent_a_api.post(f"{CONV}/{cid}/messages", body, format="json").status_code == 201
+    nothing = extract(agent_a_api, conversationId=cid)
+    assert nothing.status_code == 200 and nothing.json()["messages"] == 0 and openai_llm.requests == []
+    assert ExtractionWatermark.objects.get(agent_id="agent-a").last_seq == 1  # read: never read again
+    say(agent_a_api, cid, "I live in Lisbon.")
+    openai_llm.answers = [facts(fact("home_city", "Lisbon"))]
+    assert only_op(extract(agent_a_api, conversationId=cid))["op"] == "ADD"
+    assert ExtractionWatermark.objects.get(agent_id="agent-a").last_seq == 2
