@@ -20,6 +20,21 @@ from activity import selectors as activity_selectors
 from activity import services as activity
 from activity.api.serializers import TaskOutputSerializer
 from activity.models import Task
+from agenttools.mcp_args import (
+    AGENT_ID,
+    DEFAULT_LIST,
+    GROUP_IDS,
+    KEY,
+    LIMIT,
+    OBSERVED_AT,
+    OFFSET,
+    USER_ID,
+    given_agent_id,
+    given_entry_id,
+    given_group_ids,
+    given_time,
+    object_schema,
+)
 from apikeys.caller import Caller
 from apikeys.models import ApiKey
 from extraction.extract import MAX_CONTENT_CHARS, ROLES, GivenMessage, memory_extract, outcome_as_json
@@ -28,87 +43,20 @@ from memoryplatform import publicids
 from memoryplatform.errors import BadRequest
 from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory import ranking, selectors, services
-from usermemory.api.serializers import MemoryEntryOutputSerializer, ScoredMemoryEntryOutputSerializer
+from usermemory.api.serializers import (
+    MemoryEntryOutputSerializer,
+    ScoredMemoryEntryOutputSerializer,
+    skipped_json,
+)
 from usermemory.models import MAX_KEY_CHARS, MAX_SOURCE_CHARS, RecallOrder, Visibility
 from usermemory.sql.search import Filters
 
 CONFIRMATION = "CONFIRM"
-MAX_LIST = 1000
-DEFAULT_LIST = 100
-MAX_OFFSET = 2**31 - 1
-
-
-# --- Input schemas --------------------------------------------------------------------------------------
-
-_USER_ID = {"type": "string", "minLength": 1, "maxLength": 255, "description": "The end user's id."}
-MAX_GROUPS = 50
-GROUP_ID_MAX = 64
-_GROUP_IDS = {
-    "type": ["string", "array"],
-    "items": {"type": "string", "minLength": 1, "maxLength": GROUP_ID_MAX},
-    "maxItems": MAX_GROUPS,
-    "maxLength": MAX_GROUPS * (GROUP_ID_MAX + 1),
-    "description": "Group context, comma-separated (EDDI) or a list. With an agent key: groups the agent is "
-    "in (default: all of them).",
-}
-_KEY = {"type": "string", "minLength": 1, "maxLength": MAX_KEY_CHARS, "description": "The memory's key."}
-_AGENT_ID = {
-    "type": ["string", "null"],
-    "maxLength": 64,
-    "description": "The agent. With an agent key: that agent, or left out.",
-}
-_LIMIT = {
-    "type": "integer",
-    "minimum": 1,
-    "maximum": MAX_LIST,
-    "description": f"At most this many (default {DEFAULT_LIST}).",
-}
-_OFFSET = {
-    "type": "integer",
-    "minimum": 0,
-    "maximum": MAX_OFFSET,
-    "description": "Skip this many (default 0).",
-}
-
-
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
-
-
 # --- Handlers: translate arguments, call one service or selector, return JSON-able data ------------------
 
 
 def _entries(entries: Any) -> list[dict[str, Any]]:
     return list(MemoryEntryOutputSerializer(entries, many=True).data)
-
-
-def _group_ids(args: dict[str, Any]) -> list[str] | None:
-    """``groupIds`` as EDDI sends it (one comma-separated string) or as a list; absent or empty: ``None``."""
-    raw = args.get("groupIds")
-    if raw is None:
-        return None
-    if isinstance(raw, str):
-        groups = [part.strip() for part in raw.split(",") if part.strip()]
-        if len(groups) > MAX_GROUPS or any(len(group) > GROUP_ID_MAX for group in groups):
-            raise BadRequest(f"groupIds: at most {MAX_GROUPS} ids of at most {GROUP_ID_MAX} characters each.")
-        return groups or None
-    return list(raw)
-
-
-def _agent_id(args: dict[str, Any]) -> str | None:
-    """EDDI's ``agentId``, or this server's older name for it on writes, ``sourceAgentId``."""
-    agent_id, source_agent_id = args.get("agentId"), args.get("sourceAgentId")
-    if agent_id is not None and source_agent_id is not None and agent_id != source_agent_id:
-        raise BadRequest("agentId and sourceAgentId name different agents; give one of them.")
-    return agent_id if agent_id is not None else source_agent_id
-
-
-def _entry_id(args: dict[str, Any]) -> int:
-    """An entry's public id (or a legacy one) as the internal id it names: ASCII digits only."""
-    entry_id = publicids.parse(publicids.ENTRY, args["entryId"])
-    if entry_id is None:
-        raise BadRequest("entryId must be a memory entry id as this server gave it, in digits 0-9.")
-    return entry_id
 
 
 def _page(qs: Any, args: dict[str, Any]) -> list[dict[str, Any]]:
@@ -117,7 +65,7 @@ def _page(qs: Any, args: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _list(caller: Caller, args: dict[str, Any]) -> Any:
-    qs = selectors.memory_list(caller=caller, user_id=args["userId"], group_ids=_group_ids(args))
+    qs = selectors.memory_list(caller=caller, user_id=args["userId"], group_ids=given_group_ids(args))
     memories = _page(qs, args)
     return {"userId": args["userId"], "count": len(memories), "memories": memories}
 
@@ -127,7 +75,7 @@ def _visible(caller: Caller, args: dict[str, Any]) -> Any:
         caller=caller,
         user_id=args["userId"],
         agent_id=args.get("agentId"),
-        group_ids=_group_ids(args),
+        group_ids=given_group_ids(args),
         order=args.get("order"),
         limit=args.get("limit"),
     )
@@ -172,7 +120,7 @@ def _search(caller: Caller, args: dict[str, Any]) -> Any:
         "caller": caller,
         "user_id": args["userId"],
         "query": args["query"],
-        "group_ids": _group_ids(args),
+        "group_ids": given_group_ids(args),
         "limit": args.get("limit", DEFAULT_LIST),
         "offset": args.get("offset", 0),
         "filters": filters,
@@ -192,13 +140,13 @@ def _search(caller: Caller, args: dict[str, Any]) -> Any:
 
 def _by_key(caller: Caller, args: dict[str, Any]) -> Any:
     entry = selectors.memory_by_key(
-        caller=caller, user_id=args["userId"], key=args["key"], group_ids=_group_ids(args)
+        caller=caller, user_id=args["userId"], key=args["key"], group_ids=given_group_ids(args)
     )
     return MemoryEntryOutputSerializer(entry).data
 
 
 def _count(caller: Caller, args: dict[str, Any]) -> Any:
-    count = selectors.memory_count(caller=caller, user_id=args["userId"], group_ids=_group_ids(args))
+    count = selectors.memory_count(caller=caller, user_id=args["userId"], group_ids=given_group_ids(args))
     return {"userId": args["userId"], "count": count}
 
 
@@ -211,30 +159,36 @@ def _upsert(caller: Caller, args: dict[str, Any]) -> Any:
             value=args["value"],
             category=args.get("category", "fact"),
             visibility=args.get("visibility", Visibility.SELF),
-            source_agent_id=_agent_id(args),
-            group_ids=_group_ids(args),
+            source_agent_id=given_agent_id(args),
+            group_ids=given_group_ids(args),
             source_conversation_id=args.get("sourceConversationId"),
             confidence=args.get("confidence"),
             source=args.get("source"),
             ttl_seconds=args.get("ttlSeconds"),
+            observed_at=given_time(args, "observedAt"),
         ),
         turn_id=args.get("turnId"),
     )
     entry_id = publicids.public_str(publicids.ENTRY, result.entry.pk)
+    if result.skipped is not None:  # time order: the stored value was observed later, and stays
+        return {"id": entry_id, "key": result.entry.key, "status": "skipped", **skipped_json(result.skipped)}
     return {"id": entry_id, "key": result.entry.key, "status": "upserted"}
 
 
 def _extract(caller: Caller, args: dict[str, Any]) -> Any:
-    messages = [GivenMessage(m["role"], m["content"], m.get("id")) for m in args["messages"]]
+    given = args.get("messages")
+    messages = None if given is None else [GivenMessage(m["role"], m["content"], m.get("id")) for m in given]
     outcome = memory_extract(
         caller=caller,
         user_id=args["userId"],
         messages=messages,
-        agent_id=_agent_id(args),
+        agent_id=given_agent_id(args),
         visibility=args.get("visibility"),
-        group_ids=_group_ids(args),
+        group_ids=given_group_ids(args),
         category=args.get("category"),
         conversation_id=args.get("conversationId"),
+        after_message_id=args.get("afterMessageId"),
+        message_ids=args.get("messageIds"),
         dry_run=args.get("dryRun", False),
         turn_id=args.get("turnId"),
     )
@@ -242,7 +196,7 @@ def _extract(caller: Caller, args: dict[str, Any]) -> Any:
 
 
 def _delete(caller: Caller, args: dict[str, Any]) -> Any:
-    entry_id = _entry_id(args)
+    entry_id = given_entry_id(args)
     services.memory_delete(caller=caller, entry_id=entry_id)
     return {"entryId": publicids.public_str(publicids.ENTRY, entry_id), "status": "deleted"}
 
@@ -269,7 +223,7 @@ def _create_task(caller: Caller, args: dict[str, Any]) -> Any:
         user_id=args.get("userId") or "",
         context=args.get("context"),
         visibility=args.get("visibility", Visibility.SELF),
-        group_ids=_group_ids(args),
+        group_ids=given_group_ids(args),
     )
     return TaskOutputSerializer(task).data
 
@@ -330,8 +284,8 @@ TOOLS: dict[str, McpTool] = {
         McpTool(
             "list_user_memories",
             "List all memory entries of a user that this key may read, newest first.",
-            _schema(
-                {"userId": _USER_ID, "groupIds": _GROUP_IDS, "limit": _LIMIT, "offset": _OFFSET}, ["userId"]
+            object_schema(
+                {"userId": USER_ID, "groupIds": GROUP_IDS, "limit": LIMIT, "offset": OFFSET}, ["userId"]
             ),
             _EVERY_ROLE,
             _list,
@@ -340,17 +294,17 @@ TOOLS: dict[str, McpTool] = {
             "get_visible_memories",
             "Recall the entries visible to an agent for a user, in the agent's recall order and limit "
             "(global, the agent's own self entries, and group entries of the given groups).",
-            _schema(
+            object_schema(
                 {
-                    "userId": _USER_ID,
+                    "userId": USER_ID,
                     "agentId": {
-                        **_AGENT_ID,
+                        **AGENT_ID,
                         "description": "The agent to recall for: required with viewer and admin keys; "
                         "with an agent key, that agent or left out.",
                     },
-                    "groupIds": _GROUP_IDS,
+                    "groupIds": GROUP_IDS,
                     "order": {"type": "string", "enum": list(RecallOrder.values)},
-                    "limit": _LIMIT,
+                    "limit": LIMIT,
                 },
                 ["userId"],
             ),
@@ -363,9 +317,9 @@ TOOLS: dict[str, McpTool] = {
             "by meaning only (semantic), each entry with a score; or keyword: a case-insensitive, literal "
             "substring match on keys and values, newest first. When the embedder is down, hybrid and "
             "semantic match words only and say so in a second text block.",
-            _schema(
+            object_schema(
                 {
-                    "userId": _USER_ID,
+                    "userId": USER_ID,
                     "query": {
                         "type": "string",
                         "minLength": 1,
@@ -407,9 +361,9 @@ TOOLS: dict[str, McpTool] = {
                         "description": "hybrid and semantic: only results at least this relevant (the score "
                         "is the probability of relevance). Default: the platform's RECALL_MIN_SCORE.",
                     },
-                    "groupIds": _GROUP_IDS,
-                    "limit": _LIMIT,
-                    "offset": _OFFSET,
+                    "groupIds": GROUP_IDS,
+                    "limit": LIMIT,
+                    "offset": OFFSET,
                 },
                 ["userId", "query"],
             ),
@@ -419,8 +373,8 @@ TOOLS: dict[str, McpTool] = {
         McpTool(
             "get_memory_by_key",
             "Look up a user's memory by key name.",
-            _schema(
-                {"userId": _USER_ID, "key": _KEY, "groupIds": _GROUP_IDS},
+            object_schema(
+                {"userId": USER_ID, "key": KEY, "groupIds": GROUP_IDS},
                 ["userId", "key"],
             ),
             _EVERY_ROLE,
@@ -429,7 +383,7 @@ TOOLS: dict[str, McpTool] = {
         McpTool(
             "count_user_memories",
             "Count the memory entries of a user that this key may read.",
-            _schema({"userId": _USER_ID, "groupIds": _GROUP_IDS}, ["userId"]),
+            object_schema({"userId": USER_ID, "groupIds": GROUP_IDS}, ["userId"]),
             _EVERY_ROLE,
             _count,
         ),
@@ -437,10 +391,10 @@ TOOLS: dict[str, McpTool] = {
             "upsert_user_memory",
             "Insert or update a memory entry on its upsert key: (userId, key) for global entries, "
             "(userId, key, agentId) for self and group entries.",
-            _schema(
+            object_schema(
                 {
-                    "userId": _USER_ID,
-                    "key": _KEY,
+                    "userId": USER_ID,
+                    "key": KEY,
                     "value": {"description": "Any JSON value."},
                     "category": {"type": "string", "minLength": 1, "maxLength": 64, "default": "fact"},
                     "visibility": {
@@ -449,11 +403,11 @@ TOOLS: dict[str, McpTool] = {
                         "default": Visibility.SELF,
                     },
                     "agentId": {
-                        **_AGENT_ID,
+                        **AGENT_ID,
                         "description": "The owning agent. With an agent key: that agent, or left out.",
                     },
-                    "sourceAgentId": {**_AGENT_ID, "description": "An older name for agentId."},
-                    "groupIds": _GROUP_IDS,
+                    "sourceAgentId": {**AGENT_ID, "description": "An older name for agentId."},
+                    "groupIds": GROUP_IDS,
                     "sourceConversationId": {"type": ["string", "null"], "maxLength": 255},
                     "confidence": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
                     "source": {
@@ -467,6 +421,7 @@ TOOLS: dict[str, McpTool] = {
                         "maximum": services.MAX_TTL_SECONDS,
                         "description": "The memory holds this many seconds from the write (validTo).",
                     },
+                    "observedAt": OBSERVED_AT,
                     "turnId": {
                         "type": ["string", "null"],
                         "maxLength": 128,
@@ -481,17 +436,19 @@ TOOLS: dict[str, McpTool] = {
         ),
         McpTool(
             "extract_memories",
-            "Extract facts about the user from up to 50 messages with the server's LLM. Each fact is "
-            "added, updated (the old value stays in history) or left as it is, decided by the server, never "
-            "deleted; each says where it came from. dryRun shows the operations and writes nothing.",
-            _schema(
+            "Extract facts about the user from up to 50 messages with the server's LLM: the messages given, "
+            "or a stored conversation's (conversationId alone, or with afterMessageId or messageIds). Each "
+            "fact is added, updated (the old value stays in history) or left as it is, decided by the "
+            "server, never deleted; each says where it came from; one older than the stored value is "
+            "SKIPPED. A message extracted before is not extracted again. dryRun writes nothing.",
+            object_schema(
                 {
-                    "userId": _USER_ID,
+                    "userId": USER_ID,
                     "messages": {
-                        "type": "array",
+                        "type": ["array", "null"],
                         "minItems": 1,
                         "maxItems": MAX_MESSAGES,
-                        "items": _schema(
+                        "items": object_schema(
                             {
                                 "role": {"type": "string", "enum": list(ROLES)},
                                 "content": {"type": "string", "minLength": 1, "maxLength": MAX_CONTENT_CHARS},
@@ -500,15 +457,31 @@ TOOLS: dict[str, McpTool] = {
                             ["role", "content"],
                         ),
                     },
-                    "agentId": {**_AGENT_ID, "description": "Admin keys: the agent to write as."},
+                    "agentId": {**AGENT_ID, "description": "Admin keys: the agent to write as."},
                     "visibility": {"type": "string", "enum": list(Visibility.values)},
-                    "groupIds": _GROUP_IDS,
+                    "groupIds": GROUP_IDS,
                     "category": {"type": "string", "minLength": 1, "maxLength": 64},
-                    "conversationId": {"type": ["string", "null"], "maxLength": 255},
+                    "conversationId": {
+                        "type": ["string", "null"],
+                        "maxLength": 255,
+                        "description": "The stored conversation; without messages, its messages are read.",
+                    },
+                    "afterMessageId": {
+                        "type": ["string", "null"],
+                        "maxLength": 64,
+                        "description": "With conversationId and no messages: read after this message.",
+                    },
+                    "messageIds": {
+                        "type": ["array", "null"],
+                        "items": {"type": "string", "maxLength": 64},
+                        "minItems": 1,
+                        "maxItems": MAX_MESSAGES,
+                        "description": "With conversationId and no messages: read these messages.",
+                    },
                     "dryRun": {"type": "boolean", "default": False},
                     "turnId": {"type": ["string", "null"], "maxLength": 128},
                 },
-                ["userId", "messages"],
+                ["userId"],
             ),
             frozenset({AGENT, ADMIN}),
             _extract,
@@ -517,7 +490,7 @@ TOOLS: dict[str, McpTool] = {
         McpTool(
             "delete_user_memory",
             "Delete one memory entry by id (an agent key: only entries its agent owns).",
-            _schema(
+            object_schema(
                 {"entryId": {"type": ["string", "integer"], "description": "The entry's id."}},
                 ["entryId"],
             ),
@@ -530,9 +503,9 @@ TOOLS: dict[str, McpTool] = {
             "delete_all_user_memories",
             f"GDPR erasure: permanently delete every memory and history event of a user. Requires "
             f'confirmation="{CONFIRMATION}".',
-            _schema(
+            object_schema(
                 {
-                    "userId": _USER_ID,
+                    "userId": USER_ID,
                     "confirmation": {"type": "string", "description": f'Must be exactly "{CONFIRMATION}".'},
                 },
                 ["userId", "confirmation"],
@@ -546,14 +519,14 @@ TOOLS: dict[str, McpTool] = {
             "create_task",
             "Create a task as this agent, for another agent (assigneeId) or itself. Done with a userId, its "
             "result is stored as a memory of that user (category task_result, the task's visibility).",
-            _schema(
+            object_schema(
                 {
                     "title": {"type": "string", "minLength": 1, "maxLength": 500},
-                    "assigneeId": {**_AGENT_ID, "description": "The agent to do it (default: this one)."},
-                    "userId": {**_USER_ID, "description": "The end user the task is about, if any."},
+                    "assigneeId": {**AGENT_ID, "description": "The agent to do it (default: this one)."},
+                    "userId": {**USER_ID, "description": "The end user the task is about, if any."},
                     "context": {"type": "object", "description": "Anything the assignee needs."},
                     "visibility": {"type": "string", "enum": list(Visibility.values), "default": "self"},
-                    "groupIds": _GROUP_IDS,
+                    "groupIds": GROUP_IDS,
                 },
                 ["title"],
             ),
@@ -564,7 +537,7 @@ TOOLS: dict[str, McpTool] = {
         McpTool(
             "complete_task",
             "Finish a task assigned to this agent: done with its result, or failed.",
-            _schema(
+            object_schema(
                 {
                     "taskId": {"type": ["string", "integer"], "description": "The task's id."},
                     "result": {"description": "Any JSON: the outcome."},
@@ -580,11 +553,11 @@ TOOLS: dict[str, McpTool] = {
             "list_my_tasks",
             "The tasks assigned to this agent, newest first: the open ones (pending, in progress) unless a "
             "status is given.",
-            _schema(
+            object_schema(
                 {
                     "status": {"type": "string", "enum": list(Task.Status.values)},
                     "limit": {"type": "integer", "minimum": 1, "maximum": activity_selectors.MAX_TASK_PAGE},
-                    "offset": _OFFSET,
+                    "offset": OFFSET,
                 },
                 [],
             ),

@@ -417,6 +417,8 @@ def _remember(context: ToolContext, arguments: dict[str, Any]) -> str:
         ),
         turn_id=context.turn_id,
     )
+    if result.skipped is not None:  # time order: what is stored was observed later
+        return f"⏭ Not written: {key} keeps its stored value, {result.skipped.reason}."
     return f"✅ Remembered: {format_entry(result.entry)}"
 
 

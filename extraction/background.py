@@ -11,6 +11,13 @@ replies), the case log, and its own memory channel. One batch is one extraction 
   watermark is advanced by compare-and-set (from the value read to the batch's last message) and the facts
   are written. A crash before the commit leaves both as they were: the batch is read again. A second worker
   that read the same watermark loses the compare-and-set and writes nothing.
+- **Once, whichever door.** Messages the extract door extracted for the agent are covered
+  (:mod:`extraction.stored`): the door moves the watermark past them where it can, and the run leaves out
+  those past it; a batch one of whose messages the door claimed while the model answered is dropped at the
+  commit, and read again without it.
+- **In time order.** Each fact is observed at its message's time: one older than the value stored on its
+  key is not written (``SKIPPED``, :mod:`extraction.services`), so re-reading an old conversation never
+  writes over what a later message, an import or staff said.
 - **Bounded by the messages.** A fact from a group conversation is at most ``group`` of that group; from a
   conversation without a group, the policy's ``extractionVisibility`` (``self`` by default); from the
   agent's memory channel, ``self``. Every fact of a call is bounded by all the messages it was shown, not
@@ -32,14 +39,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from activity.budget import LlmBudgetExhausted
 from apikeys.caller import Caller
 from apikeys.models import Agent, ApiKey
-from conversations.models import Channel, Conversation, Message, MessageRole
+from conversations.models import Channel, Conversation, Message
 from conversations.selectors import conversation_queryset_for
+from extraction import stored
 from extraction.decide import Bound, Scope
 from extraction.models import Extraction, ExtractionWatermark
 from extraction.prompts import SYSTEM
@@ -75,6 +83,7 @@ class AgentTotals:
     updated: int = 0
     unchanged: int = 0
     rejected: int = 0
+    skipped: int = 0  # time order: facts whose stored value was observed after their message
     failures: int = 0
     cost: float = 0.0
     messages: int = 0
@@ -90,6 +99,7 @@ class AgentTotals:
         self.updated += extraction.facts_updated
         self.unchanged += extraction.facts_unchanged
         self.rejected += extraction.facts_rejected
+        self.skipped += extraction.facts_skipped
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -98,6 +108,7 @@ class AgentTotals:
             "updated": self.updated,
             "unchanged": self.unchanged,
             "rejected": self.rejected,
+            "skipped": self.skipped,
             "failures": self.failures,
             "cost": round(self.cost, 6),
             "messages": self.messages,
@@ -105,25 +116,6 @@ class AgentTotals:
             "stoppedByBudget": self.stopped_by_budget,
             "stoppedByLlmBudget": self.stopped_by_llm_budget,
         }
-
-
-def message_text(content: Any) -> str:
-    """A stored message's text: its text blocks, one per line (a plain string as it is)."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    texts = [b.get("text") for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)]
-    return "\n".join(t for t in texts if t)
-
-
-def _readable(agent_id: str) -> Q:
-    """The messages of a conversation the agent may read: the history as it sees it (every user message,
-    the messages with no author, its own), the case log, and its own memory channel."""
-    history = Q(channel=Channel.HISTORY) & (
-        Q(role=MessageRole.USER) | Q(agent__isnull=True) | Q(agent_id=agent_id)
-    )
-    return history | Q(channel=Channel.SUMMARY) | Q(channel=Channel.MEMORY, agent_id=agent_id)
 
 
 def conversations_of(agent: Agent) -> list[Conversation]:
@@ -142,15 +134,6 @@ def _bounds(conversation: Conversation, policy: AgentMemoryPolicy) -> tuple[Boun
     return Bound(most), Scope(most)
 
 
-def _watermark(conversation: Conversation, agent: Agent) -> int:
-    """The agent's watermark in the conversation (made at 0 on first use, by ``ON CONFLICT DO NOTHING``)."""
-    ExtractionWatermark.objects.bulk_create(
-        [ExtractionWatermark(conversation=conversation, agent=agent, last_seq=0, updated_at=timezone.now())],
-        ignore_conflicts=True,
-    )
-    return ExtractionWatermark.objects.get(conversation=conversation, agent=agent).last_seq
-
-
 def watermark_advance(*, conversation_id: Any, agent_id: str, read: int, to: int) -> bool:
     """Compare-and-set: move the watermark from ``read`` to ``to``; ``False`` when it is no longer at
     ``read`` (another run advanced it). Call it in the transaction that writes the batch's facts."""
@@ -165,38 +148,37 @@ def watermark_advance(*, conversation_id: Any, agent_id: str, read: int, to: int
 class _Batch:
     read: int  # the watermark when the batch was read
     last: int  # the batch's last position (the watermark counts positions: every channel's messages)
-    rows: int  # its messages, with those of no text
+    positions: list[int]  # its messages', with those of no text
     request: ExtractionRequest | None  # None: nothing to read in it (no text)
 
-
-def _of_one_kind(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """``rows`` up to the first not of the first's kind (the memory channel, or the others): the memory
-    channel goes to the model in calls of its own. Each row is ``(id, position, channel, ...)``."""
-    private = rows[0][2] == Channel.MEMORY
-    for index, row in enumerate(rows):
-        if (row[2] == Channel.MEMORY) != private:
-            return rows[:index]
-    return rows
+    @property
+    def rows(self) -> int:
+        return len(self.positions)
 
 
 def _next_batch(
     *, conversation: Conversation, agent: Agent, policy: AgentMemoryPolicy, batch_size: int
 ) -> _Batch | None:
-    read = _watermark(conversation, agent)
+    read = stored.watermark(conversation_id=conversation.pk, agent_id=agent.id)
+    uncovered = stored.uncovered(conversation_id=conversation.pk, agent_id=agent.id, after=read)
     rows = list(
-        Message.objects.filter(conversation=conversation, position__gt=read)
-        .filter(_readable(agent.id))
-        .order_by("position")
-        .values_list("id", "position", "channel", "role", "content")[:batch_size]
+        uncovered.values_list("id", "position", "channel", "role", "content", "created_at")[:batch_size]
     )
     if not rows:
         return None
-    rows = _of_one_kind(rows)
+    rows = stored.of_one_kind(rows)
     bound, scope = _bounds(conversation, policy)
     messages = [
-        SourceMessage(role, text, str(pk), Bound(Visibility.SELF) if channel == Channel.MEMORY else bound)
-        for pk, _, channel, role, content in rows
-        if not is_blank(text := message_text(content).strip())
+        SourceMessage(
+            role,
+            text,
+            str(pk),
+            Bound(Visibility.SELF) if channel == Channel.MEMORY else bound,
+            created_at,
+            position,
+        )
+        for pk, position, channel, role, content, created_at in rows
+        if not is_blank(text := stored.message_text(content).strip())
     ]
     request = None
     if messages:
@@ -209,17 +191,24 @@ def _next_batch(
             trigger=Extraction.Trigger.BACKGROUND,
             turn_id=f"extraction:{conversation.pk}:{rows[-1][1]}",
         )
-    return _Batch(read, rows[-1][1], len(rows), request)
+    return _Batch(read, rows[-1][1], [row[1] for row in rows], request)
 
 
 def _commit(*, batch: _Batch, conversation: Conversation, agent: Agent, proposed: Proposed | None) -> Any:
     """Advance the watermark and write the batch's facts, in one transaction; ``None`` when another run
-    moved the watermark first (nothing is written)."""
+    moved the watermark first, or the extract door claimed one of the batch's messages meanwhile (nothing
+    is written: the next run reads the batch again, without it)."""
     with transaction.atomic():
         if not watermark_advance(
             conversation_id=conversation.pk, agent_id=agent.id, read=batch.read, to=batch.last
         ):
             return None
+        # The compare-and-set holds the watermark's row, which the door's claim locks too: a claim of
+        # these messages committed before it, or waits for this transaction.
+        if stored.claimed_any(conversation_id=conversation.pk, agent_id=agent.id, positions=batch.positions):
+            transaction.set_rollback(True)
+            return None
+        stored.settle(conversation_id=conversation.pk, agent_id=agent.id, mark=batch.last)
         if proposed is None or batch.request is None:
             return False
         return extraction_apply(request=batch.request, proposed=proposed)

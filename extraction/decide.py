@@ -12,6 +12,9 @@ with the same text of a key: :func:`usermemory.searchtext.key_text`).
 - **ADD** otherwise: a new entry under the fact's key, in the fact's scope (an entry another agent wrote is
   never written over: it stays as it is).
 
+An ADD or UPDATE is then written through the upsert, which leaves the stored value as it is when it was
+observed after the fact's message (time order): the fact is **SKIPPED** (:mod:`extraction.services`).
+
 A fact's **bound** is the most the messages of its call allow, all of them (the model's sources are its
 say-so): a fact never becomes visible to an agent that could not read a message the model was shown
 (:class:`Bound`). The stored facts shown to the model are bounded alike (:meth:`Bound.may_show`).
@@ -19,6 +22,7 @@ say-so): a fact never becomes visible to an agent that could not read a message 
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from memoryplatform.embeddings import EmbedderError, get_embedder
@@ -33,7 +37,7 @@ MAX_CANDIDATES = 500  # the user's most recent visible entries a fact is compare
 MAX_CACHED_KEYS = 20_000  # key vectors kept by the process (keys repeat from one extraction to the next)
 _key_vectors: dict[tuple[str, str], list[float]] = {}  # (model, key) -> its unit vector
 _RANK: dict[str, int] = {Visibility.SELF: 0, Visibility.GROUP: 1, Visibility.GLOBAL: 2}
-ADD, UPDATE, NOOP, REJECTED = "ADD", "UPDATE", "NOOP", "REJECTED"
+ADD, UPDATE, NOOP, REJECTED, SKIPPED = "ADD", "UPDATE", "NOOP", "REJECTED", "SKIPPED"
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ class Candidate:
     owner: str | None
     group_ids: tuple[str, ...]
     value: Any
+    observed_at: datetime | None = None  # when what its value says was observed
 
     @property
     def scope(self) -> Scope:
@@ -114,11 +119,13 @@ def visible_candidates(*, user_id: str, agent_id: str) -> list[Candidate]:
         MemoryEntry.objects.filter(visible_q(user_id=user_id, agent_id=agent_id, group_ids=ALL_OF_AGENT))
         .filter(current_q())
         .order_by("-updated_at", "-id")
-        .values_list("id", "key", "value_text", "visibility", "source_agent_id", "group_ids", "value")
+        .values_list(
+            "id", "key", "value_text", "visibility", "source_agent_id", "group_ids", "value", "observed_at"
+        )
     )[:MAX_CANDIDATES]
     return [
-        Candidate(entry_id, key, text, visibility, owner, tuple(groups or ()), value)
-        for entry_id, key, text, visibility, owner, groups, value in rows
+        Candidate(entry_id, key, text, visibility, owner, tuple(groups or ()), value, observed)
+        for entry_id, key, text, visibility, owner, groups, value, observed in rows
     ]
 
 

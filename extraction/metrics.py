@@ -4,7 +4,8 @@ from prometheus_client import Counter
 
 facts = Counter(
     "extraction_facts",
-    "Facts extracted from conversations, by the operation decided: add, update, noop, rejected.",
+    "Facts extracted from conversations, by the operation decided: add, update, noop, rejected, skipped "
+    "(time order: the stored value was observed after the fact's message).",
     ["op"],
 )
 cost_dollars = Counter(

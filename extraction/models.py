@@ -1,6 +1,6 @@
 """Extraction's records: one :class:`Extraction` per LLM call (its proposals, accepted or rejected, its cost),
-and one :class:`ExtractionWatermark` per (conversation, agent): the last message the background extraction
-read for that agent."""
+one :class:`ExtractionWatermark` per (conversation, agent): the last message the background extraction read
+for that agent, and :class:`ExtractedMessage`: the messages past it that the extract door read."""
 
 from django.db import models
 from django.db.models import Q
@@ -15,7 +15,8 @@ class Extraction(models.Model):
     agent's ``maxExtractionCostPerRun``).
 
     ``proposals``: the facts the model proposed, each with the operation decided in code (``add``,
-    ``update``, ``noop``) or ``rejected`` and why, and the entry it wrote or matched. They hold the user's
+    ``update``, ``noop``) or ``rejected`` and why, or ``skipped`` (time order: the stored value was observed
+    after the fact's message; with both times), and the entry it wrote or matched. They hold the user's
     data: a GDPR erasure deletes the user's extractions (:func:`extraction.services.extraction_erase_user`).
     """
 
@@ -39,6 +40,9 @@ class Extraction(models.Model):
     facts_updated = models.PositiveIntegerField(default=0)
     facts_unchanged = models.PositiveIntegerField(default=0)
     facts_rejected = models.PositiveIntegerField(default=0)
+    facts_skipped = models.PositiveIntegerField(
+        default=0, help_text="Not written: the stored value was observed after the fact's message."
+    )
     cost = models.DecimalField(
         max_digits=12, decimal_places=6, default=0, help_text="Dollars, from the provider's usage."
     )
@@ -69,7 +73,8 @@ class ExtractionWatermark(models.Model):
     column kept its name from when ``seq`` did) the background extraction has read for one agent in one
     conversation. Advanced by compare-and-set in the transaction that writes the facts of the
     messages up to it, so a crash before the commit leaves it where it was: the messages are read again,
-    never skipped, and never extracted twice."""
+    never skipped, and never extracted twice. The extract door moves it too, forward over the messages it
+    extracted (:mod:`extraction.stored`)."""
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
@@ -83,3 +88,25 @@ class ExtractionWatermark(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent_id} @ #{self.last_seq} of {self.conversation_id}"
+
+
+class ExtractedMessage(models.Model):
+    """A message the extract door extracted for an agent past the agent's watermark (by its ``position``):
+    covered, so neither the background nor the door reads it again. The watermark moves over it as soon as
+    every message before it is covered too, and the row goes (:func:`extraction.stored.settle`)."""
+
+    # No index of its own: the unique constraint leads with the conversation.
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+", db_index=False)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    position = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "agent", "position"], name="extracted_message_uniq"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} extracted #{self.position} of {self.conversation_id}"

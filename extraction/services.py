@@ -21,7 +21,9 @@ prompt version and the extraction.
 """
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -37,6 +39,7 @@ from extraction.decide import (
     ADD,
     NOOP,
     REJECTED,
+    SKIPPED,
     UPDATE,
     Bound,
     Candidate,
@@ -61,7 +64,7 @@ from memoryplatform.llm import LLM, LLMError, stored_cost
 from memoryplatform.text import is_blank, text_problem
 from usermemory.models import DEFAULT_ALLOWED_CATEGORIES, AgentMemoryPolicy, Visibility
 from usermemory.selectors import policy_for_agent
-from usermemory.services import MemoryWrite, memory_upsert, register_user_data
+from usermemory.services import MemoryWrite, Skipped, memory_upsert, register_user_data
 
 logger = logging.getLogger(__name__)
 
@@ -73,12 +76,16 @@ MAX_RECORDED_ERROR = 500
 @dataclass(frozen=True)
 class SourceMessage:
     """A message given to the model: its role and text, its id when known, and its bound (the broadest
-    scope of what can be learned from it: who could read it)."""
+    scope of what can be learned from it: who could read it). A stored message has its time (``observed_at``:
+    when it was written, the time of the facts it gives) and its ``position`` in the conversation; a message
+    a caller sends without a stored id has neither (its facts are observed when they are written)."""
 
     role: str
     content: str
     message_id: str | None
     bound: Bound
+    observed_at: datetime | None = None
+    position: int | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +141,7 @@ class Outcome:
 
     extraction: Extraction
     operations: list[dict[str, Any]] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)  # messages named that were extracted before: left out
 
     def count(self, op: str) -> int:
         return sum(1 for o in self.operations if o["op"] == op)
@@ -291,6 +299,29 @@ def _operation(fact: dict[str, Any], request: ExtractionRequest, **fields: Any) 
     }
 
 
+def _fact_time(request: ExtractionRequest, fact: dict[str, Any]) -> datetime | None:
+    """When what a fact says was observed: the newest of the messages it cites; ``None`` (its write's time)
+    when one of them has no stored time (a caller's message sent without a stored id)."""
+    times = [request.messages[i].observed_at for i in fact["sources"]]
+    return None if any(t is None for t in times) else max(t for t in times if t is not None)
+
+
+def _skipped(fact_time: datetime, stored_time: datetime) -> dict[str, Any]:
+    """A SKIPPED operation's fields: why, and both times."""
+    reason = Skipped(observed_at=fact_time, stored_observed_at=stored_time).reason
+    return {"op": SKIPPED, "reason": reason, **_times(fact_time, stored_time)}
+
+
+def _iso(time: datetime) -> str:
+    """A time as the answers write one: ISO 8601 in UTC, with a Z."""
+    return time.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _times(observed: datetime | None, stored: datetime | None = None) -> dict[str, Any]:
+    times = {"observedAt": _iso(observed) if observed else None}
+    return times | ({"storedObservedAt": _iso(stored)} if stored else {})
+
+
 def _apply_fact(
     *, request: ExtractionRequest, proposed: Proposed, fact: dict[str, Any], meaning: KeyMeaning, run_id: int
 ) -> dict[str, Any]:
@@ -309,7 +340,10 @@ def _apply_fact(
     shown: dict[str, Any] = {"matchedBy": decision.matched_by} if decision.matched_by else {}
     if target is not None:
         shown["entryId"] = target.entry_id
+    fact_time = _fact_time(request, fact)
     if decision.op == UPDATE and target is not None:
+        if request.dry_run and target.observed_at and fact_time and target.observed_at > fact_time:
+            return _operation(fact, request, **shown, **_skipped(fact_time, target.observed_at))  # as written
         shown["previousValue"] = target.value
     if decision.op == NOOP or request.dry_run or decision.scope is None:  # ADD and UPDATE carry a scope
         return _operation(fact, request, op=decision.op, **shown)
@@ -324,15 +358,20 @@ def _apply_fact(
         confidence=fact["confidence"],
         source=SOURCE,
         provenance=_provenance(request, fact, model=proposed.model, extraction_id=run_id),
+        observed_at=fact_time,
     )
     try:
         result = memory_upsert(caller=request.caller, write=write, turn_id=request.turn_id)
     except ServiceError as exc:
         return _operation(fact, request, op=REJECTED, reason=exc.message)
-    op = ADD if result.created else UPDATE
     entry = result.entry
+    if result.skipped is not None:  # time order: the stored value was observed after the fact's message
+        skipped = result.skipped
+        shown = {k: v for k, v in shown.items() if k != "previousValue"} | {"entryId": entry.id}
+        return _operation(fact, request, **shown, **_skipped(skipped.observed_at, skipped.stored_observed_at))
+    op = ADD if result.created else UPDATE
     written = {"entryId": entry.id, "visibility": entry.visibility, "groupIds": entry.group_ids}
-    return _operation(fact, request, op=op, **{**shown, **written})
+    return _operation(fact, request, op=op, **{**shown, **written}, **_times(entry.observed_at))
 
 
 def extraction_apply(*, request: ExtractionRequest, proposed: Proposed) -> Outcome:
@@ -370,27 +409,37 @@ def extraction_apply(*, request: ExtractionRequest, proposed: Proposed) -> Outco
     extraction.facts_updated = outcome.count(UPDATE)
     extraction.facts_unchanged = outcome.count(NOOP)
     extraction.facts_rejected = outcome.count(REJECTED)
+    extraction.facts_skipped = outcome.count(SKIPPED)
     extraction.proposals = outcome.operations
-    extraction.save(
-        update_fields=["facts_added", "facts_updated", "facts_unchanged", "facts_rejected", "proposals"]
-    )
+    counts = ["facts_added", "facts_updated", "facts_unchanged", "facts_rejected", "facts_skipped"]
+    extraction.save(update_fields=[*counts, "proposals"])
     metrics.cost_dollars.inc(proposed.cost)
     if not request.dry_run:
-        for op in (ADD, UPDATE, NOOP, REJECTED):
+        for op in (ADD, UPDATE, NOOP, REJECTED, SKIPPED):
             metrics.facts.labels(op=op.lower()).inc(outcome.count(op))
     return outcome
 
 
-def extraction_run(*, request: ExtractionRequest, llm: LLM) -> Outcome:
-    """One extraction, end to end: the call (outside any transaction), then the writes in one. A failed
-    call or a refused answer is recorded and counted, and re-raised as :class:`LLMError`."""
+def extraction_run(
+    *, request: ExtractionRequest, llm: LLM, before_writes: Callable[[], None] | None = None
+) -> Outcome:
+    """One extraction, end to end: the call (outside any transaction), then the writes in one, which first
+    runs ``before_writes`` (the door claims the stored messages it read: :func:`extraction.stored.claim`).
+    A failed call or a refused answer is recorded and counted, and re-raised as :class:`LLMError`; a
+    refusal of ``before_writes`` is recorded with the call's cost, and re-raised (nothing is written)."""
     try:
         proposed = extraction_propose(request=request, llm=llm)
     except LLMError as exc:
         extraction_record_failure(request=request, error=str(exc), cost=exc.cost, model=llm.model)
         raise
-    with transaction.atomic():
-        return extraction_apply(request=request, proposed=proposed)
+    try:
+        with transaction.atomic():
+            if before_writes is not None:
+                before_writes()
+            return extraction_apply(request=request, proposed=proposed)
+    except ServiceError as exc:
+        extraction_record_failure(request=request, error=exc.message, cost=proposed.cost, model=llm.model)
+        raise
 
 
 # --- GDPR ---------------------------------------------------------------------------------------------

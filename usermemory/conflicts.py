@@ -160,7 +160,8 @@ def memory_settle_conflict(
     """Settle one conflict set of ``user_id`` (its entries ``entry_ids``, any keys). ``update``: the others
     take the kept entry's value; ``delete``: the others are deleted; ``dismiss``: nothing changes but every
     pair of the set's values is recorded as not a conflict, so Dream leaves it alone. Each entry gets a
-    ``resolved`` event, its flag and partners by meaning are cleared."""
+    ``resolved`` event, its flag and partners by meaning are cleared. The value staff keep is observed now
+    (time order: a message older than the settling does not write over it)."""
     if not caller.is_admin:
         raise Forbidden("Settling conflicts needs an admin key or a staff user.")
     if mode not in SETTLE_MODES:
@@ -223,6 +224,9 @@ def memory_settle_conflict(
                 text_folded=columns.text_folded,
                 updated_at=now,
             )
+    if keep is not None and mode != "dismiss":  # staff say which value holds now: no older one reverts it
+        chosen = [keep.id, *(other_ids if mode == "update" else [])]
+        MemoryEntry.objects.filter(id__in=chosen).update(observed_at=now)
     MemoryEntry.objects.filter(id__in=ids).update(conflicted=False, meaning_conflicts=[])
     log.flush()
     if mode == "update":

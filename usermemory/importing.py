@@ -16,6 +16,9 @@ the lines:
   history event). A second line of the same file on the same upsert key (user and key; and the agent, for
   ``self``/``group``) is *refused*, naming the first: otherwise each run would write both, and a second run
   would not be a no-op.
+- **Time order.** A line observed (its ``observedAt``, else the import's time) before the stored value on its
+  key was is not written, and is reported with both times (:attr:`ImportReport.older`): an old export
+  imported again does not write over what was learned since.
 - **Refused** lines (a rule refused them) are reported with their number and reason; the import goes on.
 - **Malformed** lines (:class:`MalformedLine`, raised while the lines are read) stop the import: the lines
   before it are committed, nothing of it or after is written.
@@ -84,6 +87,7 @@ class ImportReport:
     updated: int = 0
     skipped: int = 0
     refused: list[Refusal] = field(default_factory=list)
+    older: list[Refusal] = field(default_factory=list)  # time order: the stored value was observed later
     malformed: MalformedLine | None = None
     dry_run: bool = False
     vectors_pending: int = 0  # entries written and still waiting for their vector when their batch ended
@@ -173,6 +177,9 @@ def _write_line(run: _Run, line: ImportLine) -> None:
     run.keys[upsert_key] = line.number
     if result.unchanged:
         run.report.skipped += 1
+        return
+    if result.skipped is not None:
+        run.report.older.append(Refusal(line.number, "skipped", result.skipped.reason))
         return
     run.written_ids.append(result.entry.id)
     if result.created:

@@ -4,6 +4,7 @@ serves them at /metrics. The other memory metrics live beside their code: ``memo
 (selectors), ``memory_embeddings_pending``, ``memory_entries_embedded`` and ``memory_embedding_failures``
 (embedding)."""
 
+from collections import Counter as Counter_
 from collections.abc import Iterable
 
 from django.db import transaction
@@ -11,8 +12,8 @@ from prometheus_client import Counter
 
 upserts = Counter(
     "memory_upserts",
-    "Memory entries written by an upsert (one entry, a batch, the legacy properties), by result: created "
-    "or updated. Counted once committed.",
+    "Memory entries asked of an upsert (one entry, a batch, the legacy properties), by result: created, "
+    "updated or skipped (time order: the stored value was observed later). Counted once committed.",
     ["result"],
 )
 searches = Counter(
@@ -26,15 +27,13 @@ recalls = Counter(
 )
 
 
-def count_upserts(created: Iterable[bool]) -> None:
-    """Count upserts once the transaction that wrote them commits (a rolled back batch counts nothing)."""
-    counts = {"created": 0, "updated": 0}
-    for was_created in created:
-        counts["created" if was_created else "updated"] += 1
+def count_upserts(results: Iterable[str]) -> None:
+    """Count upserts by result once the transaction that wrote them commits (a rolled back batch counts
+    nothing)."""
+    counts = Counter_(results)
 
     def count() -> None:
         for result, n in counts.items():
-            if n:
-                upserts.labels(result=result).inc(n)
+            upserts.labels(result=result).inc(n)
 
     transaction.on_commit(count)

@@ -93,6 +93,14 @@ class MemoryEntry(models.Model):
     valid_to = models.DateTimeField(
         null=True, blank=True, help_text="Given on write, or set when Dream superseded the entry."
     )
+    # Time order (issue 46): the time of what the value says. An extracted fact's is its message's time, a
+    # write's is the write's (or the observedAt its caller gives), a staff correction's is its own. A write
+    # observed before the stored value was is not written (usermemory.sql.write.upsert_with_event).
+    observed_at = models.DateTimeField(
+        db_default=Now(),
+        help_text="When what the value says was observed: its message's time for an extracted fact, else "
+        "its write's, or the observedAt the write gave. An older write does not replace it.",
+    )
     ttl_seconds = models.PositiveIntegerField(
         null=True,
         blank=True,
@@ -304,6 +312,11 @@ class MemoryEvent(models.Model):
         blank=True,
         help_text="Where the new value came from, when a door says so: an extracted fact's source, "
         "confidence, conversation, messages, model and prompt version.",
+    )
+    observed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="A write's: when what the new value says was observed (the entry's observed_at then).",
     )
 
     class Meta:

@@ -294,6 +294,7 @@ def memory_as_of(
             created_at=p.created_at,
             updated_at=p.updated_at or p.created_at,
             valid_from=p.updated_at or p.created_at,
+            observed_at=p.observed_at or p.updated_at or p.created_at,
         )
         for p in past
     ]

@@ -43,9 +43,9 @@ from usermemory.sql.search import NO_FILTERS, Filters
 from usermemory.upsert import (
     LEGACY_SKIPPED_KEYS,
     MAX_BATCH,
-    MAX_TTL_SECONDS,
     PROPERTY_CATEGORY,
     MemoryWrite,
+    Skipped,
     UpsertResult,
     memory_batch_check,
     memory_upsert,
@@ -53,6 +53,7 @@ from usermemory.upsert import (
     properties_merge,
     value_as_text,
 )
+from usermemory.writerules import MAX_TTL_SECONDS
 
 __all__ = [
     "LEGACY_SKIPPED_KEYS",
@@ -66,6 +67,7 @@ __all__ = [
     "RESOLVE_MODES",
     "SETTLE_MODES",
     "MemoryWrite",
+    "Skipped",
     "UpsertResult",
     "memory_batch_check",
     "memory_correct",

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -18,13 +17,12 @@ from apikeys.services import caller_require_writer
 from memoryplatform.batches import batch_size_check
 from memoryplatform.errors import BadRequest, CapacityReached, Forbidden, RateLimited
 from memoryplatform.locks import LockId, advisory_xact_lock
-from memoryplatform.text import is_blank, json_problem, text_problem
+from memoryplatform.text import is_blank
 from usermemory import metrics, selectors
 from usermemory.embedding import embeddings_schedule
 from usermemory.history import SCOPE_FIELDS, Actor, EventLog, Scope
 from usermemory.models import (
     MAX_KEY_CHARS,
-    MAX_SOURCE_CHARS,
     AgentMemoryPolicy,
     MemoryEntry,
     MemoryEntryGroup,
@@ -34,9 +32,17 @@ from usermemory.models import (
 )
 from usermemory.searchtext import value_as_text
 from usermemory.sql.write import EntryWrite, Stored, Upserted, turn_count, upsert_with_event
+from usermemory.writerules import (
+    MemoryWrite,
+    check_guardrails,
+    check_insight,
+    check_storable,
+    check_value_size,
+    with_expiry,
+    with_observed_at,
+)
 
 MAX_BATCH = 100
-MAX_TTL_SECONDS = 100 * 365 * 24 * 3600  # a century: any longer is no TTL
 PROPERTY_CATEGORY = "property"
 LEGACY_SKIPPED_KEYS = frozenset({"_id", "userId"})
 # Django builds a choices class's ``values`` list anew on every access; every upsert and recall checks these.
@@ -47,24 +53,18 @@ VISIBILITIES = frozenset(Visibility.values)
 
 
 @dataclass(frozen=True)
-class MemoryWrite:
-    """One upsert as a door received it. ``category=None`` keeps the stored category (legacy properties)."""
+class Skipped:
+    """Time order: a write not written, because the stored value says something observed later."""
 
-    user_id: str
-    key: str
-    value: Any
-    category: str | None = "fact"
-    visibility: str = Visibility.SELF
-    source_agent_id: str | None = None
-    group_ids: list[str] | None = None
-    source_conversation_id: str | None = None
-    valid_to: datetime | None = None  # the value holds until then; None: until changed
-    ttl_seconds: int | None = None  # or for this long from the write (valid_to = now + it)
-    confidence: float | None = None
-    source: str | None = None
-    # Where the value came from, recorded on its history event (extraction: source, confidence, conversation,
-    # messages, model, prompt version); set by the platform's own doors only, never from a request.
-    provenance: dict[str, Any] | None = None
+    observed_at: datetime  # the write's
+    stored_observed_at: datetime  # the stored value's, which stays
+
+    @property
+    def reason(self) -> str:
+        return (
+            f"the stored value was observed at {self.stored_observed_at.isoformat()}, after this one "
+            f"({self.observed_at.isoformat()}): an older observation does not replace a newer one"
+        )
 
 
 @dataclass
@@ -72,6 +72,14 @@ class UpsertResult:
     entry: MemoryEntry
     created: bool
     unchanged: bool = False  # asked with ``skip_unchanged``: nothing was written, ``entry`` is the stored one
+    skipped: Skipped | None = None  # time order: nothing was written, ``entry`` is the stored one
+
+    @property
+    def result(self) -> str:
+        """What the write did, as metrics count it: created, updated or skipped."""
+        if self.skipped is not None:
+            return "skipped"
+        return "created" if self.created else "updated"
 
 
 # --- Rules shared by every write ---------------------------------------------------------------------
@@ -111,92 +119,6 @@ def _resolve_groups(caller: Caller, write: MemoryWrite, owner: str | None, memo:
     if write.visibility == Visibility.GROUP and not groups:
         raise BadRequest("A 'group' memory needs groupIds (the agent is in no group to default to).")
     return groups
-
-
-def _check_storable(write: MemoryWrite) -> None:
-    """What any database refuses (NUL, lone surrogates), refused here first, whatever the door."""
-    texts = {
-        "userId": write.user_id,
-        "key": write.key,
-        "category": write.category,
-        "sourceAgentId": write.source_agent_id,
-        "sourceConversationId": write.source_conversation_id,
-    }
-    for name, text in texts.items():
-        problem = text_problem(text) if isinstance(text, str) else None
-        if problem:
-            raise BadRequest(f"{name} {problem}.")
-    for group_id in write.group_ids or []:
-        if not isinstance(group_id, str):
-            raise BadRequest("groupIds must be a list of strings.")
-        problem = text_problem(group_id)
-        if problem:
-            raise BadRequest(f"groupIds: a group id {problem}.")
-    problem = json_problem(write.value)
-    if problem:
-        raise BadRequest(f"value: {problem}.")
-
-
-def _with_expiry(write: MemoryWrite, now: datetime) -> MemoryWrite:
-    """The write with its ``valid_to``: the one given (in the future), or ``now`` plus ``ttl_seconds``. The
-    one place a TTL becomes a time, whatever the door."""
-    ttl = write.ttl_seconds
-    if ttl is None:
-        if write.valid_to is not None and write.valid_to <= now:
-            raise BadRequest("validTo must be in the future: an entry is valid from its write until validTo.")
-        return write
-    if isinstance(ttl, bool) or not isinstance(ttl, int) or not 1 <= ttl <= MAX_TTL_SECONDS:
-        raise BadRequest(f"ttlSeconds must be a whole number from 1 to {MAX_TTL_SECONDS}.")
-    if write.valid_to is not None:
-        raise BadRequest("Give validTo or ttlSeconds, not both.")
-    return replace(write, valid_to=now + timedelta(seconds=ttl))
-
-
-def _check_insight(write: MemoryWrite) -> None:
-    """``confidence`` from 0 to 1 (a number, not a boolean), ``source`` at most ``MAX_SOURCE_CHARS``."""
-    confidence = write.confidence
-    if confidence is not None and (
-        isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0 <= confidence <= 1
-    ):
-        raise BadRequest("confidence must be a number from 0 to 1.", details={"confidence": confidence})
-    if write.source is not None and (
-        not isinstance(write.source, str) or len(write.source) > MAX_SOURCE_CHARS
-    ):
-        raise BadRequest(f"source must be a text of at most {MAX_SOURCE_CHARS} characters.")
-
-
-def _check_value_size(text: str) -> None:
-    """The absolute limit on a value's text, for every key (admin included) and every door."""
-    limit = settings.MEMORY_MAX_VALUE_CHARS
-    if len(text) > limit:
-        raise BadRequest(
-            f"value is {len(text)} characters; the limit (MEMORY_MAX_VALUE_CHARS) is {limit}.",
-            details={"limit": "MEMORY_MAX_VALUE_CHARS", "max": limit},
-        )
-
-
-def _check_guardrails(
-    policy: AgentMemoryPolicy, write: MemoryWrite, text: str, *, system_category: bool = False
-) -> None:
-    """EDDI's guardrails, for writes made with an agent key. ``system_category``: the category is the
-    platform's own (a task's result, ``task_result``), not the agent's choice, so ``allowedCategories`` does
-    not apply; the sizes do."""
-    if len(write.key) > policy.max_key_length:
-        raise BadRequest(
-            f"key is {len(write.key)} characters; the limit (maxKeyLength) is {policy.max_key_length}.",
-            details={"limit": "maxKeyLength", "max": policy.max_key_length},
-        )
-    if len(text) > policy.max_value_length:
-        raise BadRequest(
-            f"value is {len(text)} characters; the limit (maxValueLength) is {policy.max_value_length}.",
-            details={"limit": "maxValueLength", "max": policy.max_value_length},
-        )
-    allowed = policy.allowed_categories
-    if write.category is not None and allowed and write.category not in allowed and not system_category:
-        raise BadRequest(
-            f"category '{write.category}' is not allowed (allowedCategories: {', '.join(allowed)}).",
-            details={"limit": "allowedCategories", "allowed": allowed},
-        )
 
 
 def _cap_refusal(*, caller: Caller, user_id: str, cap: int, count: int, why: str) -> CapacityReached:
@@ -335,16 +257,16 @@ def _upsert_one(
         )
     if len(write.key) > MAX_KEY_CHARS or len(write.user_id) > 255:
         raise BadRequest(f"key and userId are at most {MAX_KEY_CHARS} characters.")
-    _check_storable(write)
-    write = _with_expiry(write, now)
-    _check_insight(write)
+    check_storable(write)
+    write = with_observed_at(with_expiry(write, now), now)
+    check_insight(write)
     text = value_as_text(write.value)
-    _check_value_size(text)
+    check_value_size(text)
     owner = _resolve_owner(caller, write)
     groups = _resolve_groups(caller, write, owner, memo)
     policy = memo.policy_of(owner)
     if caller.is_agent:
-        _check_guardrails(policy, write, text, system_category=system_category)
+        check_guardrails(policy, write, text, system_category=system_category)
     if skip_unchanged and (stored := _stored_unchanged(write=write, owner=owner, groups=groups, now=now)):
         return UpsertResult(entry=stored, created=False, unchanged=True)
     if caller.is_agent:
@@ -352,9 +274,19 @@ def _upsert_one(
             user_id=write.user_id, turn_id=turn_id, limit=policy.max_writes_per_turn, now=now
         )
     _lock_user(caller=caller, user_id=write.user_id)
-    written, old_groups = _write_entry(
+    # Without a time given, observed as it is written: after the user's lock, so in commit order.
+    observed = write.observed_at or timezone.now()
+    write = replace(write, observed_at=observed)
+    upserted = _write_entry(
         caller=caller, write=write, owner=owner, groups=groups, text=text, policy=policy, log=log, now=now
     )
+    if upserted.kept is not None:  # time order: the stored value is newer, and stays
+        stored = MemoryEntry.objects.get(id=upserted.kept.entry_id)
+        skipped = Skipped(observed_at=observed, stored_observed_at=stored.observed_at)
+        return UpsertResult(entry=stored, created=False, skipped=skipped)
+    written, old_groups = upserted.stored, upserted.old_groups
+    if written is None:  # _write_entry refuses a write the cap stopped
+        raise RuntimeError("an upsert wrote nothing and kept nothing")
     entry_id = written.entry_id
     created = old_groups is None
     if created or old_groups != groups:
@@ -394,6 +326,7 @@ def _entry_written(
         valid_to=write.valid_to,
         ttl_seconds=write.ttl_seconds,
         superseded_by_id=None,
+        observed_at=write.observed_at or now,
     )
 
 
@@ -448,10 +381,11 @@ def _write_entry(
     policy: AgentMemoryPolicy,
     log: EventLog,
     now: datetime,
-) -> tuple[Stored, list[str] | None]:
+) -> Upserted:
     """Read the entry, check the cap, upsert and write history in one statement
     (:func:`usermemory.sql.write.upsert_with_event`). When the cap stops a new entry, make room (or refuse)
-    and run it again. Returns the stored entry and its groups before (``None``: it is new)."""
+    and run it again. Returns what the statement did: the stored entry and its groups before (``None``: it
+    is new), or the entry kept because its value was observed later."""
     actor = log.actor
     entry = EntryWrite(
         user_id=write.user_id,
@@ -474,12 +408,15 @@ def _write_entry(
         now=now,
         valid_to=write.valid_to,
         ttl_seconds=write.ttl_seconds,
+        observed_at=write.observed_at,
     )
 
     def attempt(cap: int) -> Upserted:
         return upsert_with_event(replace(entry, cap=cap))
 
     written = attempt(policy.max_entries_per_user)
+    if written.kept is not None:
+        return written
     if written.stored is None:  # no entry on the key, and the user is at the cap
         _make_room(
             caller=caller,
@@ -496,7 +433,7 @@ def _write_entry(
         why = f"onCapReached is '{policy.on_cap_reached}'."
         cap = policy.max_entries_per_user
         raise _cap_refusal(caller=caller, user_id=write.user_id, cap=cap, count=written.count, why=why)
-    return written.stored, written.old_groups
+    return written
 
 
 # --- Writes ------------------------------------------------------------------------------------------
@@ -517,8 +454,11 @@ def memory_upsert(
     ``allowedCategories`` does not refuse it; no door lets a caller set it. ``skip_unchanged``: when the
     stored entry already holds what the write says (:func:`_stored_unchanged`), write nothing (no event, no
     turn counted, no new ``updatedAt``) and answer ``unchanged`` with the stored entry, after every rule
-    has passed (an import run twice: :mod:`usermemory.importing`). ``schedule_vectors=False``: the caller
-    schedules the entry's vector itself (:func:`embeddings_schedule`), with the rest of its batch."""
+    has passed (an import run twice: :mod:`usermemory.importing`). Time order: a write observed
+    (``observedAt``) before the stored value on its key was writes nothing and answers ``skipped``, with
+    the stored entry and both times; the database decides it, on the row the upsert locks.
+    ``schedule_vectors=False``: the caller schedules the entry's vector itself (:func:`embeddings_schedule`),
+    with the rest of its batch."""
     caller_require_writer(caller)
     log = EventLog(Actor.of(caller))
     result = _upsert_one(
@@ -533,10 +473,12 @@ def memory_upsert(
     )
     if result.unchanged:
         return result
+    metrics.count_upserts([result.result])
+    if result.skipped:
+        return result
     log.flush()
     if schedule_vectors:
         embeddings_schedule(entry_ids=[result.entry.id])  # after the commit, off the statement
-    metrics.count_upserts([result.created])
     return result
 
 
@@ -549,7 +491,9 @@ def memory_batch_check(*, count: int) -> None:
 def memory_upsert_batch(
     *, caller: Caller, writes: Sequence[MemoryWrite], turn_id: str | None = None
 ) -> list[UpsertResult]:
-    """Up to 100 upserts, all or nothing. A refusal names the failing index and writes nothing."""
+    """Up to 100 upserts, all or nothing. A refusal names the failing index and writes nothing. An entry whose
+    stored value was observed later is skipped, with the others written (time order: its result's
+    ``skipped``)."""
     caller_require_writer(caller)
     memory_batch_check(count=len(writes))
     for user_id in sorted({w.user_id for w in writes}):  # one lock order, so batches never deadlock
@@ -569,8 +513,9 @@ def memory_upsert_batch(
             exc.details = {**exc.details, "index": index}
             raise
     log.flush()
-    embeddings_schedule(entry_ids=[r.entry.id for r in results])  # after the commit, off the statements
-    metrics.count_upserts(r.created for r in results)
+    written = [r.entry.id for r in results if r.skipped is None]
+    embeddings_schedule(entry_ids=written)  # after the commit, off the statements
+    metrics.count_upserts(r.result for r in results)
     return results
 
 

@@ -43,7 +43,13 @@ class ExtractMessageSerializer(StrictSerializer):
 
 class ExtractInputSerializer(StrictSerializer):
     messages = serializers.ListField(
-        child=ExtractMessageSerializer(), min_length=1, max_length=MAX_MESSAGES, help_text="At most 50."
+        child=ExtractMessageSerializer(),
+        min_length=1,
+        max_length=MAX_MESSAGES,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="At most 50. Left out with a conversationId: the stored messages are read.",
     )
     agentId = StrictCharField(
         max_length=64, required=False, allow_null=True, default=None, help_text="Admin keys: the agent."
@@ -66,16 +72,43 @@ class ExtractInputSerializer(StrictSerializer):
         default=None,
         help_text="Every fact's category; default: the model's choice among allowedCategories.",
     )
-    conversationId = StrictCharField(max_length=255, required=False, allow_null=True, default=None)
+    conversationId = StrictCharField(
+        max_length=255,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The stored conversation the messages are of. Without messages: its stored messages are "
+        "read (those the agent may read, past what it extracted, at most 50, the memory channel alone).",
+    )
+    afterMessageId = StrictCharField(
+        max_length=64,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="With conversationId and no messages: read the stored messages after this one.",
+    )
+    messageIds = serializers.ListField(
+        child=StrictCharField(max_length=64),
+        min_length=1,
+        max_length=MAX_MESSAGES,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="With conversationId and no messages: read these stored messages (those this agent "
+        "extracted before are left out, and listed in alreadyExtracted).",
+    )
     dryRun = StrictBooleanField(required=False, default=False)
     turnId = StrictCharField(max_length=128, required=False, allow_null=True, default=None)
 
-    def given_messages(self) -> list[GivenMessage]:
-        return [GivenMessage(m["role"], m["content"], m["id"]) for m in self.validated_data["messages"]]
+    def given_messages(self) -> list[GivenMessage] | None:
+        messages = self.validated_data["messages"]
+        if messages is None:
+            return None
+        return [GivenMessage(m["role"], m["content"], m["id"]) for m in messages]
 
 
 class ExtractOperationSerializer(serializers.Serializer):
-    op = serializers.ChoiceField(choices=[(o, o) for o in ("ADD", "UPDATE", "NOOP", "REJECTED")])
+    op = serializers.ChoiceField(choices=[(o, o) for o in ("ADD", "UPDATE", "NOOP", "REJECTED", "SKIPPED")])
     key = serializers.CharField()
     value = serializers.CharField()
     category = serializers.CharField()
@@ -88,7 +121,17 @@ class ExtractOperationSerializer(serializers.Serializer):
     previousValue = serializers.JSONField(required=False, help_text="UPDATE: the value it replaced.")
     visibility = serializers.CharField(required=False)
     groupIds = serializers.ListField(child=serializers.CharField(), required=False)
-    reason = serializers.CharField(required=False, help_text="REJECTED: why.")
+    reason = serializers.CharField(required=False, help_text="REJECTED and SKIPPED: why.")
+    observedAt = serializers.DateTimeField(
+        required=False,
+        allow_null=True,
+        help_text="ADD, UPDATE and SKIPPED: when what the fact says was observed (its newest message's "
+        "time).",
+    )
+    storedObservedAt = serializers.DateTimeField(
+        required=False,
+        help_text="SKIPPED: when the stored value was observed, after the fact's message: it stays.",
+    )
 
 
 class ExtractOutputSerializer(serializers.Serializer):
@@ -103,4 +146,10 @@ class ExtractOutputSerializer(serializers.Serializer):
     updated = serializers.IntegerField()
     unchanged = serializers.IntegerField()
     rejected = serializers.IntegerField()
+    skipped = serializers.IntegerField(help_text="Facts older than the stored value (time order).")
+    messages = serializers.IntegerField(help_text="Messages sent to the model.")
+    alreadyExtracted = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The messages named (by id) that this agent extracted before: left out.",
+    )
     operations = ExtractOperationSerializer(many=True)

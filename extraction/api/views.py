@@ -20,6 +20,10 @@ class MemoryExtractView(APIView):
         responses=ExtractOutputSerializer,
         parameters=[TURN_HEADER],
         summary="Extract facts about the user from messages (an LLM): ADD, UPDATE or NOOP, decided in code",
+        description="The messages are sent, or read from the stored conversation (conversationId alone, or "
+        "with afterMessageId or messageIds). A message this agent extracted before, by any door, is not "
+        "extracted again; the stored messages read move the background extraction's watermark. A fact "
+        "observed before the stored value on its key was is SKIPPED (time order).",
     )
     def post(self, request: Request, user_id: str) -> Response:
         data = ExtractInputSerializer(data=request.data)
@@ -34,6 +38,8 @@ class MemoryExtractView(APIView):
             group_ids=body["groupIds"],
             category=body["category"],
             conversation_id=body["conversationId"],
+            after_message_id=body["afterMessageId"],
+            message_ids=body["messageIds"],
             dry_run=body["dryRun"],
             turn_id=_turn_id(request, request.data),
         )

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.agenttools.mcp_harness import McpEnv, call, ok, run, stdio_session
+from tests.agenttools.mcp_harness import McpEnv, _manage, call, ok, run, stdio_session
 from tests.extraction.conftest import PRICES, fact, facts
 from tests.llm_server import LLMScript, llm_server
 
@@ -66,3 +66,70 @@ def test_the_mcp_tool_stops_at_the_agents_llm_budget(mcp_env: McpEnv, scripted_l
 
     run(main)
     assert len(scripted_llm.requests) == 2  # on main: 3, and on without end
+
+
+SEED = """
+import json
+from apikeys.caller import Caller
+from apikeys.models import Agent
+from conversations import services
+caller = Caller(role="agent", agent=Agent.objects.get(id="agent-a"))
+conversation = services.conversation_create(caller=caller, user_id="mcp-time")
+ids = []
+for text in ("I live in Lisbon.", "I'm vegetarian."):
+    write = services.MessageWrite(channel="history", role="user", content=[{"type": "text", "text": text}])
+    (row,) = services.message_append(caller=caller, conversation_id=str(conversation.pk), writes=[write])
+    ids.append({"id": str(row.id), "at": row.created_at.isoformat()})
+print("SEEDED=" + json.dumps({"conversation": str(conversation.pk), "messages": ids}))
+"""
+
+
+def test_the_mcp_tool_reads_a_stored_conversation_once_and_in_time_order(
+    mcp_env: McpEnv, scripted_llm: LLMScript
+):
+    """Issue 46 at the MCP door: extract_memories with conversationId alone reads the stored messages; a
+    value written after them (upsert_user_memory, observed now) is kept against them (SKIPPED, with both
+    times); a second call reads nothing again; and an upsert observed before the stored value is skipped."""
+    output = _manage(mcp_env.env, "shell", "--no-imports", "-c", SEED).stdout
+    seeded = json.loads(next(line for line in output.splitlines() if line.startswith("SEEDED="))[7:])
+    user, cid = "mcp-time", seeded["conversation"]
+    scripted_llm.answers = [
+        facts(fact("home_city", "Lisbon", sources=[0]), fact("diet", "vegetarian", sources=[1]))
+    ]
+
+    async def main() -> None:
+        async with stdio_session(mcp_env, "agent-a", **_llm_env(scripted_llm)) as client:
+            porto = await ok(client, "upsert_user_memory", userId=user, key="home_city", value="Porto")
+            first = await ok(client, "extract_memories", userId=user, conversationId=cid)
+            ops = {o["key"]: o for o in first["operations"]}
+            assert (ops["home_city"]["op"], ops["diet"]["op"]) == ("SKIPPED", "ADD")
+            assert ops["home_city"]["entryId"] == porto["id"] and first["messages"] == 2
+            assert ops["home_city"]["observedAt"][:19] == seeded["messages"][0]["at"][:19]
+            assert ops["home_city"]["storedObservedAt"] > ops["home_city"]["observedAt"]
+            again = await ok(client, "extract_memories", userId=user, conversationId=cid)
+            assert again["messages"] == 0 and again["operations"] == []
+            named = await ok(
+                client,
+                "extract_memories",
+                userId=user,
+                conversationId=cid,
+                messageIds=[seeded["messages"][0]["id"]],
+            )
+            assert named["alreadyExtracted"] == [seeded["messages"][0]["id"]]
+            older = await ok(
+                client,
+                "upsert_user_memory",
+                userId=user,
+                key="home_city",
+                value="Lisbon",
+                observedAt=seeded["messages"][0]["at"],
+            )
+            assert (
+                older["status"] == "skipped" and older["observedAt"][:19] == seeded["messages"][0]["at"][:19]
+            )
+            assert older["storedObservedAt"] == ops["home_city"]["storedObservedAt"]
+            entry = await ok(client, "get_memory_by_key", userId=user, key="home_city")
+            assert entry["value"] == "Porto" and entry["observedAt"] == older["storedObservedAt"]
+
+    run(main)
+    assert len(scripted_llm.requests) == 1  # the stored messages were read once

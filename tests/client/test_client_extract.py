@@ -70,3 +70,25 @@ def test_the_client_is_told_when_the_agents_llm_budget_is_spent(openai_llm, supp
 
     assert refused.value.details["limit"] == "llmBudget" and refused.value.details["spent"] == 0.12
     assert refused.value.retry_after and len(openai_llm.requests) == 1
+
+
+def test_the_client_extracts_a_stored_conversation_once_and_in_time_order(openai_llm, support, client_for):
+    """Issue 46 through the client: ``extract(user_id, conversation_id=...)`` reads the stored messages (none
+    sent again), a value written after them is kept (SKIPPED, both times), a second call reads nothing, and
+    ``message_ids=`` names the messages; an upsert observed before the stored value comes back skipped."""
+    nova = client_for(support[0])
+    conversation = nova.create_conversation("ana")
+    lisbon = nova.append_message(conversation["id"], "user", "I live in Lisbon.")
+    porto = nova.upsert_memory("ana", "home_city", "Porto")  # written after the message
+    openai_llm.answers = [facts(fact("home_city", "Lisbon"))]
+
+    done = nova.extract("ana", conversation_id=conversation["id"])
+
+    (op,) = done["operations"]
+    assert op["op"] == "SKIPPED" and op["entryId"] == porto["id"] and done["skipped"] == 1
+    assert op["storedObservedAt"] == porto["observedAt"] and op["observedAt"] < op["storedObservedAt"]
+    assert nova.extract("ana", conversation_id=conversation["id"])["messages"] == 0
+    named = nova.extract("ana", conversation_id=conversation["id"], message_ids=[lisbon["id"]])
+    assert named["alreadyExtracted"] == [lisbon["id"]] and len(openai_llm.requests) == 1
+    older = nova.upsert_memory("ana", "home_city", "Lisbon", observed_at=lisbon["createdAt"])
+    assert older["value"] == "Porto" and older["skipped"]["storedObservedAt"] == porto["observedAt"]

@@ -348,6 +348,10 @@ def test_a_memory_note_among_the_messages_bounds_every_fact_whatever_the_model_c
     assert [(o["op"], o["visibility"]) for o in ops] == [("ADD", "self"), ("ADD", "self")]
     assert set(MemoryEntry.objects.values_list("visibility", flat=True)) == {"self"}
     assert agent_b_api.get(f"{BASE}/{U}").json() == []
-    alone = extract(agent_a_api, messages=posted[:1], conversationId=cid)  # the history alone: global
+    again = extract(agent_a_api, messages=posted[:1], conversationId=cid)  # extracted: left out, no call
+    assert again.json()["alreadyExtracted"] == [posted[0]["id"]] and again.json()["operations"] == []
+    assert len(llm.requests) == 1
+    unnamed = [{"role": "user", "content": posted[0]["content"]}]  # the history alone, not named: global
+    alone = extract(agent_a_api, messages=unnamed, conversationId=cid)
     assert alone.status_code == 200, alone.content
     assert [(o["key"], o["visibility"]) for o in alone.json()["operations"]] == [("diet", "global")]

@@ -1,5 +1,7 @@
 """Data migrations, run forward on rows written before them."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
@@ -79,3 +81,36 @@ def test_existing_entries_get_their_casefolded_search_columns():
         Entry.objects.filter(id__in=[e.id for e in entries]).values_list("key_folded", "text_folded")
     )
     assert folded == {(f"key{n} strasse", "strasse fi") for n in range(3)}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_existing_entries_are_observed_at_their_last_write_and_their_write_events_at_theirs():
+    before, after = [("usermemory", "0025_policy_llm_budget")], [("usermemory", "0026_observed_at")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    apps = executor.loader.project_state(before).apps
+    Entry = apps.get_model("usermemory", "MemoryEntry")
+    Event = apps.get_model("usermemory", "MemoryEvent")
+    written = timezone.now() - timedelta(days=30)
+    entry = Entry.objects.create(
+        user_id="u",
+        key="k",
+        value="v",
+        value_text="v",
+        category="fact",
+        visibility="global",
+        created_at=written - timedelta(days=1),
+        updated_at=written,
+    )
+    common = {"entry_id": entry.id, "user_id": "u", "key": "k", "actor_type": "key", "actor_id": "admin"}
+    update = Event.objects.create(action="updated", new_value="v", created_at=written, **common)
+    deletion = Event.objects.create(action="deleted", old_value="v", created_at=written, **common)
+
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(after)
+    apps = executor.loader.project_state(after).apps
+    assert apps.get_model("usermemory", "MemoryEntry").objects.get(id=entry.id).observed_at == written
+    Event = apps.get_model("usermemory", "MemoryEvent")
+    assert Event.objects.get(id=update.id).observed_at == written
+    assert Event.objects.get(id=deletion.id).observed_at is None

@@ -22,7 +22,7 @@ from usermemory.models import (
 )
 from usermemory.ranking import RANKED_MODES, SEARCH_MODES
 from usermemory.selectors import value_conditions
-from usermemory.services import MAX_TTL_REFRESH, MAX_TTL_SECONDS, MemoryWrite
+from usermemory.services import MAX_TTL_REFRESH, MAX_TTL_SECONDS, MemoryWrite, Skipped, UpsertResult
 from usermemory.sql.base import AnyEntry
 from usermemory.sql.search import Filters, ScoredEntry
 
@@ -52,6 +52,11 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
     source = serializers.CharField(  # type: ignore[assignment]  # a declared field: DRF takes it off the class
         allow_null=True, help_text="Where the fact came from; null: unsaid."
     )
+    observedAt = serializers.DateTimeField(
+        source="observed_at",
+        help_text="When what the value says was observed: an extracted fact's message's time, else the "
+        "write's, or the observedAt it gave. A write observed earlier does not replace the value.",
+    )
 
     class Meta:
         model = MemoryEntry
@@ -75,6 +80,7 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
             "supersededBy",
             "confidence",
             "source",
+            "observedAt",
         ]
 
     def to_representation(self, instance: AnyEntry) -> dict[str, Any]:
@@ -103,6 +109,7 @@ class MemoryEntryOutputSerializer(serializers.ModelSerializer):
             "supersededBy": publicids.public_str(publicids.ENTRY, instance.superseded_by_id),
             "confidence": instance.confidence,
             "source": instance.source,
+            "observedAt": iso_utc(instance.observed_at),
         }
 
 
@@ -124,6 +131,41 @@ class ScoredMemoryEntryOutputSerializer(MemoryEntryOutputSerializer):
 
     def to_representation(self, instance: ScoredEntry) -> dict[str, Any]:  # type: ignore[override]  # a scored entry, not a model instance
         return {**super().to_representation(instance.entry), "score": instance.score}
+
+
+class SkippedWriteSerializer(serializers.Serializer):
+    reason = serializers.CharField()
+    observedAt = serializers.DateTimeField(help_text="The write's: when what it says was observed.")
+    storedObservedAt = serializers.DateTimeField(help_text="The stored value's, observed later: it stays.")
+
+
+def skipped_json(skipped: Skipped) -> dict[str, Any]:
+    """A write time order left out, as every door says it: why, and both times."""
+    return {
+        "reason": skipped.reason,
+        "observedAt": iso_utc(skipped.observed_at),
+        "storedObservedAt": iso_utc(skipped.stored_observed_at),
+    }
+
+
+class MemoryUpsertOutputSerializer(MemoryEntryOutputSerializer):
+    """The entry an upsert left: the one written, or, when the stored value was observed after the write's
+    (time order), the stored one unchanged, with ``skipped``."""
+
+    skipped = SkippedWriteSerializer(
+        required=False,
+        help_text="Only when nothing was written: the stored value was observed after this write's "
+        "observedAt, and stays (the entry shown is the stored one).",
+    )
+
+    class Meta(MemoryEntryOutputSerializer.Meta):
+        fields = [*MemoryEntryOutputSerializer.Meta.fields, "skipped"]
+
+    def to_representation(self, instance: UpsertResult) -> dict[str, Any]:  # type: ignore[override]  # an upsert's result, not a model instance
+        data = super().to_representation(instance.entry)
+        if instance.skipped is not None:
+            data["skipped"] = skipped_json(instance.skipped)
+        return data
 
 
 class StrictCharField(serializers.CharField):
@@ -191,6 +233,13 @@ class MemoryUpsertInputSerializer(FieldsBuiltOnce):
         default=None,
         help_text="user_correction, observed_pattern, task_outcome, or free text.",
     )
+    observedAt = serializers.DateTimeField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="When what the value says was observed (default: now). A write observed before the "
+        "stored value was is not written: the answer is the stored entry, with skipped.",
+    )
 
     def to_write(self) -> MemoryWrite:
         data = self.validated_data
@@ -207,6 +256,7 @@ class MemoryUpsertInputSerializer(FieldsBuiltOnce):
             ttl_seconds=data["ttlSeconds"],
             confidence=data["confidence"],
             source=data["source"],
+            observed_at=data["observedAt"],
         )
 
 
@@ -223,6 +273,11 @@ class MemoryEventOutputSerializer(serializers.ModelSerializer):
     oldValueHidden = serializers.BooleanField(source="old_value_hidden", default=False, read_only=True)
     newValueHidden = serializers.BooleanField(source="new_value_hidden", default=False, read_only=True)
     createdAt = serializers.DateTimeField(source="created_at")
+    observedAt = serializers.DateTimeField(
+        source="observed_at",
+        allow_null=True,
+        help_text="A write's (created, updated): when what its new value says was observed.",
+    )
     provenance = serializers.SerializerMethodField(
         help_text="Where the new value came from, when a door recorded it (extraction: source, confidence, "
         "conversation and message ids, model, prompt version, and the extraction's public id); null with a "
@@ -245,6 +300,7 @@ class MemoryEventOutputSerializer(serializers.ModelSerializer):
             "oldValueHidden",
             "newValueHidden",
             "createdAt",
+            "observedAt",
             "provenance",
         ]
 

@@ -31,6 +31,7 @@ from usermemory.api.serializers import (
     MemoryEntryOutputSerializer,
     MemoryEventOutputSerializer,
     MemoryUpsertInputSerializer,
+    MemoryUpsertOutputSerializer,
     ScoredMemoryEntryOutputSerializer,
     SearchAllQuerySerializer,
     SearchQuerySerializer,
@@ -90,9 +91,12 @@ class MemoryView(APIView):
 class MemoryUpsertView(MemoryView):
     @extend_schema(
         request=MemoryUpsertInputSerializer,
-        responses={200: MemoryEntryOutputSerializer, 201: MemoryEntryOutputSerializer},
+        responses={200: MemoryUpsertOutputSerializer, 201: MemoryUpsertOutputSerializer},
         parameters=[TURN_HEADER],
         summary="Upsert one memory entry",
+        description="201 created, 200 updated. Time order: when the stored value on the upsert key was "
+        "observed after this write's observedAt (default: now), nothing is written and the answer is 200 "
+        "with the stored entry unchanged and skipped (why, and both times).",
         examples=[
             OpenApiExample(
                 "A preference every agent may read",
@@ -114,7 +118,7 @@ class MemoryUpsertView(MemoryView):
             caller=request_caller(request), write=data.to_write(), turn_id=_turn_id(request, request.data)
         )
         return Response(
-            MemoryEntryOutputSerializer(result.entry).data,
+            MemoryUpsertOutputSerializer(result).data,
             status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
         )
 
@@ -122,9 +126,12 @@ class MemoryUpsertView(MemoryView):
 class MemoryBatchView(MemoryView):
     @extend_schema(
         request=MemoryUpsertInputSerializer(many=True),
-        responses=MemoryEntryOutputSerializer(many=True),
+        responses=MemoryUpsertOutputSerializer(many=True),
         parameters=[TURN_HEADER, VECTORS_PENDING_HEADER],
         summary="Upsert up to 100 entries, all or nothing",
+        description="A refusal names the failing index and writes nothing. Time order, per entry: one whose "
+        "stored value was observed after its observedAt is not written, and is answered with the stored "
+        "entry and skipped; the others are written.",
     )
     def put(self, request: Request) -> Response:
         body = request.data
@@ -142,9 +149,9 @@ class MemoryBatchView(MemoryView):
         results = services.memory_upsert_batch(
             caller=request_caller(request), writes=writes, turn_id=_turn_id(request, body)
         )
-        waiting = embeddings_waiting(entry_ids=[r.entry.id for r in results])
+        waiting = embeddings_waiting(entry_ids=[r.entry.id for r in results if r.skipped is None])
         return Response(
-            MemoryEntryOutputSerializer([r.entry for r in results], many=True).data,
+            MemoryUpsertOutputSerializer(results, many=True).data,
             headers={VECTORS_PENDING_HEADER.name: str(waiting)},
         )
 

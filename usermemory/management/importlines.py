@@ -21,7 +21,9 @@ extraction into a schema the caller supplies, so that is not read. Each record b
 - with ``agent_id``: written by that agent, ``self`` (mem0 scoped it to the agent); without: ``global`` (a
   fact about the user, which mem0 shows every agent), written by ``--agent``;
 - ``id``, ``hash``, ``categories``, ``metadata``, ``created_at`` and ``updated_at`` go to the history event's
-  provenance, not to the entry (the entry's own times are the import's).
+  provenance, not to the entry (the entry's own times are the import's), but for ``observedAt``: mem0's
+  ``updated_at``, else its ``created_at``, when it is an ISO 8601 time with a zone (time order: a record
+  older than the stored value does not replace it).
 
 **Malformed** (the import stops, :class:`usermemory.importing.MalformedLine`): not UTF-8, not JSON (a key
 twice in one object, ``NaN``, too deep), not an object, a required field missing or ``null``, a field of the
@@ -33,6 +35,7 @@ skipped.
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from django.utils.dateparse import parse_datetime
 from rest_framework.exceptions import ErrorDetail
 
 from memoryplatform.text import json_loads, json_problem
@@ -105,7 +108,7 @@ def _mem0(number: int, record: dict[str, Any]) -> ImportLine | Refusal:
     problem = json_problem(given)
     if problem:
         return Refusal(number, "bad_request", f"the mem0 record's fields: {problem}.")
-    body = {
+    body: dict[str, Any] = {
         "userId": record["user_id"],
         "key": f"{MEM0_KEY_PREFIX}{record['id']}",
         "value": record["memory"],
@@ -114,7 +117,22 @@ def _mem0(number: int, record: dict[str, Any]) -> ImportLine | Refusal:
         "sourceAgentId": agent or None,
         "source": MEM0_SOURCE,
     }
+    observed = _mem0_time(record.get("updated_at")) or _mem0_time(record.get("created_at"))
+    if observed is not None:
+        body["observedAt"] = observed
     return _checked(number, body, provenance=provenance)
+
+
+def _mem0_time(value: Any) -> str | None:
+    """A mem0 time as the upsert's ``observedAt`` takes it: an ISO 8601 time with a zone, else ``None`` (a
+    naive time's zone is unknown)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = parse_datetime(value)
+    except ValueError:
+        return None
+    return value if parsed is not None and parsed.tzinfo is not None else None
 
 
 _READERS = {"eddi": _eddi, "mem0": _mem0}

@@ -71,6 +71,7 @@ class EntryRow(NamedTuple):
     superseded_by_id: int | None
     confidence: float | None
     source: str | None
+    observed_at: datetime
 
 
 # What a read of entries may hand on to an answer: model instances (search, list) or rows (plain recall).

@@ -111,6 +111,7 @@ class PastEntry:
     created_at: datetime
     updated_at: datetime | None
     category: str
+    observed_at: datetime | None = None  # its last write's (None: history holds no write of it)
 
 
 # Each entry's last event by %(as_of)s that left it holding a value, with when it was created and last
@@ -121,13 +122,15 @@ _AS_OF = """WITH past AS (
     SELECT DISTINCT ON (entry_id) * FROM past ORDER BY entry_id, created_at DESC, id DESC
 ), written AS (
     SELECT entry_id, min(created_at) AS created,
-        max(created_at) FILTER (WHERE action = ANY(%(writes)s)) AS updated
+        max(created_at) FILTER (WHERE action = ANY(%(writes)s)) AS updated,
+        (array_agg(observed_at ORDER BY created_at DESC, id DESC) FILTER (WHERE action = ANY(%(writes)s)))[1]
+            AS observed
     FROM past GROUP BY entry_id
 ), live AS (
     SELECT * FROM last WHERE action = ANY(%(live)s) AND {seen}
 )
 SELECT live.entry_id, live.key, live.new_value, live.visibility, NULLIF(live.owner, ''), live.group_ids,
-    written.created, written.updated, COALESCE(e.category, '')
+    written.created, written.updated, COALESCE(e.category, ''), written.observed
 FROM live JOIN written ON written.entry_id = live.entry_id
 LEFT JOIN {entry} e ON e.id = live.entry_id
 ORDER BY written.updated DESC NULLS LAST, live.entry_id DESC LIMIT %(limit)s OFFSET %(offset)s"""
@@ -169,6 +172,7 @@ def entries_as_of(
             created,
             updated,
             category,
+            observed,
         )
-        for entry_id, key, value, visibility, owner, groups, created, updated, category in rows
+        for entry_id, key, value, visibility, owner, groups, created, updated, category, observed in rows
     ]

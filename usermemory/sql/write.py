@@ -57,7 +57,8 @@ class EntryWrite:
     """One upsert as the statement takes it. ``category=None`` keeps the stored category, ``new_category`` on
     insert (legacy properties). The value is valid from ``now`` to ``valid_to`` (``None``: open; a TTL
     sets ``ttl_seconds`` too); ``confidence`` and ``source`` are set by every write (``None``: unsaid).
-    ``cap``: the user's most entries; the actor and ``key_prefix`` go to the event."""
+    ``observed_at``: the time of what the value says (``None``: ``now``); the stored value stays when it was
+    observed later. ``cap``: the user's most entries; the actor and ``key_prefix`` go to the event."""
 
     user_id: str
     key: str
@@ -79,6 +80,7 @@ class EntryWrite:
     confidence: float | None = None
     source: str | None = None
     provenance: dict[str, Any] | None = None  # the event's: where the new value came from
+    observed_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -94,33 +96,46 @@ class Stored:
 
 
 @dataclass(frozen=True)
+class Kept:
+    """The entry on the upsert key, left as it was: its value was observed after the write's."""
+
+    entry_id: int
+    observed_at: datetime
+
+
+@dataclass(frozen=True)
 class Upserted:
-    """What one upsert statement did. ``stored is None``: the cap stopped a new entry (``count`` is the
-    user's number of entries then). ``old_groups is None``: there was no entry on the key."""
+    """What one upsert statement did. ``kept``: nothing was written, the stored value is newer. Else
+    ``stored is None``: the cap stopped a new entry (``count`` is the user's number of entries then).
+    ``old_groups is None``: there was no entry on the key."""
 
     old_groups: list[str] | None
     count: int
     stored: Stored | None
+    kept: Kept | None = None
 
 
 # old: the entry on the upsert key ({on_key}); room: the user's number of entries when there is none; up: the
 # insert or update, only if the entry exists or there is room under %(cap)s ({conflict}: the upsert key's
-# unique index; {set_visibility}: a global entry stays global and keeps its owner); event: what it did, and
-# who could see the old value (the stored entry's visibility and groups, else the new ones).
+# unique index; {set_visibility}: a global entry stays global and keeps its owner; time order: the update only
+# when the stored value was observed no later than this one, decided on the row the conflict locked, so
+# nothing comes back when it was observed later); event: what it did, and who could see the old value (the
+# stored entry's visibility and groups, else the new ones).
 _UPSERT = """WITH old AS (
-    SELECT id, value, category, group_ids, visibility FROM {entry} WHERE {on_key}
+    SELECT id, value, category, group_ids, visibility, observed_at FROM {entry} WHERE {on_key}
 ), room AS (
     SELECT count(*) AS n FROM {entry} WHERE user_id = %(user)s AND NOT EXISTS (SELECT 1 FROM old)
 ), up AS (
     INSERT INTO {entry} (
         user_id, key, value, value_text, key_folded, text_folded, category, visibility, source_agent_id,
         group_ids, source_conversation_id, conflicted, access_count, created_at, updated_at,
-        last_accessed_at, valid_from, valid_to, ttl_seconds, confidence, source
+        last_accessed_at, valid_from, valid_to, ttl_seconds, confidence, source, observed_at
     )
     SELECT %(user)s, %(key)s, %(value)s::jsonb, %(text)s, %(key_folded)s, %(text_folded)s,
         COALESCE(%(category)s, (SELECT category FROM old), %(new_category)s), %(visibility)s, %(owner)s,
         %(groups)s::jsonb, %(conversation)s, false, 0, %(now)s, %(now)s,
-        NULL, %(now)s, %(valid_to)s, %(ttl_seconds)s::integer, %(confidence)s::float8, %(source)s::varchar
+        NULL, %(now)s, %(valid_to)s, %(ttl_seconds)s::integer, %(confidence)s::float8, %(source)s::varchar,
+        %(observed)s
     WHERE EXISTS (SELECT 1 FROM old) OR (SELECT n FROM room) < %(cap)s
     ON CONFLICT {conflict} DO UPDATE SET
         value = excluded.value, value_text = excluded.value_text, text_folded = excluded.text_folded,
@@ -128,22 +143,24 @@ _UPSERT = """WITH old AS (
         source_conversation_id = excluded.source_conversation_id, conflicted = excluded.conflicted,
         updated_at = excluded.updated_at, valid_from = excluded.valid_from, valid_to = excluded.valid_to,
         ttl_seconds = excluded.ttl_seconds, superseded_by_id = NULL, confidence = excluded.confidence,
-        source = excluded.source{set_visibility}
+        source = excluded.source, observed_at = excluded.observed_at{set_visibility}
+    WHERE {entry}.observed_at <= excluded.observed_at
     RETURNING id, created_at, access_count, last_accessed_at, source_agent_id, category
 ), event AS (
     INSERT INTO {event} (
         entry_id, user_id, key, action, actor_type, actor_id, key_prefix, old_value, new_value, owner,
-        old_visibility, old_group_ids, visibility, group_ids, created_at, provenance
+        old_visibility, old_group_ids, visibility, group_ids, created_at, provenance, observed_at
     )
     SELECT up.id, %(user)s, %(key)s,
         CASE WHEN EXISTS (SELECT 1 FROM old) THEN %(updated)s ELSE %(created)s END,
         %(actor_type)s, %(actor_id)s, %(key_prefix)s, (SELECT value FROM old), %(value)s::jsonb,
         COALESCE(up.source_agent_id, ''), COALESCE((SELECT visibility FROM old), %(visibility)s),
         COALESCE((SELECT group_ids FROM old), %(groups)s::jsonb), %(visibility)s, %(groups)s::jsonb, %(now)s,
-        %(provenance)s::jsonb
+        %(provenance)s::jsonb, %(observed)s
     FROM up
 )
-SELECT (SELECT group_ids FROM old), (SELECT n FROM room), up.id, up.created_at, up.access_count,
+SELECT (SELECT group_ids FROM old), (SELECT n FROM room), (SELECT id FROM old), (SELECT observed_at FROM old),
+    up.id, up.created_at, up.access_count,
     up.last_accessed_at, up.source_agent_id, up.category
 FROM (SELECT 1 AS one) AS o LEFT JOIN up ON true"""
 
@@ -172,7 +189,8 @@ def upsert_with_event(write: EntryWrite) -> Upserted:
     """The whole write of one entry in one statement (:data:`_UPSERT`), run while the user's lock is held:
     read the entry on the upsert key, count the user's entries when there is none, insert or update only if
     the entry exists or the count is under ``cap``, and write the history event of what it did. A write on
-    a superseded entry makes it current again, with the new value."""
+    a superseded entry makes it current again, with the new value. A write observed before the stored value
+    was (``observed_at``) writes nothing and no event: ``kept`` says so, with the stored value's time."""
     columns = search_columns(key=write.key, text=write.text)
     params: dict[str, Any] = {
         "user": write.user_id,
@@ -199,10 +217,14 @@ def upsert_with_event(write: EntryWrite) -> Upserted:
         "actor_id": write.actor_id,
         "key_prefix": write.key_prefix,
         "provenance": None if write.provenance is None else json.dumps(write.provenance),
+        "observed": write.observed_at or write.now,
     }
-    old_groups, count, *stored = prepared_row(_upsert_sql(is_global=write.visibility == "global"), params)
+    row = prepared_row(_upsert_sql(is_global=write.visibility == "global"), params)
+    old_groups, count, old_id, old_observed, *stored = row
     if isinstance(old_groups, str):  # Django's connection reads jsonb as text; JSONField parses it
         old_groups = json.loads(old_groups)
+    if stored[0] is None and old_id is not None:  # an entry on the key, and no write: it is newer
+        return Upserted(old_groups, count or 0, None, Kept(old_id, old_observed))
     return Upserted(old_groups, count or 0, None if stored[0] is None else Stored(*stored))
 
 

@@ -20,7 +20,8 @@ class Command(BaseCommand):
         "--format mem0: each line is one memory as mem0's get_all returns it (id, memory, user_id, "
         "agent_id, ...); its key is 'mem0:<id>'. mem0 documents no export file format of its own (its "
         "memory export fills a schema the caller supplies), so get_all's records are what is read. "
-        "Idempotent: a line whose memory is already stored as it says is skipped. A line the rules refuse "
+        "Idempotent: a line whose memory is already stored as it says is skipped, and so is one observed "
+        "(observedAt, else now) before the stored value was. A line the rules refuse "
         "is reported and the import goes on; a malformed line stops it (exit 1), after the lines before it "
         "are written. See README, 'Importing memories'."
     )
@@ -83,11 +84,15 @@ class Command(BaseCommand):
     def _print(self, report: ImportReport) -> None:
         for refusal in report.refused:
             self.stdout.write(f"line {refusal.number}: refused ({refusal.code}): {refusal.reason}")
+        for older in report.older:
+            self.stdout.write(f"line {older.number}: skipped (time order): {older.reason}")
         verb = "would be written" if report.dry_run else "written"
         lines = "line" if report.read == 1 else "lines"
         summary = (
             f"{report.read} {lines} read: {report.written} {verb} ({report.created} new, {report.updated} "
-            f"updated), {report.skipped} skipped (already stored as given), {len(report.refused)} refused."
+            f"updated), {report.skipped} skipped (already stored as given), "
+            + (f"{len(report.older)} skipped (the stored value was observed later), " if report.older else "")
+            + f"{len(report.refused)} refused."
         )
         if report.dry_run:
             summary = f"Dry run, nothing was written. {summary}"

@@ -92,14 +92,22 @@ class UpsertOptions(TypedDict, total=False):
     source: str
     """Where the value came from: ``user_correction``, ``observed_pattern``, ``task_outcome``, ``extracted``,
     or free text."""
+    observed_at: datetime | str
+    """When what the value says was observed (default: the write's time). The server leaves a stored value
+    observed later as it is, and answers it with ``skipped`` (time order)."""
 
 
 class ExtractOptions(TypedDict, total=False):
+    """``conversation_id`` alone (no messages): the server reads the conversation's stored messages this
+    agent has not extracted yet; ``after_message_id`` or ``message_ids`` say which."""
+
     agent_id: str
     visibility: Visibility
     group_ids: list[str]
     category: str
     conversation_id: str
+    after_message_id: str
+    message_ids: list[str]
     dry_run: bool
     turn_id: str
 
@@ -210,6 +218,9 @@ def memory_input(user_id: str, key: str, value: Any, options: UpsertOptions) -> 
         entry["confidence"] = options["confidence"]
     if "source" in options:
         entry["source"] = options["source"]
+    if "observed_at" in options:
+        observed = options["observed_at"]
+        entry["observedAt"] = observed.isoformat() if isinstance(observed, datetime) else observed
     return entry
 
 
@@ -328,10 +339,11 @@ def get_memory_history(entry_id: str | int) -> Call[list[MemoryEvent]]:
 
 
 def extract_memories(
-    user_id: str, messages: list[ExtractMessage], options: ExtractOptions
+    user_id: str, messages: list[ExtractMessage] | None, options: ExtractOptions
 ) -> Call[Extraction]:
     """Facts about the user extracted from up to 50 messages by the server's LLM, then added, updated or left
-    as they are (decided by the server, in code)."""
+    as they are (decided by the server, in code); ``messages=None`` with a ``conversation_id``: from the
+    conversation's stored messages."""
     payload = body(
         messages=messages,
         agentId=options.get("agent_id"),
@@ -339,6 +351,8 @@ def extract_memories(
         groupIds=options.get("group_ids"),
         category=options.get("category"),
         conversationId=options.get("conversation_id"),
+        afterMessageId=options.get("after_message_id"),
+        messageIds=options.get("message_ids"),
         dryRun=options.get("dry_run"),
         turnId=options.get("turn_id"),
     )

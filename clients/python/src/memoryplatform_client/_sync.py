@@ -108,11 +108,16 @@ class MemoryPlatform(ClientBase[httpx.Client, httpx.BaseTransport]):
         return self.send(calls.get_memory_history(entry_id))
 
     def extract(
-        self, user_id: str, messages: list[api.ExtractMessage], **options: Unpack[calls.ExtractOptions]
+        self,
+        user_id: str,
+        messages: list[api.ExtractMessage] | None = None,
+        **options: Unpack[calls.ExtractOptions],
     ) -> api.Extraction:
         """Extract facts about the user from ``messages`` (``[{"role", "content"}]``, at most 50) with the
         server's LLM: each is added, updated (the old value stays in history) or left as it is, decided by
-        the server. ``dry_run=True`` shows the operations and writes nothing."""
+        the server; one older than the stored value is skipped. Without ``messages``, ``conversation_id=``
+        reads the conversation's stored messages this agent has not extracted yet (``after_message_id=``
+        or ``message_ids=`` say which). ``dry_run=True`` shows the operations and writes nothing."""
         return self.send(calls.extract_memories(user_id, messages, options))
 
     # --- GDPR and legacy properties ----------------------------------------------------------------------

@@ -31,6 +31,8 @@ class MemoryEntry(TypedDict):
     lastAccessedAt: str | None
     confidence: NotRequired[float | None]
     source: NotRequired[str | None]
+    observedAt: NotRequired[str]  # when what the value says was observed (time order)
+    skipped: NotRequired[dict[str, Any]]  # an upsert time order left out: why, and both times
     score: NotRequired[float]  # semantic and hybrid search only
 
 
@@ -49,6 +51,7 @@ class MemoryInput(TypedDict):
     ttlSeconds: NotRequired[int | None]
     confidence: NotRequired[float | None]
     source: NotRequired[str | None]
+    observedAt: NotRequired[str | None]
 
 
 class MemoryEvent(TypedDict, total=False):
@@ -71,7 +74,9 @@ class ExtractMessage(TypedDict):
 
 
 class ExtractOperation(TypedDict, total=False):
-    """What extraction did with one proposed fact: ``op`` is ADD, UPDATE, NOOP or REJECTED."""
+    """What extraction did with one proposed fact: ``op`` is ADD, UPDATE, NOOP, REJECTED or SKIPPED (time
+    order: the stored value was observed after the fact's message; ``observedAt`` and
+    ``storedObservedAt`` say when)."""
 
     op: str
     key: str
@@ -85,6 +90,8 @@ class ExtractOperation(TypedDict, total=False):
     visibility: str
     groupIds: list[str]
     reason: str
+    observedAt: str | None
+    storedObservedAt: str
 
 
 class Extraction(TypedDict):
@@ -99,6 +106,9 @@ class Extraction(TypedDict):
     updated: int
     unchanged: int
     rejected: int
+    skipped: int
+    messages: int
+    alreadyExtracted: list[str]  # the messages named that this agent extracted before: left out
     operations: list[ExtractOperation]
 
 
