@@ -162,7 +162,13 @@ def test_one_count_of_open_conflicts_on_the_overview_dream_runs_and_the_conflict
     # Settled: the message names what was kept as the page lists it, and every count says 2.
     response = staff_client.post(
         reverse("admin:usermemory_memoryconflict_changelist"),
-        {"user_id": "mover", "keys": "city / home_town", "entry": [city.pk, home.pk], "keep": city.pk},
+        {
+            "user_id": "mover",
+            "keys": "city / home_town",
+            "entry": [city.pk, home.pk],
+            "keep": city.pk,
+            "mode": "update",  # no action is preselected: staff choose one
+        },
         follow=True,
     )
     settled = [str(m) for m in response.context["messages"]]
