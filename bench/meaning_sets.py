@@ -12,8 +12,8 @@ meaning set. The entries are written through the service, by one agent, in a fre
 model by default) at ``--threshold`` (the policy's default), three times:
 
 - ``before``: ``key_rules=False, shared_word_margin=0`` (every key embedded and compared);
-- ``opaque``: ``key_rules=True, shared_word_margin=0`` (:func:`dream.keynames.key_carries_meaning` and
-  :func:`dream.keynames.numbered_apart` alone);
+- ``opaque``: ``key_rules=True, shared_word_margin=0`` (:func:`usermemory.keynames.key_carries_meaning` and
+  :func:`usermemory.keynames.numbered_apart` alone);
 - ``after``: the defaults (also :data:`dream.meaning.SHARED_WORD_MARGIN`).
 
 No LLM confirms anything here: the figures are what a policy without ``confirmContradictionsWithLlm`` (the
@@ -153,7 +153,7 @@ def tally(data: Data, found: set[KeyPair]) -> dict[str, dict[str, int]]:
 
 def relation(pair: KeyPair) -> str:
     """``extension`` (one key's words hold the other's), ``shared word``, or ``apart``."""
-    from dream.keynames import key_words
+    from usermemory.keynames import key_words
 
     first, second = key_words(pair[1]), key_words(pair[2])
     if first and second and (first < second or second < first):

@@ -8,10 +8,10 @@ where bare keys score every pair alike. Two keys mean the same from the policy's
 ``semanticContradictionThreshold`` (cosine similarity, default 0.96). Values agree when their texts are equal
 ignoring case and surrounding spaces.
 
-Only keys that carry a meaning are compared (issue 46, :mod:`dream.keynames`): a number, an id or a path to
-one (LangGraph's ``1``, ``memories/1``, a uuid, ``m-7f3a``) is neither embedded nor compared, since such keys
-are as close to each other as synonyms are though they name unrelated facts; and ``phone_1``/``phone_2`` (the
-same words, other numbers) are two items, not one meaning. Keys that share a word but not all (``ticket``
+Only keys that carry a meaning are compared (issue 46, :mod:`usermemory.keynames`): a number, an id or a path
+to one (LangGraph's ``1``, ``memories/1``, a uuid, ``m-7f3a``) is neither embedded nor compared, since such
+keys are as close to each other as synonyms are though they name unrelated facts; and ``phone_1``/``phone_2``
+(the same words, other numbers) are two items, not one meaning. Keys that share a word but not all (``ticket``
 and ``open_ticket``, ``first_name`` and ``last_name``) score high by that word alone: they mean the same only
 from the threshold plus SHARED_WORD_MARGIN. ``bench.meaning_sets`` measures each rule.
 
@@ -34,7 +34,6 @@ from django.db.models import Q, QuerySet
 
 from activity.budget import AgentBudget, LlmBudgetExhausted
 from activity.models import LlmSpend
-from dream.keynames import key_carries_meaning, key_words, numbered_apart
 from dream.records import MAX_RECORDED_FAILURES, LlmCalls, record_failure
 from dream.store import key_vectors_read, key_vectors_write
 from memoryplatform import duty
@@ -42,6 +41,7 @@ from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
 from memoryplatform.llm import LLM, Completion, LLMError
 from memoryplatform.logsafe import exception_summary
 from usermemory.conflicts import dismissed_pairs_of
+from usermemory.keynames import key_carries_meaning, key_words, numbered_apart
 from usermemory.maintenance import meaning_conflicts_record
 from usermemory.models import MemoryEntry
 from usermemory.searchtext import key_text
@@ -126,9 +126,10 @@ def find_pairs(
     an embedder; EmbedderError when it fails.
 
     ``key_rules`` (off only for ``bench.meaning_sets``' before): a key that carries no meaning (a number, an
-    id, ``memories/1``: :func:`dream.keynames.key_carries_meaning`) is neither embedded nor compared, and two
-    keys that differ only in their numbers (``phone_1``, ``phone_2``) never mean the same. Two keys that share
-    a word but not all (``open_ticket``, ``ticket``) mean the same from ``threshold + shared_word_margin``.
+    id, ``memories/1``: :func:`usermemory.keynames.key_carries_meaning`) is neither embedded nor compared, and
+    two keys that differ only in their numbers (``phone_1``, ``phone_2``) never mean the same. Two keys that
+    share a word but not all (``open_ticket``, ``ticket``) mean the same from
+    ``threshold + shared_word_margin``.
 
     The users are read USERS_PER_CHUNK at a time, so memory is bounded by a chunk's entries and the key
     vectors kept for the next chunks (at most KEY_VECTORS_KEPT), not by the table."""

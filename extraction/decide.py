@@ -27,6 +27,7 @@ from typing import Any
 
 from memoryplatform.embeddings import EmbedderError, get_embedder
 from memoryplatform.logsafe import exception_summary
+from usermemory.keynames import key_carries_meaning, numbered_apart
 from usermemory.models import MemoryEntry, Visibility
 from usermemory.searchtext import key_text
 from usermemory.selectors import ALL_OF_AGENT, current_q, visible_q
@@ -147,6 +148,7 @@ class KeyMeaning:
         model = embedder.model_id
         if len(_key_vectors) + len(keys) > MAX_CACHED_KEYS:
             _key_vectors.clear()
+        keys = {k for k in keys if key_carries_meaning(k)}  # a number or an id means nothing to compare
         missing = sorted(k for k in keys if (model, k) not in _key_vectors)
         try:
             vectors = embedder.embed_passages([key_text(k) for k in missing]) if missing else []
@@ -159,9 +161,12 @@ class KeyMeaning:
         self.vectors = {k: _key_vectors[(model, k)] for k in keys}
 
     def similarity(self, a: str, b: str) -> float:
+        """1 for the same key; 0 unless both carry a meaning and are not two items of one list
+        (:mod:`usermemory.keynames`: ``memories/1`` and ``memories/2`` are two facts, as Dream reads them);
+        else the cosine of their vectors."""
         if a == b:
             return 1.0
-        if a not in self.vectors or b not in self.vectors:
+        if a not in self.vectors or b not in self.vectors or numbered_apart(a, b):
             return 0.0
         return sum(x * y for x, y in zip(self.vectors[a], self.vectors[b], strict=True))
 

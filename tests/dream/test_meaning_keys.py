@@ -4,10 +4,10 @@ dream` with the local embedder, the flags read back over REST. Every pair below 
 
 import pytest
 
-from dream.keynames import key_carries_meaning, numbered_apart
 from dream.models import DreamRun, KeyVector
 from tests.dream.test_commands import run_dream
 from tests.dream.test_meaning import flags, put
+from usermemory.keynames import key_carries_meaning, numbered_apart
 
 UUID_A = "3f2a9c4e-1b7d-4e8a-9c3f-2a1b7d4e8a9c"
 UUID_B = "8d4b2e1f-6a3c-4b9d-8e2f-1a6c3b9d8e2f"

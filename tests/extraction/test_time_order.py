@@ -337,3 +337,16 @@ def test_messages_without_text_are_passed_without_a_call(openai_llm, agent_a, ag
     openai_llm.answers = [facts(fact("home_city", "Lisbon"))]
     assert only_op(extract(agent_a_api, conversationId=cid))["op"] == "ADD"
     assert ExtractionWatermark.objects.get(agent_id="agent-a").last_seq == 2
+
+
+def test_a_numbered_key_is_never_another_numbered_key_by_meaning():
+    """Extraction matches a fact's key to a stored one by meaning as Dream does (usermemory.keynames): the
+    embedder finds ``memories/1`` and ``memories/2`` as close as ``city`` and ``home_city``, yet they name two
+    facts ("I love pizza", "I am a plumber"); an UPDATE of one by the other's fact would lose it."""
+    from extraction.decide import KeyMeaning
+
+    keys = {"memories/1", "memories/2", "phone_1", "phone_2", "city", "home_city"}
+    meaning = KeyMeaning(keys, threshold=0.9)
+    assert meaning.similarity("memories/1", "memories/2") == 0.0
+    assert meaning.similarity("phone_1", "phone_2") == 0.0
+    assert meaning.similarity("city", "home_city") > 0.9

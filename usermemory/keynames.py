@@ -1,4 +1,5 @@
-"""What a key says about its value, for Dream's contradictions by meaning (issue 46).
+"""What a key says about its value, for Dream's contradictions by meaning and extraction's match of a fact's
+key to a stored one by meaning (issue 46).
 
 Keys are compared by meaning only where they carry one. An agent's framework may name items by number or id
 (LangGraph's ``1`` and ``2``, or ``memories/1`` under a namespace; a uuid; ``m-7f3a``): two such keys are as
