@@ -8,6 +8,7 @@ values is then a :class:`~usermemory.models.ConflictDismissal`, which Dream's co
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -153,6 +154,36 @@ def _settled_value(entry: MemoryEntry, keep: MemoryEntry | None, mode: str) -> A
     return None if mode == "delete" else keep.value
 
 
+def _dismiss_pairs(*, user_id: str, entries: list[MemoryEntry], actor_id: str) -> None:
+    """Record every pair of the set's values as not a conflict (Dream's passes by key and meaning skip it)."""
+    pairs = {
+        _pair(a, b)
+        for i, a in enumerate(entries)
+        for b in entries[i + 1 :]
+        if a.value_text != b.value_text or a.key != b.key
+    }
+    dismissals = [
+        ConflictDismissal(
+            user_id=user_id, key_a=p[0], text_a=p[1], key_b=p[2], text_b=p[3], dismissed_by=actor_id
+        )
+        for p in pairs
+    ]
+    ConflictDismissal.objects.bulk_create(dismissals, ignore_conflicts=True)
+
+
+def _take_value(*, keep: MemoryEntry, others: list[MemoryEntry], now: datetime) -> None:
+    """Give ``others`` the kept entry's value; each keeps its key, and the value's search columns follow."""
+    for entry in others:
+        columns = search_columns(key=entry.key, text=keep.value_text)
+        MemoryEntry.objects.filter(id=entry.id).update(
+            value=keep.value,
+            value_text=columns.value_text,
+            key_folded=columns.key_folded,
+            text_folded=columns.text_folded,
+            updated_at=now,
+        )
+
+
 @transaction.atomic
 def memory_settle_conflict(
     *, caller: Caller, user_id: str, entry_ids: list[int], keep_entry_id: int | None, mode: str
@@ -192,38 +223,11 @@ def memory_settle_conflict(
     ids = [e.id for e in entries]
     other_ids = [e.id for e in others]
     if mode == "dismiss":
-        pairs = {
-            _pair(a, b)
-            for i, a in enumerate(entries)
-            for b in entries[i + 1 :]
-            if a.value_text != b.value_text or a.key != b.key
-        }
-        ConflictDismissal.objects.bulk_create(
-            [
-                ConflictDismissal(
-                    user_id=user_id,
-                    key_a=p[0],
-                    text_a=p[1],
-                    key_b=p[2],
-                    text_b=p[3],
-                    dismissed_by=log.actor.actor_id,
-                )
-                for p in pairs
-            ],
-            ignore_conflicts=True,
-        )
+        _dismiss_pairs(user_id=user_id, entries=entries, actor_id=log.actor.actor_id)
     elif mode == "delete":
         MemoryEntry.objects.filter(id__in=other_ids).delete()
     elif keep is not None:
-        for entry in others:  # each keeps its key; the kept value's search columns follow it
-            columns = search_columns(key=entry.key, text=keep.value_text)
-            MemoryEntry.objects.filter(id=entry.id).update(
-                value=keep.value,
-                value_text=columns.value_text,
-                key_folded=columns.key_folded,
-                text_folded=columns.text_folded,
-                updated_at=now,
-            )
+        _take_value(keep=keep, others=others, now=now)
     if keep is not None and mode != "dismiss":  # staff say which value holds now: no older one reverts it
         chosen = [keep.id, *(other_ids if mode == "update" else [])]
         MemoryEntry.objects.filter(id__in=chosen).update(observed_at=now)
