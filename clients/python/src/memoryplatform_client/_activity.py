@@ -3,55 +3,17 @@ builds the others: each function returns the :class:`Call` that the sync and the
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any
 
-from memoryplatform_client._core import Call, body, query, segment
+from memoryplatform_client._core import Call, body, iso_time, query, segment
+from memoryplatform_client._options import TaskCreateOptions, TaskListOptions, TaskUpdate, ToolCallListOptions
 from memoryplatform_client.types import (
     OffsetPage,
     Task,
-    TaskStatus,
     ToolCall,
     ToolCallInput,
     ToolCallPage,
-    Visibility,
 )
-
-
-def _maybe_iso(when: datetime | str | None) -> str | None:
-    return when.isoformat() if isinstance(when, datetime) else when
-
-
-class ToolCallListOptions(TypedDict, total=False):
-    after: str
-    agent_id: str
-    limit: int
-    since: datetime | str
-    """ISO 8601."""
-    success: bool
-    task_id: str
-    tool: str
-
-
-class TaskCreateOptions(TypedDict, total=False):
-    assignee_id: str
-    user_id: str
-    context: Any
-    visibility: Visibility
-    group_ids: list[str]
-
-
-class TaskListOptions(TypedDict, total=False):
-    assignee_id: str
-    creator_id: str
-    status: TaskStatus
-    limit: int
-    offset: int
-
-
-class TaskUpdate(TypedDict, total=False):
-    status: TaskStatus
-    result: Any
 
 
 def record_tool_calls(tool_calls: list[ToolCallInput]) -> Call[list[ToolCall]]:
@@ -68,7 +30,7 @@ def list_tool_calls(options: ToolCallListOptions) -> Call[ToolCallPage]:
         after=options.get("after"),
         agentId=options.get("agent_id"),
         limit=options.get("limit"),
-        since=_maybe_iso(options.get("since")),
+        since=iso_time(options.get("since")),
         success=options.get("success"),
         taskId=options.get("task_id"),
         tool=options.get("tool"),

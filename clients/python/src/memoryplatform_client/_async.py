@@ -254,11 +254,11 @@ class AsyncMemoryPlatform(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport
         """Report tool calls the agent made (up to the server's batch limit); never retried."""
         return await self.send(activity.record_tool_calls(tool_calls))
 
-    async def list_tool_calls(self, **options: Unpack[activity.ToolCallListOptions]) -> api.ToolCallPage:
+    async def list_tool_calls(self, **options: Unpack[opts.ToolCallListOptions]) -> api.ToolCallPage:
         return await self.send(activity.list_tool_calls(options))
 
     async def iter_tool_calls(
-        self, **options: Unpack[activity.ToolCallListOptions]
+        self, **options: Unpack[opts.ToolCallListOptions]
     ) -> AsyncIterator[api.ToolCall]:
         """Every tool call, newest first, page after page."""
         while True:
@@ -269,16 +269,16 @@ class AsyncMemoryPlatform(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport
                 return
             options["after"] = page["next"]
 
-    async def create_task(self, title: str, **options: Unpack[activity.TaskCreateOptions]) -> api.Task:
+    async def create_task(self, title: str, **options: Unpack[opts.TaskCreateOptions]) -> api.Task:
         return await self.send(activity.create_task(title, options))
 
-    async def list_tasks(self, **options: Unpack[activity.TaskListOptions]) -> api.OffsetPage:
+    async def list_tasks(self, **options: Unpack[opts.TaskListOptions]) -> api.OffsetPage:
         return await self.send(activity.list_tasks(options))
 
     async def get_task(self, task_id: str) -> api.Task:
         return await self.send(activity.get_task(task_id))
 
-    async def update_task(self, task_id: str, **update: Unpack[activity.TaskUpdate]) -> api.Task:
+    async def update_task(self, task_id: str, **update: Unpack[opts.TaskUpdate]) -> api.Task:
         """Move a task on (``status``) and set its ``result``; a PATCH, never retried."""
         return await self.send(activity.update_task(task_id, update))
 

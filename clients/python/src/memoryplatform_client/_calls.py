@@ -4,12 +4,11 @@ send. Names follow ``<verb>_<thing>`` so that a TypeScript client can mirror the
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
 import httpx
 
-from memoryplatform_client._core import Call, body, query, segment
+from memoryplatform_client._core import Call, body, iso_time, query, segment
 from memoryplatform_client._options import (
     AgentFields,
     AgentListOptions,
@@ -108,7 +107,7 @@ def memory_input(user_id: str, key: str, value: Any, options: UpsertOptions) -> 
     if "turn_id" in options:
         entry["turnId"] = options["turn_id"]
     if "valid_to" in options:
-        entry["validTo"] = _iso(options["valid_to"])
+        entry["validTo"] = iso_time(options["valid_to"])
     if "ttl_seconds" in options:
         entry["ttlSeconds"] = options["ttl_seconds"]
     if "confidence" in options:
@@ -116,16 +115,8 @@ def memory_input(user_id: str, key: str, value: Any, options: UpsertOptions) -> 
     if "source" in options:
         entry["source"] = options["source"]
     if "observed_at" in options:
-        entry["observedAt"] = _iso(options["observed_at"])
+        entry["observedAt"] = iso_time(options["observed_at"])
     return entry
-
-
-def _iso(when: datetime | str) -> str:
-    return when.isoformat() if isinstance(when, datetime) else when
-
-
-def _maybe_iso(when: datetime | str | None) -> str | None:
-    return None if when is None else _iso(when)
 
 
 def _read_query(options: ReadOptions) -> list[tuple[str, str]]:
@@ -157,7 +148,7 @@ def upsert_memories(entries: list[MemoryInput]) -> Call[list[MemoryEntry]]:
 def list_memories(user_id: str, options: ListOptions) -> Call[list[MemoryEntry]]:
     more = query(
         agentId=options.get("agent_id"),
-        asOf=_maybe_iso(options.get("as_of")),
+        asOf=iso_time(options.get("as_of")),
         minConfidence=options.get("min_confidence"),
         **_match_query(options),
     )
@@ -176,7 +167,7 @@ def recall_memories(user_id: str, options: RecallOptions) -> Call[list[MemoryEnt
             q=_query(options.get("q")),
             mode=options.get("mode"),
             sourceAgentId=options.get("source_agent_id"),
-            asOf=_maybe_iso(options.get("as_of")),
+            asOf=iso_time(options.get("as_of")),
             minConfidence=options.get("min_confidence"),
             **_ranked_filters(options),
         ),
@@ -188,7 +179,7 @@ def _ranked_filters(options: RankedFilters) -> dict[str, Any]:
         "minScore": options.get("min_score"),
         "category": options.get("category"),
         "source": options.get("source"),
-        "updatedAfter": _maybe_iso(options.get("updated_after")),
+        "updatedAfter": iso_time(options.get("updated_after")),
         **_match_query(options),
     }
 

@@ -12,6 +12,7 @@ from memoryplatform_client.types import (
     RankedMode,
     RecallOrder,
     SearchMode,
+    TaskStatus,
     Visibility,
 )
 
@@ -166,3 +167,35 @@ class AgentFields(TypedDict, total=False):
     capabilities: list[str]
     model: str
     status: str
+
+
+class ToolCallListOptions(TypedDict, total=False):
+    after: str
+    agent_id: str
+    limit: int
+    since: datetime | str
+    """ISO 8601."""
+    success: bool
+    task_id: str
+    tool: str
+
+
+class TaskCreateOptions(TypedDict, total=False):
+    assignee_id: str
+    user_id: str
+    context: Any
+    visibility: Visibility
+    group_ids: list[str]
+
+
+class TaskListOptions(TypedDict, total=False):
+    assignee_id: str
+    creator_id: str
+    status: TaskStatus
+    limit: int
+    offset: int
+
+
+class TaskUpdate(TypedDict, total=False):
+    status: TaskStatus
+    result: Any

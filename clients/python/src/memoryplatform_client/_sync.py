@@ -243,10 +243,10 @@ class MemoryPlatform(ClientBase[httpx.Client, httpx.BaseTransport]):
         """Report tool calls the agent made (up to the server's batch limit); never retried."""
         return self.send(activity.record_tool_calls(tool_calls))
 
-    def list_tool_calls(self, **options: Unpack[activity.ToolCallListOptions]) -> api.ToolCallPage:
+    def list_tool_calls(self, **options: Unpack[opts.ToolCallListOptions]) -> api.ToolCallPage:
         return self.send(activity.list_tool_calls(options))
 
-    def iter_tool_calls(self, **options: Unpack[activity.ToolCallListOptions]) -> Iterator[api.ToolCall]:
+    def iter_tool_calls(self, **options: Unpack[opts.ToolCallListOptions]) -> Iterator[api.ToolCall]:
         """Every tool call, newest first, page after page."""
         while True:
             page = self.list_tool_calls(**options)
@@ -255,16 +255,16 @@ class MemoryPlatform(ClientBase[httpx.Client, httpx.BaseTransport]):
                 return
             options["after"] = page["next"]
 
-    def create_task(self, title: str, **options: Unpack[activity.TaskCreateOptions]) -> api.Task:
+    def create_task(self, title: str, **options: Unpack[opts.TaskCreateOptions]) -> api.Task:
         return self.send(activity.create_task(title, options))
 
-    def list_tasks(self, **options: Unpack[activity.TaskListOptions]) -> api.OffsetPage:
+    def list_tasks(self, **options: Unpack[opts.TaskListOptions]) -> api.OffsetPage:
         return self.send(activity.list_tasks(options))
 
     def get_task(self, task_id: str) -> api.Task:
         return self.send(activity.get_task(task_id))
 
-    def update_task(self, task_id: str, **update: Unpack[activity.TaskUpdate]) -> api.Task:
+    def update_task(self, task_id: str, **update: Unpack[opts.TaskUpdate]) -> api.Task:
         """Move a task on (``status``) and set its ``result``; a PATCH, never retried."""
         return self.send(activity.update_task(task_id, update))
 
