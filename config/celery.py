@@ -25,7 +25,7 @@ from celery import Celery
 from celery.schedules import crontab
 from celery.signals import worker_init, worker_process_shutdown
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryplatform.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 logger = logging.getLogger(__name__)
 env = environ.Env()

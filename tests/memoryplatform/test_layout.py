@@ -136,8 +136,8 @@ def test_the_project_kernel_imports_no_app():
 
 def test_the_wiring_mounts_the_agent_tools():
     """The composition root mounts the doors: the URL map (``/v1/tools``) and the ASGI app (``/mcp``)."""
-    urls = (ROOT / PROJECT / "urls.py").read_text()
-    asgi = {name for name, _ in imported(f"{PROJECT}.asgi", ROOT / PROJECT / "asgi.py")}
+    urls = (ROOT / "config" / "urls.py").read_text()
+    asgi = {name for name, _ in imported("config.asgi", ROOT / "config" / "asgi.py")}
     assert f'include("{DOORS}.api.urls")' in urls
     assert f"{DOORS}.mcp_server" in asgi
 
