@@ -15,9 +15,10 @@ import pytest
 from django.conf import settings
 from django.db import OperationalError
 
-from config.celery import app, crontab_min_period, crontab_next_after, dream_expires_seconds
+from config.celery import app, dream_expires_seconds
 from dream.models import DreamRun
 from dream.tasks import dream_run_cycle_task
+from memoryplatform.crontabs import crontab_min_period, crontab_next_after
 from tests.helpers import REDIS_URL, needs_redis, url_of_the_test_database
 from tests.llm_server import Answer, LLMScript, llm_server
 from usermemory.models import MemoryEntry
