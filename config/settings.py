@@ -94,26 +94,26 @@ MIDDLEWARE = [
     # X-Request-Id on every response; log lines written during the request name it.
     "memoryplatform.requestid.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "memoryplatform.middleware.RefuseUnstorableTextMiddleware",
+    "config.middleware.RefuseUnstorableTextMiddleware",
     # A GET of the REST API with a query parameter its OpenAPI operation does not list: a 400 naming it.
     "memoryplatform.api.querystrings.StrictQueryMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # API paths resolve on their percent-encoded form, so a path value may hold "/" (memoryplatform.routing).
     "memoryplatform.routing.EncodedPathMiddleware",
     # Sessions, CSRF, the admin's sign-in and messages: skipped by requests that present an API key
-    # (memoryplatform.middleware.BrowserOnlyMixin).
-    "memoryplatform.middleware.SessionMiddleware",
+    # (config.middleware.BrowserOnlyMixin).
+    "config.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "memoryplatform.middleware.CsrfViewMiddleware",
-    "memoryplatform.middleware.AuthenticationMiddleware",
-    "memoryplatform.middleware.MessageMiddleware",
+    "config.middleware.CsrfViewMiddleware",
+    "config.middleware.AuthenticationMiddleware",
+    "config.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "memoryplatform.middleware.RequestLogMiddleware",
+    "config.middleware.RequestLogMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
-ROOT_URLCONF = "memoryplatform.urls"
-WSGI_APPLICATION = "memoryplatform.wsgi.application"
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
 
 TEMPLATES = [
     {
