@@ -9,6 +9,7 @@ in ``DATA_DIR`` (``var/``), started on demand from a wheel and shared by every p
 
 import math
 import os
+import sys
 from pathlib import Path
 
 import environ
@@ -67,7 +68,7 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[:
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
-    "memoryplatform",  # first: its admin/base_site.html (the admin's stylesheet and script) is the one used
+    "memoryplatform",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -115,10 +116,21 @@ MIDDLEWARE = [
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
 
+PROJECT_TEMPLATES = next(
+    (
+        path
+        for path in (BASE_DIR / "templates", Path(sys.prefix) / "share" / "memoryplatform" / "templates")
+        if path.is_dir()
+    ),
+    BASE_DIR / "templates",
+)
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],  # each app ships its templates (in the wheel too): APP_DIRS
+        # The project's own (the admin's frame with its stylesheet and script, the overview): templates/ in a
+        # checkout, the wheel's data (share/memoryplatform/templates) where installed; found before any app's.
+        "DIRS": [PROJECT_TEMPLATES],
+        # Each app ships its own pages in its package (in the wheel too).
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

@@ -39,6 +39,7 @@ from django.apps import apps
 from django.conf import settings
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.template.loader import get_template
 
 django.setup()
 executor = MigrationExecutor(connection)
@@ -48,6 +49,9 @@ print(json.dumps({
     "unapplied": [str(migration) for migration, _ in plan],
     "applied": len(executor.loader.applied_migrations),
     "settings": importlib.import_module(settings.SETTINGS_MODULE).__file__,
+    "templates": {
+        name: get_template(name).origin.name for name in ("admin/base_site.html", "admin/overview.html")
+    },
 }))
 """
 
@@ -78,6 +82,7 @@ def build_wheel(base: Path) -> Path:
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
+    shutil.copytree(ROOT / "templates", source / "templates")  # the project's own, installed as data
     for app in packages():
         shutil.copytree(ROOT / app, source / app, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     run([*PIP, "wheel", "--no-deps", "--quiet", "--wheel-dir", str(base / "dist"), str(source)])
@@ -121,6 +126,11 @@ def test_the_wheel_holds_every_app_installs_and_migrates_from_its_own_files(base
         assert not missing, f"{app}: not in the wheel: {sorted(missing)}"
     assert any(name.startswith("usermemory/migrations/0001_") for name in names)
     assert any(name.startswith("usermemory/templates/admin/") for name in names)
+    project_templates = {
+        str(path.relative_to(ROOT / "templates")) for path in (ROOT / "templates").rglob("*.html")
+    }
+    data = "memoryplatform-0.1.0.data/data/share/memoryplatform/templates/"
+    assert project_templates and {data + name for name in project_templates} <= names
 
     python, purelib = install(base, wheel)
     env = {
@@ -143,3 +153,8 @@ def test_the_wheel_holds_every_app_installs_and_migrates_from_its_own_files(base
     for app in local_apps():
         assert Path(state["paths"][app]) == purelib / app
     assert state["settings"] == str(purelib / "config" / "settings.py")
+    # The project's own templates (the admin's frame and overview) come from the wheel's data, not a checkout.
+    shared = base / "venv" / "share" / "memoryplatform" / "templates"
+    assert state["templates"] == {
+        name: str(shared / name) for name in ("admin/base_site.html", "admin/overview.html")
+    }
