@@ -279,7 +279,8 @@ def test_without_user_index_a_layout_that_hides_its_user_is_refused(client_for, 
     store.put(("u7", "memories", "work"), "employer", {"name": "Acme"})
     assert {e["key"] for e in api.list_memories("u7")} == {"food", "memories/drink", "memories/work/employer"}
     # The others are refused before any request, naming the option; none lands on a user "profiles".
-    for hidden in (("profiles", "u7"), ("users", "u7", "memories"), ("u7", "prefs"), ("u7",), ("*", "memories")):
+    hiding = (("profiles", "u7"), ("users", "u7", "memories"), ("u7", "prefs"), ("u7",), ("*", "memories"))
+    for hidden in hiding:
         with pytest.raises(ValueError, match=r"user_index=N") as refused:
             store.put(hidden, "name", {"first": "Ada"})
         assert repr(hidden) in str(refused.value)
