@@ -1,20 +1,23 @@
 """LangGraph adapter (extra ``langgraph``): :class:`MemoryPlatformStore`, a ``BaseStore`` over users'
 memories, with sync ``batch`` and async ``abatch``, TTLs and server-side search.
 
-A namespace names a user, labels, and a visibility; an item's key and value are the memory's. Both of
-LangGraph's usual layouts are read:
+A namespace names a user, labels, and a visibility; an item's key and value are the memory's. LangGraph's
+docs' layouts that say where the user is, next to ``"memories"``, are read as they are; any other needs
+``user_index``:
 
 | namespace | user | labels |
 |---|---|---|
-| ``(user_id, "memories")`` (LangGraph's docs) | ``user_id`` | ``("memories",)`` |
-| ``(user_id, "chitchat", "prefs")`` | ``user_id`` | ``("chitchat", "prefs")`` |
-| ``("memories", user_id, ...)`` (this platform's first layout, LangMem's) | ``user_id`` | what follows |
+| ``(user_id, "memories", ...)`` (LangGraph's docs) | ``user_id`` | ``("memories", ...)`` |
+| ``("memories", user_id, ...)`` (LangGraph's docs; LangMem's) | ``user_id`` | what follows |
 | ``("profiles", user_id)``, with ``user_index=1`` | ``user_id`` | ``("profiles",)`` |
 | ``("users", user_id, "memories")``, with ``user_index=1`` | ``user_id`` | ``("users", "memories")`` |
+| ``(user_id, "chitchat", "prefs")``, with ``user_index=0`` | ``user_id`` | ``("chitchat", "prefs")`` |
 
 ``MemoryPlatformStore(..., user_index=n)`` takes the user from position ``n`` of every namespace, every other
-element a label (as the TypeScript store's ``userIndex``); without it, the first element is the user, or the
-second after ``"memories"``, so ``("profiles", user_id)`` would be user ``"profiles"``.
+element a label (as the TypeScript store's ``userIndex``). Without it a namespace names its user next to
+``"memories"``, and any other (``("profiles", user_id)``: is the user ``profiles`` or ``user_id``?) is refused
+with a ``ValueError`` that names ``user_index``, never guessed (:func:`user_position`; the TypeScript store
+has the same rule).
 
 A namespace ending in ``"global"`` is the user's ``global`` entries (every agent reads them); ending in
 ``("group", group_id)``, ``group`` entries shared with that group; else the agent's own ``self`` entries.
@@ -22,9 +25,10 @@ A namespace ending in ``"global"`` is the user's ``global`` entries (every agent
 On the platform: ``userId`` is the user; the labels are the key's prefix, each followed by ``/``; the
 item's key ends it (``(u, "memories")``, ``"food"`` is key ``memories/food`` of user ``u``); the category is
 the store's (``fact``). Labels and keys are written with ``%`` as ``%25`` and ``/`` as ``%2F``, so the key
-splits back into labels and key: the mapping is reversible. The two spellings of one place name the same
-entries (``("memories", u, "prefs")`` and ``(u, "prefs")``); an answer uses the spelling asked. A user id
-spelled ``"memories"`` is read as the first layout's root: put it second, ``("memories", "memories")``.
+splits back into labels and key: the mapping is reversible (the TypeScript store maps the same way, so both
+read what the other wrote). ``("memories", u, "prefs")`` and, with ``user_index=0``, ``(u, "prefs")`` name the
+same entries; an answer uses the spelling asked. A user id spelled ``"memories"`` is read as the root: put it
+second, ``("memories", "memories")``.
 
 Values round-trip as put: a dict stays a dict, a string a string. Each ``put`` is a turn of its own (a
 store has no turns): a loop of puts meets no ``maxWritesPerTurn``, which bounds an LLM's writes in one turn.
@@ -35,9 +39,9 @@ the item, and Dream deletes it after the agent's ``pruneExpiredAfterDays``. A ``
 (``hybrid``: meaning and words, each item with a ``score``), ``filter`` (``{field: value}`` or ``$eq``,
 ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``), the prefix's labels and visibility, ``limit`` and ``offset``
 to the server, which applies them before cutting the page. ``search`` and ``list_namespaces`` need a prefix
-that names the user; ``list_namespaces`` looks at the newest 1,000 entries the agent can see of that user, and
-its prefix and suffix may hold ``"*"`` (LangGraph's ``MatchCondition``: any one element) anywhere but at the
-user.
+that names the user. ``list_namespaces``' prefix and suffix may hold ``"*"`` (LangGraph's ``MatchCondition``:
+any one element) anywhere but at the user: the server matches them (the user list's ``keyPattern``,
+:func:`key_patterns`), and the store checks each namespace of the newest 1,000 entries it answers with.
 
 The agent is the key's: use an agent key. ``search`` without a ``query`` lists the user's entries, newest
 first.
