@@ -269,10 +269,10 @@ test("the Python and the JS store share one namespace: each reads what the other
   assert.deepEqual((await store.get([user, "memories"], "food")).value, { likes: "pizza" });
   assert.deepEqual((await store.get(["memories", user, "memories", "global"], "name")).value, { first: "Ada" });
   assert.deepEqual((await store.get(["memories", user], "city")).value, { value: "Lisbon" });
+  const entry = await clients.nova.getMemoryByKey(user, "profiles/tone"); // its TTL as put (a store's read renews it)
+  assert.equal((Date.parse(entry.validTo) - Date.parse(entry.validFrom)) / 60_000, 60);
   const profiles = new MemoryPlatformStore(clients.nova, { userIndex: 1 });
   assert.deepEqual((await profiles.get(["profiles", user], "tone")).value, { short: true });
-  const entry = await clients.nova.getMemoryByKey(user, "profiles/tone");
-  assert.equal((Date.parse(entry.validTo) - Date.parse(entry.validFrom)) / 60_000, 60);
   assert.deepEqual(await store.listNamespaces({ prefix: [user, "memories"] }), [
     [user, "memories"],
     [user, "memories", "global"],
