@@ -423,7 +423,8 @@ class MemoryPlatformStore(BaseStore):
     one of the agent policy's allowed categories). ``ttl`` is LangGraph's ``TTLConfig``: ``default_ttl``
     (minutes) for a ``put`` without one, ``refresh_on_read`` for reads that do not say. ``user_index``: the
     user's position in every namespace, the other elements all labels (``1`` for ``("profiles", user_id)``
-    or ``("users", user_id, "memories")``); by default the first element, or the second after ``"memories"``.
+    or ``("users", user_id, "memories")``); without it, the element next to ``"memories"``
+    (:func:`user_position`), any other layout refused.
     """
 
     supports_ttl = True
