@@ -284,6 +284,7 @@ export class MemoryPlatformStore extends BaseStore {
     index?: false | string[],
     options: PutOptions = {},
   ): Promise<void> {
+    // No BaseStore.put: it would drop the TTL. The namespace is checked where every operation's is (Place.of).
     const op: StorePut = { namespace, key, value, index };
     if ("ttl" in options) op.ttl = options.ttl;
     await this.batch([op]);
