@@ -166,6 +166,17 @@ SILENCED_SYSTEM_CHECKS = env.list("SILENCED_SYSTEM_CHECKS", default=[])
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 # Off by default: it costs a round trip on every request (a third of a recall's); see .env.example.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = _strict_bool("CONN_HEALTH_CHECKS", False)
+# Django's connection pool (psycopg_pool) in this process: at most DATABASE_POOL_MAX connections, shared by
+# its threads, each taken for a request and given back at its end. 0: none (a connection per thread, kept for
+# CONN_MAX_AGE seconds). `manage.py serve` turns it on for its workers.
+DATABASE_POOL_MAX = env.int("DATABASE_POOL_MAX", default=0)
+if DATABASE_POOL_MAX > 0:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django's pool keeps the connections itself
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": DATABASE_POOL_MAX,
+        "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
+    }
 # Run the statements of every write (turn count, upsert) as prepared statements (usermemory.sql.write,
 # psycopg's prepare=True). Behind PgBouncer in transaction mode this needs PgBouncer 1.21 or later with
 # max_prepared_statements set: off by default with DATABASE_POOLER (memoryplatform.E020 if turned on).
