@@ -27,7 +27,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.helpers import free_port, stop_process, wait_healthy
+from tests.helpers import free_port, stop_process, wait_ready
 
 BASE_DIR = Path(settings.BASE_DIR)
 PYTHON = sys.executable
@@ -136,7 +136,7 @@ def _served(env: dict[str, str], argv: list[str], log_path: Path) -> Iterator[st
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_healthy(server, base, log_path, seconds=30)
+        wait_ready(server, base, log_path)
         yield base
     finally:
         stop_process(server)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tests.helpers import stop_process_group, url_of_the_test_database
+from tests.helpers import stop_process_group, url_of_the_test_database, wait_ready
 
 BASE_DIR = Path(settings.BASE_DIR)
 PYTHON = sys.executable
@@ -114,17 +114,7 @@ def live(transactional_db, tmp_path) -> Iterator[Live]:
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert server.poll() is None, log_path.read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(f"{base}/healthz", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            assert time.monotonic() < deadline, "the server did not answer /healthz in 60 s"
-            time.sleep(0.2)
+        wait_ready(server, base, log_path)
         yield Live(base=base, port=port, keys=keys)
     finally:
         stop_process_group(server)
