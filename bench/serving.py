@@ -47,9 +47,16 @@ SERVERS: dict[str, tuple[list[str], dict[str, str]]] = {
     "uvicorn + our bridge (2 x 4 threads)": (["--workers", "2", "--threads", "4"], {}),
     "uvicorn + Django's ASGI handler, pool 4 (2 workers)": (
         [*UVICORN, "memoryplatform.asgi_django:application"],
-        {"DATABASE_POOL_MAX": "4"},
+        {"DATABASE_POOL_MAX": "4", "DATABASE_LISTEN_URL": "(the database's)"},
+    ),
+    "the same, at most 4 requests in Django a worker": (
+        [*UVICORN, "memoryplatform.asgi_django:application"],
+        {"DATABASE_POOL_MAX": "4", "DATABASE_LISTEN_URL": "(the database's)", "SERVE_LIMIT": "4"},
     ),
 }
+"""With the pool, every request takes a connection anew, and Django says so (``connection_created``): the key
+cache (``apikeys/keycache.py``) empties itself and LISTENs on each, unless the process listens on a connection
+of its own (``DATABASE_LISTEN_URL``, as behind PgBouncer): set to the bench database's URL."""
 SEQ = itertools.count()
 Call = Callable[[], tuple[str, str, bytes | None, dict[str, str]]]
 
@@ -303,7 +310,11 @@ def main() -> int:
     ops = operations(user, question)
     chosen = {name: spec for name, spec in SERVERS.items() if args.only in name}
     results: dict[str, Any] = {name: {str(n): {op: [] for op in ops} for n in levels} for name in chosen}
-    servers = [Served(name, extra, env | more, logfile) for name, (extra, more) in chosen.items()]
+
+    def env_of(more: dict[str, str]) -> dict[str, str]:
+        return env | {k: db.url if k == "DATABASE_LISTEN_URL" else v for k, v in more.items()}
+
+    servers = [Served(name, extra, env_of(more), logfile) for name, (extra, more) in chosen.items()]
     try:
         for server in servers:  # warm-up: every worker, its connections and caches, the model
             for call in ops.values():

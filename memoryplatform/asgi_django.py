@@ -2,6 +2,8 @@
 the MCP app under ``/mcp``, and every request body read first within the REST API's limits. Run with Django's
 connection pool (``DATABASE_POOL_MAX``) for ``bench/serving.py``, beside the thread bridge."""
 
+import asyncio
+import contextlib
 import gc
 import os
 
@@ -16,10 +18,14 @@ from memoryplatform import asgi_http, requestid  # noqa: E402
 from memoryplatform.asgi import _host_allowed, _is_mcp_path  # noqa: E402
 from memoryplatform.asgi_http import Receive, Scope, Send  # noqa: E402
 
+LIMIT = int(os.environ.get("SERVE_LIMIT") or 0)
+"""At most this many requests per process in Django at once (0: no limit); the others wait as coroutines."""
+
 
 class Application:
     def __init__(self) -> None:
         self.mcp_app = McpHttpApp()
+        self.slots = asyncio.Semaphore(LIMIT) if LIMIT else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -49,7 +55,8 @@ class Application:
             body = await asgi_http.read_body_or_refuse(scope, receive, send)
             if body is not None:
                 scope = asgi_http.with_length(scope, len(body))
-                await django_application(scope, asgi_http.replay(body, receive), send)
+                async with self.slots or contextlib.nullcontext():
+                    await django_application(scope, asgi_http.replay(body, receive), send)
         finally:
             requestid.current.reset(token)
 
