@@ -1,12 +1,12 @@
-"""Serving, side by side in one run, the same requests to each stack, driven in alternating rounds:
+"""Serving: ``manage.py serve`` (uvicorn, ``memoryplatform.asgi``: Django's own ASGI handler behind our body
+and request limits, Django's connection pool), started on the bench database and driven with the same
+requests at each concurrency. ``SERVERS`` lists the stacks to compare side by side, in alternating rounds.
 
-- gunicorn's gthread workers serving ``memoryplatform.wsgi`` (``serve --server gunicorn``, 2 workers x 4
-  threads), Django as WSGI and the MCP app through a2wsgi;
-- uvicorn serving ``memoryplatform.asgi`` (``serve``, 2 workers x 4 threads): Django as WSGI on our own thread
-  bridge (``memoryplatform.asgi_wsgi``), a connection kept per thread (``CONN_MAX_AGE``);
-- uvicorn serving Django's own ASGI handler (``get_asgi_application()``) behind the same front (bodies read
-  first, MCP natively), with Django's connection pool (``DATABASE_POOL_MAX=4`` a worker, psycopg_pool): each
-  request's sync code runs on a thread of its own (asgiref's ``ThreadSensitiveContext``).
+Issue 48's run (``bench/RESULTS.md``) compared, at commit 91f628b: gunicorn's gthread workers with a2wsgi
+(``serve --server gunicorn``, 2 x 4 threads), our own thread bridge under uvicorn
+(``memoryplatform.asgi_wsgi``, 2 x 4 threads, a connection kept per thread), and Django's ASGI handler with
+the pool (4 a worker), without and with the limit of 4 requests in Django a worker that ``serve`` now sets.
+The first two are gone.
 
     DATA_DIR=... .venv/bin/python -m bench.load --reset --memories 100000 --users 1000 --agents 50
     DATA_DIR=... .venv/bin/python -m bench.serving --seconds 4 --rounds 3 --concurrency 8,32
@@ -38,25 +38,10 @@ from urllib.parse import quote
 from bench import target
 
 ROOT = target.ROOT
-UVICORN = [
-    sys.executable, "-m", "uvicorn", "--workers", "2", "--lifespan", "on", "--no-access-log",
-    "--no-server-header", "--no-proxy-headers", "--timeout-keep-alive", "5",
-]  # fmt: skip
 SERVERS: dict[str, tuple[list[str], dict[str, str]]] = {
-    "gunicorn + a2wsgi (2 x 4 threads)": (["--server", "gunicorn", "--workers", "2", "--threads", "4"], {}),
-    "uvicorn + our bridge (2 x 4 threads)": (["--workers", "2", "--threads", "4"], {}),
-    "uvicorn + Django's ASGI handler, pool 4 (2 workers)": (
-        [*UVICORN, "memoryplatform.asgi_django:application"],
-        {"DATABASE_POOL_MAX": "4", "DATABASE_LISTEN_URL": "(the database's)"},
-    ),
-    "the same, at most 4 requests in Django a worker": (
-        [*UVICORN, "memoryplatform.asgi_django:application"],
-        {"DATABASE_POOL_MAX": "4", "DATABASE_LISTEN_URL": "(the database's)", "SERVE_LIMIT": "4"},
-    ),
+    "serve: uvicorn + Django's ASGI handler (2 x 4)": (["--workers", "2", "--threads", "4"], {}),
 }
-"""With the pool, every request takes a connection anew, and Django says so (``connection_created``): the key
-cache (``apikeys/keycache.py``) empties itself and LISTENs on each, unless the process listens on a connection
-of its own (``DATABASE_LISTEN_URL``, as behind PgBouncer): set to the bench database's URL."""
+"""Name: (``serve``'s arguments, or a whole command starting with this interpreter; environment)."""
 SEQ = itertools.count()
 Call = Callable[[], tuple[str, str, bytes | None, dict[str, str]]]
 
@@ -311,10 +296,7 @@ def main() -> int:
     chosen = {name: spec for name, spec in SERVERS.items() if args.only in name}
     results: dict[str, Any] = {name: {str(n): {op: [] for op in ops} for n in levels} for name in chosen}
 
-    def env_of(more: dict[str, str]) -> dict[str, str]:
-        return env | {k: db.url if k == "DATABASE_LISTEN_URL" else v for k, v in more.items()}
-
-    servers = [Served(name, extra, env_of(more), logfile) for name, (extra, more) in chosen.items()]
+    servers = [Served(name, extra, env | more, logfile) for name, (extra, more) in chosen.items()]
     try:
         for server in servers:  # warm-up: every worker, its connections and caches, the model
             for call in ops.values():

@@ -168,8 +168,8 @@ DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = _strict_bool("CONN_HEALTH_CHECKS", False)
 # Django's connection pool (psycopg_pool) in this process: at most DATABASE_POOL_MAX connections, shared by
 # its threads, each taken for a request and given back at its end. 0: none (a connection per thread, kept for
-# CONN_MAX_AGE seconds). `manage.py serve` turns it on for its workers.
-DATABASE_POOL_MAX = env.int("DATABASE_POOL_MAX", default=0)
+# CONN_MAX_AGE seconds). `manage.py serve` turns it on for its workers (twice --threads, unless set).
+DATABASE_POOL_MAX = int(env.str("DATABASE_POOL_MAX", default="") or 0)
 if DATABASE_POOL_MAX > 0:
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django's pool keeps the connections itself
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {

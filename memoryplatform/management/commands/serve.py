@@ -40,7 +40,7 @@ def scheduler_argv(parent_pid: int) -> list[str]:
 
 def check_port_free(host: str, port: int) -> None:
     """Bind the address as the server will, then let it go: a port in use is a clear error before anything
-    starts (uvicorn and gunicorn would otherwise fail after their banners, or retry)."""
+    starts (uvicorn would otherwise fail after its banner)."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
@@ -76,7 +76,7 @@ def uvicorn_argv(*, host: str, port: int, workers: int) -> list[str]:
         "on",
         "--no-access-log",  # the request log middleware writes one line per API request
         "--no-server-header",
-        "--no-proxy-headers",  # REMOTE_ADDR is the peer, as under gunicorn (METRICS_ALLOWED_IPS relies on it)
+        "--no-proxy-headers",  # REMOTE_ADDR is the peer (METRICS_ALLOWED_IPS relies on it)
         "--timeout-keep-alive",
         "5",
         "--timeout-graceful-shutdown",
@@ -84,32 +84,12 @@ def uvicorn_argv(*, host: str, port: int, workers: int) -> list[str]:
     ]
 
 
-def gunicorn_argv(*, host: str, port: int, workers: int, threads: int) -> list[str]:
-    """gunicorn's gthread workers serving ``memoryplatform.wsgi``: each request holds a thread while it is
-    read and answered, so slow clients can take every thread. Kept for comparison (``bench/``)."""
-    return [
-        sys.executable,
-        "-m",
-        "gunicorn",
-        "memoryplatform.wsgi:application",
-        "--bind",
-        f"{host}:{port}",
-        "--workers",
-        str(workers),
-        "--threads",
-        str(threads),
-        "--timeout",
-        "60",
-        "--graceful-timeout",
-        "10",
-    ]
-
-
 class Command(BaseCommand):
     help = (
         "Serve the API, the admin and the MCP server (static files through WhiteNoise, no DEBUG needed) with "
-        "uvicorn: memoryplatform.asgi in worker processes. Without REDIS_URL it also runs the Dream schedule "
-        "in one scheduler process beside the web workers."
+        "uvicorn: memoryplatform.asgi (Django's ASGI handler, with Django's connection pool) in worker "
+        "processes. Without REDIS_URL it also runs the Dream schedule in one scheduler process beside the "
+        "web workers."
     )
     # Checked in handle(), after the port: a port in use is the first thing said. The checks include the
     # database ones (PostgreSQL 15+ with pgvector), which cost one connection.
@@ -120,17 +100,12 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--workers", type=int, default=2, help="Worker processes.")
         parser.add_argument(
-            "--server",
-            choices=["uvicorn", "gunicorn"],
-            default="uvicorn",
-            help="uvicorn (ASGI, the default): slow clients and open connections hold no thread. gunicorn "
-            "(WSGI, gthread workers): the previous way, kept for comparison.",
-        )
-        parser.add_argument(
             "--threads",
             type=int,
             default=4,
-            help="Threads per worker running Django's views (under uvicorn, once a request's body is in).",
+            help="Requests per worker in Django at once, each on a thread with a connection of the worker's "
+            "pool, DATABASE_POOL_MAX (default twice this) connections (the other requests wait, holding no "
+            "thread).",
         )
         parser.add_argument(
             "--check-port",
@@ -151,11 +126,7 @@ class Command(BaseCommand):
         if options["check_port"]:
             return
         self.check(databases=[DEFAULT_DB_ALIAS])
-        if options["server"] == "gunicorn":
-            argv = gunicorn_argv(host=host, port=port, workers=workers, threads=options["threads"])
-        else:
-            argv = uvicorn_argv(host=host, port=port, workers=workers)
-            os.environ["SERVE_THREADS"] = str(options["threads"])  # read by memoryplatform.asgi
+        argv = uvicorn_argv(host=host, port=port, workers=workers)
         prepare_metrics_dir()
         run_scheduler = options["dream_scheduler"]
         if run_scheduler is None:
@@ -164,6 +135,11 @@ class Command(BaseCommand):
             # This pid carries on as the server's master after execv, so the child stops with the server.
             subprocess.Popen(scheduler_argv(os.getpid()), cwd=settings.BASE_DIR)  # noqa: S603
             self.stdout.write(f"Dream runs on '{settings.DREAM_SCHEDULE}' in a scheduler process.")
+        # For the workers (read by memoryplatform.asgi and the settings), not the scheduler started above. The
+        # pool serves the MCP door's calls too (on threads of their own), hence more than the Django threads.
+        os.environ["SERVE_THREADS"] = str(options["threads"])
+        if not os.environ.get("DATABASE_POOL_MAX"):
+            os.environ["DATABASE_POOL_MAX"] = str(2 * options["threads"])
         self.stdout.write(f"Serving on http://{host}:{port} (Ctrl-C stops)")
         self.stdout.flush()
         os.execv(sys.executable, argv)  # noqa: S606  (replaces this process with the server)

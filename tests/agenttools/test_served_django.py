@@ -1,6 +1,7 @@
-"""How Django is served under ``manage.py serve`` (uvicorn, ``memoryplatform.asgi_wsgi``) and, for
-comparison, under gunicorn: bodies in, buffered and streamed answers out, HEAD, the request id, and the path
-as sent. Raw requests, so each goes out exactly as written."""
+"""How Django is served under ``manage.py serve`` (uvicorn, ``memoryplatform.asgi``: Django's ASGI handler
+behind our body and request limits): bodies in, buffered and streamed answers out, HEAD, the request id, the
+path as sent, requests beyond the threads, and a client gone while its request waits. Raw requests, so each
+goes out exactly as written."""
 
 import http.client
 import json
@@ -15,9 +16,9 @@ from tests.agenttools.mcp_harness import McpEnv
 MEMORIES = "/usermemorystore/memories"
 
 
-@pytest.fixture(params=["uvicorn", "gunicorn"])
-def base(request) -> str:
-    return request.getfixturevalue("http_url" if request.param == "uvicorn" else "wsgi_url")
+@pytest.fixture
+def base(http_url: str) -> str:
+    return http_url
 
 
 def _exchange(
@@ -104,8 +105,8 @@ def test_the_request_id_sent_comes_back(base, mcp_env: McpEnv):
 
 
 def test_an_encoded_slash_in_a_user_id_is_exact(base, mcp_env: McpEnv):
-    """Both servers pass the path as sent (gunicorn's ``RAW_URI``; the bridge gives the ASGI ``raw_path`` as
-    the same), so a userId ending in ``/count`` is a user, not the count of another."""
+    """The path is read as sent (the ASGI scope's ``raw_path``), so a userId ending in ``/count`` is a user,
+    not the count of another."""
     key = mcp_env.keys["agent-a"]
     for user_id in ("slash/count", "slash"):
         assert _upsert(base, key, {"userId": user_id, "key": "k", "value": user_id}).status in (200, 201)
@@ -117,8 +118,8 @@ def test_an_encoded_slash_in_a_user_id_is_exact(base, mcp_env: McpEnv):
 
 
 def test_a_header_spelled_with_an_underscore_is_not_read(base, mcp_env: McpEnv):
-    """``X_API_Key`` would land on the same ``HTTP_X_API_KEY`` as ``X-API-Key``: both servers drop it, as
-    they drop ``X_Forwarded_Proto`` (trusted behind a TLS proxy in its ``-`` spelling only)."""
+    """``X_API_Key`` would land on the same ``HTTP_X_API_KEY`` as ``X-API-Key``: Django's ASGI request drops
+    it, as it drops ``X_Forwarded_Proto`` (trusted behind a TLS proxy in its ``-`` spelling only)."""
     path = f"{MEMORIES}/underscore-user/count"
     key = mcp_env.keys["agent-a"]
     assert _exchange(base, "GET", path, headers={"X-API-Key": key}).status == 200
