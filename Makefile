@@ -2,7 +2,7 @@
 #   make run    install, migrate the embedded PostgreSQL (started on demand from a wheel, data in DATA_DIR,
 #               default var/; it stops by itself after the last process using it exits), ensure an admin,
 #               serve on 127.0.0.1:8000
-#               (uvicorn, WORKERS processes of THREADS requests in Django at once; a port in use stops it first)
+#               (uvicorn, WORKERS processes of THREADS threads; a port in use stops it before it says it serves)
 #   make test   install (with dev tools) and run the whole suite on the embedded PostgreSQL (or on the PostgreSQL
 #               and Redis that DATABASE_URL/REDIS_URL name)
 
@@ -14,7 +14,7 @@ PORT   ?= 8000
 WORKERS ?= 2
 THREADS ?= 4
 
-.PHONY: run test install install-dev lint migrate serve clean
+.PHONY: run test install install-dev lint docs migrate serve clean
 
 # Each step says what it does, on one line, before it starts (pip and the venv are quiet otherwise).
 $(VENV)/bin/python:
@@ -71,8 +71,15 @@ lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-logo
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
 
+# The docs site (mkdocs.yml), strict: a broken link, a missing anchor or a page out of the nav fails it. The API
+# reference is the OpenAPI schema, generated from the code first.
+docs: install-dev
+	@$(PY) manage.py spectacular --file docs/api/openapi.json --format openapi-json
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 clean:
-	rm -rf $(VENV) staticfiles .pytest_cache
+	rm -rf $(VENV) staticfiles .pytest_cache site docs/api/openapi.json

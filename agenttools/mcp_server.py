@@ -39,9 +39,9 @@ Transports:
 - stdio: ``manage.py mcp`` authenticates ``MEMORYPLATFORM_API_KEY`` at start and calls :func:`serve_stdio`,
   which checks the key again at every tool call (a revoked key stops working mid-session, and the agent's
   policy is the current one).
-- streamable HTTP: :class:`McpHttpApp` (mounted at ``/mcp/`` by ``memoryplatform/asgi.py``) takes POST
-  only, each body within the REST API's limit, and authenticates the ``Authorization: Bearer`` /
-  ``X-API-Key`` header of every request.
+- streamable HTTP: :class:`McpHttpApp` (mounted at ``/mcp/`` by ``config/asgi.py``) takes POST only, each
+  body within the REST API's limit, and
+  authenticates the ``Authorization: Bearer`` / ``X-API-Key`` header of every request.
 Either way the caller lives in :data:`current_caller` while the SDK runs the tool handlers.
 """
 

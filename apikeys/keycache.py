@@ -180,17 +180,11 @@ def _changed(sender: Any, **kwargs: Any) -> None:
 @receiver(connection_created, dispatch_uid="apikeys.keycache.listen")
 def listen(sender: Any, connection: Any, **kwargs: Any) -> None:
     """A new connection: empty the cache, LISTEN and hear notifications. Django opens connections in
-    autocommit, so LISTEN holds at once; a connection opened otherwise never reads the cache.
-
-    With Django's connection pool this is said each time a request takes a connection from the pool. One
-    that already LISTENs has stayed listening while it waited there (what was notified meanwhile waits on
-    its socket, and :func:`usable` reads it first): nothing to do."""
+    autocommit, so LISTEN holds at once; a connection opened otherwise never reads the cache."""
     if connection.alias != DEFAULT_DB_ALIAS or not settings.API_KEY_CACHE or listens_apart():
         return
-    conn = connection.connection
-    if conn in _LISTENING:
-        return
     ROWS.clear()
+    conn = connection.connection
     if not conn.autocommit:
         return
     conn.execute(f"LISTEN {CHANNEL}")

@@ -1,12 +1,14 @@
-"""Serving: ``manage.py serve`` (uvicorn, ``memoryplatform.asgi``: Django's own ASGI handler behind our body
-and request limits, Django's connection pool), started on the bench database and driven with the same
-requests at each concurrency. ``SERVERS`` lists the stacks to compare side by side, in alternating rounds.
+"""Serving: ``manage.py serve`` (uvicorn, ``config.asgi``: Django as WSGI on our own thread bridge,
+``memoryplatform.asgi_wsgi``), started on the bench database and driven with the same requests at each
+concurrency. ``SERVERS`` lists the stacks to compare side by side, in alternating rounds.
 
-Issue 48's run (``bench/RESULTS.md``) compared, at commit 91f628b: gunicorn's gthread workers with a2wsgi
-(``serve --server gunicorn``, 2 x 4 threads), our own thread bridge under uvicorn
-(``memoryplatform.asgi_wsgi``, 2 x 4 threads, a connection kept per thread), and Django's ASGI handler with
-the pool (4 a worker), without and with the limit of 4 requests in Django a worker that ``serve`` now sets.
-The first two are gone.
+Issue 48's run (``bench/RESULTS.md``), at commit 91f628b, compared four: gunicorn's gthread workers with
+a2wsgi (``serve --server gunicorn``, 2 x 4 threads, since removed); the bridge (2 x 4 threads, a connection
+kept per thread); Django's own ASGI handler (``get_asgi_application()``, then
+``memoryplatform/asgi_django.py``) behind the same front, with Django's connection pool
+(``DATABASE_POOL_MAX=4`` a worker, psycopg_pool) and the process's own listening connection
+(``DATABASE_LISTEN_URL``); and that handler with at most 4 requests in Django a worker. Commit 98465dd has
+the handler as ``serve`` ran it, before it was set aside.
 
     DATA_DIR=... .venv/bin/python -m bench.load --reset --memories 100000 --users 1000 --agents 50
     DATA_DIR=... .venv/bin/python -m bench.serving --seconds 4 --rounds 3 --concurrency 8,32
@@ -39,7 +41,7 @@ from bench import target
 
 ROOT = target.ROOT
 SERVERS: dict[str, tuple[list[str], dict[str, str]]] = {
-    "serve: uvicorn + Django's ASGI handler (2 x 4)": (["--workers", "2", "--threads", "4"], {}),
+    "serve: uvicorn + our bridge (2 x 4 threads)": (["--workers", "2", "--threads", "4"], {}),
 }
 """Name: (``serve``'s arguments, or a whole command starting with this interpreter; environment)."""
 SEQ = itertools.count()

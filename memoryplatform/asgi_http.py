@@ -1,6 +1,5 @@
-"""Small ASGI pieces shared by the ASGI front (``memoryplatform/asgi.py``, around Django's handler) and the
-MCP app: read a request body within the REST API's size limit and in bounded time, hand it on, and answer in
-the error envelope.
+"""Small ASGI pieces shared by the ASGI front (``config/asgi.py``) and the MCP app: read a request
+body within the REST API's size limit and in bounded time, hand it on, and answer in the error envelope.
 
 A body is read as it arrives, whatever its framing: a ``Content-Length`` over the limit is refused before a
 byte is read, and a chunked body (no ``Content-Length``) is counted as it comes and refused once it passes the
@@ -102,7 +101,7 @@ def replay(body: bytes, receive: Receive) -> Receive:
 
 def with_length(scope: Scope, length: int) -> Scope:
     """The scope of a request whose body has been read: its length in ``Content-Length``, no chunked framing
-    (Django's request then reads what it is handed as a body of that length)."""
+    (a WSGI app reads ``CONTENT_LENGTH`` bytes)."""
     framing = (b"content-length", b"transfer-encoding")
     headers = [(name, value) for name, value in scope["headers"] if name.lower() not in framing]
     return {**scope, "headers": [*headers, (b"content-length", str(length).encode())]}

@@ -191,9 +191,7 @@ def fake_exec(monkeypatch, tmp_path, db):  # type: ignore[no-untyped-def]  # ser
     monkeypatch.setattr(serve.os, "execv", lambda path, argv: calls["execv"].append(argv))
     monkeypatch.setattr(serve.subprocess, "Popen", lambda argv, **kw: calls["popen"].append(argv))
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "metrics"))
-    monkeypatch.setenv("SERVE_THREADS", "unset")  # serve sets them for the server: teardown restores them
-    monkeypatch.setenv("DATABASE_POOL_MAX", "")  # recorded, then unset: serve's own default is seen
-    monkeypatch.delenv("DATABASE_POOL_MAX")
+    monkeypatch.setenv("SERVE_THREADS", "unset")  # serve sets it for the server: teardown restores it
     monkeypatch.setattr(serve, "check_port_free", lambda host, port: None)  # nothing is served here
     return calls
 
@@ -206,10 +204,9 @@ def test_serve_starts_one_scheduler_beside_the_server_without_redis(fake_exec, s
     assert len(fake_exec["popen"]) == 1
     assert fake_exec["popen"][0][-4:] == ["dream_scheduler", "--parent-pid", str(os.getpid()), "--supervise"]
     argv = fake_exec["execv"][0]
-    assert argv[1:4] == ["-m", "uvicorn", "memoryplatform.asgi:application"]
+    assert argv[1:4] == ["-m", "uvicorn", "config.asgi:application"]
     assert argv[argv.index("--workers") + 1] == "2"
-    assert os.environ["SERVE_THREADS"] == "4"  # each worker's requests in Django at once
-    assert os.environ["DATABASE_POOL_MAX"] == "8"  # its connection pool, the MCP door's calls included
+    assert os.environ["SERVE_THREADS"] == "4"  # each worker's threads for Django's views
     assert (tmp_path / "metrics").is_dir()  # multiprocess metrics: the web's /metrics sees the scheduler
 
 
@@ -227,7 +224,6 @@ def test_serve_threads_can_be_set(fake_exec, settings):
     settings.REDIS_URL = "redis://127.0.0.1:6379/6"
     call_command("serve", "--threads", "1", stdout=io.StringIO())
     assert os.environ["SERVE_THREADS"] == "1"
-    assert os.environ["DATABASE_POOL_MAX"] == "2"
 
 
 def test_serve_can_run_without_the_scheduler(fake_exec, settings):

@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -92,6 +93,8 @@ class Live:
     base: str
     port: int
     keys: dict[str, str]
+    process: subprocess.Popen[bytes]
+    log_path: Path
 
 
 @pytest.fixture
@@ -115,7 +118,7 @@ def live(transactional_db, tmp_path) -> Iterator[Live]:
     base = f"http://127.0.0.1:{port}"
     try:
         wait_ready(server, base, log_path)
-        yield Live(base=base, port=port, keys=keys)
+        yield Live(base=base, port=port, keys=keys, process=server, log_path=log_path)
     finally:
         stop_process_group(server)
 
@@ -255,3 +258,25 @@ def test_chunked_bodies_are_read_and_limited(live: Live):
     status, refused = _chunked_put(live, big)
     assert status == 413
     assert refused == {"error": "Request body is too large.", "code": "payload_too_large", "details": {}}
+
+
+def test_a_stop_ends_every_worker_cleanly(live: Live):
+    """SIGTERM to the server's process group (as ``docker stop`` or systemd send it), once both workers have
+    served REST and MCP: each runs its lifespan's end (the MCP app's session manager stopped), the bridge's
+    idle threads do not hold a worker up, and the server exits 0, nothing killed."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}).encode()
+    headers = {
+        "Authorization": f"Bearer {live.keys['viewer']}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    for _ in range(4):  # new connections: both workers take some
+        request = urllib.request.Request(f"{live.base}/mcp/", data=body, headers=headers, method="POST")
+        with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310
+            assert answer.status == 200
+        assert _timed_get(f"{live.base}/healthz", live.keys["viewer"])[1] == 200
+    os.killpg(live.process.pid, signal.SIGTERM)
+    assert live.process.wait(timeout=60) == 0, live.log_path.read_text()[-3000:]
+    log = live.log_path.read_text()
+    assert log.count("Application shutdown complete.") == 2, log[-3000:]

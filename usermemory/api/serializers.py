@@ -9,7 +9,13 @@ from rest_framework import serializers
 
 from memoryplatform import publicids
 from memoryplatform.api.pagination import MAX_OFFSET
-from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce, PublicIdField, iso_utc
+from memoryplatform.api.serializers import (
+    AsciiIntegerField,
+    FieldsBuiltOnce,
+    PublicIdField,
+    StrictCharField,
+    iso_utc,
+)
 from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory.history import provenance_shown
 from usermemory.models import (
@@ -166,15 +172,6 @@ class MemoryUpsertOutputSerializer(MemoryEntryOutputSerializer):
         if instance.skipped is not None:
             data["skipped"] = skipped_json(instance.skipped)
         return data
-
-
-class StrictCharField(serializers.CharField):
-    """A string field that refuses numbers and booleans instead of turning them into text."""
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
 
 
 class ConfidenceField(serializers.FloatField):

@@ -60,12 +60,12 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def uvicorn_argv(*, host: str, port: int, workers: int) -> list[str]:
-    """uvicorn serving ``memoryplatform.asgi`` in worker processes of its own (it restarts a dead one)."""
+    """uvicorn serving ``config.asgi`` in worker processes of its own (it restarts a dead one)."""
     return [
         sys.executable,
         "-m",
         "uvicorn",
-        "memoryplatform.asgi:application",
+        "config.asgi:application",
         "--host",
         host,
         "--port",
@@ -87,9 +87,8 @@ def uvicorn_argv(*, host: str, port: int, workers: int) -> list[str]:
 class Command(BaseCommand):
     help = (
         "Serve the API, the admin and the MCP server (static files through WhiteNoise, no DEBUG needed) with "
-        "uvicorn: memoryplatform.asgi (Django's ASGI handler, with Django's connection pool) in worker "
-        "processes. Without REDIS_URL it also runs the Dream schedule in one scheduler process beside the "
-        "web workers."
+        "uvicorn: config.asgi in worker processes. Without REDIS_URL it also runs the Dream schedule "
+        "in one scheduler process beside the web workers."
     )
     # Checked in handle(), after the port: a port in use is the first thing said. The checks include the
     # database ones (PostgreSQL 15+ with pgvector), which cost one connection.
@@ -103,9 +102,7 @@ class Command(BaseCommand):
             "--threads",
             type=int,
             default=4,
-            help="Requests per worker in Django at once, each on a thread with a connection of the worker's "
-            "pool, DATABASE_POOL_MAX (default twice this) connections (the other requests wait, holding no "
-            "thread).",
+            help="Threads per worker running Django's views (under uvicorn, once a request's body is in).",
         )
         parser.add_argument(
             "--check-port",
@@ -127,6 +124,7 @@ class Command(BaseCommand):
             return
         self.check(databases=[DEFAULT_DB_ALIAS])
         argv = uvicorn_argv(host=host, port=port, workers=workers)
+        os.environ["SERVE_THREADS"] = str(options["threads"])  # read by config.asgi
         prepare_metrics_dir()
         run_scheduler = options["dream_scheduler"]
         if run_scheduler is None:
@@ -135,11 +133,6 @@ class Command(BaseCommand):
             # This pid carries on as the server's master after execv, so the child stops with the server.
             subprocess.Popen(scheduler_argv(os.getpid()), cwd=settings.BASE_DIR)  # noqa: S603
             self.stdout.write(f"Dream runs on '{settings.DREAM_SCHEDULE}' in a scheduler process.")
-        # For the workers (read by memoryplatform.asgi and the settings), not the scheduler started above. The
-        # pool serves the MCP door's calls too (on threads of their own), hence more than the Django threads.
-        os.environ["SERVE_THREADS"] = str(options["threads"])
-        if not os.environ.get("DATABASE_POOL_MAX"):
-            os.environ["DATABASE_POOL_MAX"] = str(2 * options["threads"])
         self.stdout.write(f"Serving on http://{host}:{port} (Ctrl-C stops)")
         self.stdout.flush()
         os.execv(sys.executable, argv)  # noqa: S606  (replaces this process with the server)

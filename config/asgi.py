@@ -1,18 +1,20 @@
-"""The ASGI entry point, what ``manage.py serve`` runs (uvicorn): Django's own ASGI handler for every path,
-and the MCP server's streamable HTTP app under ``/mcp``, natively on the same event loop.
+"""The ASGI entry point, what ``manage.py serve`` runs (uvicorn): Django for every path, and the MCP server's
+streamable HTTP app under ``/mcp``, natively on the same event loop.
 
-In front of both, small ASGI wrappers (:mod:`memoryplatform.asgi_http`): a path too long or not UTF-8 is
-refused first, and every request body is read as it arrives, within the REST API's size limit and in bounded
-time, so a slow or endless client holds a coroutine, never a thread, and a chunked body is limited like any
-other. Django is then handed the body already read.
+In front of both, every request body is read here as it arrives, within the REST API's size limit and in
+bounded time (:mod:`memoryplatform.asgi_http`), so a slow or endless client holds a coroutine, never a thread,
+and a chunked body is limited like any other.
 
-Django runs each request's sync code on a thread of its own (asgiref's ``ThreadSensitiveContext``: one
-request's middleware and view share that thread; requests do not share one). At most ``SERVE_THREADS``
-requests per process are in Django at once; the others wait here, as coroutines, so the threads, and the
-local model's OpenMP teams, stay bounded on a small machine. Each thread takes its connection from Django's
-connection pool (``DATABASE_POOL_MAX``, which ``serve`` sets to the same number) and gives it back at the
-request's end: connections and their prepared statements live as long as the process. Measured against our
-former thread bridge and gunicorn in ``bench/RESULTS.md`` (issue 48).
+Django then runs as the WSGI app it is, on a fixed pool of ``SERVE_THREADS`` threads per process
+(:class:`memoryplatform.asgi_wsgi.WsgiOnThreads`), and only once the whole body is in, which it is handed as
+it is: a buffered answer crosses from its thread to the event loop once. Measured against Django's own ASGI
+handler (``bench/RESULTS.md``, session 7): that handler runs each request's sync code on a new thread with
+several hops between threads, and a connection kept per thread (``CONN_MAX_AGE``) then lives for one request;
+here the threads, and so their PostgreSQL connections, persist. Measured again in issue 48, beside Django's
+handler with Django's connection pool and gunicorn (``bench/RESULTS.md``): the bridge stays, gunicorn goes.
+
+The MCP app is loaded on a thread after start-up (its SDK is about a third of a worker's imports), so the
+worker answers REST requests before it; an ``/mcp`` request that comes first waits for the load.
 """
 
 import asyncio
@@ -20,30 +22,27 @@ import gc
 import importlib
 import io
 import os
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, cast
 
-from django.core.asgi import get_asgi_application
 from django.core.exceptions import DisallowedHost
+from django.core.wsgi import get_wsgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryplatform.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-django_application = get_asgi_application()
+django_application = get_wsgi_application()
 
 from django.core.handlers.asgi import ASGIRequest  # noqa: E402 (once Django is set up)
 
 from memoryplatform import asgi_http, requestid  # noqa: E402
 from memoryplatform.asgi_http import Receive, Scope, Send  # noqa: E402
+from memoryplatform.asgi_wsgi import WsgiApp, WsgiOnThreads  # noqa: E402
 
 if TYPE_CHECKING:
     from agenttools.mcp_server import McpHttpApp
 
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
 
 def load_mcp_app() -> "McpHttpApp":
-    """The MCP app, its SDK imported now: about a third of a worker's start-up (issue 48), which no REST
-    request needs."""
+    """The MCP app, its SDK imported now."""
     return importlib.import_module("agenttools.mcp_server").McpHttpApp()
 
 
@@ -62,15 +61,10 @@ def _host_allowed(scope: Scope) -> bool:
 
 
 class Application:
-    """Route ``/mcp`` and ``/mcp/...`` to the MCP app, everything else to Django (its body read first, at most
-    ``threads`` requests in it at once).
+    """Route ``/mcp`` and ``/mcp/...`` to the MCP app, everything else to Django, each body read first."""
 
-    The MCP app is loaded after start-up, on a thread, so the worker answers REST requests before: the
-    lifespan's startup begins the load, and an ``/mcp`` request that comes first waits for it."""
-
-    def __init__(self, django_app: ASGIApp, *, threads: int) -> None:
+    def __init__(self, django_app: WsgiOnThreads) -> None:
         self.django_app = django_app
-        self.slots = asyncio.Semaphore(threads)
         self._mcp: McpHttpApp | None = None
         self._mcp_loading: asyncio.Future[McpHttpApp] | None = None
 
@@ -107,12 +101,8 @@ class Application:
             await (await self.mcp_app())(scope, receive, send)
             return
         body = await asgi_http.read_body_or_refuse(scope, receive, send)
-        if body is None:
-            return
-        async with self.slots:
-            await self.django_app(
-                asgi_http.with_length(scope, len(body)), asgi_http.replay(body, receive), send
-            )
+        if body is not None:
+            await self.django_app(asgi_http.with_length(scope, len(body)), body, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -128,9 +118,9 @@ class Application:
 
 
 THREADS = int(os.environ.get("SERVE_THREADS") or 4)
-"""Requests per process in Django at once (``manage.py serve --threads``)."""
+"""Threads per process running Django's views (``manage.py serve --threads``)."""
 
-application = Application(cast(ASGIApp, django_application), threads=THREADS)
+application = Application(WsgiOnThreads(cast(WsgiApp, django_application), threads=THREADS))
 
 gc.freeze()
 """Everything alive once the app is built (Django, its apps, the routes) leaves the collector's generations:
