@@ -225,11 +225,6 @@ def test_serve_threads_can_be_set(fake_exec, settings):
     call_command("serve", "--threads", "1", stdout=io.StringIO())
     assert os.environ["SERVE_THREADS"] == "1"
 
-    call_command("serve", "--server", "gunicorn", "--threads", "3", stdout=io.StringIO())
-    argv = fake_exec["execv"][1]
-    assert argv[1:4] == ["-m", "gunicorn", "config.wsgi:application"]
-    assert argv[argv.index("--threads") + 1] == "3"
-
 
 def test_serve_can_run_without_the_scheduler(fake_exec, settings):
     settings.REDIS_URL = ""

@@ -84,7 +84,7 @@ def test_web_command_serves_the_asgi_app(compose):
 
 
 def test_the_wsgi_app_still_loads():
-    """For those who run a WSGI server."""
+    """Django's own WSGI app (``WSGI_APPLICATION``: runserver)."""
     from config.wsgi import application
 
     assert callable(application)
