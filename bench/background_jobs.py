@@ -3,18 +3,18 @@
 
 import os
 
-import procrastinate  # type: ignore[import-not-found]
-from django_tasks import task  # type: ignore[import-not-found]
+import procrastinate
+from django_tasks import task
 
 CONNINFO = os.environ.get("PROCRASTINATE_CONNINFO", "")
 procrastinate_app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=CONNINFO))
 
 
-@procrastinate_app.task(name="bench.noop")  # type: ignore[untyped-decorator]
+@procrastinate_app.task(name="bench.noop")
 def procrastinate_noop() -> None:
     """Nothing: the job's cost is the queue's."""
 
 
-@task()  # type: ignore[untyped-decorator]
+@task()
 def tasks_noop() -> None:
     """Nothing: the job's cost is the queue's."""

@@ -5,8 +5,9 @@ long a job takes from its enqueue to done.
         -m bench.background_ways [--jobs 50] [--idle 60]
 
 ``/tmp/queues`` holds the candidates that are not dependencies of the platform, installed there only for this
-bench: ``pip install --target /tmp/queues --no-deps procrastinate==3.10.0 croniter django-tasks==0.12.0
-django-tasks-db==0.13.0``. Redis must answer on ``REDIS_URL`` (default ``redis://127.0.0.1:6379/0``).
+bench: ``pip install --target /tmp/queues --no-deps celery==5.7.0 procrastinate==3.10.0 django-tasks==0.12.0
+django-tasks-db==0.13.0`` (their other dependencies are the platform's, or were: kombu, billiard, vine,
+redis). Redis must answer on ``REDIS_URL`` (default ``redis://127.0.0.1:6379/0``).
 
 On the bench's database (``bench.load`` left it; the vector job takes an entry of it), every candidate's
 processes are started at once, as a user would run them:
@@ -16,8 +17,9 @@ processes are started at once, as a user would run them:
   thread); its job is a vector: an entry's vector deleted and the entry queued, with the queue's
   notification, in one transaction (as a write's trigger does), done when its new vector is stored (the
   local model embedding one text is part of it);
-- ``celery``: ``celery -A memoryplatform worker --concurrency 2`` and ``celery beat`` (as docker-compose.yml
-  runs them) and the Redis server; its job is Celery's own no-op task (``celery.accumulate``) sent through
+- ``celery``: ``celery worker --concurrency 2`` and ``celery beat`` (as docker-compose.yml ran them before
+  issue 48; their app, ``bench.celery_app``, loads the platform as the platform's own did) and the Redis
+  server; its job is Celery's own no-op task (``celery.accumulate``) sent through
   Redis, done when its result is read back;
 - ``procrastinate``: ``procrastinate worker`` on a database of its own in the same server (its schema
   applied), with a no-op task (``bench.background_jobs``); done when its job's row says ``succeeded``;
@@ -144,7 +146,7 @@ def _vector_job(entry_id: int) -> float:
 
 
 def _celery_job() -> float:
-    from memoryplatform.celery import app
+    from bench.celery_app import app
 
     started = time.monotonic()
     app.send_task("celery.accumulate", args=[1]).get(timeout=60)
@@ -170,7 +172,7 @@ def _procrastinate_job() -> float:
 
 
 def _tasks_db_job() -> float:
-    from django_tasks import TaskResultStatus  # type: ignore[import-not-found]
+    from django_tasks import TaskResultStatus
 
     from bench.background_jobs import tasks_noop
 
@@ -272,14 +274,14 @@ def main(argv: list[str] | None = None) -> int:
                     "-m",
                     "celery",
                     "-A",
-                    "memoryplatform",
+                    "bench.celery_app",
                     "worker",
                     "--loglevel",
                     "INFO",
                     "--concurrency",
                     "2",
                 ],
-                [py, "-m", "celery", "-A", "memoryplatform", "beat", "--loglevel", "INFO", "--schedule"],
+                [py, "-m", "celery", "-A", "bench.celery_app", "beat", "--loglevel", "INFO", "--schedule"],
             ],
             base | {"REDIS_URL": REDIS},
             extra_pids=[_redis_pid()],
