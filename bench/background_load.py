@@ -350,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
             log("idle, in rounds done")
         for name in args.variants.split(","):
             _queue_backlog(args.backlog, spare=(heavy, typical))
+            log(f"{name}: {_pending()} texts queued")
             phases[name] = _backlog_phase(server, key, users, db.url, logdir, name, args, drains)
             log(f"{name} done; drained {drains[name]}")
             _clear_queue()

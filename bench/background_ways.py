@@ -210,14 +210,15 @@ def _stop(candidate: Candidate) -> None:
             os.killpg(process.pid, signal.SIGKILL)
 
 
-def _queues_conninfo(db_url: str) -> str:
+def _queues_url(db_url: str) -> str:
     """A database of its own for procrastinate's schema, in the bench's server (made anew)."""
     import psycopg
 
-    with psycopg.connect(db_url, autocommit=True) as conn:
+    queues = target.resolve(db_url, name=QUEUES_DB)
+    with psycopg.connect(queues.admin_conninfo, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {QUEUES_DB}")
         conn.execute(f"CREATE DATABASE {QUEUES_DB}")
-    return db_url.rsplit("/", 1)[0] + f"/{QUEUES_DB}"
+    return queues.url
 
 
 def _percentile(values: list[float], share: float) -> float:
@@ -235,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.tasks_settings"  # the platform's, with django-tasks-db
     db = target.resolve(args.db_url)
-    queues = _queues_conninfo(db.url)
+    queues = _queues_url(args.db_url)
     os.environ["PROCRASTINATE_CONNINFO"] = queues
     target.django_setup(db)
     from django.core.management import call_command
