@@ -13,10 +13,12 @@ On the bench's database (``bench.load`` left it; the vector job takes an entry o
 processes are started at once, as a user would run them:
 
 - ``loops``: ``manage.py dream_scheduler --supervise``, what ``manage.py serve`` starts (a supervisor and the
-  scheduler process: Dream's schedule, the re-embedding and the extraction on loops, the vector consumer on a
-  thread); its job is a vector: an entry's vector deleted and the entry queued, with the queue's
-  notification, in one transaction (as a write's trigger does), done when its new vector is stored (the
-  local model embedding one text is part of it);
+  scheduler process: Dream's schedule on the main loop, the vector consumer on a thread; the re-embedding's
+  loop off, ``EMBEDDINGS_REEMBED_INTERVAL=0``, as its first pass would embed what earlier benches left
+  without a vector, and the extraction's off without an LLM: each is one more thread asleep); its job is a
+  vector: an entry's vector deleted and the entry queued, with the queue's notification, in one transaction
+  (as a write's trigger does), done when its new vector is stored (the local model embedding one text is part
+  of it);
 - ``celery``: ``celery worker --concurrency 2`` and ``celery beat`` (as docker-compose.yml ran them before
   issue 48; their app, ``bench.celery_app``, loads the platform as the platform's own did) and the Redis
   server; its job is Celery's own no-op task (``celery.accumulate``) sent through
@@ -153,22 +155,57 @@ def _celery_job() -> float:
     return time.monotonic() - started
 
 
-def _procrastinate_job() -> float:
-    import psycopg
+class _Procrastinate:
+    """procrastinate's app, opened once, and one connection that reads its jobs' status, as a web process
+    would hold them."""
 
-    from bench.background_jobs import CONNINFO, procrastinate_app, procrastinate_noop
+    def __init__(self) -> None:
+        import psycopg
 
-    started = time.monotonic()
-    with procrastinate_app.open():
+        from bench.background_jobs import CONNINFO, procrastinate_app
+
+        self.app = procrastinate_app
+        self.app.open()
+        self.conn = psycopg.connect(CONNINFO, autocommit=True)
+
+    def __call__(self) -> float:
+        from bench.background_jobs import procrastinate_noop
+
+        started = time.monotonic()
         job_id = procrastinate_noop.defer()
-    with psycopg.connect(CONNINFO) as conn:
 
         def succeeded() -> bool:
-            row = conn.execute("SELECT status FROM procrastinate_jobs WHERE id = %s", [job_id]).fetchone()
+            row = self.conn.execute(
+                "SELECT status FROM procrastinate_jobs WHERE id = %s", [job_id]
+            ).fetchone()
             return row is not None and row[0] == "succeeded"
 
         _wait("procrastinate", succeeded)
-    return time.monotonic() - started
+        return time.monotonic() - started
+
+
+def _embed_alone(entry_ids: list[int]) -> list[float]:
+    """Each entry's text embedded in this process by the same local model (one thread, as the consumer's, at
+    this process's priority): the part of a vector job that is the model, not the queue."""
+    from django.db import connection
+
+    from memoryplatform.embeddings import get_embedder
+
+    embedder = get_embedder()
+    assert embedder is not None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT key || ': ' || value_text FROM usermemory_memoryentry WHERE id = ANY(%(ids)s)",
+            {"ids": entry_ids},
+        )
+        texts = [row[0] for row in cursor.fetchall()]
+    embedder.embed_passages(texts[:1])  # the model loads
+    took = []
+    for text in texts:
+        started = time.monotonic()
+        embedder.embed_passages([text])
+        took.append(time.monotonic() - started)
+    return took
 
 
 def _tasks_db_job() -> float:
@@ -235,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db-url", default=os.environ.get("DATABASE_URL", ""))
     args = parser.parse_args(argv)
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.tasks_settings"  # the platform's, with django-tasks-db
+    # The model in this process (_embed_alone) as in the consumer: one thread (two spin against each other on
+    # a busy node, seconds a text).
+    os.environ["OMP_NUM_THREADS"] = "1"
     db = target.resolve(args.db_url)
     queues = _queues_url(args.db_url)
     os.environ["PROCRASTINATE_CONNINFO"] = queues
@@ -250,7 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM usermemory_pendingentryvector")
         cursor.execute(
-            "SELECT entry_id FROM usermemory_entryembedding ORDER BY entry_id LIMIT %(n)s", {"n": 200}
+            "SELECT v.entry_id FROM usermemory_entryembedding v "
+            "JOIN usermemory_memoryentry e ON e.id = v.entry_id ORDER BY v.entry_id LIMIT %(n)s",
+            {"n": 200},
         )
         entries = [row[0] for row in cursor.fetchall()]
     manage = str(target.ROOT / "manage.py")
@@ -265,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         Candidate(
             "loops",
             [[py, manage, "dream_scheduler", "--supervise"]],
-            base | {"REDIS_URL": "", "LLM_PROVIDER": ""},
+            base | {"LLM_PROVIDER": "", "EMBEDDINGS_REEMBED_INTERVAL": "0"},
         ),
         Candidate(
             "celery",
@@ -299,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs: dict[str, Callable[[], float]] = {
         "loops": lambda: _vector_job(entries[0]),
         "celery": _celery_job,
-        "procrastinate": _procrastinate_job,
+        "procrastinate": _Procrastinate(),
         "django-tasks-db": _tasks_db_job,
     }
     os.environ["REDIS_URL"] = REDIS  # this process sends Celery's jobs through Redis
@@ -327,7 +369,11 @@ def main(argv: list[str] | None = None) -> int:
             if name == "loops":
                 job()  # the model loads at the first vector
                 results[name]["pss_model"] = _pss_mib(_pids(candidate))
-                values = [_vector_job(entries[1 + n % (len(entries) - 1)]) for n in range(args.jobs)]
+                ids = [entries[1 + n % (len(entries) - 1)] for n in range(args.jobs)]
+                values = [_vector_job(entry_id) for entry_id in ids]
+                embed = _embed_alone(ids)
+                results[name]["embed"] = embed
+                log(f"loops: the model alone, p50 {_percentile(embed, 0.5) * 1000:.1f} ms")
             else:
                 values = [job() for _ in range(args.jobs)]
             results[name]["latency"] = values
@@ -347,6 +393,13 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"| {name} | {r['processes']} | {r['idle_cpu']:.2f} | {pss} | {p50:.1f} | {p95:.1f} | "
             f"{max(lat) * 1000:.1f} |"
+        )
+    if "embed" in results.get("loops", {}):
+        embed = results["loops"]["embed"]
+        print(
+            f"\nloops' job embeds one text: the model alone took "
+            f"p50 {_percentile(embed, 0.5) * 1000:.1f} ms, "
+            f"p95 {_percentile(embed, 0.95) * 1000:.1f} ms in the bench's process"
         )
     print(f"\nload average at the end: {os.getloadavg()}")
     return 0
