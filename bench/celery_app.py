@@ -8,7 +8,7 @@ import os
 import django
 from celery import Celery
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryplatform.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django.setup()  # what the platform's worker loaded: every app, the models, the settings
 
 REDIS = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")

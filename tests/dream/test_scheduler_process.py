@@ -85,7 +85,7 @@ def test_an_empty_multiprocess_dir_counts_as_unset():
     import sys
 
     code = "import os, django; django.setup(); print('PROMETHEUS_MULTIPROC_DIR' in os.environ)"
-    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": "", "DJANGO_SETTINGS_MODULE": "memoryplatform.settings"}
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": "", "DJANGO_SETTINGS_MODULE": "config.settings"}
     result = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True
     )

@@ -82,7 +82,7 @@ def test_web_command_serves_the_asgi_app(compose):
 
 def test_the_wsgi_app_still_loads():
     """For those who run a WSGI server."""
-    from memoryplatform.wsgi import application
+    from config.wsgi import application
 
     assert callable(application)
 
