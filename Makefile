@@ -4,7 +4,7 @@
 #               serve on 127.0.0.1:8000
 #               (uvicorn, WORKERS processes of THREADS threads; a port in use stops it before it says it serves)
 #   make test   install (with dev tools) and run the whole suite on the embedded PostgreSQL (or on the PostgreSQL
-#               and Redis that DATABASE_URL/REDIS_URL name)
+#               that DATABASE_URL names)
 
 PYTHON ?= python3
 VENV   := .venv

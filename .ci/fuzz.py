@@ -150,7 +150,6 @@ def main() -> int:
         env["DATABASE_URL"] = options.database_url
     else:
         env["DATA_DIR"] = tempfile.mkdtemp(prefix="fuzz-data-")
-    env.pop("REDIS_URL", None)  # Celery runs tasks in process: the fuzzer needs no worker
     env["LOG_LEVEL"] = "WARNING"
     work = Path(tempfile.mkdtemp(prefix="fuzz-run-"))
     where = env.get("DATABASE_URL") or f"the embedded PostgreSQL in {env['DATA_DIR']}"

@@ -1,5 +1,5 @@
-"""Shared test helpers: the Redis marker, the error-envelope assertion, a server process group's end, and the
-test database's URL for subprocesses."""
+"""Shared test helpers: the error-envelope assertion, a server process group's end, the test database's URL
+for subprocesses, and a scheduler process on it."""
 
 import contextlib
 import os
@@ -10,16 +10,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
-
-import pytest
-
-# Read from the environment, as settings do: .ci/fuzz.py imports these helpers before Django is set up.
-REDIS_URL = os.environ.get("REDIS_URL", "")
-
-needs_redis = pytest.mark.skipif(not REDIS_URL, reason="needs Redis: set REDIS_URL=redis://...")
 
 
 def assert_envelope(response: Any, status: int, code: str) -> dict[str, Any]:
@@ -133,3 +127,27 @@ def public_id(pk: int, kind: str = "entry") -> str:
     from memoryplatform import publicids
 
     return str(publicids.to_public(kind, pk))  # type: ignore[arg-type]  # a Kind's name
+
+
+@contextlib.contextmanager
+def scheduler_process(log: Path, **environ: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``manage.py dream_scheduler`` on the test database (these variables over the environment), ready: it
+    listens for the admin's "Run Dream now"; stopped on leaving."""
+    from dream.scheduler import DREAM_LISTENER
+    from memoryplatform import listen
+
+    root = Path(__file__).resolve().parents[1]
+    env = os.environ | {"DATABASE_URL": url_of_the_test_database(), "SECRET_KEY": "scheduler-test"} | environ
+    argv = [sys.executable, "manage.py", "dream_scheduler", "--parent-pid", str(os.getpid())]
+    with log.open("w") as out:
+        process = subprocess.Popen(argv, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)  # noqa: S603
+    try:
+        deadline = time.monotonic() + 90
+        while listen.listeners(DREAM_LISTENER) == 0:
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"the scheduler did not listen in 90 s:\n{log.read_text()}"
+            time.sleep(0.1)
+        yield process
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

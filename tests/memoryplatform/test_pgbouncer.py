@@ -94,7 +94,7 @@ def _env(bouncer: pgbouncer.Bouncer, tmp: Path) -> dict[str, str]:
         "DATABASE_LISTEN_URL": url_of_the_test_database(),
         "PROMETHEUS_MULTIPROC_DIR": str(tmp),
     }
-    for name in ("REDIS_URL", "PREPARED_STATEMENTS", "API_KEY_CACHE", "MEMORYPLATFORM_API_KEY"):
+    for name in ("PREPARED_STATEMENTS", "API_KEY_CACHE", "MEMORYPLATFORM_API_KEY"):
         env.pop(name, None)
     tmp.mkdir(parents=True, exist_ok=True)
     return env

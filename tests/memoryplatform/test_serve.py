@@ -57,7 +57,6 @@ def _server_env(tmp_path: Path) -> dict[str, str]:
         "DEBUG": "false",
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prometheus"),  # not the checkout's var/prometheus
     }
-    env.pop("REDIS_URL", None)  # no broker needed: nothing here enqueues work that must run elsewhere
     return env
 
 

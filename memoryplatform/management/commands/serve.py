@@ -87,8 +87,8 @@ def uvicorn_argv(*, host: str, port: int, workers: int) -> list[str]:
 class Command(BaseCommand):
     help = (
         "Serve the API, the admin and the MCP server (static files through WhiteNoise, no DEBUG needed) with "
-        "uvicorn: config.asgi in worker processes. Without REDIS_URL it also runs the Dream schedule "
-        "in one scheduler process beside the web workers."
+        "uvicorn: config.asgi in worker processes, and the background work in one scheduler process "
+        "beside them (--no-dream-scheduler: not)."
     )
     # Checked in handle(), after the port: a port in use is the first thing said. The checks include the
     # database ones (PostgreSQL 15+ with pgvector), which cost one connection.
@@ -112,9 +112,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--dream-scheduler",
             action=BooleanOptionalAction,
-            default=None,
-            help="Run Dream on DREAM_SCHEDULE in a child process (default: on when REDIS_URL is empty; "
-            "with Redis, Celery beat does it).",
+            default=True,
+            help="Run the background work (manage.py dream_scheduler: the vector consumer, Dream, the "
+            "re-embedding, the extraction) in a child process (default: on; off where a service of its own "
+            "runs it).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -126,13 +127,12 @@ class Command(BaseCommand):
         argv = uvicorn_argv(host=host, port=port, workers=workers)
         os.environ["SERVE_THREADS"] = str(options["threads"])  # read by config.asgi
         prepare_metrics_dir()
-        run_scheduler = options["dream_scheduler"]
-        if run_scheduler is None:
-            run_scheduler = not settings.REDIS_URL
-        if run_scheduler:
+        if options["dream_scheduler"]:
             # This pid carries on as the server's master after execv, so the child stops with the server.
             subprocess.Popen(scheduler_argv(os.getpid()), cwd=settings.BASE_DIR)  # noqa: S603
-            self.stdout.write(f"Dream runs on '{settings.DREAM_SCHEDULE}' in a scheduler process.")
+            self.stdout.write(
+                f"Background work (Dream on '{settings.DREAM_SCHEDULE}') runs in a scheduler process."
+            )
         self.stdout.write(f"Serving on http://{host}:{port} (Ctrl-C stops)")
         self.stdout.flush()
         os.execv(sys.executable, argv)  # noqa: S606  (replaces this process with the server)
