@@ -15,11 +15,11 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.utils import timezone
 
-from dream import metrics, selectors
+from dream import metrics, passes, selectors
 from dream.batches import Batching
 from dream.erasure import drop_erased
 from dream.models import DreamPolicy, DreamRun
-from dream.passes import PASSES, Cycle, CycleTotals, ProgressCallback, heartbeat, summary_counts
+from dream.passes import Cycle, CycleTotals, ProgressCallback, heartbeat, summary_counts
 from dream.records import error_text
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 from memoryplatform.logsafe import safe_traceback
@@ -152,8 +152,8 @@ def _users_in_scope(policies: list[DreamPolicy]) -> int:
 
 
 def _run_passes(cycle: Cycle) -> None:
-    """Each pass of :data:`PASSES` in order, for the policies it runs for (a pass none asks for is skipped;
-    one with no dry run is left out of a dry run)."""
+    """Each pass of :data:`dream.passes.PASSES` in order, for the policies it runs for (a pass none asks for
+    is skipped; one with no dry run is left out of a dry run)."""
     run, totals = cycle.run, cycle.totals
     policies = list(selectors.dream_policies(agent_id=cycle.agent_id))
     cycle.total_steps = len(policies) + 1
@@ -163,7 +163,7 @@ def _run_passes(cycle: Cycle) -> None:
     if not cycle.dry_run:
         metrics.users_processed.inc(run.users_processed)
     cycle.progress(0, "starting")
-    for step in PASSES:
+    for step in passes.PASSES:  # read when the cycle runs: the list, not a copy taken at import
         if cycle.dry_run and not step.in_dry_run:
             continue
         takers = policies if step.takes_part is None else [p for p in policies if step.takes_part(p)]

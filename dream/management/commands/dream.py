@@ -4,8 +4,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from apikeys.models import Agent
+from dream import passes
 from dream.models import DreamRun
-from dream.passes import PASSES
 from dream.selectors import dream_run_summary
 from dream.services import MAX_BATCH_SIZE, dream_run_cycle
 from memoryplatform.embeddings.consumer import yield_to_requests
@@ -77,7 +77,7 @@ class Command(BaseCommand):
             f"  agents processed:     {s['agentsProcessed']}",
             f"  users processed:      {s['usersProcessed']}",
         ]
-        for step in PASSES:  # each pass's own lines, in the cycle's order
+        for step in passes.PASSES:  # each pass's own lines, in the cycle's order
             lines.extend(step.report(run, s, would))
         if s["durationSeconds"] is not None:
             lines.append(f"  duration:             {s['durationSeconds']:.2f} s")
