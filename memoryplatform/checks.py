@@ -14,7 +14,6 @@ from memoryplatform import duty, relevance, store
 from memoryplatform.embedded_db.server import EmbeddedServerError
 from memoryplatform.embeddings import EmbedderError, build_embedder
 from memoryplatform.rerank import RerankerError, build_reranker
-from usermemory.sql.search import STORED_CONFIG
 
 MIN_SERVER_VERSION_NUM = 150000  # PostgreSQL 15
 MIN_PGVECTOR = (0, 7, 0)  # halfvec, the type of the vector tables (usermemory 0020, conversations 0005)
@@ -237,8 +236,8 @@ def check_database(
                 id="memoryplatform.E004",
             )
         ]
-    # usermemory's migration 0011 creates the default configuration: before it has run, it is not missing.
-    known = facts.search_language_known or settings.SEARCH_LANGUAGE == STORED_CONFIG
+    # The default configuration comes with a migration (store.STORED_SEARCH_CONFIG): not missing before it.
+    known = facts.search_language_known or settings.SEARCH_LANGUAGE == store.STORED_SEARCH_CONFIG
     return list(
         server_problems(
             version_num=facts.version_num,
