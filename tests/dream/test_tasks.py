@@ -295,7 +295,7 @@ def test_two_cycles_sent_at_once_give_one_succeeded_and_one_skipped(worker, agen
 
 
 def test_worker_metrics_port_is_off_when_empty(monkeypatch):
-    from memoryplatform import celery as celery_module
+    from config import celery as celery_module
 
     started = []
     monkeypatch.setattr("prometheus_client.start_http_server", lambda *a, **kw: started.append(a))
