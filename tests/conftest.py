@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 
 from apikeys.models import Agent, ApiKey
 from apikeys.services import apikey_create
-from tests.factories import AgentFactory, AgentGroupFactory
+from tests.factories import AgentFactory, AgentGroupFactory, policy_set
 from usermemory.models import AgentMemoryPolicy
 
 
@@ -73,8 +73,8 @@ def anon_api() -> APIClient:
 @pytest.fixture
 def set_policy():
     def _set(agent: Agent, **fields) -> AgentMemoryPolicy:
-        policy, _ = AgentMemoryPolicy.objects.update_or_create(agent=agent, defaults=fields)
-        return policy
+        """Stored policy values, each in its part's table; returns usermemory's part."""
+        return policy_set(agent, **fields)["memory"]
 
     return _set
 

@@ -22,15 +22,15 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 from django.utils.timezone import localtime
 
-from apikeys.admin import AgentAdmin
 from apikeys.caller import Caller
 from apikeys.models import Agent
 from memoryplatform import publicids
-from memoryplatform.admin_mixins import ReadOnlyAdminMixin, StringListField, cut, flag
+from memoryplatform.admin_mixins import ReadOnlyAdminMixin, cut, flag
 from memoryplatform.errors import ServiceError
 from memoryplatform.paginator import LargeTablePaginator
 from memoryplatform.text import ascii_int
 from usermemory import selectors, services
+from usermemory.admin_policy import AgentWithPolicyAdmin
 from usermemory.admin_provenance import (
     EVENT_CHANGE_FIELDS,
     EVENT_ORIGIN_FIELDS,
@@ -55,46 +55,7 @@ def staff_caller(request: HttpRequest) -> Caller:
     return Caller.for_staff(request.user)
 
 
-# --- Agents, with their memory policy ---------------------------------------------------------------
-
-
-class MemoryPolicyForm(forms.ModelForm):
-    allowed_categories = StringListField(
-        required=False, help_text="One category a line; agents may write only these."
-    )
-
-    class Meta:
-        model = AgentMemoryPolicy
-        fields = list(services.POLICY_FIELDS)
-
-
-class MemoryPolicyInline(admin.StackedInline):
-    model = AgentMemoryPolicy
-    form = MemoryPolicyForm
-    can_delete = False
-    extra = 1
-    max_num = 1
-    fieldsets = [(title, {"fields": list(names)}) for title, names in services.POLICY_FIELD_GROUPS]
-
-
-class AgentWithPolicyAdmin(AgentAdmin):
-    inlines = [MemoryPolicyInline, *AgentAdmin.inlines]
-
-    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
-        if formset.model is not AgentMemoryPolicy:
-            super().save_formset(request, form, formset, change)
-            return
-        for policy_form in formset.forms:
-            if policy_form.has_changed():
-                changes = {
-                    name: policy_form.cleaned_data[name]
-                    for name in services.POLICY_FIELDS
-                    if name in policy_form.cleaned_data
-                }
-                services.policy_update(agent_id=form.instance.id, **changes)
-        # The service saved the policy; tell the admin's change message what happened.
-        formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
-
+# --- Agents, with their whole policy (usermemory.admin_policy) -------------------------------------
 
 admin.site.unregister(Agent)
 admin.site.register(Agent, AgentWithPolicyAdmin)

@@ -7,7 +7,7 @@ import re
 from datetime import datetime
 from functools import reduce
 from operator import or_
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypeVar, overload
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.search import SearchQueryField, SearchVector
@@ -18,6 +18,7 @@ from django.db.models import (
     Exists,
     Func,
     IntegerField,
+    Model,
     OuterRef,
     Q,
     QuerySet,
@@ -38,12 +39,14 @@ from usermemory import metrics
 from usermemory import ranking as ranking_
 from usermemory.keynames import key_pattern_regex
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
+from usermemory.policies import policy_parts
 from usermemory.ranking import RankedSearch, Threshold
 from usermemory.sql import history as history_sql
 from usermemory.sql import search as search_sql
 from usermemory.sql.search import NO_FILTERS, Filters
 
 logger = logging.getLogger(__name__)
+M = TypeVar("M", bound=Model)
 
 LIST_ORDER = ("-updated_at", "-id")
 # Dream's history events about a (user, key) set, which spans entries an agent may not see.
@@ -56,6 +59,23 @@ def policy_for_agent(*, agent_id: str | None) -> AgentMemoryPolicy:
         return AgentMemoryPolicy()
     policy = AgentMemoryPolicy.objects.filter(agent_id=agent_id).first()
     return policy if policy is not None else AgentMemoryPolicy(agent_id=agent_id)
+
+
+def policy_row(model: type[M], *, agent_id: str) -> M:
+    """An agent's row of one policy part (:mod:`usermemory.policies`), or its defaults (unsaved) when it has
+    none."""
+    row = model._default_manager.filter(pk=agent_id).first()
+    return row if row is not None else model(pk=agent_id)
+
+
+def policy_values(*, agent_id: str) -> dict[str, Any]:
+    """The agent's whole policy as one document: every part's fields by name, a part without a row with its
+    defaults (one query a part)."""
+    values: dict[str, Any] = {}
+    for part in policy_parts():
+        row = policy_row(part.model, agent_id=agent_id)
+        values.update((name, getattr(row, name)) for name in part.fields)
+    return values
 
 
 def agent_group_ids(*, agent_id: str) -> list[str]:

@@ -144,11 +144,10 @@ def test_run_dream_now(page, tmp_path):
 
     from django.utils import timezone
 
-    from dream.models import DreamRun
-    from usermemory.models import AgentMemoryPolicy
+    from dream.models import DreamPolicy, DreamRun
 
     agent = AgentFactory(id="dreamer")
-    AgentMemoryPolicy.objects.create(agent=agent, dream_enabled=True, prune_stale_after_days=30)
+    DreamPolicy.objects.create(agent=agent, dream_enabled=True, prune_stale_after_days=30)
     long_ago = timezone.now() - timedelta(days=90)
     MemoryEntry.objects.create(
         user_id="u",

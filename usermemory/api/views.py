@@ -22,7 +22,11 @@ from memoryplatform.api.headers import FALLBACK_HEADER, TURN_HEADER, fallback_he
 from memoryplatform.api.serializers import refuse_unknown_fields, require_valid_item
 from memoryplatform.errors import BadRequest, NotFound
 from usermemory import selectors, services
-from usermemory.api.policy import AgentDetailOutputSerializer, MemoryPolicySerializer, flatten_policy_changes
+from usermemory.api.policy import (
+    AgentDetailOutputSerializer,
+    flatten_policy_changes,
+    memory_policy_serializer,
+)
 from usermemory.api.serializers import (
     CountOutputSerializer,
     EraseOutputSerializer,
@@ -415,7 +419,7 @@ class AgentDetailView(APIView):
         if agent is None:
             raise NotFound(f"No agent '{agent_id}'.")
         data = dict(AgentOutputSerializer(agent).data)
-        data["memoryPolicy"] = MemoryPolicySerializer(selectors.policy_for_agent(agent_id=agent_id)).data
+        data["memoryPolicy"] = memory_policy_serializer()(selectors.policy_values(agent_id=agent_id)).data
         return data
 
     @extend_schema(
@@ -436,7 +440,7 @@ class AgentDetailView(APIView):
                     required=False,
                     help_text="unavailable: the agent's keys still read, and every write is a 403",
                 ),
-                "memoryPolicy": MemoryPolicySerializer(required=False, partial=True),
+                "memoryPolicy": memory_policy_serializer()(required=False, partial=True),
             },
         ),
         responses=AgentDetailOutputSerializer,
@@ -459,7 +463,7 @@ class AgentDetailView(APIView):
         profile.is_valid(raise_exception=True)
         policy_changes: dict[str, Any] = {}
         if "memoryPolicy" in body:
-            policy = MemoryPolicySerializer(data=body["memoryPolicy"], partial=True)
+            policy = memory_policy_serializer()(data=body["memoryPolicy"], partial=True)
             policy.is_valid(raise_exception=True)
             policy_changes = flatten_policy_changes(policy.validated_data)
         with transaction.atomic():
