@@ -13,8 +13,8 @@ from django.db import Error as DatabaseError
 from memoryplatform import duty, relevance, store
 from memoryplatform.embedded_db.server import EmbeddedServerError
 from memoryplatform.embeddings import EmbedderError, build_embedder
+from memoryplatform.ranked import STORED_CONFIG
 from memoryplatform.rerank import RerankerError, build_reranker
-from usermemory.sql.search import STORED_CONFIG
 
 MIN_SERVER_VERSION_NUM = 150000  # PostgreSQL 15
 MIN_PGVECTOR = (0, 7, 0)  # halfvec, the type of the vector tables (usermemory 0020, conversations 0005)
