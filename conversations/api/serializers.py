@@ -11,7 +11,7 @@ from conversations.selectors import DEFAULT_PAGE, MAX_EPOCH, MAX_PAGE, MAX_SEARC
 from conversations.services import MAX_BLOCKS, MessageWrite, SyncMessage
 from conversations.store import AnyMessage
 from memoryplatform.api.pagination import MAX_OFFSET
-from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce, StrictInput, iso_utc
+from memoryplatform.api.serializers import AsciiIntegerField, StrictInput, iso_utc
 from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory.api.serializers import (
     ConfidenceField,
@@ -135,7 +135,7 @@ class MessageOutputSerializer(serializers.ModelSerializer):
         }
 
 
-class MessageInputSerializer(FieldsBuiltOnce):
+class MessageInputSerializer(StrictInput):
     """One message: a channel, a role, content blocks and its session; the agent is always the key's."""
 
     returned_by = MessageOutputSerializer

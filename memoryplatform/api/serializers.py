@@ -2,14 +2,12 @@
 
 import difflib
 import re
-import threading
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from django.http import QueryDict
 from rest_framework import serializers
-from rest_framework.utils.serializer_helpers import BindingDict
 
 from memoryplatform import publicids
 from memoryplatform.api.errors import first_message
@@ -91,40 +89,6 @@ def unknown_names(
         meant = (hints or {}).get(name) or (close[0] if close else None)
         errors[name] = [f"unknown {what}; did you mean {meant}?" if meant else f"unknown {what}."]
     return errors
-
-
-class FieldsBuiltOnce(StrictInput):
-    """An input serializer whose declared fields are built once per thread, not once per instance.
-
-    DRF deep-copies every declared field (and so re-runs each field's ``__init__`` and its validators) for
-    each serializer instance: about 150 us for a ten-field entry, more than validating it (profile in
-    ``bench/RESULTS.md``). Fields hold no per-request state, only their configuration and ``parent``, so an
-    instance re-points the thread's copy at itself. For input serializers only: the fields must not read the
-    serializer's context, and one instance must be done with before the thread makes the next of its class.
-    """
-
-    _built = threading.local()
-
-    @property
-    def fields(self) -> BindingDict:
-        cache: dict[type, BindingDict] = self._built.__dict__.setdefault("by_class", {})
-        fields = cache.get(type(self))
-        if fields is None:
-            fields = BindingDict(self)
-            for name, field in self.get_fields().items():
-                fields[name] = field
-            cache[type(self)] = fields
-        elif fields.serializer is not self:  # DRF reads ``fields`` several times a validation: re-point once
-            fields.serializer = self
-            for field in fields.values():
-                field.parent = self
-        return fields
-
-    def create(self, validated_data: Any) -> Any:  # input only: the services write
-        raise NotImplementedError
-
-    def update(self, instance: Any, validated_data: Any) -> Any:
-        raise NotImplementedError
 
 
 class AsciiIntegerField(serializers.IntegerField):

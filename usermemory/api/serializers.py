@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from memoryplatform import publicids
 from memoryplatform.api.pagination import MAX_OFFSET
-from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce, PublicIdField, iso_utc
+from memoryplatform.api.serializers import AsciiIntegerField, PublicIdField, StrictInput, iso_utc
 from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory.history import provenance_shown
 from usermemory.models import (
@@ -196,7 +196,7 @@ def _min_confidence() -> ConfidenceField:
     return ConfidenceField(required=False, help_text="Only entries at least this sure (0 to 1).")
 
 
-class MemoryUpsertInputSerializer(FieldsBuiltOnce):
+class MemoryUpsertInputSerializer(StrictInput):
     """One entry of a PUT."""
 
     returned_by = ScoredMemoryEntryOutputSerializer
@@ -309,7 +309,7 @@ class MemoryEventOutputSerializer(serializers.ModelSerializer):
         return None if getattr(event, "new_value_hidden", False) else provenance_shown(event.provenance)
 
 
-class TtlRefreshInputSerializer(FieldsBuiltOnce):
+class TtlRefreshInputSerializer(StrictInput):
     ids = serializers.ListField(
         child=serializers.CharField(max_length=20),
         max_length=MAX_TTL_REFRESH,
@@ -379,7 +379,7 @@ def _categories() -> serializers.ListField:
 MATCH_FIELDS = frozenset({"keyPrefix", "visibility", "filter"})
 
 
-class MatchQuerySerializer(FieldsBuiltOnce):
+class MatchQuerySerializer(StrictInput):
     """A list's, a search's and a ranked recall's narrowing: a key prefix, one visibility, conditions on the
     value's fields (``to_filters``)."""
 
@@ -424,12 +424,12 @@ def to_filters(attrs: dict[str, Any], *, author: str | None = None) -> Filters:
     )
 
 
-class GroupQuerySerializer(FieldsBuiltOnce):
+class GroupQuerySerializer(StrictInput):
     groupId = _group_ids()
     includeSuperseded = _include_superseded()
 
 
-class RecallQuerySerializer(FieldsBuiltOnce):
+class RecallQuerySerializer(StrictInput):
     """``q`` of a recall (``/visible``, a conversation's ``/context``): recall by relevance to it. Given
     empty (``?q=``), it is refused rather than read as absent, as DRF reads an optional blank field."""
 
@@ -485,7 +485,7 @@ class VisibleQuerySerializer(RecallQuerySerializer, RankedFiltersSerializer):
         return attrs
 
 
-class ListQuerySerializer(FieldsBuiltOnce):
+class ListQuerySerializer(StrictInput):
     groupId = _group_ids()
     limit = AsciiIntegerField(
         required=False, min_value=1, max_value=1000, default=1000, help_text="At most this many."
