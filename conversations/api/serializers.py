@@ -11,7 +11,7 @@ from conversations.selectors import DEFAULT_PAGE, MAX_EPOCH, MAX_PAGE, MAX_SEARC
 from conversations.services import MAX_BLOCKS, MessageWrite, SyncMessage
 from conversations.store import AnyMessage
 from memoryplatform.api.pagination import MAX_OFFSET
-from memoryplatform.api.serializers import AsciiIntegerField, StrictInput, iso_utc
+from memoryplatform.api.serializers import AsciiIntegerField, StrictInput, iso_utc, validator
 from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory.api.serializers import (
     ConfidenceField,
@@ -151,7 +151,11 @@ class MessageInputSerializer(StrictInput):
     )
 
     def to_write(self) -> MessageWrite:
-        data = self.validated_data
+        return self.write_of(self.validated_data)
+
+    @staticmethod
+    def write_of(data: Any) -> MessageWrite:
+        """The write of a validated message (:data:`validate_message`'s, or ``validated_data``)."""
         return MessageWrite(
             channel=data["channel"],
             role=data["role"],
@@ -159,6 +163,10 @@ class MessageInputSerializer(StrictInput):
             session_id=data["sessionId"],
             memory_epoch=data["memoryEpoch"],
         )
+
+
+# A message's validation, on the hot path of every append (memoryplatform.api.serializers.Validator).
+validate_message = validator(MessageInputSerializer)
 
 
 class MessageBatchInputSerializer(StrictInput):

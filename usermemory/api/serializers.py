@@ -1,6 +1,7 @@
 """EDDI's field names (camelCase) in and out. Input serializers check types only; services hold the rules."""
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -9,7 +10,13 @@ from rest_framework import serializers
 
 from memoryplatform import publicids
 from memoryplatform.api.pagination import MAX_OFFSET
-from memoryplatform.api.serializers import AsciiIntegerField, PublicIdField, StrictInput, iso_utc
+from memoryplatform.api.serializers import (
+    AsciiIntegerField,
+    PublicIdField,
+    StrictInput,
+    iso_utc,
+    validator,
+)
 from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory.history import provenance_shown
 from usermemory.models import (
@@ -242,7 +249,11 @@ class MemoryUpsertInputSerializer(StrictInput):
     )
 
     def to_write(self) -> MemoryWrite:
-        data = self.validated_data
+        return self.write_of(self.validated_data)
+
+    @staticmethod
+    def write_of(data: Any) -> MemoryWrite:
+        """The write of a validated body (:data:`validate_upsert`'s, or ``validated_data``)."""
         return MemoryWrite(
             user_id=data["userId"],
             key=data["key"],
@@ -258,6 +269,10 @@ class MemoryUpsertInputSerializer(StrictInput):
             source=data["source"],
             observed_at=data["observedAt"],
         )
+
+
+# The upsert body's validation, on the hot path of every write (memoryplatform.api.serializers.Validator).
+validate_upsert = validator(MemoryUpsertInputSerializer)
 
 
 class MemoryEventOutputSerializer(serializers.ModelSerializer):
@@ -441,9 +456,15 @@ class RecallQuerySerializer(StrictInput):
         "score; X-Search-Fallback: fulltext when the embedder is down. Without it: the recall order.",
     )
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if "q" not in attrs and "q" in self.initial_data:
+    def to_internal_value(self, data: Any) -> Any:
+        attrs = super().to_internal_value(data)
+        # the raw query string: DRF reads an optional field given blank as absent (validated by a Validator,
+        # this serializer keeps nothing of a validation, so the check is here, not on ``initial_data``)
+        if "q" not in attrs and isinstance(data, Mapping) and "q" in data:
             raise serializers.ValidationError({"q": "q must not be empty (leave it out to recall in order)."})
+        return attrs
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         ranked_only = [name for name in (*RANKED_FILTERS, "sourceAgentId") if name in attrs]
         if ranked_only and "q" not in attrs:
             name = ranked_only[0]
