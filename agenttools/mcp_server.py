@@ -39,8 +39,8 @@ Transports:
 - stdio: ``manage.py mcp`` authenticates ``MEMORYPLATFORM_API_KEY`` at start and calls :func:`serve_stdio`,
   which checks the key again at every tool call (a revoked key stops working mid-session, and the agent's
   policy is the current one).
-- streamable HTTP: :class:`McpHttpApp` (mounted at ``/mcp/`` by ``memoryplatform/asgi.py``, and by
-  ``memoryplatform/wsgi.py`` for WSGI servers) takes POST only, each body within the REST API's limit, and
+- streamable HTTP: :class:`McpHttpApp` (mounted at ``/mcp/`` by ``config/asgi.py``, and by
+  ``config/wsgi.py`` for WSGI servers) takes POST only, each body within the REST API's limit, and
   authenticates the ``Authorization: Bearer`` / ``X-API-Key`` header of every request.
 Either way the caller lives in :data:`current_caller` while the SDK runs the tool handlers.
 """
@@ -280,7 +280,7 @@ class McpHttpApp:
 
     The manager's ``run()`` (the task group the SDK serves requests in) starts on the first request of each
     event loop, in a background task that lives as long as the loop: the same under an ASGI server, whose
-    lifespan shutdown calls :meth:`aclose`, and under a2wsgi (``memoryplatform/wsgi.py``), which has no
+    lifespan shutdown calls :meth:`aclose`, and under a2wsgi (``config/wsgi.py``), which has no
     lifespan.
     """
 

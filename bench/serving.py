@@ -1,6 +1,6 @@
 """Serving, side by side in one run: the previous server (gunicorn's gthread workers serving
-``memoryplatform.wsgi``: 2 x 2 threads as ``make run`` had it, and 2 x 4) and the current one (uvicorn serving
-``memoryplatform.asgi``, 2 workers x 4 threads), all started by ``manage.py serve`` on the same database and
+``config.wsgi``: 2 x 2 threads as ``make run`` had it, and 2 x 4) and the current one (uvicorn serving
+``config.asgi``, 2 workers x 4 threads), all started by ``manage.py serve`` on the same database and
 driven in alternating rounds.
 
     env -u DATABASE_URL .venv/bin/python -m bench.serving       # the embedded server's bench database

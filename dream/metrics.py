@@ -1,7 +1,7 @@
 """Dream's Prometheus metrics, in the default registry of the process that runs the cycle.
 
 The web process serves them at /metrics (django-prometheus), a Celery worker on ``WORKER_METRICS_PORT``
-(see memoryplatform/celery.py), and the embedded scheduler through the web's /metrics in multiprocess mode
+(see config/celery.py), and the embedded scheduler through the web's /metrics in multiprocess mode
 (see memoryplatform/management/commands/serve.py). prometheus_client adds ``_total`` to counter names.
 """
 

@@ -13,7 +13,6 @@ from django.db import Error as DatabaseError
 from memoryplatform import duty, relevance, store
 from memoryplatform.embedded_db.server import EmbeddedServerError
 from memoryplatform.embeddings import EmbedderError, build_embedder
-from memoryplatform.ranked import STORED_CONFIG
 from memoryplatform.rerank import RerankerError, build_reranker
 
 MIN_SERVER_VERSION_NUM = 150000  # PostgreSQL 15
@@ -237,8 +236,8 @@ def check_database(
                 id="memoryplatform.E004",
             )
         ]
-    # usermemory's migration 0011 creates the default configuration: before it has run, it is not missing.
-    known = facts.search_language_known or settings.SEARCH_LANGUAGE == STORED_CONFIG
+    # The default configuration comes with a migration (store.STORED_SEARCH_CONFIG): not missing before it.
+    known = facts.search_language_known or settings.SEARCH_LANGUAGE == store.STORED_SEARCH_CONFIG
     return list(
         server_problems(
             version_num=facts.version_num,

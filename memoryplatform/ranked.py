@@ -23,11 +23,12 @@ from psycopg import sql
 
 from memoryplatform import relevance
 from memoryplatform.relevance import Calibration
+from memoryplatform.store import STORED_SEARCH_CONFIG
 
-# The configuration of the stored ``search_vector`` columns (usermemory migration 0011, conversations 0003):
-# with it, the full-text side reads each row's lexemes instead of parsing its text on every query. Any other
+# The configuration of the stored ``search_vector`` columns (memoryplatform.store.STORED_SEARCH_CONFIG): with
+# it, the full-text side reads each row's lexemes instead of parsing its text on every query. Any other
 # SEARCH_LANGUAGE parses on the fly.
-STORED_CONFIG = "memory_simple"
+STORED_CONFIG = STORED_SEARCH_CONFIG
 
 
 class Ranking(NamedTuple):

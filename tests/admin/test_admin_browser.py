@@ -140,7 +140,7 @@ def test_erase_a_user_with_confirm(page):
 @pytest.fixture
 def eager_celery():
     """No worker runs beside the browser tests: a queued task runs in process, as in the embedded default."""
-    from memoryplatform.celery import app as celery_app
+    from config.celery import app as celery_app
 
     previous = celery_app.conf.task_always_eager
     celery_app.conf.task_always_eager = True

@@ -144,7 +144,7 @@ def _served(env: dict[str, str], argv: list[str], log_path: Path) -> Iterator[st
 
 @pytest.fixture(scope="package")
 def http_url(mcp_env: McpEnv) -> Iterator[str]:
-    """``manage.py serve`` (uvicorn, memoryplatform.asgi: Django, and the MCP app under /mcp), a free port."""
+    """``manage.py serve`` (uvicorn, config.asgi: Django, and the MCP app under /mcp), a free port."""
     argv = [PYTHON, "manage.py", "serve", "--port", "{port}", "--workers", "1", "--no-dream-scheduler"]
     with _served(mcp_env.env, argv, mcp_env.tmp / "serve.log") as base:
         yield base
@@ -152,8 +152,8 @@ def http_url(mcp_env: McpEnv) -> Iterator[str]:
 
 @pytest.fixture(scope="package")
 def wsgi_url(mcp_env: McpEnv) -> Iterator[str]:
-    """gunicorn serving memoryplatform.wsgi, for those who run a WSGI server."""
-    argv = [str(Path(PYTHON).parent / "gunicorn"), "memoryplatform.wsgi:application"]
+    """gunicorn serving config.wsgi, for those who run a WSGI server."""
+    argv = [str(Path(PYTHON).parent / "gunicorn"), "config.wsgi:application"]
     argv += ["--bind", "127.0.0.1:{port}", "--workers", "1", "--timeout", "60"]
     with _served(mcp_env.env, argv, mcp_env.tmp / "gunicorn.log") as base:
         yield base

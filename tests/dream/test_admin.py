@@ -67,7 +67,7 @@ def test_run_detail_is_read_only(staff_client, finished_run):
 def test_run_now_enqueues_a_cycle_after_commit(
     staff_client, agent_a, dream_policy, memory, django_capture_on_commit_callbacks, monkeypatch
 ):
-    from memoryplatform.celery import app
+    from config.celery import app
 
     monkeypatch.setitem(app.conf, "task_always_eager", True)  # run it here even when REDIS_URL is set
     dream_policy(agent_a)

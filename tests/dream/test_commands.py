@@ -204,7 +204,7 @@ def test_serve_starts_one_scheduler_beside_the_server_without_redis(fake_exec, s
     assert len(fake_exec["popen"]) == 1
     assert fake_exec["popen"][0][-4:] == ["dream_scheduler", "--parent-pid", str(os.getpid()), "--supervise"]
     argv = fake_exec["execv"][0]
-    assert argv[1:4] == ["-m", "uvicorn", "memoryplatform.asgi:application"]
+    assert argv[1:4] == ["-m", "uvicorn", "config.asgi:application"]
     assert argv[argv.index("--workers") + 1] == "2"
     assert os.environ["SERVE_THREADS"] == "4"  # each worker's threads for Django's views
     assert (tmp_path / "metrics").is_dir()  # multiprocess metrics: the web's /metrics sees the scheduler
@@ -227,7 +227,7 @@ def test_serve_threads_can_be_set(fake_exec, settings):
 
     call_command("serve", "--server", "gunicorn", "--threads", "3", stdout=io.StringIO())
     argv = fake_exec["execv"][1]
-    assert argv[1:4] == ["-m", "gunicorn", "memoryplatform.wsgi:application"]
+    assert argv[1:4] == ["-m", "gunicorn", "config.wsgi:application"]
     assert argv[argv.index("--threads") + 1] == "3"
 
 

@@ -15,9 +15,10 @@ import pytest
 from django.conf import settings
 from django.db import OperationalError
 
+from config.celery import app, dream_expires_seconds
 from dream.models import DreamRun
 from dream.tasks import dream_run_cycle_task
-from memoryplatform.celery import app, crontab_min_period, crontab_next_after, dream_expires_seconds
+from memoryplatform.crontabs import crontab_min_period, crontab_next_after
 from tests.helpers import REDIS_URL, needs_redis, url_of_the_test_database
 from tests.llm_server import Answer, LLMScript, llm_server
 from usermemory.models import MemoryEntry
@@ -165,7 +166,7 @@ def worker(tmp_path):  # type: ignore[no-untyped-def]
     }
     log = tmp_path / "worker.log"
     celery = str(Path(sys.executable).parent / "celery")
-    argv = [celery, "-A", "memoryplatform", "worker", "--pool=prefork", "--concurrency=2", "-Q", queue,
+    argv = [celery, "-A", "config", "worker", "--pool=prefork", "--concurrency=2", "-Q", queue,
             "-n", f"{queue}@%h", "--without-gossip", "--without-mingle", "--loglevel=INFO"]  # fmt: skip
     with log.open("w") as out:
         process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)  # noqa: S603
@@ -314,7 +315,7 @@ def test_an_empty_multiprocess_dir_counts_as_unset():
     import sys
 
     code = "import os, django; django.setup(); print('PROMETHEUS_MULTIPROC_DIR' in os.environ)"
-    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": "", "DJANGO_SETTINGS_MODULE": "memoryplatform.settings"}
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": "", "DJANGO_SETTINGS_MODULE": "config.settings"}
     result = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True
     )

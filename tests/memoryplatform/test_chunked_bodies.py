@@ -16,7 +16,7 @@ from django.db import close_old_connections
 
 from apikeys.models import ApiKey
 from apikeys.services import apikey_create
-from memoryplatform.wsgi import application as wsgi_application
+from config.wsgi import application as wsgi_application
 from usermemory.models import MemoryEntry
 
 MEMORIES = "/usermemorystore/memories"

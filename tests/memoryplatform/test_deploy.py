@@ -85,7 +85,7 @@ def test_web_command_serves_the_asgi_app(compose):
 
 def test_the_wsgi_app_still_loads():
     """For those who run a WSGI server."""
-    from memoryplatform.wsgi import application
+    from config.wsgi import application
 
     assert callable(application)
 
@@ -93,11 +93,11 @@ def test_the_wsgi_app_still_loads():
 @pytest.mark.parametrize("service", ["worker", "beat"])
 def test_celery_commands_name_real_entry_points(compose, service):
     argv = _argv(compose["services"][service]["command"])
-    assert argv[:3] == ["celery", "-A", "memoryplatform"]
+    assert argv[:3] == ["celery", "-A", "config"]
     assert argv[3] == service
     celery = Path(sys.executable).parent / "celery"
     result = subprocess.run(
-        [str(celery), "-A", "memoryplatform", service, "--help"],
+        [str(celery), "-A", "config", service, "--help"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -21,11 +21,11 @@ MEMORIES = "/usermemorystore/memories"
 
 
 def _asgi(path: str, *, method: str = "GET", query: str = "") -> tuple[int, dict[str, Any], dict[str, str]]:
-    """One request to ``memoryplatform.asgi.application`` with the scope uvicorn builds: ``path`` as sent
+    """One request to ``config.asgi.application`` with the scope uvicorn builds: ``path`` as sent
     (``raw_path``), and decoded as uvicorn decodes it (undecodable bytes as U+FFFD)."""
     from urllib.parse import unquote
 
-    from memoryplatform.asgi import application
+    from config.asgi import application
 
     scope = {
         "type": "http",

@@ -13,7 +13,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from prometheus_client import REGISTRY
 
-from memoryplatform.celery import app
+from config.celery import app
 from memoryplatform.embeddings import consumer, get_embedder
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 from tests.embedding_server import Script, embedding_server

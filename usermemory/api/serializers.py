@@ -13,6 +13,7 @@ from memoryplatform.api.pagination import MAX_OFFSET
 from memoryplatform.api.serializers import (
     AsciiIntegerField,
     PublicIdField,
+    StrictCharField,
     StrictInput,
     iso_utc,
     validator,
@@ -173,15 +174,6 @@ class MemoryUpsertOutputSerializer(MemoryEntryOutputSerializer):
         if instance.skipped is not None:
             data["skipped"] = skipped_json(instance.skipped)
         return data
-
-
-class StrictCharField(serializers.CharField):
-    """A string field that refuses numbers and booleans instead of turning them into text."""
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
 
 
 class ConfidenceField(serializers.FloatField):

@@ -18,9 +18,9 @@ from apikeys.models import Agent
 from apikeys.permissions import IsAdminCaller, ReadAnyWriteAgentOrAdmin, request_caller
 from apikeys.selectors import agent_list
 from memoryplatform import publicids
+from memoryplatform.api.headers import FALLBACK_HEADER, TURN_HEADER, fallback_headers, turn_id_of
 from memoryplatform.api.serializers import refuse_unknown_fields, validated_item, validator
 from memoryplatform.errors import BadRequest, NotFound
-from memoryplatform.text import text_problem
 from usermemory import selectors, services
 from usermemory.api.policy import AgentDetailOutputSerializer, MemoryPolicySerializer, flatten_policy_changes
 from usermemory.api.serializers import (
@@ -46,12 +46,6 @@ from usermemory.embedding import embeddings_waiting
 from usermemory.ranking import RankedSearch
 
 ENTRY_PARAM = OpenApiParameter("entry_id", int, OpenApiParameter.PATH)
-TURN_HEADER = OpenApiParameter(
-    "X-Turn-Id",
-    str,
-    OpenApiParameter.HEADER,
-    description="The turn the write belongs to (its first 128 characters)",
-)
 VECTORS_PENDING_HEADER = OpenApiParameter(
     "X-Vectors-Pending",
     int,
@@ -69,18 +63,6 @@ def _query(serializer_class: type[serializers.Serializer], request: Request) -> 
 def _page(qs: QuerySet, query: dict[str, Any]) -> Response:
     entries = qs[query["offset"] : query["offset"] + query["limit"]]
     return Response(MemoryEntryOutputSerializer(entries, many=True).data)
-
-
-def _turn_id(request: Request, body: Any) -> str | None:
-    turn_id = request.headers.get("X-Turn-Id") or (body.get("turnId") if isinstance(body, dict) else None)
-    if turn_id is None:
-        return None
-    if not isinstance(turn_id, str):
-        raise BadRequest("turnId must be a string.")
-    problem = text_problem(turn_id)
-    if problem:
-        raise BadRequest(f"turnId {problem}.")
-    return turn_id[:128]
 
 
 class MemoryView(APIView):
@@ -113,7 +95,7 @@ class MemoryUpsertView(MemoryView):
     def put(self, request: Request) -> Response:
         write = MemoryUpsertInputSerializer.write_of(validate_upsert(request.data))
         result = services.memory_upsert(
-            caller=request_caller(request), write=write, turn_id=_turn_id(request, request.data)
+            caller=request_caller(request), write=write, turn_id=turn_id_of(request, request.data)
         )
         return Response(
             MemoryUpsertOutputSerializer(result).data,
@@ -144,7 +126,7 @@ class MemoryBatchView(MemoryView):
             valid = validated_item(validate_upsert, item, items="entries", index=index)
             writes.append(MemoryUpsertInputSerializer.write_of(valid))
         results = services.memory_upsert_batch(
-            caller=request_caller(request), writes=writes, turn_id=_turn_id(request, body)
+            caller=request_caller(request), writes=writes, turn_id=turn_id_of(request, body)
         )
         waiting = embeddings_waiting(entry_ids=[r.entry.id for r in results if r.skipped is None])
         return Response(
@@ -191,21 +173,8 @@ class MemoryUserView(MemoryView):
         return Response(services.memory_erase_user(caller=request_caller(request), user_id=user_id))
 
 
-FALLBACK_HEADER = OpenApiParameter(
-    "X-Search-Fallback",
-    str,
-    OpenApiParameter.HEADER,
-    response=True,
-    enum=["fulltext"],
-    description="Set when the embedder was down: the results were ranked by full text alone",
-)
 # A list of entries, each with a score when the read ranked them by relevance.
 RANKED_OR_NOT = ScoredMemoryEntryOutputSerializer(many=True)
-
-
-def fallback_headers(ranked: RankedSearch | None) -> dict[str, str] | None:
-    """The ``X-Search-Fallback`` header of a ranked read that full text answered alone."""
-    return {"X-Search-Fallback": ranked.fallback} if ranked and ranked.fallback else None
 
 
 def ranked_response(ranked: RankedSearch) -> Response:
@@ -421,7 +390,7 @@ class PropertiesView(MemoryView):
             caller=request_caller(request),
             user_id=user_id,
             properties=request.data,
-            turn_id=_turn_id(request, None),
+            turn_id=turn_id_of(request, None),
         )
         return Response(selectors.properties_for_user(caller=request_caller(request), user_id=user_id))
 

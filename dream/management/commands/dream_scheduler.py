@@ -17,7 +17,7 @@ from dream.models import DreamRun
 from dream.scheduler import dream_schedule_loop
 from dream.services import dream_run_cycle
 from extraction.background import extraction_run_background
-from memoryplatform.celery import crontab_next_after
+from memoryplatform.crontabs import crontab_next_after
 from memoryplatform.embeddings import consumer
 from memoryplatform.supervisor import supervise
 from usermemory.embedding import memory_reembed_scheduled

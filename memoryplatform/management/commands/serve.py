@@ -60,12 +60,12 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def uvicorn_argv(*, host: str, port: int, workers: int) -> list[str]:
-    """uvicorn serving ``memoryplatform.asgi`` in worker processes of its own (it restarts a dead one)."""
+    """uvicorn serving ``config.asgi`` in worker processes of its own (it restarts a dead one)."""
     return [
         sys.executable,
         "-m",
         "uvicorn",
-        "memoryplatform.asgi:application",
+        "config.asgi:application",
         "--host",
         host,
         "--port",
@@ -85,13 +85,13 @@ def uvicorn_argv(*, host: str, port: int, workers: int) -> list[str]:
 
 
 def gunicorn_argv(*, host: str, port: int, workers: int, threads: int) -> list[str]:
-    """gunicorn's gthread workers serving ``memoryplatform.wsgi``: each request holds a thread while it is
+    """gunicorn's gthread workers serving ``config.wsgi``: each request holds a thread while it is
     read and answered, so slow clients can take every thread. Kept for comparison (``bench/``)."""
     return [
         sys.executable,
         "-m",
         "gunicorn",
-        "memoryplatform.wsgi:application",
+        "config.wsgi:application",
         "--bind",
         f"{host}:{port}",
         "--workers",
@@ -108,7 +108,7 @@ def gunicorn_argv(*, host: str, port: int, workers: int, threads: int) -> list[s
 class Command(BaseCommand):
     help = (
         "Serve the API, the admin and the MCP server (static files through WhiteNoise, no DEBUG needed) with "
-        "uvicorn: memoryplatform.asgi in worker processes. Without REDIS_URL it also runs the Dream schedule "
+        "uvicorn: config.asgi in worker processes. Without REDIS_URL it also runs the Dream schedule "
         "in one scheduler process beside the web workers."
     )
     # Checked in handle(), after the port: a port in use is the first thing said. The checks include the
@@ -155,7 +155,7 @@ class Command(BaseCommand):
             argv = gunicorn_argv(host=host, port=port, workers=workers, threads=options["threads"])
         else:
             argv = uvicorn_argv(host=host, port=port, workers=workers)
-            os.environ["SERVE_THREADS"] = str(options["threads"])  # read by memoryplatform.asgi
+            os.environ["SERVE_THREADS"] = str(options["threads"])  # read by config.asgi
         prepare_metrics_dir()
         run_scheduler = options["dream_scheduler"]
         if run_scheduler is None:

@@ -12,7 +12,7 @@ handler (``bench/RESULTS.md``, session 7): that handler runs each request's sync
 several hops between threads, and a connection kept per thread (``CONN_MAX_AGE``) then lives for one request;
 here the threads, and so their PostgreSQL connections, persist, and a recall costs what it did under gunicorn.
 
-``memoryplatform.wsgi:application`` still serves the same app for WSGI servers.
+``config.wsgi:application`` still serves the same app for WSGI servers.
 """
 
 import gc
@@ -23,7 +23,7 @@ from typing import cast
 from django.core.exceptions import DisallowedHost
 from django.core.wsgi import get_wsgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryplatform.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 django_application = get_wsgi_application()
 

@@ -66,7 +66,7 @@ class RefuseUnstorableTextMiddleware:
     A user id, key, category or search term with a NUL would reach the database, which refuses it (a 500).
     Lone surrogates cannot arrive here: Django re-escapes undecodable bytes of a path (so they are refused
     here, from the raw path or Django's escapes: :func:`~memoryplatform.routing.sent_path`) and replaces them
-    in a query string. ``memoryplatform.asgi`` makes the first two checks itself, on the raw path, before a
+    in a query string. ``config.asgi`` makes the first two checks itself, on the raw path, before a
     body is read: uvicorn passes Django the path decoded, with U+FFFD for undecodable bytes.
     """
 
@@ -100,7 +100,7 @@ def _sent_path(request: HttpRequest) -> tuple[bytes, int]:
     return unquote_to_bytes(path), len(path) + (len(query) + 1 if query else 0)
 
 
-ADMIN_PREFIX = "/admin/"  # memoryplatform.urls mounts the admin here
+ADMIN_PREFIX = "/admin/"  # config.urls mounts the admin here
 
 
 def presents_api_key(request: HttpRequest) -> bool:

@@ -1,5 +1,5 @@
 """The WSGI entry point, for those who run a WSGI server: Django for every path, and the MCP server's
-streamable HTTP app under ``/mcp``. ``manage.py serve`` runs ``memoryplatform.asgi`` instead: under WSGI each
+streamable HTTP app under ``/mcp``. ``manage.py serve`` runs ``config.asgi`` instead: under WSGI each
 request holds a thread while its body arrives, so slow clients can take every thread.
 
 The MCP app is ASGI; :class:`a2wsgi.ASGIMiddleware` runs it on an event loop in a thread of its own. That
@@ -18,7 +18,7 @@ from django.core.exceptions import DisallowedHost
 from django.core.handlers.wsgi import WSGIRequest
 from django.core.wsgi import get_wsgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryplatform.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 django_application = get_wsgi_application()
 

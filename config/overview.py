@@ -1,6 +1,6 @@
 """The staff overview (``/admin/overview/``): what the platform holds and how it runs, from each app's
 selectors, each cheap on tables of millions of rows. Part of the composition root (it reads every app, as
-urls.py, which mounts it, does; tests/memoryplatform/test_layout.py lists it there)."""
+urls.py, which mounts it, does)."""
 
 from datetime import timedelta
 from typing import Any

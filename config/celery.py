@@ -17,7 +17,6 @@ EMBEDDINGS_REEMBED_INTERVAL).
 
 import logging
 import os
-from datetime import datetime, timedelta
 from typing import Any
 
 import environ
@@ -25,7 +24,9 @@ from celery import Celery
 from celery.schedules import crontab
 from celery.signals import worker_init, worker_process_shutdown
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryplatform.settings")
+from memoryplatform.crontabs import crontab_min_period
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 logger = logging.getLogger(__name__)
 env = environ.Env()
@@ -37,33 +38,6 @@ app.autodiscover_tasks()
 DREAM_TASK = "dream.run_cycle"
 REEMBED_TASK = "usermemory.reembed"
 EXTRACTION_TASK = "extraction.run_background"
-
-
-def crontab_next_after(schedule: crontab, moment: datetime) -> datetime:
-    """The first time after ``moment`` that ``schedule`` fires (minute resolution)."""
-    probe = crontab(
-        minute=schedule.minute,  # type: ignore[attr-defined]  # not in celery-types
-        hour=schedule.hour,  # type: ignore[attr-defined]  # not in celery-types
-        day_of_week=schedule.day_of_week,  # type: ignore[attr-defined]  # not in celery-types
-        day_of_month=schedule.day_of_month,  # type: ignore[attr-defined]  # not in celery-types
-        month_of_year=schedule.month_of_year,  # type: ignore[attr-defined]  # not in celery-types
-        nowfun=lambda: moment,
-        app=schedule.app,
-    )
-    return moment + probe.remaining_estimate(moment)
-
-
-def crontab_min_period(schedule: crontab, *, samples: int = 16) -> float:
-    """The shortest gap, in seconds, between the next ``samples`` firings of ``schedule``."""
-    moment = schedule.now()
-    firings = []
-    for _ in range(samples):
-        moment = crontab_next_after(schedule, moment)
-        firings.append(moment)
-        moment += timedelta(seconds=1)
-    return min(
-        (later - earlier).total_seconds() for earlier, later in zip(firings, firings[1:], strict=False)
-    )
 
 
 def dream_expires_seconds(schedule: crontab) -> int:

@@ -9,6 +9,7 @@ in ``DATA_DIR`` (``var/``), started on demand from a wheel and shared by every p
 
 import math
 import os
+import sys
 from pathlib import Path
 
 import environ
@@ -67,7 +68,7 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[:
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
-    "memoryplatform",  # first: its admin/base_site.html (the admin's stylesheet and script) is the one used
+    "memoryplatform",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -94,31 +95,42 @@ MIDDLEWARE = [
     # X-Request-Id on every response; log lines written during the request name it.
     "memoryplatform.requestid.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "memoryplatform.middleware.RefuseUnstorableTextMiddleware",
+    "config.middleware.RefuseUnstorableTextMiddleware",
     # A GET of the REST API with a query parameter its OpenAPI operation does not list: a 400 naming it.
     "memoryplatform.api.querystrings.StrictQueryMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # API paths resolve on their percent-encoded form, so a path value may hold "/" (memoryplatform.routing).
     "memoryplatform.routing.EncodedPathMiddleware",
     # Sessions, CSRF, the admin's sign-in and messages: skipped by requests that present an API key
-    # (memoryplatform.middleware.BrowserOnlyMixin).
-    "memoryplatform.middleware.SessionMiddleware",
+    # (config.middleware.BrowserOnlyMixin).
+    "config.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "memoryplatform.middleware.CsrfViewMiddleware",
-    "memoryplatform.middleware.AuthenticationMiddleware",
-    "memoryplatform.middleware.MessageMiddleware",
+    "config.middleware.CsrfViewMiddleware",
+    "config.middleware.AuthenticationMiddleware",
+    "config.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "memoryplatform.middleware.RequestLogMiddleware",
+    "config.middleware.RequestLogMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
-ROOT_URLCONF = "memoryplatform.urls"
-WSGI_APPLICATION = "memoryplatform.wsgi.application"
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
 
+PROJECT_TEMPLATES = next(
+    (
+        path
+        for path in (BASE_DIR / "templates", Path(sys.prefix) / "share" / "memoryplatform" / "templates")
+        if path.is_dir()
+    ),
+    BASE_DIR / "templates",
+)
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],  # each app ships its templates (in the wheel too): APP_DIRS
+        # The project's own (the admin's frame with its stylesheet and script, the overview): templates/ in a
+        # checkout, the wheel's data (share/memoryplatform/templates) where installed; found before any app's.
+        "DIRS": [PROJECT_TEMPLATES],
+        # Each app ships its own pages in its package (in the wheel too).
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -285,7 +297,7 @@ EMBEDDINGS_THREADS = env.int("EMBEDDINGS_THREADS", default=2)
 # its request, after the commit, so that a search right after it finds them by meaning; every text is queued
 # for the background consumer anyway (manage.py embed --follow, or the background process beside
 # manage.py serve), which the write wakes as it commits. Default: 48 on the embedded database (one node, a
-# newcomer's first steps: the README's search right after its write), 0 with DATABASE_URL (a deployment:
+# newcomer's first steps: the quick start's search right after its write), 0 with DATABASE_URL (a deployment:
 # writes at full speed, vectors a moment later). Measured in bench/RESULTS.md (issue 31): inline 48 costs
 # HTTP upserts about half their throughput under load (103 against 226 req/s).
 EMBEDDINGS_INLINE_MAX_CHARS = env.int("EMBEDDINGS_INLINE_MAX_CHARS", default=0 if DATABASE_URL else 48)

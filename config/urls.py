@@ -4,10 +4,10 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from config.overview import overview_view
 from memoryplatform import views
 from memoryplatform.api import errors
 from memoryplatform.logsafe import UNROUTED
-from memoryplatform.overview import overview_view
 from memoryplatform.routing import api_path
 
 admin.site.site_header = "memoryplatform"
