@@ -10,15 +10,19 @@ Django then runs as the WSGI app it is, on a fixed pool of ``SERVE_THREADS`` thr
 it is: a buffered answer crosses from its thread to the event loop once. Measured against Django's own ASGI
 handler (``bench/RESULTS.md``, session 7): that handler runs each request's sync code on a new thread with
 several hops between threads, and a connection kept per thread (``CONN_MAX_AGE``) then lives for one request;
-here the threads, and so their PostgreSQL connections, persist, and a recall costs what it did under gunicorn.
+here the threads, and so their PostgreSQL connections, persist. Measured again in issue 48, beside Django's
+handler with Django's connection pool and gunicorn (``bench/RESULTS.md``): the bridge stays, gunicorn goes.
 
-``config.wsgi:application`` still serves the same app for WSGI servers.
+The MCP app is loaded on a thread after start-up (its SDK is about a third of a worker's imports), so the
+worker answers REST requests before it; an ``/mcp`` request that comes first waits for the load.
 """
 
+import asyncio
 import gc
+import importlib
 import io
 import os
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from django.core.exceptions import DisallowedHost
 from django.core.wsgi import get_wsgi_application
@@ -29,10 +33,17 @@ django_application = get_wsgi_application()
 
 from django.core.handlers.asgi import ASGIRequest  # noqa: E402 (once Django is set up)
 
-from agenttools.mcp_server import McpHttpApp  # noqa: E402
 from memoryplatform import asgi_http, requestid  # noqa: E402
 from memoryplatform.asgi_http import Receive, Scope, Send  # noqa: E402
 from memoryplatform.asgi_wsgi import WsgiApp, WsgiOnThreads  # noqa: E402
+
+if TYPE_CHECKING:
+    from agenttools.mcp_server import McpHttpApp
+
+
+def load_mcp_app() -> "McpHttpApp":
+    """The MCP app, its SDK imported now."""
+    return importlib.import_module("agenttools.mcp_server").McpHttpApp()
 
 
 def _is_mcp_path(path: str) -> bool:
@@ -52,9 +63,20 @@ def _host_allowed(scope: Scope) -> bool:
 class Application:
     """Route ``/mcp`` and ``/mcp/...`` to the MCP app, everything else to Django, each body read first."""
 
-    def __init__(self, django_app: WsgiOnThreads, mcp_app: McpHttpApp) -> None:
+    def __init__(self, django_app: WsgiOnThreads) -> None:
         self.django_app = django_app
-        self.mcp_app = mcp_app
+        self._mcp: McpHttpApp | None = None
+        self._mcp_loading: asyncio.Future[McpHttpApp] | None = None
+
+    def _load_mcp(self) -> "asyncio.Future[McpHttpApp]":
+        if self._mcp_loading is None:
+            self._mcp_loading = asyncio.ensure_future(asyncio.to_thread(load_mcp_app))
+        return self._mcp_loading
+
+    async def mcp_app(self) -> "McpHttpApp":
+        if self._mcp is None:
+            self._mcp = await asyncio.shield(self._load_mcp())
+        return self._mcp
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -76,7 +98,7 @@ class Application:
             if not _host_allowed(scope):
                 await asgi_http.send_error(send, 400, "Invalid Host header for this server.", "bad_request")
                 return
-            await self.mcp_app(scope, receive, send)
+            await (await self.mcp_app())(scope, receive, send)
             return
         body = await asgi_http.read_body_or_refuse(scope, receive, send)
         if body is not None:
@@ -86,9 +108,11 @@ class Application:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                self._load_mcp()  # in the background: the worker answers meanwhile
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                await self.mcp_app.aclose()
+                if self._mcp_loading is not None:
+                    await (await self.mcp_app()).aclose()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -96,7 +120,7 @@ class Application:
 THREADS = int(os.environ.get("SERVE_THREADS") or 4)
 """Threads per process running Django's views (``manage.py serve --threads``)."""
 
-application = Application(WsgiOnThreads(cast(WsgiApp, django_application), threads=THREADS), McpHttpApp())
+application = Application(WsgiOnThreads(cast(WsgiApp, django_application), threads=THREADS))
 
 gc.freeze()
 """Everything alive once the app is built (Django, its apps, the routes) leaves the collector's generations:

@@ -2,9 +2,9 @@
 process whatever its current directory (memoryplatform/envfile.py; .env.example lists every setting).
 
 The embedded default needs nothing but a SECRET_KEY: the database is an embedded PostgreSQL whose data lives
-in ``DATA_DIR`` (``var/``), started on demand from a wheel and shared by every process, and without
-``REDIS_URL`` Celery runs tasks in process. Production points ``DATABASE_URL`` at PostgreSQL and
-``REDIS_URL`` at Redis.
+in ``DATA_DIR`` (``var/``), started on demand from a wheel and shared by every process. Production points
+``DATABASE_URL`` at PostgreSQL. Background work runs in one process, ``manage.py dream_scheduler``, which
+``manage.py serve`` starts beside the server (docs/background.md).
 """
 
 import math
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import environ
-from celery.schedules import crontab
+from croniter import croniter
 from django.core.exceptions import ImproperlyConfigured
 
 from memoryplatform.envfile import env_file_path, load_env_file
@@ -311,20 +311,12 @@ EMBEDDINGS_RETRY_SECONDS = env.float("EMBEDDINGS_RETRY_SECONDS", default=30.0)
 # A queued text whose consumer died or hung this many times while embedding it (its lease ran out each time)
 # is parked with why, so that it cannot kill the next consumer too (memoryplatform/embeddings/store.py).
 EMBEDDINGS_MAX_ATTEMPTS = env.int("EMBEDDINGS_MAX_ATTEMPTS", default=3)
-# Background processes (the vector consumer, the Dream scheduler, Celery workers) yield the cores to the
-# requests: their scheduling priority is lowered by BACKGROUND_NICE (os.nice; 0: unchanged), and the local
-# model gets BACKGROUND_EMBEDDINGS_THREADS threads there (0: EMBEDDINGS_THREADS). BACKGROUND_SCHED_IDLE puts
-# them under Linux's SCHED_IDLE (only on a core no request wants): off, since it measured no better than nice
-# here (bench/RESULTS.md, issue 34), and it can starve them on a node whose requests keep the cores busy.
-BACKGROUND_SCHED_IDLE = _strict_bool("BACKGROUND_SCHED_IDLE", False)
+# Background processes (the vector consumer, the Dream scheduler) yield the cores to the requests: their
+# scheduling priority is lowered by BACKGROUND_NICE (os.nice, as `nice -n`; 0: unchanged), and the local
+# model gets BACKGROUND_EMBEDDINGS_THREADS threads there (0: EMBEDDINGS_THREADS). The rest is the operating
+# system's (systemd's CPUWeight=, another node): bench/RESULTS.md, issue 48.
 BACKGROUND_NICE = env.int("BACKGROUND_NICE", default=10)
 BACKGROUND_EMBEDDINGS_THREADS = env.int("BACKGROUND_EMBEDDINGS_THREADS", default=1)
-# While the node is busy with others' work (at least BACKGROUND_BUSY_CORES cores' worth of CPU, from Linux's
-# /proc/stat), background work runs BACKGROUND_DUTY of the time and sleeps the rest after each batch
-# (memoryplatform/duty.py): priority alone did not keep a running model from slowing reads (bench/RESULTS.md,
-# issue 34). 1: never sleeps. An idle node drains at full speed.
-BACKGROUND_DUTY = env.float("BACKGROUND_DUTY", default=0.33)
-BACKGROUND_BUSY_CORES = env.float("BACKGROUND_BUSY_CORES", default=0.1)
 # The most an embedder ever sees of one text: queries, entries (whose hash covers all of them) and Dream's
 # keys alike are put in NFKC form and cut to their first this many characters of it
 # (memoryplatform.embeddings.BoundedEmbedder).
@@ -335,15 +327,15 @@ EMBEDDINGS_MAX_CHARS = env.int("EMBEDDINGS_MAX_CHARS", default=2000)
 EMBEDDINGS_MAX_TOKENS = env.int("EMBEDDINGS_MAX_TOKENS", default=512)
 # Texts per embedder call (the background consumer and `manage.py embed`).
 EMBEDDINGS_BATCH_SIZE = env.int("EMBEDDINGS_BATCH_SIZE", default=64)
-# The background re-embedding: every this many seconds (Celery beat with REDIS_URL, else the scheduler process
-# beside `manage.py serve`) the vectors missing, stale or of another model than the configured one are
+# The background re-embedding: every this many seconds (the scheduler process, `manage.py dream_scheduler`)
+# the vectors missing, stale or of another model than the configured one are
 # computed, in batches, for at most EMBEDDINGS_REEMBED_SECONDS a run (the next run goes on). 0: off.
 EMBEDDINGS_REEMBED_INTERVAL = env.int("EMBEDDINGS_REEMBED_INTERVAL", default=300)
 EMBEDDINGS_REEMBED_SECONDS = env.float("EMBEDDINGS_REEMBED_SECONDS", default=120.0)
 
 # Background extraction of facts from stored conversations (extraction/background.py), for the agents whose
-# policy says extractFromConversations: every this many seconds (Celery beat with REDIS_URL, else the
-# scheduler process beside `manage.py serve`). 0: off.
+# policy says extractFromConversations: every this many seconds (the scheduler
+# process). 0: off.
 EXTRACTION_INTERVAL = env.int("EXTRACTION_INTERVAL", default=300)
 
 # --- The LLM of Dream's summaries and of extraction (memoryplatform/llm.py) ----------------------------
@@ -413,47 +405,15 @@ METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 METRICS_ALLOWED_IPS = env.list("METRICS_ALLOWED_IPS", default=["127.0.0.1", "::1"])
 PROMETHEUS_EXPORT_MIGRATIONS = False
 
-# --- Celery ---------------------------------------------------------------------------------------
-REDIS_URL = env.str("REDIS_URL", default="")
-CELERY_BROKER_URL = REDIS_URL or "memory://"
-CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"
-# Without a broker the embedded default runs tasks in process.
-CELERY_TASK_ALWAYS_EAGER = _strict_bool("CELERY_TASK_ALWAYS_EAGER", not REDIS_URL)
-CELERY_TASK_EAGER_PROPAGATES = True
-CELERY_TASK_SERIALIZER = "json"
-CELERY_RESULT_SERIALIZER = "json"
-CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=3600)
-CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=3300)
-CELERY_TASK_ACKS_LATE = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_TIMEZONE = TIME_ZONE
-
 # Dream runs on this crontab ("minute hour day-of-month month day-of-week"), daily at 03:00 by default.
 DREAM_SCHEDULE = env.str("DREAM_SCHEDULE", default="0 3 * * *")
 
 
-def _parse_crontab(spec: str) -> crontab:
-    parts = spec.split()
-    if len(parts) != 5:
-        raise ImproperlyConfigured(f"DREAM_SCHEDULE must have 5 crontab fields, got {spec!r}")
-    minute, hour, day_of_month, month_of_year, day_of_week = parts
-    return crontab(
-        minute=minute,
-        hour=hour,
-        day_of_month=day_of_month,
-        month_of_year=month_of_year,
-        day_of_week=day_of_week,
-    )
-
-
-DREAM_CRONTAB = _parse_crontab(DREAM_SCHEDULE)
+if len(DREAM_SCHEDULE.split()) != 5 or not croniter.is_valid(DREAM_SCHEDULE):
+    raise ImproperlyConfigured(f"DREAM_SCHEDULE must be a crontab of 5 fields, got {DREAM_SCHEDULE!r}")
 # Dream: rows per batch transaction and pause between batches (s).
 DREAM_BATCH_SIZE = env.int("DREAM_BATCH_SIZE", default=2000)
 DREAM_BATCH_PAUSE = env.float("DREAM_BATCH_PAUSE", default=0.0)
-# A Dream cycle can outlast Redis's default 1 h visibility timeout; keep redelivery later than the hard limit.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 300}
 
 # --- Logging --------------------------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
@@ -476,8 +436,6 @@ LOGGING = {
         # warning would repeat it. Its 5xx errors stay, naming the route and not the path (which holds user
         # ids), with the exception's type and frames and not its message (memoryplatform.logsafe).
         "django.request": {"level": "ERROR", "filters": ["request_route"]},
-        # A task's failure, logged by Celery with the exception's text: its type and frames only.
-        "celery.app.trace": {"filters": ["safe_exception"]},
         # The MCP SDK's stateless session manager says "Terminating session: None" after every call.
         "mcp.server.streamable_http": {"level": "WARNING"},
     },

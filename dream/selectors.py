@@ -44,7 +44,7 @@ def summary_diff(*, run: DreamRun) -> list[dict[str, Any]]:
 
 
 def dream_run_summary(*, run: DreamRun) -> dict[str, Any]:
-    """A run as JSON-safe plain values (what a Celery task returns and the command prints)."""
+    """A run as JSON-safe plain values (what the command prints)."""
     duration = run.duration
     return {
         "runId": run.pk,

@@ -10,7 +10,7 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import DEFAULT_DB_ALIAS
 from django.db import Error as DatabaseError
 
-from memoryplatform import duty, relevance, store
+from memoryplatform import relevance, store
 from memoryplatform.embedded_db.server import EmbeddedServerError
 from memoryplatform.embeddings import EmbedderError, build_embedder
 from memoryplatform.rerank import RerankerError, build_reranker
@@ -74,16 +74,6 @@ def check_embeddings(app_configs: Any, **kwargs: Any) -> list[Error]:
         build_embedder()
     except EmbedderError as exc:
         return [Error(str(exc), hint="See the EMBEDDINGS_* lines of .env.example.", id="memoryplatform.E010")]
-    return []
-
-
-@register()
-def check_background(app_configs: Any, **kwargs: Any) -> list[Error]:
-    """BACKGROUND_DUTY and BACKGROUND_BUSY_CORES describe a duty cycle (memoryplatform/duty.py)."""
-    try:
-        duty.validate(duty=settings.BACKGROUND_DUTY, busy_cores=settings.BACKGROUND_BUSY_CORES)
-    except ValueError as exc:
-        return [Error(str(exc), hint="See the BACKGROUND_* lines of .env.example.", id="memoryplatform.E014")]
     return []
 
 

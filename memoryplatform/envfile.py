@@ -5,7 +5,7 @@ from the checkout, as ``DATA_DIR`` is). A variable set in the environment, even 
 Every process imports the ``memoryplatform`` package before it reads a setting, and the package reads the
 file first (``memoryplatform/__init__.py``): ``manage.py`` and each of its commands (``serve`` and the
 uvicorn workers it starts, the stdio MCP server ``mcp``, ``dream``, ``extract_conversations``, ...),
-``config.wsgi`` and ``config.asgi``, and Celery (``celery -A config``).
+``config.wsgi`` and ``config.asgi``.
 """
 
 import io

@@ -101,14 +101,6 @@ def _no_recall_threshold(settings):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(autouse=True)
-def _background_work_never_rests(settings):  # type: ignore[no-untyped-def]
-    """A test that runs a background command in process (``manage.py dream``) makes the test process a
-    background one; its work must not then sleep because the suite keeps the node busy. The duty cycle has
-    tests of its own (tests/memoryplatform/test_duty.py)."""
-    settings.BACKGROUND_DUTY = 1.0
-
-
-@pytest.fixture(autouse=True)
 def _short_texts_embedded_in_their_request(settings):  # type: ignore[no-untyped-def]
     """The suite's writes of short texts get their vectors in their request (EMBEDDINGS_INLINE_MAX_CHARS), so
     a search right after a write finds it by meaning without a consumer running; the default (0: every

@@ -201,10 +201,11 @@ class CorrectValueForm(forms.Form):
 @admin.register(MemoryEntry)
 class MemoryEntryAdmin(admin.ModelAdmin):
     # At 1366 px the user, key, value and agent take the width: category and visibility share a column,
-    # source and confidence (mostly unsaid) one that is blank when they are, the time is short.
+    # source and confidence (mostly unsaid) one that is blank when they are, the time is short; a long user
+    # id, key or value wraps onto a second line before it is cut (admin.css).
     list_display = [
         "user_id",
-        "key",
+        "key_shown",
         "value_preview",
         "source_agent",
         "scope",
@@ -270,6 +271,11 @@ class MemoryEntryAdmin(admin.ModelAdmin):
     list_per_page = 50
     ordering = ["-updated_at", "-id"]
     actions = ["delete_entries"]
+
+    @admin.display(description="key", ordering="key")
+    def key_shown(self, entry: MemoryEntry) -> SafeString:
+        """The key in an element of its own, which admin.css lets wrap onto a second line."""
+        return format_html("<span>{}</span>", entry.key)
 
     @admin.display(description="value")
     def value_preview(self, entry: MemoryEntry) -> SafeString:

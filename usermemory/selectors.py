@@ -5,6 +5,8 @@ list, search, recall, category, key, count and history all show only what that a
 import logging
 import re
 from datetime import datetime
+from functools import reduce
+from operator import or_
 from typing import Any, Literal, overload
 
 from django.contrib.postgres.fields import ArrayField
@@ -34,6 +36,7 @@ from memoryplatform.errors import BadRequest, Forbidden, NotFound
 from memoryplatform.text import check_query, json_problem
 from usermemory import metrics
 from usermemory import ranking as ranking_
+from usermemory.keynames import key_pattern_regex
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
 from usermemory.ranking import RankedSearch, Threshold
 from usermemory.sql import history as history_sql
@@ -228,10 +231,12 @@ def memory_list(
     agent_id: str | None = None,
     min_confidence: float | None = None,
     filters: Filters = NO_FILTERS,
+    key_patterns: list[str] | None = None,
 ) -> QuerySet[MemoryEntry]:
     """The user's entries the caller may read (valid now unless ``include_superseded``), newest first; with
     ``agent_id``, only those that agent owns (seed 001's ``get_agent_insights``: what it wrote that the caller
-    may see); with ``min_confidence``, only entries at least that sure."""
+    may see); with ``min_confidence``, only entries at least that sure; with ``key_patterns``, only keys
+    matching one of them (:func:`usermemory.keynames.key_pattern_regex`)."""
     qs = memory_readable_for(
         caller=caller, user_id=user_id, group_ids=group_ids, include_superseded=include_superseded
     )
@@ -241,6 +246,8 @@ def memory_list(
         qs = qs.filter(confidence__gte=min_confidence)
     if filters != NO_FILTERS:
         qs = qs.filter(filters.orm())
+    if key_patterns:
+        qs = qs.filter(reduce(or_, (Q(key__regex=key_pattern_regex(p)) for p in key_patterns)))
     return qs.order_by(*LIST_ORDER)
 
 

@@ -1,6 +1,5 @@
 """The MCP server through real ``mcp`` SDK client sessions, over stdio (``manage.py mcp``) and streamable HTTP
-(``manage.py serve``: uvicorn serving ``config.asgi``, ``/mcp/``; and gunicorn serving
-``config.wsgi`` for WSGI users).
+(``manage.py serve``: uvicorn serving ``config.asgi``, ``/mcp/``).
 
 Both servers are subprocesses, so they run against a database of their own on the suite's PostgreSQL server
 (``tests/agenttools/mcp_harness.py``). Each test uses user ids of its own. The transports' own behaviour is

@@ -1,6 +1,6 @@
 """The edges of a request that issue 33 found open (findings 11, 12, 13, and "only a real outage is reported
 as one"), through the REST doors with the role fixtures and through the ASGI entry point ``manage.py serve``
-runs. The same requests through a real uvicorn and gunicorn are in tests/usermemory/test_served_edges.py."""
+runs. The same requests through a real uvicorn are in tests/agenttools/test_served_edges.py."""
 
 import json
 import logging

@@ -2,10 +2,11 @@
 templates, installs into a fresh virtualenv, and ``django-admin migrate`` runs from there against a DATA_DIR
 of its own.
 
-The shared dev virtualenv has an editable install whose finder maps the apps to a source tree, so the fresh
-one must not see it: its site-packages gets the wheel, then a ``.pth`` naming the dev site-packages for the
-dependencies. A directory named in a ``.pth`` is only appended to ``sys.path`` (its own ``.pth`` files, the
-editable finder's among them, are not run), and ``-I`` keeps the working directory and ``PYTHONPATH`` out.
+The shared dev virtualenv has an editable install whose ``.pth`` puts a source tree on ``sys.path``, so the
+fresh one must not see it: its site-packages gets the wheel, then a ``.pth`` naming the dev site-packages for
+the dependencies. A directory named in a ``.pth`` is only appended to ``sys.path`` (its own ``.pth`` files,
+the editable install's among them, are not run), and ``-I`` keeps the working directory and ``PYTHONPATH``
+out.
 The test then asks the installed Django where each app was loaded from.
 
 The build goes through pip with build isolation (setuptools from pip's configured index), in a copy of the

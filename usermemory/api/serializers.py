@@ -518,6 +518,14 @@ class UserListQuerySerializer(ListQuerySerializer, MatchQuerySerializer):
         help_text="Only the entries this agent wrote (that the caller may see).",
     )
     minConfidence = _min_confidence()
+    keyPattern = serializers.ListField(
+        child=StrictCharField(max_length=MAX_KEY_CHARS, trim_whitespace=False),
+        required=False,
+        max_length=32,
+        help_text="Only keys matching a pattern (repeatable: any of them): the key's '/'-separated segments, "
+        "'*' any one segment, '**' any number of them (none too), the whole key: '*/prefs/*', 'memories/**', "
+        "'**/prefs/*' (LangGraph's namespace wildcards).",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "asOf" in attrs and attrs.get("includeSuperseded"):
@@ -525,9 +533,11 @@ class UserListQuerySerializer(ListQuerySerializer, MatchQuerySerializer):
                 {"asOf": "asOf answers with what was valid then: leave includeSuperseded out."}
             )
         if "asOf" in attrs and (
-            attrs.get("agentId") or attrs.get("minConfidence") is not None or MATCH_FIELDS & set(attrs)
+            attrs.get("agentId")
+            or attrs.get("minConfidence") is not None
+            or (MATCH_FIELDS | {"keyPattern"}) & set(attrs)
         ):
-            leave = "agentId, minConfidence, keyPrefix, visibility and filter"
+            leave = "agentId, minConfidence, keyPrefix, keyPattern, visibility and filter"
             raise serializers.ValidationError({"asOf": f"asOf answers from history: leave {leave} out."})
         return attrs
 

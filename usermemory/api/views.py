@@ -165,6 +165,7 @@ class MemoryUserView(MemoryView):
             agent_id=query.get("agentId"),
             min_confidence=query.get("minConfidence"),
             filters=to_filters(query),
+            key_patterns=query.get("keyPattern"),
         )
         return _page(qs, query)
 
