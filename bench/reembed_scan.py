@@ -5,7 +5,7 @@ table?). On the data ``bench.load`` left (every entry with a vector of the confi
 
 Times, per round: the full scan the pass made before a complete pass was recorded (the count of entries
 pending, then the first batch, as ``memoryplatform.embeddings.jobs.embed_missing`` starts), and the pass as it
-is now once one has been recorded (``reembed_scheduled``: one look at ``usermemory_vectorsweep`` per kind).
+is now once one has been recorded (``reembed_scheduled``: one look at the sweep record per kind).
 """
 
 import argparse

@@ -28,7 +28,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apikeys.models import Agent, AgentGroup
-from usermemory.models import QueuedForVector, StoredEmbedding
+from memoryplatform.models import QueuedForVector, StoredEmbedding
 
 
 class Channel(models.TextChoices):

@@ -17,6 +17,7 @@ from apikeys.models import Agent, AgentGroup
 from conversations import store
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageRole
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
+from memoryplatform.ranked import STORED_CONFIG
 from memoryplatform.text import ascii_int, check_query
 from usermemory.ranking import RANKED_MODES, SEARCH_MODES, Threshold, recall_min_score, search_ranking
 
@@ -248,8 +249,6 @@ def conversations_of_user(*, user_id: str) -> QuerySet[Conversation]:
 MAX_SEARCH = 100
 
 
-# The configuration of the stored ``search_vector`` column (migration 0003), as for memory entries.
-STORED_CONFIG = "memory_simple"
 _TABLE = Message._meta.db_table
 
 

@@ -20,11 +20,10 @@ from psycopg.types.json import Jsonb
 
 from apikeys.models import AgentGroup
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageEmbedding
-from memoryplatform import relevance
+from memoryplatform import ranked, relevance
 from memoryplatform.embeddings.jobs import PendingText
+from memoryplatform.ranked import Ranking
 from memoryplatform.store import instances_from_rows, query_text, tuples_from_rows
-from usermemory.sql.search import _FULLTEXT as BM25_CTES  # the BM25 of memory search, over visible(id, vec)
-from usermemory.sql.search import STORED_CONFIG, Ranking
 
 MESSAGE = sql.Identifier(Message._meta.db_table)
 CONVERSATION = sql.Identifier(Conversation._meta.db_table)
@@ -474,58 +473,26 @@ _VISIBLE = """visible AS MATERIALIZED (
 _STORED_LEXEMES = "m.search_vector"
 _PARSED_LEXEMES = "conversations_message_document(%(config)s::regconfig, m.content)"
 
-# Exact cosine similarity over the candidates with a vector of the current model. The query's literal is typed
-# ``vector``: against the ``halfvec`` column pgvector converts it once (its implicit cast, folded into a
-# constant at planning), so the distance is computed over the stored halves; the same statement reads a
-# ``vector`` column at full precision, which is how bench/vector_storage.py measures both.
-_SEMANTIC = """sem AS (
-    SELECT v.id, (1 - (e.embedding <=> %(vector)s::vector))::float8 AS score
-    FROM visible v JOIN {embedding} e ON e.message_id = v.id AND e.model = %(model)s
-    ORDER BY e.embedding <=> %(vector)s::vector, v.id LIMIT %(depth)s
-)"""
+# Each message's vector of a model (MessageEmbedding).
+VECTORS = ranked.VectorTable(EMBEDDING, sql.Identifier(MessageEmbedding._meta.get_field("message").column))
 
-# Each candidate's features: ``cos`` (NULL without a vector) and ``bm25`` (0 outside the full-text list).
-_FEATURES_SEMANTIC = "features AS (SELECT id, score AS cos, 0::float8 AS bm25 FROM sem)"
-_FEATURES_FULLTEXT = "features AS (SELECT id, NULL::float8 AS cos, score::float8 AS bm25 FROM ft)"
-_FEATURES_HYBRID = """features AS (
-    SELECT c.id, (1 - (e.embedding <=> %(vector)s::vector))::float8 AS cos,
-        coalesce(f.score, 0)::float8 AS bm25
-    FROM (SELECT id FROM sem UNION SELECT id FROM ft) c LEFT JOIN ft f ON f.id = c.id
-        LEFT JOIN {embedding} e ON e.message_id = c.id AND e.model = %(model)s
-)"""
-
-# One page, best first by the calibrated probability of relevance, each at least the threshold (by the count
-# of what the caller may read: memoryplatform.relevance.THRESHOLD).
-_RANKED = """WITH {ctes}, ranked AS (SELECT id, cos, bm25, {score} AS score FROM features)
+# One page, best first by the calibrated probability of relevance (:mod:`memoryplatform.ranked`), each at
+# least the threshold (by the count of what the caller may read: memoryplatform.relevance.THRESHOLD).
+_RANKED = """WITH {ctes}
 SELECT id, score, cos, bm25 FROM ranked WHERE score >= {threshold}
 ORDER BY score DESC, id LIMIT %(limit)s OFFSET %(offset)s"""
 
 
 @cache
 def _ranked_sql(*, semantic: bool, fulltext: bool, stored: bool) -> sql.Composed:
-    ctes: list[sql.Composable] = [
-        sql.SQL(_VISIBLE).format(
-            lexemes=sql.SQL(_STORED_LEXEMES if stored else _PARSED_LEXEMES),
-            message=MESSAGE,
-            conversation=CONVERSATION,
-            takes_part=_takes_part("agent"),
-        )
-    ]
-    if semantic:
-        ctes.append(sql.SQL(_SEMANTIC).format(embedding=EMBEDDING))
-    if fulltext:
-        ctes.append(sql.SQL(BM25_CTES))
-    cos, bm25 = sql.SQL("cos"), sql.SQL("bm25")
-    if semantic and fulltext:
-        ctes.append(sql.SQL(_FEATURES_HYBRID).format(embedding=EMBEDDING))
-        score = relevance.hybrid_score(cos=cos, bm25=bm25)
-    elif semantic:
-        ctes.append(sql.SQL(_FEATURES_SEMANTIC))
-        score = relevance.semantic_score(cos=cos)
-    else:
-        ctes.append(sql.SQL(_FEATURES_FULLTEXT))
-        score = relevance.fulltext_score(bm25=bm25)
-    return sql.SQL(_RANKED).format(ctes=sql.SQL(", ").join(ctes), score=score, threshold=relevance.THRESHOLD)
+    candidates = sql.SQL(_VISIBLE).format(
+        lexemes=sql.SQL(_STORED_LEXEMES if stored else _PARSED_LEXEMES),
+        message=MESSAGE,
+        conversation=CONVERSATION,
+        takes_part=_takes_part("agent"),
+    )
+    ctes = ranked.ranked_ctes(candidates=candidates, vectors=VECTORS, semantic=semantic, fulltext=fulltext)
+    return sql.SQL(_RANKED).format(ctes=ctes, threshold=relevance.THRESHOLD)
 
 
 class ScoredMessageId(NamedTuple):
@@ -545,19 +512,11 @@ def messages_ranked(
     at least its ``min_score``; one statement, visibility first."""
     params: dict[str, Any] = {
         **scope.params(),
-        "query": ranking.query,
-        "vector": ranking.vector,
-        "model": ranking.model,
-        "config": ranking.config,
-        "depth": ranking.depth,
-        **relevance.threshold_params(min_score=ranking.min_score, small_min_score=ranking.small_min_score),
-        **ranking.calibration.params(),
+        **ranked.ranking_params(ranking),
         "limit": limit,
         "offset": offset,
     }
-    statement = _ranked_sql(
-        semantic=ranking.vector is not None, fulltext=ranking.fulltext, stored=ranking.config == STORED_CONFIG
-    )
+    statement = _ranked_sql(semantic=ranking.semantic, fulltext=ranking.fulltext, stored=ranking.stored)
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
         return [

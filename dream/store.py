@@ -1,17 +1,63 @@
 """Dream's hand-written statements: the key vectors of contradictions by meaning
 (:class:`dream.models.KeyVector`).
 
+One function per statement, keyword arguments, ``%(name)s`` placeholders filled here, identifiers from the
+models composed with ``psycopg.sql.Identifier``, and a typed result.
+
 A vector is stored as float32 bytes of unit length; :mod:`dream.meaning` reads and writes numpy arrays. The
 table holds no user's id: a key leaves it when no entry holds it any more, checked through the entries' index
 on ``key`` (``memory_key_user_idx``). A cycle that read a user's entries before that user's erasure may store
-one of their keys after it: the next cycle's sweep removes it.
+one of their keys after it: the next cycle's sweep removes it. The entries are only read here (usermemory
+writes them).
 """
+
+from typing import Any
 
 import numpy as np
 from django.db import connection
+from psycopg import sql
+
+from dream.models import KeyVector
+from usermemory.models import MemoryEntry
 
 STORED = np.float32
 SWEEP_BATCH = 5000  # key vectors checked per statement by the orphan sweep
+
+KEY_VECTOR = sql.Identifier(KeyVector._meta.db_table)
+ENTRY = sql.Identifier(MemoryEntry._meta.db_table)
+
+# The vectors of %(keys)s for %(model)s.
+_READ = sql.SQL(
+    "SELECT key, vector FROM {key_vector} WHERE model = %(model)s AND key = ANY(%(keys)s)"
+).format(key_vector=KEY_VECTOR)
+
+# A key stored meanwhile by another cycle keeps its vector (the same model's vector of the same text).
+_WRITE = sql.SQL(
+    """INSERT INTO {key_vector} (model, key, vector)
+    SELECT %(model)s, k, v FROM unnest(%(keys)s::text[], %(vectors)s::bytea[]) AS t(k, v)
+    ON CONFLICT (model, key) DO NOTHING"""
+).format(key_vector=KEY_VECTOR)
+
+# The vectors, of every model, of the keys that only %(user)s's entries hold.
+_FORGET_USER = sql.SQL(
+    """DELETE FROM {key_vector} kv
+    WHERE kv.key IN (SELECT key FROM {entry} WHERE user_id = %(user)s)
+        AND NOT EXISTS (SELECT 1 FROM {entry} e WHERE e.key = kv.key AND e.user_id <> %(user)s)"""
+).format(key_vector=KEY_VECTOR, entry=ENTRY)
+
+# Of the %(size)s key vectors after id %(last)s, those of another model than %(model)s or of a key no entry
+# holds: deleted. Returns the batch's last id (NULL: the batch was empty) and how many went.
+_SWEEP = sql.SQL(
+    """WITH batch AS (
+        SELECT id, model, key FROM {key_vector} WHERE id > %(last)s ORDER BY id LIMIT %(size)s
+    ), gone AS (
+        DELETE FROM {key_vector} kv USING batch b
+        WHERE kv.id = b.id
+            AND (b.model <> %(model)s OR NOT EXISTS (SELECT 1 FROM {entry} e WHERE e.key = b.key))
+        RETURNING 1
+    )
+    SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM gone)"""
+).format(key_vector=KEY_VECTOR, entry=ENTRY)
 
 
 def key_vectors_read(*, model: str, keys: list[str]) -> dict[str, np.ndarray]:
@@ -19,11 +65,9 @@ def key_vectors_read(*, model: str, keys: list[str]) -> dict[str, np.ndarray]:
     if not keys:
         return {}
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT key, vector FROM dream_keyvector WHERE model = %(model)s AND key = ANY(%(keys)s)",
-            {"model": model, "keys": keys},
-        )
-        return {key: np.frombuffer(bytes(vector), dtype=STORED).astype(np.float64) for key, vector in cursor}
+        cursor.execute(_READ, {"model": model, "keys": keys})
+        rows = cursor.fetchall()
+    return {key: np.frombuffer(bytes(vector), dtype=STORED).astype(np.float64) for key, vector in rows}
 
 
 def key_vectors_write(*, model: str, vectors: dict[str, np.ndarray]) -> None:
@@ -32,26 +76,20 @@ def key_vectors_write(*, model: str, vectors: dict[str, np.ndarray]) -> None:
     if not vectors:
         return
     keys = list(vectors)
+    params: dict[str, Any] = {
+        "model": model,
+        "keys": keys,
+        "vectors": [vectors[k].astype(STORED).tobytes() for k in keys],
+    }
     with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO dream_keyvector (model, key, vector) "
-            "SELECT %(model)s, k, v FROM unnest(%(keys)s::text[], %(vectors)s::bytea[]) AS t(k, v) "
-            "ON CONFLICT (model, key) DO NOTHING",
-            {"model": model, "keys": keys, "vectors": [vectors[k].astype(STORED).tobytes() for k in keys]},
-        )
+        cursor.execute(_WRITE, params)
 
 
 def key_vectors_forget_user(*, user_id: str) -> int:
     """At a user's erasure, before their entries go: the vectors of every model of the keys that only this
     user's entries hold. Returns how many went."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "DELETE FROM dream_keyvector kv "
-            "WHERE kv.key IN (SELECT key FROM usermemory_memoryentry WHERE user_id = %(user)s) "
-            "AND NOT EXISTS (SELECT 1 FROM usermemory_memoryentry e "
-            "WHERE e.key = kv.key AND e.user_id <> %(user)s)",
-            {"user": user_id},
-        )
+        cursor.execute(_FORGET_USER, {"user": user_id})
         return cursor.rowcount
 
 
@@ -62,15 +100,7 @@ def key_vectors_sweep(*, model: str) -> int:
     removed, last = 0, 0
     with connection.cursor() as cursor:
         while True:
-            cursor.execute(
-                "WITH batch AS (SELECT id, model, key FROM dream_keyvector WHERE id > %(last)s "
-                "ORDER BY id LIMIT %(size)s), "
-                "gone AS (DELETE FROM dream_keyvector kv USING batch b WHERE kv.id = b.id "
-                "AND (b.model <> %(model)s OR NOT EXISTS "
-                "(SELECT 1 FROM usermemory_memoryentry e WHERE e.key = b.key)) RETURNING 1) "
-                "SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM gone)",
-                {"last": last, "size": SWEEP_BATCH, "model": model},
-            )
+            cursor.execute(_SWEEP, {"last": last, "size": SWEEP_BATCH, "model": model})
             top, gone = cursor.fetchone()
             removed += gone
             if top is None:

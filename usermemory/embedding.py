@@ -55,7 +55,7 @@ ENTRIES = jobs.VectorKind(
     pending=vectors_sql.embeddings_pending,
     pending_count=lambda model: vectors_sql.embeddings_pending_count(model=model),
     write=vectors_sql.embeddings_write,
-    queue=QueueTable(PendingEntryVector._meta.db_table, "entry_id", "bigint"),
+    queue=QueueTable.of(PendingEntryVector),
     embedded=entries_embedded,
     failures=embedding_failures,
     backlog=embeddings_pending,

@@ -17,11 +17,12 @@ from prometheus_client import Counter
 from memoryplatform.embeddings import EmbedderError, get_embedder
 from memoryplatform.errors import BadRequest
 from memoryplatform.logsafe import exception_summary
+from memoryplatform.ranked import Ranking
 from memoryplatform.relevance import calibration_for
 from memoryplatform.rerank import RerankerError, get_reranker
 from memoryplatform.text import check_query
 from usermemory.searchtext import value_as_text
-from usermemory.sql.search import Ranking, ScoredEntry
+from usermemory.sql.search import ScoredEntry
 
 logger = logging.getLogger(__name__)
 

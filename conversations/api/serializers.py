@@ -13,10 +13,10 @@ from conversations.store import AnyMessage
 from memoryplatform.api.pagination import MAX_OFFSET
 from memoryplatform.api.serializers import (
     AsciiIntegerField,
-    FieldsBuiltOnce,
     StrictCharField,
     StrictInput,
     iso_utc,
+    validator,
 )
 from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory.api.serializers import (
@@ -140,7 +140,7 @@ class MessageOutputSerializer(serializers.ModelSerializer):
         }
 
 
-class MessageInputSerializer(FieldsBuiltOnce):
+class MessageInputSerializer(StrictInput):
     """One message: a channel, a role, content blocks and its session; the agent is always the key's."""
 
     returned_by = MessageOutputSerializer
@@ -156,7 +156,11 @@ class MessageInputSerializer(FieldsBuiltOnce):
     )
 
     def to_write(self) -> MessageWrite:
-        data = self.validated_data
+        return self.write_of(self.validated_data)
+
+    @staticmethod
+    def write_of(data: Any) -> MessageWrite:
+        """The write of a validated message (:data:`validate_message`'s, or ``validated_data``)."""
         return MessageWrite(
             channel=data["channel"],
             role=data["role"],
@@ -164,6 +168,10 @@ class MessageInputSerializer(FieldsBuiltOnce):
             session_id=data["sessionId"],
             memory_epoch=data["memoryEpoch"],
         )
+
+
+# A message's validation, on the hot path of every append (memoryplatform.api.serializers.Validator).
+validate_message = validator(MessageInputSerializer)
 
 
 class MessageBatchInputSerializer(StrictInput):

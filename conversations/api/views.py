@@ -30,9 +30,10 @@ from conversations.api.serializers import (
     MessageSearchResultSerializer,
     SyncInputSerializer,
     SyncOutputSerializer,
+    validate_message,
 )
 from memoryplatform.api.headers import FALLBACK_HEADER, fallback_headers
-from memoryplatform.api.serializers import refuse_unknown_fields, require_valid_item
+from memoryplatform.api.serializers import refuse_unknown_fields, validated_item
 from memoryplatform.errors import BadRequest
 from usermemory.api.serializers import to_filters
 
@@ -208,12 +209,11 @@ class MessagesView(ConversationView):
                 raise BadRequest(f"messages[{index}]: a message is a JSON object.", details={"index": index})
             if default_session is not None and "sessionId" not in item:
                 item = {**item, "sessionId": default_session}
-            data = MessageInputSerializer(data=item)
-            if not batch:
-                data.is_valid(raise_exception=True)
+            if batch:
+                valid = validated_item(validate_message, item, items="messages", index=index)
             else:
-                require_valid_item(data, items="messages", index=index)
-            writes.append(data.to_write())
+                valid = validate_message(item)
+            writes.append(MessageInputSerializer.write_of(valid))
         messages = services.message_append(
             caller=request_caller(request), conversation_id=conversation_id, writes=writes
         )

@@ -9,7 +9,8 @@ from typing import Any, ClassVar
 
 from django.http import QueryDict
 from rest_framework import serializers
-from rest_framework.utils.serializer_helpers import BindingDict
+from rest_framework.exceptions import ErrorDetail
+from rest_framework.settings import api_settings
 
 from memoryplatform import publicids
 from memoryplatform.api.errors import first_message
@@ -93,38 +94,62 @@ def unknown_names(
     return errors
 
 
-class FieldsBuiltOnce(StrictInput):
-    """An input serializer whose declared fields are built once per thread, not once per instance.
+class Validator:
+    """Validates the bodies (or query strings) of one input serializer with one instance of it per thread,
+    through DRF's public ``run_validation``: the validated data, or DRF's ``ValidationError`` whose
+    ``detail`` is what ``serializer.errors`` would be. ``is_valid`` runs the same ``run_validation``; a
+    ``ListSerializer`` validates each item the same way, with its one child.
 
-    DRF deep-copies every declared field (and so re-runs each field's ``__init__`` and its validators) for
-    each serializer instance: about 150 us for a ten-field entry, more than validating it (profile in
-    ``bench/RESULTS.md``). Fields hold no per-request state, only their configuration and ``parent``, so an
-    instance re-points the thread's copy at itself. For input serializers only: the fields must not read the
-    serializer's context, and one instance must be done with before the thread makes the next of its class.
-    """
+    The hot path's reason: DRF deep-copies every declared field for each serializer instance, about 0.3 ms of
+    CPU for the upsert body, four times its validation (``bench/serializer_fields.py``, ``bench/RESULTS.md``).
+    So a serializer validated here keeps no state of a validation on itself: its ``validate`` reads only
+    ``attrs``, and a check of the raw input goes in ``to_internal_value`` (which receives it), never
+    ``initial_data``. A thread's instance is never shared with another thread."""
 
-    _built = threading.local()
+    def __init__(self, serializer_class: type[serializers.Serializer]) -> None:
+        self.serializer_class = serializer_class
+        self._local = threading.local()
 
-    @property
-    def fields(self) -> BindingDict:
-        cache: dict[type, BindingDict] = self._built.__dict__.setdefault("by_class", {})
-        fields = cache.get(type(self))
-        if fields is None:
-            fields = BindingDict(self)
-            for name, field in self.get_fields().items():
-                fields[name] = field
-            cache[type(self)] = fields
-        elif fields.serializer is not self:  # DRF reads ``fields`` several times a validation: re-point once
-            fields.serializer = self
-            for field in fields.values():
-                field.parent = self
-        return fields
+    def __call__(self, data: Any) -> dict[str, Any]:
+        serializer = getattr(self._local, "serializer", None)
+        if serializer is None:
+            serializer = self._local.serializer = self.serializer_class()
+        try:
+            return dict(serializer.run_validation(data))
+        except serializers.ValidationError as exc:
+            raise serializers.ValidationError(_as_errors(exc.detail)) from None
 
-    def create(self, validated_data: Any) -> Any:  # input only: the services write
-        raise NotImplementedError
 
-    def update(self, instance: Any, validated_data: Any) -> Any:
-        raise NotImplementedError
+def _as_errors(detail: Any) -> Any:
+    """A serializer's error detail as ``serializer.errors`` gives it after ``is_valid``: a list (the body
+    itself is wrong) under ``non_field_errors``, and no body at all (``null``) as "No data provided"."""
+    if not isinstance(detail, list):
+        return detail
+    if len(detail) == 1 and getattr(detail[0], "code", None) == "null":
+        detail = [ErrorDetail("No data provided", code="null")]
+    return {api_settings.NON_FIELD_ERRORS_KEY: detail}
+
+
+_VALIDATORS: dict[type[serializers.Serializer], Validator] = {}
+
+
+def validator(serializer_class: type[serializers.Serializer]) -> Validator:
+    """The one :class:`Validator` of a serializer class."""
+    found = _VALIDATORS.get(serializer_class)
+    if found is None:
+        found = _VALIDATORS.setdefault(serializer_class, Validator(serializer_class))
+    return found
+
+
+def validated_item(validate: Validator, data: Any, *, items: str, index: int) -> dict[str, Any]:
+    """Validate one item of a batch body: a refusal names its place (``entries[3]: ...``) and carries DRF's
+    errors as ``details.fields``."""
+    try:
+        return validate(data)
+    except serializers.ValidationError as exc:
+        raise BadRequest(
+            f"{items}[{index}]: {first_message(exc.detail)}", details={"index": index, "fields": exc.detail}
+        ) from None
 
 
 class StrictCharField(serializers.CharField):
@@ -165,16 +190,6 @@ class PublicIdField(serializers.CharField):
 
     def to_representation(self, value: Any) -> str:  # the row's id, an int (CharField's stubs say str)
         return str(publicids.to_public(self.kind, value))
-
-
-def require_valid_item(data: serializers.Serializer, *, items: str, index: int) -> None:
-    """Validate one item of a batch body: a refusal names its place (``entries[3]: ...``) and carries DRF's
-    errors as ``details.fields``."""
-    if not data.is_valid():
-        raise BadRequest(
-            f"{items}[{index}]: {first_message(data.errors)}",
-            details={"index": index, "fields": data.errors},
-        )
 
 
 def iso_utc(value: datetime | None) -> str | None:

@@ -1,5 +1,7 @@
-"""The statements of the vector queue (``usermemory.models.QueuedForVector``): one table per kind of text,
-filled by triggers in each write's transaction, emptied here by the consumer.
+"""The statements of the vector queue (:class:`memoryplatform.models.QueuedForVector`): one table per kind of
+text, filled by triggers in each write's transaction, emptied here by the consumer; and the record of the
+re-embedding passes (:class:`memoryplatform.models.VectorSweep`). The kernel owns both: nothing else writes
+them (:mod:`memoryplatform.models`).
 
 A consumer claims a batch for a lease (``not_before`` in the future hides it from the others), embeds it with
 no lock held, then removes each row it claimed unless a write queued it again meanwhile (its ``queued_at``
@@ -17,8 +19,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 from psycopg import sql
+
+from memoryplatform.models import QueuedForVector, VectorSweep
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +34,16 @@ class QueueTable:
     table: str
     column: str
     id_type: str  # "bigint" or "uuid"
+
+    @classmethod
+    def of(cls, model: type[QueuedForVector]) -> "QueueTable":
+        """The queue of a concrete :class:`QueuedForVector`, from its model: its primary key is the text's
+        row (a one-to-one field), whose column type is the id's."""
+        key = model._meta.pk
+        if key is None or not isinstance(key, models.OneToOneField):
+            raise TypeError(f"{model.__name__}'s primary key must be the queued row (a one-to-one field).")
+        id_type = {"BigAutoField": "bigint", "UUIDField": "uuid"}[key.target_field.get_internal_type()]
+        return cls(table=model._meta.db_table, column=str(key.column), id_type=id_type)
 
 
 @dataclass(frozen=True)
@@ -83,11 +97,14 @@ _BACKLOG = """SELECT count(*) FILTER (WHERE parked_at IS NULL),
 _PARKED_AMONG = """SELECT {column} FROM {table}
     WHERE {column} = ANY(%(ids)s::{id_type}[]) AND parked_at IS NOT NULL"""
 
-# usermemory.models.VectorSweep: a kind's last complete re-embedding pass, and its model.
-_SWEPT = "SELECT model FROM usermemory_vectorsweep WHERE kind = %(kind)s"
-_SWEEP_DONE = """INSERT INTO usermemory_vectorsweep (kind, model, completed_at)
+# VectorSweep: a kind's last complete re-embedding pass, and its model.
+_SWEEP = sql.Identifier(VectorSweep._meta.db_table)
+_SWEPT = sql.SQL("SELECT model FROM {sweep} WHERE kind = %(kind)s").format(sweep=_SWEEP)
+_SWEEP_DONE = sql.SQL(
+    """INSERT INTO {sweep} (kind, model, completed_at)
     VALUES (%(kind)s, %(model)s, now())
     ON CONFLICT (kind) DO UPDATE SET model = EXCLUDED.model, completed_at = EXCLUDED.completed_at"""
+).format(sweep=_SWEEP)
 
 
 def _statement(template: str, queue: QueueTable, **parts: sql.Composable) -> sql.Composed:

@@ -164,7 +164,7 @@ def test_after_a_pass_reaches_the_end_the_scheduled_one_scans_again_only_for_ano
         assert memory_reembed_scheduled() == "done"
     # One look at the sweep record per kind (entries, messages): no scan of the entries or the messages.
     looked = [s["sql"].split(" WHERE ")[0] for s in statements]
-    assert looked == ["SELECT model FROM usermemory_vectorsweep"] * 2
+    assert looked == ['SELECT model FROM "memoryplatform_vectorsweep"'] * 2
     assert EntryEmbedding.objects.count() == 1
 
     call_command("embed", "--missing", "--no-progress")  # the hand-run pass always scans

@@ -1,6 +1,7 @@
 """EDDI's field names (camelCase) in and out. Input serializers check types only; services hold the rules."""
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -11,10 +12,11 @@ from memoryplatform import publicids
 from memoryplatform.api.pagination import MAX_OFFSET
 from memoryplatform.api.serializers import (
     AsciiIntegerField,
-    FieldsBuiltOnce,
     PublicIdField,
     StrictCharField,
+    StrictInput,
     iso_utc,
+    validator,
 )
 from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory.history import provenance_shown
@@ -193,7 +195,7 @@ def _min_confidence() -> ConfidenceField:
     return ConfidenceField(required=False, help_text="Only entries at least this sure (0 to 1).")
 
 
-class MemoryUpsertInputSerializer(FieldsBuiltOnce):
+class MemoryUpsertInputSerializer(StrictInput):
     """One entry of a PUT."""
 
     returned_by = ScoredMemoryEntryOutputSerializer
@@ -239,7 +241,11 @@ class MemoryUpsertInputSerializer(FieldsBuiltOnce):
     )
 
     def to_write(self) -> MemoryWrite:
-        data = self.validated_data
+        return self.write_of(self.validated_data)
+
+    @staticmethod
+    def write_of(data: Any) -> MemoryWrite:
+        """The write of a validated body (:data:`validate_upsert`'s, or ``validated_data``)."""
         return MemoryWrite(
             user_id=data["userId"],
             key=data["key"],
@@ -255,6 +261,10 @@ class MemoryUpsertInputSerializer(FieldsBuiltOnce):
             source=data["source"],
             observed_at=data["observedAt"],
         )
+
+
+# The upsert body's validation, on the hot path of every write (memoryplatform.api.serializers.Validator).
+validate_upsert = validator(MemoryUpsertInputSerializer)
 
 
 class MemoryEventOutputSerializer(serializers.ModelSerializer):
@@ -306,7 +316,7 @@ class MemoryEventOutputSerializer(serializers.ModelSerializer):
         return None if getattr(event, "new_value_hidden", False) else provenance_shown(event.provenance)
 
 
-class TtlRefreshInputSerializer(FieldsBuiltOnce):
+class TtlRefreshInputSerializer(StrictInput):
     ids = serializers.ListField(
         child=serializers.CharField(max_length=20),
         max_length=MAX_TTL_REFRESH,
@@ -376,7 +386,7 @@ def _categories() -> serializers.ListField:
 MATCH_FIELDS = frozenset({"keyPrefix", "visibility", "filter"})
 
 
-class MatchQuerySerializer(FieldsBuiltOnce):
+class MatchQuerySerializer(StrictInput):
     """A list's, a search's and a ranked recall's narrowing: a key prefix, one visibility, conditions on the
     value's fields (``to_filters``)."""
 
@@ -421,12 +431,12 @@ def to_filters(attrs: dict[str, Any], *, author: str | None = None) -> Filters:
     )
 
 
-class GroupQuerySerializer(FieldsBuiltOnce):
+class GroupQuerySerializer(StrictInput):
     groupId = _group_ids()
     includeSuperseded = _include_superseded()
 
 
-class RecallQuerySerializer(FieldsBuiltOnce):
+class RecallQuerySerializer(StrictInput):
     """``q`` of a recall (``/visible``, a conversation's ``/context``): recall by relevance to it. Given
     empty (``?q=``), it is refused rather than read as absent, as DRF reads an optional blank field."""
 
@@ -438,9 +448,15 @@ class RecallQuerySerializer(FieldsBuiltOnce):
         "score; X-Search-Fallback: fulltext when the embedder is down. Without it: the recall order.",
     )
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if "q" not in attrs and "q" in self.initial_data:
+    def to_internal_value(self, data: Any) -> Any:
+        attrs = super().to_internal_value(data)
+        # the raw query string: DRF reads an optional field given blank as absent (validated by a Validator,
+        # this serializer keeps nothing of a validation, so the check is here, not on ``initial_data``)
+        if "q" not in attrs and isinstance(data, Mapping) and "q" in data:
             raise serializers.ValidationError({"q": "q must not be empty (leave it out to recall in order)."})
+        return attrs
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         ranked_only = [name for name in (*RANKED_FILTERS, "sourceAgentId") if name in attrs]
         if ranked_only and "q" not in attrs:
             name = ranked_only[0]
@@ -482,7 +498,7 @@ class VisibleQuerySerializer(RecallQuerySerializer, RankedFiltersSerializer):
         return attrs
 
 
-class ListQuerySerializer(FieldsBuiltOnce):
+class ListQuerySerializer(StrictInput):
     groupId = _group_ids()
     limit = AsciiIntegerField(
         required=False, min_value=1, max_value=1000, default=1000, help_text="At most this many."

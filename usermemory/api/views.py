@@ -19,7 +19,7 @@ from apikeys.permissions import IsAdminCaller, ReadAnyWriteAgentOrAdmin, request
 from apikeys.selectors import agent_list
 from memoryplatform import publicids
 from memoryplatform.api.headers import FALLBACK_HEADER, TURN_HEADER, fallback_headers, turn_id_of
-from memoryplatform.api.serializers import refuse_unknown_fields, require_valid_item
+from memoryplatform.api.serializers import refuse_unknown_fields, validated_item, validator
 from memoryplatform.errors import BadRequest, NotFound
 from usermemory import selectors, services
 from usermemory.api.policy import (
@@ -44,6 +44,7 @@ from usermemory.api.serializers import (
     UserListQuerySerializer,
     VisibleQuerySerializer,
     to_filters,
+    validate_upsert,
 )
 from usermemory.embedding import embeddings_waiting
 from usermemory.ranking import RankedSearch
@@ -60,9 +61,7 @@ VECTORS_PENDING_HEADER = OpenApiParameter(
 
 
 def _query(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
-    query = serializer_class(data=request.query_params)
-    query.is_valid(raise_exception=True)
-    return dict(query.validated_data)
+    return validator(serializer_class)(request.query_params)
 
 
 def _page(qs: QuerySet, query: dict[str, Any]) -> Response:
@@ -98,10 +97,9 @@ class MemoryUpsertView(MemoryView):
         ],
     )
     def put(self, request: Request) -> Response:
-        data = MemoryUpsertInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        write = MemoryUpsertInputSerializer.write_of(validate_upsert(request.data))
         result = services.memory_upsert(
-            caller=request_caller(request), write=data.to_write(), turn_id=turn_id_of(request, request.data)
+            caller=request_caller(request), write=write, turn_id=turn_id_of(request, request.data)
         )
         return Response(
             MemoryUpsertOutputSerializer(result).data,
@@ -129,9 +127,8 @@ class MemoryBatchView(MemoryView):
         services.memory_batch_check(count=len(items))
         writes = []
         for index, item in enumerate(items):
-            data = MemoryUpsertInputSerializer(data=item)
-            require_valid_item(data, items="entries", index=index)
-            writes.append(data.to_write())
+            valid = validated_item(validate_upsert, item, items="entries", index=index)
+            writes.append(MemoryUpsertInputSerializer.write_of(valid))
         results = services.memory_upsert_batch(
             caller=request_caller(request), writes=writes, turn_id=turn_id_of(request, body)
         )

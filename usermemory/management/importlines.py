@@ -36,10 +36,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django.utils.dateparse import parse_datetime
-from rest_framework.exceptions import ErrorDetail
+from rest_framework.exceptions import ErrorDetail, ValidationError
 
 from memoryplatform.text import json_loads, json_problem
-from usermemory.api.serializers import MemoryUpsertInputSerializer
+from usermemory.api.serializers import MemoryUpsertInputSerializer, validate_upsert
 from usermemory.importing import ImportLine, MalformedLine, Refusal
 
 FORMATS = ("eddi", "mem0")
@@ -77,17 +77,18 @@ def _first_error(detail: Any, path: str = "") -> tuple[str, ErrorDetail | str]:
 
 def _checked(number: int, body: dict[str, Any], *, provenance: dict[str, Any]) -> ImportLine | Refusal:
     """A line's body through the REST door's serializer: its write, its refusal, or :class:`MalformedLine`."""
-    data = MemoryUpsertInputSerializer(data=body)
-    if not data.is_valid():
-        field, error = _first_error(data.errors)
+    try:
+        valid = validate_upsert(body)
+    except ValidationError as exc:
+        field, error = _first_error(exc.detail)
         message = f"{field}: {error}" if field else str(error)
         if getattr(error, "code", None) in _REFUSED_CODES:
             return Refusal(number, "bad_request", message)
-        raise MalformedLine(number, message)
+        raise MalformedLine(number, message) from None
     return ImportLine(
         number=number,
-        write=data.to_write(),
-        agent=data.validated_data["sourceAgentId"],
+        write=MemoryUpsertInputSerializer.write_of(valid),
+        agent=valid["sourceAgentId"],
         provenance=provenance,
     )
 

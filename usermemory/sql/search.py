@@ -13,10 +13,9 @@ from django.db.models import BooleanField, Q
 from django.db.models.expressions import RawSQL
 from psycopg import sql
 
-from memoryplatform import relevance
-from memoryplatform.relevance import Calibration
-from memoryplatform.store import STORED_SEARCH_CONFIG
-from usermemory.models import MemoryEntry
+from memoryplatform import ranked, relevance
+from memoryplatform.ranked import Ranking
+from usermemory.models import EntryEmbedding, MemoryEntry
 from usermemory.sql.base import (
     EMBEDDING,
     ENTRY,
@@ -172,37 +171,6 @@ def search(
 # --- Ranked search -------------------------------------------------------------------------------------
 
 
-class Ranking(NamedTuple):
-    """How a ranked read ranks (:func:`usermemory.selectors.search_ranking` makes it).
-
-    ``vector`` (a pgvector literal of the query) ranks by cosine similarity to the vectors of ``model``;
-    ``fulltext`` by BM25 of the query's lexemes in ``config`` (any of them); both: the candidates of either
-    list (its first ``depth``), each scored by the calibrated logistic model of both features
-    (:mod:`memoryplatform.relevance`). The score is the probability of relevance; ties break by id. Rows
-    scoring under the threshold are left out: ``min_score``, or in a store of a few rows ``small_min_score``
-    (:data:`memoryplatform.relevance.THRESHOLD`; the two are equal unless the default threshold of an
-    agent's context applies). ``config`` ``memory_simple`` reads the stored ``search_vector``; any other
-    parses the text."""
-
-    query: str
-    vector: str | None
-    model: str
-    fulltext: bool
-    config: str
-    depth: int
-    calibration: Calibration
-    min_score: float = 0.0
-    small_min_score: float = 0.0
-
-    def without_threshold(self) -> "Ranking":
-        """The same ranking keeping every row (a second stage's candidates: it applies the threshold)."""
-        return self._replace(min_score=0.0, small_min_score=0.0)
-
-
-# The configuration of the stored ``search_vector`` column (migration 0011): with it, the full-text side reads
-# each row's lexemes instead of parsing its text on every query. Any other SEARCH_LANGUAGE parses on the fly.
-STORED_CONFIG = STORED_SEARCH_CONFIG
-
 # The candidates: the readable entries, with their lexemes when the full-text side ranks ({lexemes}).
 _VISIBLE = """visible AS MATERIALIZED (
     SELECT id, updated_at{lexemes} FROM {entry}
@@ -211,74 +179,8 @@ _VISIBLE = """visible AS MATERIALIZED (
 _STORED_LEXEMES = ", search_vector AS vec"
 _PARSED_LEXEMES = ", to_tsvector(%(config)s::regconfig, key || ' ' || value_text) AS vec"
 
-# Exact cosine similarity over the candidates with a vector of the current model. The query's literal is typed
-# ``vector``: against the ``halfvec`` column pgvector converts it once (its implicit cast, folded into a
-# constant at planning), so the distance is computed over the stored halves; the same statement reads a
-# ``vector`` column at full precision, which is how bench/vector_storage.py measures both.
-_SEMANTIC = """sem AS (
-    SELECT v.id, (1 - (e.embedding <=> %(vector)s::vector))::float8 AS score
-    FROM visible v JOIN {embedding} e ON e.entry_id = v.id AND e.model = %(model)s
-    ORDER BY e.embedding <=> %(vector)s::vector, v.id LIMIT %(depth)s
-)"""
-
-# BM25 (k1 1.2, b 0.75) of the query's lexemes (any of them; stop words dropped by the configuration), its
-# IDF over the candidates, counted as at least 20: a store of a few entries is taken as one of 20 whose other
-# entries lack the query's words, so that a word a lone memory holds weighs as it would among 20, not next to
-# nothing (bench/RESULTS.md, session 15). Only rows holding a lexeme are unnested, and of each only the
-# query's lexemes: setweight marks them (weight A; the stored and parsed vectors carry none) and ts_filter
-# keeps the marked ones, both in C, so a row of 25 lexemes unnests the 1 or 2 the query holds (unnesting the
-# whole vector was half of a hybrid statement: bench/RESULTS.md, session 15). Each step MATERIALIZED: inlined,
-# the planner (estimating one row for the unnested lexemes) ran the statistics of the candidates again for
-# every matching lexeme (bench/RESULTS.md, session 9).
-_FULLTEXT = """terms AS MATERIALIZED (
-    SELECT array_agg(lexeme) AS lexemes, string_agg(quote_literal(lexeme), ' | ')::tsquery AS tsq
-    FROM unnest(to_tsvector(%(config)s::regconfig, %(query)s))
-), stats AS MATERIALIZED (
-    SELECT greatest(count(*), 20)::float8 AS n, avg(length(vec))::float8 AS avglen FROM visible
-), hits AS MATERIALIZED (
-    SELECT v.id, u.lexeme, cardinality(u.positions)::float8 AS tf, length(v.vec)::float8 AS len
-    FROM visible v, terms t, unnest(ts_filter(setweight(v.vec, 'A', t.lexemes), '{a}')) u
-    WHERE v.vec @@ t.tsq
-), df AS MATERIALIZED (
-    SELECT lexeme, count(*)::float8 AS df FROM hits GROUP BY lexeme
-), ft AS (
-    SELECT h.id, sum(
-        ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) * h.tf * 2.2
-        / (h.tf + 1.2 * (0.25 + 0.75 * h.len / greatest(s.avglen, 1)))
-    ) AS score
-    FROM hits h JOIN df USING (lexeme), stats s
-    GROUP BY h.id ORDER BY score DESC, h.id LIMIT %(depth)s
-)"""
-
-# Each kind of ranked list as ``ranked(id, cos, bm25, score)``: the features and the calibrated score.
-_RANKED_SEMANTIC = sql.SQL(
-    "ranked AS (SELECT id, score AS cos, 0::float8 AS bm25, {score} AS score FROM sem)"
-)
-_RANKED_FULLTEXT = sql.SQL(
-    "ranked AS (SELECT id, NULL::float8 AS cos, score AS bm25, {score} AS score FROM ft)"
-)
-# Hybrid: the candidates of either list; a full-text candidate's cosine is computed too (NULL without a
-# vector: it is scored by full text alone), a semantic candidate outside the full-text list has BM25 0.
-_RANKED_HYBRID = sql.SQL(
-    """ranked AS (
-    SELECT c.id, x.cos, coalesce(f.score, 0)::float8 AS bm25, {score} AS score
-    FROM (SELECT id FROM sem UNION SELECT id FROM ft) c
-    LEFT JOIN ft f ON f.id = c.id
-    LEFT JOIN LATERAL (
-        SELECT (1 - (e.embedding <=> %(vector)s::vector))::float8 AS cos FROM {embedding} e
-        WHERE e.entry_id = c.id AND e.model = %(model)s
-    ) x ON true
-)"""
-)
-
-
-def _ranked_cte(*, semantic: bool, fulltext: bool) -> sql.Composed:
-    if semantic and fulltext:
-        score = relevance.hybrid_score(cos=sql.SQL("x.cos"), bm25=sql.SQL("coalesce(f.score, 0)"))
-        return _RANKED_HYBRID.format(score=score, embedding=EMBEDDING)
-    if semantic:
-        return _RANKED_SEMANTIC.format(score=relevance.semantic_score(cos=sql.SQL("score")))
-    return _RANKED_FULLTEXT.format(score=relevance.fulltext_score(bm25=sql.SQL("score")))
+# Each entry's vector of a model (usermemory.models.EntryEmbedding).
+VECTORS = ranked.VectorTable(EMBEDDING, sql.Identifier(EntryEmbedding._meta.get_field("entry").column))
 
 
 # One page of a ranked list, best first, with each row's score and features.
@@ -311,14 +213,9 @@ def _ranked_sql(
         min_confidence=MIN_CONFIDENCE,
         filters=FILTERS,
     )
-    ctes: list[sql.Composable] = [candidates]
-    if semantic:
-        ctes.append(sql.SQL(_SEMANTIC).format(embedding=EMBEDDING))
-    if fulltext:
-        ctes.append(sql.SQL(_FULLTEXT))
-    ctes.append(_ranked_cte(semantic=semantic, fulltext=fulltext))
+    ctes = ranked.ranked_ctes(candidates=candidates, vectors=VECTORS, semantic=semantic, fulltext=fulltext)
     return sql.SQL(_RANKED).format(
-        ctes=sql.SQL(", ").join(ctes),
+        ctes=ctes,
         columns=entry_columns(agent_view=agent_view, all_of_agent=all_of_agent),
         entry=ENTRY,
         threshold=relevance.THRESHOLD,
@@ -329,9 +226,9 @@ def _ranking_sql(*, agent_view: bool, all_of_agent: bool, ranking: Ranking) -> s
     return _ranked_sql(
         agent_view=agent_view,
         all_of_agent=all_of_agent,
-        semantic=ranking.vector is not None,
+        semantic=ranking.semantic,
         fulltext=ranking.fulltext,
-        stored=ranking.config == STORED_CONFIG,
+        stored=ranking.stored,
     )
 
 
@@ -340,13 +237,13 @@ def _ranked_recall_sql(
     *, agent_view: bool, all_of_agent: bool, order: str, semantic: bool, fulltext: bool, stored: bool
 ) -> sql.Composed:
     # candidates are the agent's visible entries whatever the key's view of ``conflicted``
-    ranked = _ranked_sql(
+    first_page = _ranked_sql(
         agent_view=True, all_of_agent=all_of_agent, semantic=semantic, fulltext=fulltext, stored=stored
     )
     return sql.SQL(_RANKED_RECALL).format(
         entry=ENTRY,
         access_marks=access_marks(order=order),
-        ranked=ranked,
+        ranked=first_page,
         columns=entry_columns(agent_view=agent_view, all_of_agent=all_of_agent),
     )
 
@@ -359,16 +256,6 @@ def _mark_recalled_sql(*, agent_view: bool, all_of_agent: bool, order: str) -> s
         readable=visible(all_of_agent=all_of_agent),
         columns=entry_columns(agent_view=agent_view, all_of_agent=all_of_agent),
     )
-
-
-def _ranking_params(ranking: Ranking) -> dict[str, Any]:
-    """The ranking's placeholders: each field by its name, and the calibration's weights."""
-    params = ranking._asdict()
-    del params["calibration"]
-    thresholds = relevance.threshold_params(
-        min_score=ranking.min_score, small_min_score=ranking.small_min_score
-    )
-    return {**params, **ranking.calibration.params(), **thresholds}
 
 
 class ScoredEntry(NamedTuple):
@@ -406,7 +293,7 @@ def ranked_search(
     """One page of the user's entries (an agent's read: the visible ones; valid now unless
     ``include_superseded``) narrowed by ``filters``, best first by ``ranking``, each with its score."""
     params: dict[str, Any] = {
-        **_ranking_params(ranking),
+        **ranked.ranking_params(ranking),
         **filters.params(),
         "limit": limit,
         "offset": offset,
@@ -435,7 +322,7 @@ def ranked_recall(
     entries whatever the scope's ``agent_view``."""
     params: dict[str, Any] = {
         **scope.params(),
-        **_ranking_params(ranking),
+        **ranked.ranking_params(ranking),
         **filters.params(),
         "limit": limit,
         "offset": 0,
@@ -444,9 +331,9 @@ def ranked_recall(
         agent_view=scope.agent_view,
         all_of_agent=scope.group_ids is None,
         order=scope.order,
-        semantic=ranking.vector is not None,
+        semantic=ranking.semantic,
         fulltext=ranking.fulltext,
-        stored=ranking.config == STORED_CONFIG,
+        stored=ranking.stored,
     )
     return _best_first(_scored(rows_under_recall_lock(statement, params)))
 

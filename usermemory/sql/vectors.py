@@ -12,6 +12,7 @@ from django.db import connection
 from psycopg import sql
 
 from memoryplatform.embeddings.jobs import PendingText
+from usermemory.models import PendingEntryVector
 from usermemory.sql.base import EMBEDDING, ENTRY, fetch_all, fetch_one
 
 # Entries after %(after)s (of %(ids)s, or all) whose vector is missing, of another model, or of another text.
@@ -90,7 +91,7 @@ def embeddings_write(
 
 
 _QUEUED_AMONG = sql.SQL("SELECT count(*) FROM {queue} WHERE entry_id = ANY(%(ids)s::bigint[])").format(
-    queue=sql.Identifier("usermemory_pendingentryvector")
+    queue=sql.Identifier(PendingEntryVector._meta.db_table)
 )
 
 
