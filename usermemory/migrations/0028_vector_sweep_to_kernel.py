@@ -6,7 +6,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("usermemory", "0026_observed_at"),
+        ("usermemory", "0027_policy_parts_moved"),
         ("memoryplatform", "0001_vector_sweep_from_usermemory"),
     ]
 
