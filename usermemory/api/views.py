@@ -20,6 +20,7 @@ from apikeys.selectors import agent_list
 from memoryplatform import publicids
 from memoryplatform.api.serializers import refuse_unknown_fields, require_valid_item
 from memoryplatform.errors import BadRequest, NotFound
+from memoryplatform.replica import replica_door
 from memoryplatform.text import text_problem
 from usermemory import selectors, services
 from usermemory.api.policy import AgentDetailOutputSerializer, MemoryPolicySerializer, flatten_policy_changes
@@ -352,6 +353,7 @@ class MemoryTtlRefreshView(MemoryView):
         return Response({"userId": user_id, "refreshed": refreshed})
 
 
+@replica_door
 class MemoryExportView(APIView):
     permission_classes = [IsAdminCaller]
 
@@ -380,6 +382,7 @@ class MemoryHistoryView(MemoryView):
         return Response(MemoryEventOutputSerializer(events, many=True).data)
 
 
+@replica_door
 class MemorySearchAllView(APIView):
     """Staff search across every user (viewer and admin)."""
 
