@@ -163,6 +163,9 @@ def test_an_export_and_staff_search_read_the_replica(standby, keys, start_server
     assert search.headers["x-read-from"] == "replica"
     assert {hit["key"] for hit in search.body} == {"before"}
 
+    log = server.call("GET", "/v1/activity/tool-calls", keys["admin"])
+    assert log.status == 200 and log.headers["x-read-from"] == "replica", log.body
+
     ready = server.call("GET", "/readyz")
     assert ready.status == 200 and ready.body["replica"]["status"] == "ok", ready.body
 
