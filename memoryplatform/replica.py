@@ -48,7 +48,8 @@ ADMIN_REPORT_PAGES = frozenset({"dream_dreamrun_change"})
 
 replica_lag = Gauge(
     "database_replica_lag_seconds",
-    "How far the read replica's replay is behind (0: it has replayed all it received); -1 when it cannot be "
+    "How far the read replica's replay is behind (0: it has replayed all it received, or no replica is "
+    "configured); -1 when it cannot be "
     "reached. Measured at most once a second, and at each scrape of /metrics.",
     multiprocess_mode="mostrecent",
 )
@@ -152,7 +153,7 @@ class ReadRoute:
     """Where a door's reads went, and why: ``header`` is the value of ``X-Read-From``."""
 
     alias: str
-    reason: str = ""  # "lag" or "unreachable" when the reads went to the primary
+    reason: str = ""  # "lag", "unreachable" or "error" (failed on the replica) when they went to the primary
     lag: float | None = None
 
     @property
@@ -276,9 +277,9 @@ class ReplicaDoorMiddleware:
             return None
         with reads_from_replica() as route:
             response = _run(view, request, args, kwargs, fallible=route.on_replica)
-        if response is None:  # the replica failed under the request, and cannot be reached now
-            route = ReadRoute(DEFAULT_DB_ALIAS, reason="unreachable")
-            replica_reads.labels(target="primary:unreachable").inc()
+        if response is None:  # the replica failed under the request: once more, on the primary
+            route = ReadRoute(DEFAULT_DB_ALIAS, reason="unreachable" if not _replica_alive() else "error")
+            replica_reads.labels(target=f"primary:{route.reason}").inc()
             with _reading_from(route):
                 response = _run(view, request, args, kwargs, fallible=False)
             assert response is not None  # noqa: S101  (fallible=False never returns None)
@@ -294,18 +295,21 @@ def _run(
     *,
     fallible: bool,
 ) -> HttpResponse | None:
-    """The view's response, rendered; ``None`` when ``fallible`` and the replica failed under it (an error,
-    or a 5xx answer, after which the replica cannot be reached)."""
+    """The view's response, rendered; ``None`` when ``fallible`` and it failed on the replica: a database
+    error, or a 5xx answer (the API's envelope of one). The replica may have gone away, or cancelled the
+    statement for a conflict with its replay; a read-only door is then run again on the primary."""
     try:
         response = view(request, *args, **kwargs)
         render = getattr(response, "render", None)
         if callable(render):
             response = render() or response  # a TemplateResponse reads its rows while rendering
-    except DatabaseError:
-        if fallible and not _replica_alive():
-            return None
-        raise
-    if fallible and response.status_code >= 500 and not _replica_alive():
+    except DatabaseError as exc:
+        if not fallible:
+            raise
+        logger.warning("A read on the replica failed; reading from the primary: %s", exc)
+        return None
+    if fallible and response.status_code >= 500:
+        logger.warning("A door answered %s on the replica; reading from the primary", response.status_code)
         return None
     return response
 
