@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import Counter, Gauge
@@ -67,6 +68,8 @@ def replica_database(config: dict[str, Any], *, primary: dict[str, Any]) -> dict
     """The Django DATABASES entry of the replica: the URL's, with the primary's connection reuse, a short
     connect timeout (a replica that does not answer sends the reads to the primary soon), and, in a test
     run, the primary's test database (the replica only reads what the primary holds)."""
+    if config.get("ENGINE") != "django.db.backends.postgresql":
+        raise ImproperlyConfigured("DATABASE_REPLICA_URL must be a postgres:// or postgresql:// URL.")
     options = {"connect_timeout": CONNECT_TIMEOUT, **config.get("OPTIONS", {})}
     entry = {
         **config,
