@@ -54,6 +54,7 @@ class HeavyLoop:
     key: str
     paths: list[str]
     threads: int
+    rate: float  # calls a second, all threads together (0: as fast as they answer)
     calls: int = 0
     errors: list[str] = field(default_factory=list)
     read_from: dict[str, int] = field(default_factory=dict)
@@ -64,7 +65,13 @@ class HeavyLoop:
     def _work(self, offset: int) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=300)
         i = offset
+        interval = self.threads / self.rate if self.rate else 0.0
+        due = time.perf_counter() + offset * interval / self.threads
         while not self._stop.is_set():
+            if interval:  # paced: the same offered load whichever server answers it
+                if self._stop.wait(max(0.0, due - time.perf_counter())):
+                    break
+                due = max(due + interval, time.perf_counter() - interval)
             path = self.paths[i % len(self.paths)]
             i += 1
             try:
@@ -190,21 +197,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.time()
     with standby_of(host=host) as standby:
         log(f"standby streaming in {standby.workdir} after {time.time() - started:.0f} s")
+        with_replica = {"DATABASE_REPLICA_URL": standby.url(db.name), "REPLICA_MAX_LAG": str(args.max_lag)}
         one = Server(db.url, logs / f"bench-replica-one-{RUN_TAG}.log")
-        two = Server(
-            db.url,
-            logs / f"bench-replica-two-{RUN_TAG}.log",
-            env={"DATABASE_REPLICA_URL": standby.url(db.name), "REPLICA_MAX_LAG": str(args.max_lag)},
-        )
+        two = Server(db.url, logs / f"bench-replica-two-{RUN_TAG}.log", env=with_replica)
+        # The heavy reads come through web processes of their own (as staff's tools would reach another web
+        # node), configured as the agents' server is: so they load the database, not the agents' processes.
+        one_staff = Server(db.url, logs / f"bench-replica-one-staff-{RUN_TAG}.log")
+        two_staff = Server(db.url, logs / f"bench-replica-two-staff-{RUN_TAG}.log", env=with_replica)
         servers = {"quiet": one, "heavy, one node": one, "heavy, replica": two}
+        staff = {"heavy, one node": one_staff, "heavy, replica": two_staff}
         sampler = LagSampler(db.conninfo, standby)
         phases: dict[str, dict[str, list[Phase]]] = {c: {"hybrid": [], "upsert": []} for c in CONDITIONS}
         heavy_calls: dict[str, list[float]] = {c: [] for c in CONDITIONS}
         read_from: dict[str, dict[str, int]] = {c: {} for c in CONDITIONS}
         try:
-            one.start()
-            two.start()
-            _check_routing(two, bench.admin_raw_key, heavy_paths[1], "replica")
+            for server in (one, two, one_staff, two_staff):
+                server.start()
+            _check_routing(two_staff, bench.admin_raw_key, heavy_paths[1], "replica")
+            for server in (one, two):  # every worker loads the embedder before the rounds
+                warm = bench.meaning_doors(server, bench.heavy, "hybrid", question)["http"]
+                assert warm is not None
+                drive(warm, n=40, concurrency=8, seconds=120)
             for round_no in range(args.rounds):
                 order = CONDITIONS if round_no % 2 == 0 else tuple(reversed(CONDITIONS))
                 for condition in order:
@@ -213,7 +226,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     upsert: Door = bench.upsert_doors(server, bench.new_write)["http"]  # type: ignore[assignment]
                     loop = None
                     if condition != "quiet":
-                        loop = HeavyLoop(server, bench.admin_raw_key, heavy_paths, args.heavy)
+                        loop = HeavyLoop(
+                            staff[condition], bench.admin_raw_key, heavy_paths, args.heavy, args.rate
+                        )
                         loop.start()
                     loop_started = time.perf_counter()
                     drive(hybrid, n=3, concurrency=1, seconds=5)  # warm-up
@@ -235,8 +250,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     summary = {op: _merge(ps[-1:]) for op, ps in phases[condition].items()}
                     log(f"round {round_no + 1} {condition}: {json.dumps(summary)}")
         finally:
-            one.stop()
-            two.stop()
+            for server in (one, two, one_staff, two_staff):
+                server.stop()
     results["conditions"] = {
         c: {
             "hybrid": _merge(phases[c]["hybrid"]),
@@ -257,6 +272,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "rounds": args.rounds,
         "seconds": args.seconds,
         "heavy_threads": args.heavy,
+        "heavy_rate": args.rate,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),
     }
@@ -297,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=10.0, help="each phase (hybrid, upsert) per round")
     parser.add_argument("--heavy", type=int, default=2, help="client threads of the heavy reads")
+    parser.add_argument("--rate", type=float, default=4.0, help="heavy reads a second (0: unpaced)")
     parser.add_argument("--max-lag", type=float, default=5.0, help="REPLICA_MAX_LAG of the replica's server")
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args(argv)
