@@ -16,7 +16,8 @@ noise falls on all three):
 In each, one client measures the agents' doors: hybrid search of the heaviest user (the top 10 for a
 question) and upserts of new keys, p50 and p99. While the upserts run, the replica's lag is sampled every
 50 ms: as the primary sees it (``pg_stat_replication.replay_lag``) and as the platform measures it
-(``memoryplatform.store.replica_status``: 0 when the standby has replayed all it received). Both servers and
+(``memoryplatform.replica``: 0 when the standby has replayed all it received, else at most the time since it
+last was). Both servers and
 the standby share the machine: on one host the replica moves the heavy reads to another process, not onto
 other cores.
 """
@@ -121,6 +122,7 @@ class LagSampler:
     _thread: threading.Thread | None = None
 
     def _run(self) -> None:
+        caught_up_at: float | None = None  # as memoryplatform.replica bounds the lag after an idle spell
         with (
             psycopg.connect(self.primary_conninfo, autocommit=True) as primary,
             self.standby.connect() as standby,
@@ -128,7 +130,13 @@ class LagSampler:
             while not self._stop.is_set():
                 platform_row = standby.execute(PLATFORM_LAG).fetchone()
                 primary_row = primary.execute(PRIMARY_LAG).fetchone()
-                self.platform.append(float(platform_row[0]) if platform_row and platform_row[0] else 0.0)
+                now = time.monotonic()
+                lag = float(platform_row[0]) if platform_row and platform_row[0] is not None else float("inf")
+                if lag == 0.0:
+                    caught_up_at = now
+                elif caught_up_at is not None:
+                    lag = min(lag, now - caught_up_at)
+                self.platform.append(lag)
                 self.primary.append(float(primary_row[0]) if primary_row and primary_row[0] else 0.0)
                 self._stop.wait(0.05)
 

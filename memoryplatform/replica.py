@@ -110,9 +110,16 @@ class ReplicaState:
 
 _state: ReplicaState | None = None
 _state_lock = threading.Lock()
+_caught_up_at: float | None = None  # time.monotonic() of the last measure that found the replica caught up
 
 
 def _measure() -> ReplicaState:
+    """One measure. ``now() - pg_last_xact_replay_timestamp()`` over-states the lag after an idle spell: the
+    first commit after ten idle seconds, received and not yet replayed, reads as ten seconds behind. What the
+    replica has not replayed arrived after the last measure that found it caught up, so the lag is at most
+    the time since then: the smaller of the two (close to the truth while routed reads measure every
+    second; after a long quiet, the replay time's bound alone)."""
+    global _caught_up_at
     from memoryplatform import store
 
     now = time.monotonic()
@@ -124,8 +131,13 @@ def _measure() -> ReplicaState:
         logger.warning("The read replica cannot be reached: %s", exc)
         replica_lag.set(-1)
         return ReplicaState(reachable=False, lag=None, replayed_at=None, measured=now, error=str(exc)[:200])
-    replica_lag.set(status.lag_seconds if status.lag_seconds is not None else -1)
-    return ReplicaState(reachable=True, lag=status.lag_seconds, replayed_at=status.replayed_at, measured=now)
+    lag = status.lag_seconds
+    if lag == 0.0:
+        _caught_up_at = now
+    elif _caught_up_at is not None:
+        lag = min(lag, now - _caught_up_at) if lag is not None else now - _caught_up_at
+    replica_lag.set(lag if lag is not None else -1)
+    return ReplicaState(reachable=True, lag=lag, replayed_at=status.replayed_at, measured=now)
 
 
 def replica_state(*, fresh: bool = False) -> ReplicaState | None:
