@@ -46,6 +46,10 @@ CONNECT_TIMEOUT = 2  # seconds (libpq's connect_timeout): a replica that does no
 READ_METHODS = ("GET", "HEAD")
 # The admin's pages that read from the replica besides every list page: Dream's run reports.
 ADMIN_REPORT_PAGES = frozenset({"dream_dreamrun_change"})
+# Who is asking is always read from the primary, whatever the door: a session, a staff user and their
+# permissions, an API key (its lookup is hand-written SQL on the primary's connection already; its models
+# too). A sign-in or a revocation must hold at once, not a replica's lag later.
+PRIMARY_APPS = frozenset({"auth", "sessions", "contenttypes", "apikeys"})
 
 replica_lag = Gauge(
     "database_replica_lag_seconds",
@@ -233,11 +237,14 @@ def replayed_at() -> datetime | None:
 
 
 class DoorRouter:
-    """Django's database router: a read goes where the current door reads (:func:`read_alias`), every write
-    and every migration to the primary."""
+    """Django's database router: a read goes where the current door reads (:func:`read_alias`), but who is
+    asking (:data:`PRIMARY_APPS`), every write and every migration go to the primary."""
 
     def db_for_read(self, model: type, **hints: Any) -> str:
-        return _route.get() or DEFAULT_DB_ALIAS
+        alias = _route.get()
+        if alias is None or model._meta.app_label in PRIMARY_APPS:  # type: ignore[attr-defined]
+            return DEFAULT_DB_ALIAS
+        return alias
 
     def db_for_write(self, model: type, **hints: Any) -> str:
         return DEFAULT_DB_ALIAS

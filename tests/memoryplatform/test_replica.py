@@ -7,6 +7,7 @@ Skips without the wheel's ``pg_basebackup``, unless ``REQUIRE_REPLICA`` is set (
 run).
 """
 
+import contextlib
 import json
 import os
 import re
@@ -20,8 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connection
 
 from apikeys.services import agent_create, apikey_create
@@ -30,6 +33,7 @@ from tests.helpers import free_port, stop_process_group, url_of_the_test_databas
 
 BASE_DIR = Path(settings.BASE_DIR)
 USER = "u-replica"
+STAFF_PASSWORD = "replica-49-staff"  # noqa: S105  (a test user's)
 MEMORIES = "/usermemorystore/memories"
 
 
@@ -81,6 +85,7 @@ def standby(transactional_db) -> Iterator[standbys.Standby]:
 def keys(transactional_db) -> dict[str, str]:
     """Real keys, committed (the server is another process): an agent's and an admin's."""
     agent_create(agent_id="agent-r")
+    get_user_model().objects.create_superuser("staff", "staff@example.com", STAFF_PASSWORD)
     return {
         "agent": apikey_create(role="agent", agent_id="agent-r")[1],
         "admin": apikey_create(role="admin")[1],
@@ -135,6 +140,20 @@ def _write(server: Server, key: str, name: str, value: str) -> None:
     assert answer.status in (200, 201), answer.body
 
 
+def _signed_in(server: Server) -> httpx.Client:
+    """A browser-like session of the staff user, signed in through the admin's login form."""
+    staff = httpx.Client(base_url=server.base, timeout=20)
+    staff.get("/admin/login/")
+    form = {
+        "username": "staff",
+        "password": STAFF_PASSWORD,
+        "csrfmiddlewaretoken": staff.cookies["csrftoken"],
+        "next": "/admin/",
+    }
+    assert staff.post("/admin/login/", data=form).status_code == 302
+    return staff
+
+
 def _replicated(standby: standbys.Standby) -> None:
     """Wait until the standby has replayed everything the primary has committed so far."""
     standby.wait_replayed(standbys.current_lsn(url_of_the_test_database()))
@@ -165,6 +184,12 @@ def test_an_export_and_staff_search_read_the_replica(standby, keys, start_server
 
     log = server.call("GET", "/v1/activity/tool-calls", keys["admin"])
     assert log.status == 200 and log.headers["x-read-from"] == "replica", log.body
+
+    with contextlib.closing(_signed_in(server)) as staff:  # the admin's list pages and the Overview
+        for path in ("/admin/usermemory/memoryentry/", "/admin/activity/toolcall/", "/admin/overview/"):
+            page = staff.get(path)
+            assert page.status_code == 200 and page.headers["x-read-from"] == "replica", (path, page.headers)
+        assert "X-Read-From" not in staff.get("/admin/").headers  # the index is no list
 
     ready = server.call("GET", "/readyz")
     assert ready.status == 200 and ready.body["replica"]["status"] == "ok", ready.body
