@@ -1,7 +1,8 @@
 """Against a real streaming standby (``pg_basebackup`` of the test's primary, tests/standby.py): a
 ``manage.py serve`` process with ``DATABASE_REPLICA_URL`` sends the heavy doors' reads to the standby and
 every agent door to the primary; a stopped standby sends the heavy reads to the primary, and so does one
-whose replay is paused past ``REPLICA_MAX_LAG``.
+whose replay is paused past ``REPLICA_MAX_LAG``; ``dream --dry-run`` reads from the standby and records its
+run on the primary.
 
 Skips without the wheel's ``pg_basebackup``, unless ``REQUIRE_REPLICA`` is set (CI sets it: there it must
 run).
@@ -29,7 +30,7 @@ from django.db import connection
 
 from apikeys.services import agent_create, apikey_create
 from tests import standby as standbys
-from tests.helpers import free_port, stop_process_group, url_of_the_test_database, wait_healthy
+from tests.helpers import free_port, manage, stop_process_group, url_of_the_test_database, wait_healthy
 
 BASE_DIR = Path(settings.BASE_DIR)
 USER = "u-replica"
@@ -259,3 +260,28 @@ def test_a_lagging_replica_is_bypassed_past_the_bound(standby, keys, start_serve
     while server.call("GET", f"{MEMORIES}/{USER}/export", keys["admin"]).headers["x-read-from"] != "replica":
         assert time.monotonic() < deadline, "the caught-up replica was never used again"
         time.sleep(0.1)
+
+
+def test_a_dream_dry_run_reads_the_replica_and_records_its_run_on_the_primary(standby, keys, tmp_path):
+    """``dream --dry-run`` reads from the standby (its replay paused here, so nothing it writes is there) and
+    still records and reports its run: the run's own rows are written to, and read back from, the primary."""
+    from dream.models import DreamRun
+    from usermemory.models import AgentMemoryPolicy
+
+    AgentMemoryPolicy.objects.create(agent_id="agent-r", dream_enabled=True, prune_stale_after_days=1)
+    _replicated(standby)  # the policy is on the standby; what the run writes from now on is not
+    standby.pause_replay()
+    env = {
+        **os.environ,
+        "SECRET_KEY": settings.SECRET_KEY,
+        "DATABASE_URL": url_of_the_test_database(),
+        "DATABASE_REPLICA_URL": standby.url(connection.settings_dict["NAME"]),
+        "REPLICA_MAX_LAG": "3600",
+        "PROMETHEUS_MULTIPROC_DIR": "",
+    }
+    env.pop("REDIS_URL", None)
+    output = manage(env, "dream", "--dry-run", "--no-progress")
+    assert "(dry run: nothing was changed)" in output, output
+    assert "agents processed:     1" in output, output  # the policy, read from the standby
+    (run,) = DreamRun.objects.all()
+    assert run.dry_run and run.status == DreamRun.Status.SUCCEEDED
