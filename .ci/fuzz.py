@@ -19,7 +19,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -28,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.helpers import stop_process_group  # noqa: E402 (the project's root on the path first)
+from tests.helpers import stop_process_group, wait_ready  # noqa: E402 (the project's root on the path first)
 
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
 MANAGE = [PYTHON, str(ROOT / "manage.py")]
@@ -126,18 +125,8 @@ def _start_server(env: dict[str, str], port: int, log_path: Path) -> subprocess.
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    deadline = time.monotonic() + 60
-    while True:
-        if server.poll() is not None:
-            sys.exit(f"the server exited:\n{log_path.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):  # noqa: S310
-                return server
-        except (urllib.error.URLError, ConnectionError):
-            pass
-        if time.monotonic() > deadline:
-            sys.exit("the server did not answer /healthz within 60 s")
-        time.sleep(0.3)
+    wait_ready(server, f"http://127.0.0.1:{port}", log_path)
+    return server
 
 
 def main() -> int:
@@ -161,7 +150,6 @@ def main() -> int:
         env["DATABASE_URL"] = options.database_url
     else:
         env["DATA_DIR"] = tempfile.mkdtemp(prefix="fuzz-data-")
-    env.pop("REDIS_URL", None)  # Celery runs tasks in process: the fuzzer needs no worker
     env["LOG_LEVEL"] = "WARNING"
     work = Path(tempfile.mkdtemp(prefix="fuzz-run-"))
     where = env.get("DATABASE_URL") or f"the embedded PostgreSQL in {env['DATA_DIR']}"

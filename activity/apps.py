@@ -7,9 +7,12 @@ class ActivityConfig(AppConfig):
 
     def ready(self) -> None:
         from activity import export, services
+        from activity.policy import ACTIVITY_POLICY
+        from usermemory.policies import register_policy_part
         from usermemory.services import register_user_data
 
         # GDPR erasure and export of a user also remove and export their tasks and the tool calls naming them.
         register_user_data(
             "activity", eraser=services.activity_erase_user, exporter=export.activity_export_user
         )
+        register_policy_part(ACTIVITY_POLICY)

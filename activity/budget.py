@@ -27,11 +27,10 @@ from django.db import transaction
 from django.db.models import F, Sum, Window
 from django.utils import timezone
 
-from activity.models import LlmSpend
+from activity.models import ActivityPolicy, LlmSpend
 from memoryplatform.errors import RateLimited
 from memoryplatform.llm import stored_cost
 from memoryplatform.locks import LockId, advisory_xact_lock
-from usermemory.models import AgentMemoryPolicy
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,7 @@ class Budget:
 def budget_of(agent_id: str) -> Budget:
     """The agent's ``memoryPolicy.llmBudget``, else ``LLM_BUDGET_PER_AGENT``, over ``LLM_BUDGET_WINDOW``."""
     window = timedelta(seconds=settings.LLM_BUDGET_WINDOW)
-    own = AgentMemoryPolicy.objects.filter(agent_id=agent_id).values_list("llm_budget", flat=True).first()
+    own = ActivityPolicy.objects.filter(agent_id=agent_id).values_list("llm_budget", flat=True).first()
     if own is not None:
         return Budget(own, window, "memoryPolicy.llmBudget")
     return Budget(Decimal(str(settings.LLM_BUDGET_PER_AGENT)), window, "LLM_BUDGET_PER_AGENT")

@@ -9,6 +9,35 @@ from apikeys.models import Agent
 from usermemory.models import Visibility
 
 
+class ActivityPolicy(models.Model):
+    """An agent's activity settings (``memoryPolicy.toolCallRetentionDays`` and ``llmBudget``), one-to-one
+    with the agent; an agent without a row has the defaults. Written through
+    :func:`usermemory.governance.policy_update` with the agent's other policy parts, in one transaction."""
+
+    agent = models.OneToOneField(
+        Agent, primary_key=True, on_delete=models.CASCADE, related_name="activity_policy"
+    )
+    tool_call_retention_days = models.PositiveIntegerField(
+        default=30, help_text="Dream deletes this agent's tool-call log older than this; 0 keeps it forever"
+    )
+    llm_budget = models.DecimalField(
+        max_digits=8,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        help_text="Dollars this agent's LLM calls may spend in any LLM_BUDGET_WINDOW, at every door; "
+        "empty: LLM_BUDGET_PER_AGENT",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "activity policy"
+        verbose_name_plural = "activity policies"
+
+    def __str__(self) -> str:
+        return f"activity policy of {self.agent_id}"
+
+
 class ToolCall(models.Model):
     """One call of a tool by an agent: logged by the agent over REST, or by our own LLM and MCP tools.
 

@@ -19,7 +19,7 @@ from django.db.models import DateTimeField, DurationField, ExpressionWrapper, F,
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from activity.models import Task, ToolCall
+from activity.models import ActivityPolicy, Task, ToolCall
 from apikeys.caller import Caller
 from apikeys.models import Agent
 from apikeys.selectors import agent_group_ids
@@ -27,12 +27,12 @@ from apikeys.services import caller_require_writer
 from memoryplatform import publicids
 from memoryplatform.errors import BadRequest, Conflict, Forbidden, NotFound
 from memoryplatform.text import storable_json, storable_text
-from usermemory.models import AgentMemoryPolicy, MemoryEntry, Visibility
+from usermemory.models import MemoryEntry, Visibility
 from usermemory.services import MemoryWrite, memory_upsert
 
 MAX_BATCH = 100
 FUTURE_SLACK = timedelta(minutes=5)  # a client's clock may run a little ahead; further is a mistake
-DEFAULT_RETENTION_DAYS = AgentMemoryPolicy._meta.get_field("tool_call_retention_days").get_default()
+DEFAULT_RETENTION_DAYS = ActivityPolicy._meta.get_field("tool_call_retention_days").get_default()
 CUT_MARK = "… [cut: {total} characters as JSON]"
 
 
@@ -159,9 +159,9 @@ def tool_calls_prune(*, now: datetime, batch_size: int, agent_id: str | None = N
     many were deleted."""
     retention = Coalesce(
         Subquery(
-            AgentMemoryPolicy.objects.filter(agent_id=OuterRef("agent_id")).values(
-                "tool_call_retention_days"
-            )[:1]
+            ActivityPolicy.objects.filter(agent_id=OuterRef("agent_id")).values("tool_call_retention_days")[
+                :1
+            ]
         ),
         Value(DEFAULT_RETENTION_DAYS),
     )

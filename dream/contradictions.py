@@ -13,6 +13,7 @@ from django.utils import timezone
 from dream import metrics
 from dream.batches import Batching, in_batches
 from dream.meaning import ConfirmLimits, dream_meaning_conflicts
+from dream.models import DreamPolicy
 from dream.selectors import dream_current_entries
 from dream.summarize import SummaryTotals
 from memoryplatform.llm import LLMError, build_llm
@@ -114,9 +115,21 @@ def dream_detect_contradictions(
     )
 
 
+def _strictest_threshold(detectors: list[DreamPolicy]) -> float:
+    """The highest of the detectors' ``semanticContradictionThreshold`` (usermemory's part of their policy,
+    which extraction's key matching reads too; an agent without one has the default)."""
+    default = AgentMemoryPolicy._meta.get_field("semantic_contradiction_threshold").get_default()
+    stored = dict(
+        AgentMemoryPolicy.objects.filter(agent_id__in=[p.agent_id for p in detectors]).values_list(
+            "agent_id", "semantic_contradiction_threshold"
+        )
+    )
+    return max(stored.get(p.agent_id, default) for p in detectors)
+
+
 def dream_contradictions_by_meaning(
     *,
-    detectors: list[AgentMemoryPolicy],
+    detectors: list[DreamPolicy],
     cross: bool,
     summaries: SummaryTotals,
     details: dict[str, Any],
@@ -147,7 +160,7 @@ def dream_contradictions_by_meaning(
     result = dream_meaning_conflicts(
         current=dream_current_entries(exclude=exclude),
         scope=scope_q(None if cross else [p.agent_id for p in detectors]),
-        threshold=max(p.semantic_contradiction_threshold for p in detectors),
+        threshold=_strictest_threshold(detectors),
         llm=llm,
         limits=limits,
         dry_run=dry_run,

@@ -1,6 +1,5 @@
-"""One Dream cycle: the lock, the run record, and the passes in order (:mod:`dream.prune`,
-:mod:`dream.summarize`, :mod:`dream.contradictions`, then housekeeping of other apps' rows through their
-services).
+"""One Dream cycle: the lock, the run record, and the passes of :data:`dream.passes.PASSES` in order (pruning,
+summaries, contradictions, then housekeeping of other apps' rows through their services).
 
 A cycle holds a lock for its whole length (:func:`_cycle_start`): a PostgreSQL session advisory lock
 (``LockId.DREAM_CYCLE``), which ends with its holder's connection, so a crashed cycle never blocks the next.
@@ -11,48 +10,26 @@ Call it outside any transaction: each batch of a pass commits on its own (:mod:`
 
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from activity.budget import llm_spend_prune
-from activity.services import tool_calls_prune
-from apikeys.services import agents_mark_idle
-from dream import metrics, selectors
+from dream import metrics, passes, selectors
 from dream.batches import Batching
-from dream.contradictions import dream_contradictions_by_meaning, dream_detect_contradictions
 from dream.erasure import drop_erased
-from dream.models import DreamRun
-from dream.prune import dream_prune_stale, dream_prune_turn_counters, prunes, stale_q
+from dream.models import DreamPolicy, DreamRun
+from dream.passes import Cycle, CycleTotals, ProgressCallback, heartbeat, summary_counts
 from dream.records import error_text
-from dream.store import key_vectors_sweep
-from dream.summarize import SummaryTotals, dream_summarize
-from memoryplatform.embeddings import get_embedder
-from memoryplatform.llm import stored_cost
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 from memoryplatform.logsafe import safe_traceback
-from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent
+from usermemory.models import MemoryEntry
+
+__all__ = ["CYCLE_LOCK_KEY", "ProgressCallback", "dream_run_cycle"]
 
 logger = logging.getLogger(__name__)
 
 CYCLE_LOCK_KEY = "cycle"
-
-ProgressCallback = Callable[[int, int, str], None]
-
-
-@dataclass
-class _CycleTotals:
-    pruned: int = 0
-    contradictions: int = 0
-    flagged: int = 0
-    unflagged: int = 0
-    details: dict[str, Any] = field(default_factory=lambda: {"agents": {}})
-    summaries: SummaryTotals = field(default_factory=SummaryTotals)
 
 
 # --- The lock and the run record ---------------------------------------------------------------------
@@ -122,30 +99,7 @@ def _release(*, run_id: int | None, dry_run: bool) -> None:
         connection.close()
 
 
-def _summary_counts(summaries: SummaryTotals) -> dict[str, Any]:
-    return {
-        "entries_summarized": summaries.summarized,
-        "summaries_written": summaries.written,
-        "summarization_failures": summaries.failures,
-        "llm_cost": stored_cost(summaries.cost),
-    }
-
-
-def _heartbeat(run: DreamRun, totals: _CycleTotals) -> None:
-    """Record progress: the time of the last committed batch and the counts so far."""
-    DreamRun.objects.filter(pk=run.pk, status=DreamRun.Status.RUNNING).update(
-        heartbeat_at=timezone.now(),
-        agents_processed=run.agents_processed,
-        users_processed=run.users_processed,
-        entries_pruned=totals.pruned,
-        contradictions_found=totals.contradictions,
-        entries_flagged=totals.flagged,
-        entries_unflagged=totals.unflagged,
-        **_summary_counts(totals.summaries),
-    )
-
-
-def _finish(run: DreamRun, totals: _CycleTotals, *, status: str, error: str = "") -> None:
+def _finish(run: DreamRun, totals: CycleTotals, *, status: str, error: str = "") -> None:
     run.status = status
     run.error = error
     run.finished_at = timezone.now()
@@ -158,7 +112,7 @@ def _finish(run: DreamRun, totals: _CycleTotals, *, status: str, error: str = ""
         totals.details["summaries"] = totals.summaries.details()
     if totals.summaries.calls.made or totals.summaries.calls.stopped:
         totals.details["llmCalls"] = totals.summaries.calls.details()
-    for name, value in _summary_counts(totals.summaries).items():
+    for name, value in summary_counts(totals.summaries).items():
         setattr(run, name, value)
     with transaction.atomic():
         # The row lock a GDPR erasure takes too: a user erased while the cycle ran leaves no record here.
@@ -169,7 +123,7 @@ def _finish(run: DreamRun, totals: _CycleTotals, *, status: str, error: str = ""
         logger.warning("Dream run #%s was marked abandoned before it finished as %s", run.pk, status)
 
 
-def _write_finish(run: DreamRun, *, status: str, error: str, totals: _CycleTotals) -> int:
+def _write_finish(run: DreamRun, *, status: str, error: str, totals: CycleTotals) -> int:
     return DreamRun.objects.filter(pk=run.pk, status=DreamRun.Status.RUNNING).update(
         status=status,
         error=error,
@@ -182,49 +136,14 @@ def _write_finish(run: DreamRun, *, status: str, error: str, totals: _CycleTotal
         entries_unflagged=run.entries_unflagged,
         details=run.details,
         approval=run.approval,
-        **_summary_counts(totals.summaries),
+        **summary_counts(totals.summaries),
     )
 
 
 # --- The passes, in order ----------------------------------------------------------------------------
 
 
-@dataclass
-class _Cycle:
-    """What every pass of one cycle shares: its run, counts, batching, scope and progress callback."""
-
-    run: DreamRun
-    totals: _CycleTotals
-    batching: Batching
-    agent_id: str | None
-    dry_run: bool
-    on_progress: ProgressCallback | None
-
-    @property
-    def actor_id(self) -> str:
-        return f"run:{self.run.pk}"
-
-    @property
-    def now(self) -> datetime:
-        return self.run.started_at
-
-    def progress(self, done: int, total: int, label: str) -> None:
-        if self.on_progress:
-            self.on_progress(done, total, label)
-
-    def after_batch(self, action: str, rows: int) -> None:
-        """Count a committed batch (the counts of committed batches survive a failure)."""
-        if action == MemoryEvent.Action.PRUNED:
-            self.totals.pruned += rows
-            metrics.entries_pruned.inc(rows)
-        elif action == MemoryEvent.Action.FLAGGED:
-            self.totals.flagged += rows
-        else:
-            self.totals.unflagged += rows
-        _heartbeat(self.run, self.totals)
-
-
-def _users_in_scope(policies: list[AgentMemoryPolicy]) -> int:
+def _users_in_scope(policies: list[DreamPolicy]) -> int:
     if any(p.cross_agent_maintenance for p in policies):
         qs = MemoryEntry.objects.all()
     else:
@@ -232,111 +151,26 @@ def _users_in_scope(policies: list[AgentMemoryPolicy]) -> int:
     return qs.values("user_id").distinct().count()
 
 
-def _prune_pass(cycle: _Cycle, policies: list[AgentMemoryPolicy], total_steps: int) -> Q | None:
-    """Stale pruning, per agent in agent order. Returns, for a dry run, the entries it counted (so that each
-    is counted once, as the real cycle deletes it once); ``None`` for a real one."""
-    totals = cycle.totals
-    counted: Q | None = None
-    for done, policy in enumerate(policies, start=1):
-        result = dream_prune_stale(
-            policy=policy,
-            now=cycle.now,
-            dry_run=cycle.dry_run,
-            batching=cycle.batching,
-            actor_id=cycle.actor_id,
-            exclude=counted if cycle.dry_run else None,
-        )
-        if cycle.dry_run and prunes(policy):
-            stale = stale_q(policy=policy, now=cycle.now)
-            counted = stale if counted is None else counted | stale
-        if cycle.dry_run:
-            totals.pruned += result.pruned
-        totals.details["agents"][policy.agent_id] = {
-            "pruned": result.pruned,
-            "pruneStaleAfterDays": policy.prune_stale_after_days,
-            "pruneExpiredAfterDays": policy.prune_expired_after_days,
-            "crossAgentMaintenance": policy.cross_agent_maintenance,
-            "detectContradictions": policy.detect_contradictions,
-            "summarizeInteractions": policy.summarize_interactions,
-        }
-        _heartbeat(cycle.run, totals)
-        cycle.progress(done, total_steps, f"pruned {policy.agent_id}")
-    return counted
-
-
-def _contradiction_pass(cycle: _Cycle, detectors: list[AgentMemoryPolicy], counted: Q | None) -> None:
-    """Contradictions by meaning, then by (user, key) set, over the detectors' entries (every entry when one
-    of them has cross-agent maintenance)."""
-    totals = cycle.totals
-    cross = any(p.cross_agent_maintenance for p in detectors)
-    dream_contradictions_by_meaning(
-        detectors=detectors,
-        cross=cross,
-        summaries=totals.summaries,
-        details=totals.details,
-        dry_run=cycle.dry_run,
-        exclude=counted,
-    )
-    found = dream_detect_contradictions(
-        agent_ids=None if cross else [p.agent_id for p in detectors],
-        now=cycle.now,
-        dry_run=cycle.dry_run,
-        batching=cycle.batching,
-        actor_id=cycle.actor_id,
-        exclude=counted,
-    )
-    totals.contradictions = found.contradictions
-    totals.flagged = found.flagged
-    totals.unflagged = found.unflagged
-    if not cycle.dry_run:
-        metrics.contradictions_found.inc(found.contradictions)
-
-
-def _housekeeping(cycle: _Cycle) -> None:
-    """Old turn counters, tool calls past their agent's retention (every agent, or only ``agent_id``), the LLM
-    spending past its window (:mod:`activity.budget`),
-    (a cycle for every agent) active agents unused for ``AGENT_IDLE_AFTER``, and the key vectors of keys no
-    entry holds any more or of another model than the embedder's (:mod:`dream.store`)."""
-    details = cycle.totals.details
-    details["turnCountersDeleted"] = dream_prune_turn_counters(now=cycle.now, batching=cycle.batching)
-    embedder = get_embedder()
-    details["keyVectorsDeleted"] = key_vectors_sweep(model=embedder.model_id if embedder else "")
-    details["toolCallsDeleted"] = tool_calls_prune(
-        now=cycle.now, batch_size=cycle.batching.size, agent_id=cycle.agent_id
-    )
-    details["llmSpendDeleted"] = llm_spend_prune(now=cycle.now)
-    if cycle.agent_id is None:
-        details["agentsMarkedIdle"] = agents_mark_idle(now=cycle.now)
-
-
-def _run_passes(cycle: _Cycle) -> None:
+def _run_passes(cycle: Cycle) -> None:
+    """Each pass of :data:`dream.passes.PASSES` in order, for the policies it runs for (a pass none asks for
+    is skipped; one with no dry run is left out of a dry run)."""
     run, totals = cycle.run, cycle.totals
     policies = list(selectors.dream_policies(agent_id=cycle.agent_id))
-    detectors = [p for p in policies if p.detect_contradictions]
-    total_steps = len(policies) + 1
+    cycle.total_steps = len(policies) + 1
     run.agents_processed = len(policies)
     run.users_processed = _users_in_scope(policies) if policies else 0
-    _heartbeat(run, totals)
+    heartbeat(run, totals)
     if not cycle.dry_run:
         metrics.users_processed.inc(run.users_processed)
-    cycle.progress(0, total_steps, "starting")
-
-    counted = _prune_pass(cycle, policies, total_steps)
-    summarizers = [p for p in policies if p.summarize_interactions]
-    if summarizers:
-        dream_summarize(
-            run=run,
-            policies=summarizers,
-            totals=totals.summaries,
-            details=totals.details,
-            dry_run=cycle.dry_run,
-        )
-        _heartbeat(run, totals)
-    if detectors:
-        _contradiction_pass(cycle, detectors, counted)
-    if not cycle.dry_run:
-        _housekeeping(cycle)
-    cycle.progress(total_steps, total_steps, "contradictions")
+    cycle.progress(0, "starting")
+    for step in passes.PASSES:  # read when the cycle runs: the list, not a copy taken at import
+        if cycle.dry_run and not step.in_dry_run:
+            continue
+        takers = policies if step.takes_part is None else [p for p in policies if step.takes_part(p)]
+        if step.takes_part is not None and not takers:
+            continue
+        step.run(cycle, takers)
+    cycle.progress(cycle.total_steps, "done")
 
 
 def dream_run_cycle(
@@ -352,10 +186,7 @@ def dream_run_cycle(
     :class:`DreamRun`: ``succeeded``, ``skipped`` (another cycle held the lock) or, after an error that is
     re-raised, ``failed``.
 
-    Per agent, in agent order, stale pruning; then one contradiction pass over the entries of the agents
-    that detect contradictions (every entry when one of them has cross-agent maintenance). Then, for every
-    agent (or only ``agent_id``), Dream enabled or not, the tool calls past the agent's retention are deleted,
-    and (a cycle for every agent) active agents unused for ``AGENT_IDLE_AFTER`` are marked idle.
+    The passes of :data:`dream.passes.PASSES` run in order, each for the policies it runs for.
     ``dry_run`` changes no entry and reports what the cycle would do. ``on_progress(done, total, label)``
     follows the steps.
     """
@@ -366,8 +197,8 @@ def dream_run_cycle(
         return run
 
     started = time.monotonic()
-    totals = _CycleTotals()
-    cycle = _Cycle(run, totals, batching, agent_id, dry_run, on_progress)
+    totals = CycleTotals()
+    cycle = Cycle(run, totals, batching, agent_id, dry_run, on_progress)
     batching.after_batch = cycle.after_batch
     try:
         _run_passes(cycle)

@@ -36,7 +36,6 @@ from activity.budget import AgentBudget, LlmBudgetExhausted
 from activity.models import LlmSpend
 from dream.records import MAX_RECORDED_FAILURES, LlmCalls, record_failure
 from dream.store import key_vectors_read, key_vectors_write
-from memoryplatform import duty
 from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
 from memoryplatform.llm import LLM, Completion, LLMError
 from memoryplatform.logsafe import exception_summary
@@ -181,8 +180,7 @@ def _fill_vectors(keys: set[str], embedder: Embedder, vectors: dict[str, np.ndar
     step = max(1, settings.EMBEDDINGS_BATCH_SIZE)  # the embedder's tensors stay a batch's size
     for start in range(0, len(missing), step):
         keys_now = missing[start : start + step]
-        with duty.paced():  # the heaviest background work there is: the model at full tilt
-            computed = np.asarray(embedder.embed_passages([key_text(k) for k in keys_now]), dtype=np.float64)
+        computed = np.asarray(embedder.embed_passages([key_text(k) for k in keys_now]), dtype=np.float64)
         norms = np.linalg.norm(computed, axis=1, keepdims=True)
         batch = dict(zip(keys_now, computed / np.where(norms == 0, 1.0, norms), strict=True))
         key_vectors_write(model=embedder.model_id, vectors=batch)

@@ -1,11 +1,74 @@
-"""Dream cycle records: one :class:`DreamRun` per cycle, whatever started it and however it ended."""
+"""Dream's policy (:class:`DreamPolicy`, an agent's ``dreamConfig``) and its cycle records: one
+:class:`DreamRun` per cycle, whatever started it and however it ended."""
 
 from datetime import timedelta
 
 from django.db import models
 from django.db.models import Q
 
-from usermemory.models import MAX_KEY_CHARS
+from apikeys.models import Agent
+from usermemory.models import MAX_KEY_CHARS, SummarizeGroupBy
+
+
+class DreamPolicy(models.Model):
+    """An agent's Dream settings (``memoryPolicy.dreamConfig``), one-to-one with the agent: whether Dream runs
+    for it, what its cycle may spend, and each pass's own settings (:mod:`dream.passes` names which pass
+    reads which). An agent without a row has the defaults. Written through
+    :func:`usermemory.governance.policy_update` with the agent's other policy parts, in one transaction."""
+
+    agent = models.OneToOneField(
+        Agent, primary_key=True, on_delete=models.CASCADE, related_name="dream_policy"
+    )
+    dream_enabled = models.BooleanField(default=False)
+    cross_agent_maintenance = models.BooleanField(default=False)
+    max_cost_per_run = models.DecimalField(
+        max_digits=8,
+        decimal_places=2,
+        default=0.50,
+        help_text="Dollars of LLM calls one Dream cycle may spend",
+    )
+    max_llm_calls_per_run = models.PositiveIntegerField(
+        default=100,
+        help_text="LLM calls one Dream cycle may make in all (summaries, confirmations), whatever they cost",
+    )
+    max_llm_calls_per_user = models.PositiveIntegerField(
+        default=10, help_text="LLM calls one Dream cycle may make about one user"
+    )
+    prune_stale_after_days = models.PositiveIntegerField(default=90, help_text="0 disables pruning")
+    prune_expired_after_days = models.PositiveIntegerField(
+        default=30, help_text="Dream deletes entries past their validTo for this long; 0 keeps them"
+    )
+    summarize_interactions = models.BooleanField(default=False)
+    summarize_min_entries = models.PositiveIntegerField(
+        default=10, help_text="A group of at least this many entries is summarised"
+    )
+    summarize_target_entries = models.PositiveIntegerField(
+        default=3, help_text="A group becomes at most this many summaries"
+    )
+    summarize_group_by = models.CharField(
+        max_length=16,
+        choices=SummarizeGroupBy.choices,
+        default=SummarizeGroupBy.CATEGORY,
+        help_text="category, or key_prefix: a key's part before its first '.', ':' or '/'",
+    )
+    preserve_agent_provenance = models.BooleanField(
+        default=True, help_text="A summary's provenance names the agents that wrote its sources"
+    )
+    summarize_requires_approval = models.BooleanField(
+        default=False, help_text="Summaries wait for staff approval on the Dream run's page before any write"
+    )
+    detect_contradictions = models.BooleanField(default=True)
+    confirm_contradictions_with_llm = models.BooleanField(
+        default=False, help_text="The LLM confirms each contradiction by meaning (within maxCostPerRun)"
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "Dream policy"
+        verbose_name_plural = "Dream policies"
+
+    def __str__(self) -> str:
+        return f"Dream policy of {self.agent_id}"
 
 
 class DreamRun(models.Model):

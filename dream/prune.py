@@ -8,9 +8,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dream.batches import Batching, in_batches
+from dream.models import DreamPolicy
 from dream.selectors import dream_entries
 from usermemory.maintenance import memory_prune_batch, turn_counts_prune
-from usermemory.models import AgentMemoryPolicy, MemoryEvent
+from usermemory.models import MemoryEvent
 
 TURN_COUNTER_RETENTION = timedelta(days=1)
 
@@ -22,12 +23,12 @@ class PruneResult:
     dry_run: bool
 
 
-def prunes(policy: AgentMemoryPolicy) -> bool:
+def prunes(policy: DreamPolicy) -> bool:
     """Whether the policy prunes at all: stale entries, expired ones, or both (0 days turns each off)."""
     return bool(policy.prune_stale_after_days or policy.prune_expired_after_days)
 
 
-def stale_q(*, policy: AgentMemoryPolicy, now: datetime) -> Q:
+def stale_q(*, policy: DreamPolicy, now: datetime) -> Q:
     """Entries this policy prunes (:func:`prunes` first): not seen for ``prune_stale_after_days``, or past
     their ``valid_to`` (a TTL, a given time) for ``prune_expired_after_days``; its own unless cross-agent.
     An entry a Dream summary superseded is not pruned as expired: the summary's provenance names it."""
@@ -44,7 +45,7 @@ def stale_q(*, policy: AgentMemoryPolicy, now: datetime) -> Q:
 
 def dream_prune_stale(
     *,
-    policy: AgentMemoryPolicy,
+    policy: DreamPolicy,
     now: datetime | None = None,
     dry_run: bool = False,
     batching: Batching | None = None,

@@ -6,14 +6,14 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Coalesce
 
-from dream.models import DreamRun
-from usermemory.models import AgentMemoryPolicy, MemoryEntry
+from dream.models import DreamPolicy, DreamRun
+from usermemory.models import MemoryEntry
 from usermemory.selectors import current_q
 
 
-def dream_policies(*, agent_id: str | None = None) -> QuerySet[AgentMemoryPolicy]:
+def dream_policies(*, agent_id: str | None = None) -> QuerySet[DreamPolicy]:
     """The policies of agents whose Dream is enabled (only ``agent_id``'s when given), in agent order."""
-    qs = AgentMemoryPolicy.objects.filter(dream_enabled=True)
+    qs = DreamPolicy.objects.filter(dream_enabled=True)
     if agent_id is not None:
         qs = qs.filter(agent_id=agent_id)
     return qs.order_by("agent_id")
@@ -44,7 +44,7 @@ def summary_diff(*, run: DreamRun) -> list[dict[str, Any]]:
 
 
 def dream_run_summary(*, run: DreamRun) -> dict[str, Any]:
-    """A run as JSON-safe plain values (what a Celery task returns and the command prints)."""
+    """A run as JSON-safe plain values (what the command prints)."""
     duration = run.duration
     return {
         "runId": run.pk,

@@ -1,7 +1,7 @@
-"""Dream's services, the names its doors call (the Celery task, the ``dream`` commands, the admin, the
-scheduler): a whole cycle (:mod:`dream.cycle`: the lock, the run record, the passes in order), each pass on
-its own (:mod:`dream.prune`, :mod:`dream.contradictions`, :mod:`dream.summarize`) and staff's approval of a
-run's summaries.
+"""Dream's services, the names its doors call (the ``dream`` commands, the admin, the scheduler): a whole
+cycle (:mod:`dream.cycle`: the lock, the run record, the passes of :data:`dream.passes.PASSES` in order), each
+pass on its own (:mod:`dream.prune`, :mod:`dream.contradictions`, :mod:`dream.summarize`) and staff's approval
+of a run's summaries.
 
 Dream consolidates (seed 002): stale pruning, contradiction detection and summaries. Every pass is set-based
 SQL committed in bounded batches (:mod:`dream.batches`), and writes entries only through usermemory's

@@ -34,7 +34,7 @@ from django.db.models.fields import CharField
 from activity.budget import AgentBudget, LlmBudgetExhausted
 from activity.models import LlmSpend
 from dream import metrics
-from dream.models import DreamRun
+from dream.models import DreamPolicy, DreamRun
 from dream.records import LlmCalls, error_text, record_failure
 from memoryplatform import publicids
 from memoryplatform.llm import LLM, LLMError, build_llm
@@ -42,7 +42,7 @@ from memoryplatform.logsafe import user_ref
 from memoryplatform.text import text_problem
 from usermemory.history import Actor, Scope
 from usermemory.maintenance import Replacement, memory_supersede
-from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent, SummarizeGroupBy
+from usermemory.models import MemoryEntry, MemoryEvent, SummarizeGroupBy
 from usermemory.searchtext import value_as_text
 from usermemory.selectors import current_q
 
@@ -121,7 +121,7 @@ def _label(group_by: str) -> Func | F:
     return F("category")
 
 
-def _candidates(policy: AgentMemoryPolicy, sent: set[int]) -> QuerySet[MemoryEntry]:
+def _candidates(policy: DreamPolicy, sent: set[int]) -> QuerySet[MemoryEntry]:
     """The entries a policy may summarise: current, not themselves summaries, its own unless cross-agent,
     and not ``sent`` to the LLM already this cycle."""
     qs = MemoryEntry.objects.filter(current_q(), provenance__isnull=True)
@@ -132,7 +132,7 @@ def _candidates(policy: AgentMemoryPolicy, sent: set[int]) -> QuerySet[MemoryEnt
     return qs.annotate(label=_label(policy.summarize_group_by))
 
 
-def find_groups(*, policy: AgentMemoryPolicy, sent: set[int] | None = None) -> Iterator[Proposal]:
+def find_groups(*, policy: DreamPolicy, sent: set[int] | None = None) -> Iterator[Proposal]:
     """The groups of at least ``summarizeMinEntries`` entries none of which is in ``sent``, as proposals
     with their sources and no summaries yet, by user and label. Each group's entries are read when it is
     reached, so a caller that stops early reads no more."""
@@ -328,7 +328,7 @@ class SummaryTotals:
             "stoppedByLlmBudget": self.out_of_budget,
         }
 
-    def fail(self, *, policy: AgentMemoryPolicy, proposal: Proposal, error: str, run_id: int) -> None:
+    def fail(self, *, policy: DreamPolicy, proposal: Proposal, error: str, run_id: int) -> None:
         """Count a group's failure (a bad answer, or a write that failed) and keep the first few."""
         metrics.summarization_failed.inc()
         self.failures += 1
@@ -358,9 +358,7 @@ def apply_safely(*, proposal: Proposal, run_id: int, preserve_agents: bool) -> t
         return 0, error_text(exc)
 
 
-def _keep(
-    *, policy: AgentMemoryPolicy, proposal: Proposal, run_id: int, totals: SummaryTotals, mode: str
-) -> None:
+def _keep(*, policy: DreamPolicy, proposal: Proposal, run_id: int, totals: SummaryTotals, mode: str) -> None:
     """Keep a proposal the LLM made: write it now (:data:`WRITE`), or keep it to show or to approve."""
     data = proposal.as_json()
     data["agentId"] = policy.agent_id
@@ -383,9 +381,7 @@ def _keep(
     totals.proposals.append(data)
 
 
-def summarize_policy(
-    *, policy: AgentMemoryPolicy, llm: LLM, run_id: int, totals: SummaryTotals, mode: str
-) -> None:
+def summarize_policy(*, policy: DreamPolicy, llm: LLM, run_id: int, totals: SummaryTotals, mode: str) -> None:
     """Summarise the policy's groups, one LLM call each, until the next call's estimated prompt cost would
     take the policy's spending this cycle past ``maxCostPerRun``, the agent's LLM budget refuses it
     (:mod:`activity.budget`), or the cycle has made ``maxLlmCallsPerRun`` calls. A group whose user had
@@ -434,7 +430,7 @@ def summarize_policy(
 def dream_summarize(
     *,
     run: DreamRun,
-    policies: list[AgentMemoryPolicy],
+    policies: list[DreamPolicy],
     totals: SummaryTotals,
     details: dict[str, Any],
     dry_run: bool,

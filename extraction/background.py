@@ -1,6 +1,6 @@
 """Background extraction (issue 28): facts from the stored conversations of the agents whose policy says
-``extractFromConversations``, run by the Celery worker (beat, every ``EXTRACTION_INTERVAL`` seconds) or the
-embedded scheduler where Dream runs.
+``extractFromConversations``, run every ``EXTRACTION_INTERVAL`` seconds by the
+scheduler process (``manage.py dream_scheduler``), where Dream runs.
 
 For each such agent, each conversation it takes part in (one it may read and has written in), the messages
 it may read past its watermark (:class:`extraction.models.ExtractionWatermark`) are read in batches of
@@ -49,7 +49,7 @@ from conversations.models import Channel, Conversation, Message
 from conversations.selectors import conversation_queryset_for
 from extraction import stored
 from extraction.decide import Bound, Scope
-from extraction.models import Extraction, ExtractionWatermark
+from extraction.models import Extraction, ExtractionPolicy, ExtractionWatermark
 from extraction.prompts import SYSTEM
 from extraction.services import (
     MAX_MESSAGES,
@@ -66,7 +66,7 @@ from memoryplatform.llm import LLM, LLMError, build_llm
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 from memoryplatform.logsafe import exception_summary
 from memoryplatform.text import is_blank
-from usermemory.models import AgentMemoryPolicy, Visibility
+from usermemory.models import Visibility
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ def conversations_of(agent: Agent) -> list[Conversation]:
     return list(conversation_queryset_for(caller=caller).filter(Exists(wrote)).order_by("created_at", "id"))
 
 
-def _bounds(conversation: Conversation, policy: AgentMemoryPolicy) -> tuple[Bound, Scope]:
+def _bounds(conversation: Conversation, policy: ExtractionPolicy) -> tuple[Bound, Scope]:
     """The conversation's bound and where its new facts go."""
     if conversation.group_id:
         groups = (conversation.group_id,)
@@ -157,7 +157,7 @@ class _Batch:
 
 
 def _next_batch(
-    *, conversation: Conversation, agent: Agent, policy: AgentMemoryPolicy, batch_size: int
+    *, conversation: Conversation, agent: Agent, policy: ExtractionPolicy, batch_size: int
 ) -> _Batch | None:
     read = stored.watermark(conversation_id=conversation.pk, agent_id=agent.id)
     uncovered = stored.uncovered(conversation_id=conversation.pk, agent_id=agent.id, after=read)
@@ -236,7 +236,7 @@ def _skip(
 
 
 def _conversation(
-    *, conversation: Conversation, policy: AgentMemoryPolicy, llm: LLM, totals: AgentTotals, batch_size: int
+    *, conversation: Conversation, policy: ExtractionPolicy, llm: LLM, totals: AgentTotals, batch_size: int
 ) -> bool:
     """Extract the conversation's new messages batch by batch; ``False`` when the budget stops the agent."""
     agent = policy.agent
@@ -309,7 +309,7 @@ def extraction_run_background(*, agent_id: str | None = None, batch_size: int = 
     if not advisory_session_try_lock(LockId.EXTRACTION, LOCK_KEY):
         return {"skipped": "another background extraction is running"}
     try:
-        policies = AgentMemoryPolicy.objects.filter(extract_from_conversations=True).select_related("agent")
+        policies = ExtractionPolicy.objects.filter(extract_from_conversations=True).select_related("agent")
         if agent_id is not None:
             policies = policies.filter(agent_id=agent_id)
         agents: dict[str, Any] = {}

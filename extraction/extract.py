@@ -18,6 +18,7 @@ from conversations.selectors import conversation_get_for
 from extraction import stored
 from extraction.decide import Bound, Scope
 from extraction.models import Extraction
+from extraction.policy import extraction_policy_for
 from extraction.prompts import PROMPT_VERSION
 from extraction.services import (
     MAX_MESSAGES,
@@ -31,7 +32,7 @@ from memoryplatform import publicids
 from memoryplatform.errors import BadRequest, Forbidden, NotFound, Unavailable, UpstreamFailed
 from memoryplatform.llm import LLM, LLMError, build_llm
 from memoryplatform.text import is_blank, text_problem
-from usermemory.models import DEFAULT_ALLOWED_CATEGORIES, AgentMemoryPolicy, Visibility
+from usermemory.models import DEFAULT_ALLOWED_CATEGORIES, Visibility
 from usermemory.selectors import policy_for_agent
 
 ROLES = ("user", "assistant", "system", "tool")
@@ -100,7 +101,7 @@ def _conversation_of(*, agent: Agent, user_id: str, conversation_id: str) -> tup
         raise BadRequest(f"Conversation '{conversation_id}' is not of user '{user_id}'.")
     if conversation.group_id:
         return conversation, Bound(Visibility.GROUP, (conversation.group_id,))
-    return conversation, Bound(policy_for_agent(agent_id=agent.id).extraction_visibility)
+    return conversation, Bound(extraction_policy_for(agent_id=agent.id).extraction_visibility)
 
 
 def _given_in_conversation(
@@ -235,7 +236,7 @@ def _llm() -> LLM:
     return llm
 
 
-def _check_choices(*, agent: Agent, category: str | None, visibility: str | None) -> AgentMemoryPolicy:
+def _check_choices(*, agent: Agent, category: str | None, visibility: str | None) -> None:
     policy = policy_for_agent(agent_id=agent.id)
     allowed = policy.allowed_categories or list(DEFAULT_ALLOWED_CATEGORIES)
     if category is not None and category not in allowed:
@@ -245,7 +246,6 @@ def _check_choices(*, agent: Agent, category: str | None, visibility: str | None
         )
     if visibility is not None and visibility not in Visibility.values:
         raise BadRequest(f"visibility must be one of {', '.join(Visibility.values)}.")
-    return policy
 
 
 def _nothing_to_read(request: ExtractionRequest, llm: LLM, sources: Sources) -> Outcome:
@@ -304,7 +304,7 @@ def memory_extract(
         after_message_id=after_message_id,
         message_ids=message_ids,
     )
-    policy = _check_choices(agent=agent, category=category, visibility=visibility)
+    _check_choices(agent=agent, category=category, visibility=visibility)
     sources = _sources(
         agent=agent,
         user_id=user_id,
@@ -317,7 +317,7 @@ def memory_extract(
         visibility=visibility,
         group_ids=group_ids,
         bound=messages_bound(sources.messages),
-        default=policy.extraction_visibility,
+        default=extraction_policy_for(agent_id=agent.id).extraction_visibility,
     )
     llm = _llm()
     request = ExtractionRequest(

@@ -7,6 +7,42 @@ from django.db.models import Q
 
 from apikeys.models import Agent
 from conversations.models import Conversation
+from usermemory.models import Visibility
+
+
+class ExtractionPolicy(models.Model):
+    """An agent's extraction settings (``memoryPolicy.extractionConfig``), one-to-one with the agent; an agent
+    without a row has the defaults. Written through :func:`usermemory.governance.policy_update` with the
+    agent's other policy parts, in one transaction."""
+
+    agent = models.OneToOneField(
+        Agent, primary_key=True, on_delete=models.CASCADE, related_name="extraction_policy"
+    )
+    extract_from_conversations = models.BooleanField(
+        default=False,
+        help_text="Facts are extracted in the background from the conversations this agent takes part in",
+    )
+    max_extraction_cost_per_run = models.DecimalField(
+        max_digits=8,
+        decimal_places=2,
+        default=0.50,
+        help_text="Dollars of LLM calls one background extraction run may spend for this agent",
+    )
+    extraction_visibility = models.CharField(
+        max_length=6,
+        choices=Visibility.choices,
+        default=Visibility.SELF,
+        help_text="An extracted fact's visibility when the request names none, and at most for facts from "
+        "a conversation without a group",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "extraction policy"
+        verbose_name_plural = "extraction policies"
+
+    def __str__(self) -> str:
+        return f"extraction policy of {self.agent_id}"
 
 
 class Extraction(models.Model):

@@ -1,9 +1,5 @@
-# Before anything reads a setting: every process (manage.py and its commands, the WSGI and ASGI apps, Celery)
-# imports this package first, so each one reads the same settings file (memoryplatform/envfile.py).
+# Before anything reads a setting: every process imports this package first (config/ does, and
+# config.settings), so each one reads the same settings file (memoryplatform/envfile.py).
 from memoryplatform.envfile import load_env_file
 
 load_env_file()
-
-from memoryplatform.celery import app as celery_app  # noqa: E402
-
-__all__ = ["celery_app"]

@@ -1,4 +1,4 @@
-"""Small ASGI pieces shared by the ASGI front (``memoryplatform/asgi.py``) and the MCP app: read a request
+"""Small ASGI pieces shared by the ASGI front (``config/asgi.py``) and the MCP app: read a request
 body within the REST API's size limit and in bounded time, hand it on, and answer in the error envelope.
 
 A body is read as it arrives, whatever its framing: a ``Content-Length`` over the limit is refused before a

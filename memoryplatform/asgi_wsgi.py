@@ -1,4 +1,4 @@
-"""Django, a WSGI app, under the ASGI front (``memoryplatform/asgi.py``): each request runs on a fixed pool of
+"""Django, a WSGI app, under the ASGI front (``config/asgi.py``): each request runs on a fixed pool of
 threads, handed the body the front has already read, and crosses between the event loop and its thread as
 few times as its response allows.
 

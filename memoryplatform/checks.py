@@ -10,11 +10,10 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import DEFAULT_DB_ALIAS
 from django.db import Error as DatabaseError
 
-from memoryplatform import duty, relevance, store
+from memoryplatform import relevance, store
 from memoryplatform.embedded_db.server import EmbeddedServerError
 from memoryplatform.embeddings import EmbedderError, build_embedder
 from memoryplatform.rerank import RerankerError, build_reranker
-from usermemory.sql.search import STORED_CONFIG
 
 MIN_SERVER_VERSION_NUM = 150000  # PostgreSQL 15
 MIN_PGVECTOR = (0, 7, 0)  # halfvec, the type of the vector tables (usermemory 0020, conversations 0005)
@@ -75,16 +74,6 @@ def check_embeddings(app_configs: Any, **kwargs: Any) -> list[Error]:
         build_embedder()
     except EmbedderError as exc:
         return [Error(str(exc), hint="See the EMBEDDINGS_* lines of .env.example.", id="memoryplatform.E010")]
-    return []
-
-
-@register()
-def check_background(app_configs: Any, **kwargs: Any) -> list[Error]:
-    """BACKGROUND_DUTY and BACKGROUND_BUSY_CORES describe a duty cycle (memoryplatform/duty.py)."""
-    try:
-        duty.validate(duty=settings.BACKGROUND_DUTY, busy_cores=settings.BACKGROUND_BUSY_CORES)
-    except ValueError as exc:
-        return [Error(str(exc), hint="See the BACKGROUND_* lines of .env.example.", id="memoryplatform.E014")]
     return []
 
 
@@ -237,8 +226,8 @@ def check_database(
                 id="memoryplatform.E004",
             )
         ]
-    # usermemory's migration 0011 creates the default configuration: before it has run, it is not missing.
-    known = facts.search_language_known or settings.SEARCH_LANGUAGE == STORED_CONFIG
+    # The default configuration comes with a migration (store.STORED_SEARCH_CONFIG): not missing before it.
+    known = facts.search_language_known or settings.SEARCH_LANGUAGE == store.STORED_SEARCH_CONFIG
     return list(
         server_problems(
             version_num=facts.version_num,

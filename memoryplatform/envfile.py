@@ -5,7 +5,7 @@ from the checkout, as ``DATA_DIR`` is). A variable set in the environment, even 
 Every process imports the ``memoryplatform`` package before it reads a setting, and the package reads the
 file first (``memoryplatform/__init__.py``): ``manage.py`` and each of its commands (``serve`` and the
 uvicorn workers it starts, the stdio MCP server ``mcp``, ``dream``, ``extract_conversations``, ...),
-``memoryplatform.wsgi`` and ``memoryplatform.asgi``, and Celery (``celery -A memoryplatform``).
+``config.wsgi`` and ``config.asgi``.
 """
 
 import io

@@ -92,9 +92,9 @@ def safe_traceback(exc: BaseException) -> str:
 
 
 class SafeExceptionFilter(logging.Filter):
-    """On a library's logger that logs exceptions we raised (Celery's task failures): a record's exception
+    """On a library's logger that logs exceptions we raised: a record's exception
     becomes its :func:`safe_traceback` for every handler (a logger's filter runs before any), and an ``exc``
-    argument (Celery's ``%(exc)s``, the exception's repr) its :func:`exception_summary`."""
+    argument (a ``%(exc)s``, the exception's repr) its :func:`exception_summary`."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info and record.exc_info[1] is not None:

@@ -29,7 +29,7 @@ def join_server_metrics(argv: list[str]) -> None:
 
 
 def serve_metrics_port(port: int) -> None:
-    """Serve this process's metrics (every process's, in multiprocess mode) on ``port``: a Celery worker's
+    """Serve this process's metrics (every process's, in multiprocess mode) on ``port``: the scheduler's
     and the vector consumer's, where they run apart from the web server (WORKER_METRICS_PORT)."""
     from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
 

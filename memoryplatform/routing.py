@@ -5,8 +5,8 @@ DELETE, so :func:`api_path` builds one route that matches both forms. A ``userId
 may hold ``/``, spaces and any unicode, percent-encoded in the path:
 
 - :class:`EncodedPathMiddleware` gives the URL resolver the path *as sent*, still percent-encoded, when the
-  server passes it on (gunicorn's ``RAW_URI``, ``REQUEST_URI``, the ASGI scope's ``raw_path``). An encoded
-  ``/`` (``%2F``) then stays inside its value, so every value is exact.
+  server passes it on (the ASGI scope's ``raw_path``; a WSGI server's ``RAW_URI`` or ``REQUEST_URI``). An
+  encoded ``/`` (``%2F``) then stays inside its value, so every value is exact.
 - Where the server passes only the decoded path (Django's test client and ``runserver``), the middleware
   encodes it again; ``%2F`` has already become ``/`` there. A value's pattern is non-greedy and the fixed
   suffixes decide (``/visible``, ``/count``, ``/key/...``), so ``org/u8`` still routes, unless the value

@@ -161,6 +161,12 @@ def distinct_estimate(*, table: str, column: str, using: str = DEFAULT_DB_ALIAS)
     return int(n_distinct if n_distinct >= 0 else -n_distinct * rows)
 
 
+# The text search configuration of the stored ``search_vector`` columns (usermemory's migration 0011 creates
+# it; conversations' 0003 uses it), and SEARCH_LANGUAGE's default. Before that migration has run, the database
+# check does not call it missing.
+STORED_SEARCH_CONFIG = "memory_simple"
+
+
 class ServerFacts(NamedTuple):
     version_num: int  # server_version_num, e.g. 150004 for 15.4
     version: str  # server_version, as the server spells it

@@ -7,8 +7,8 @@ vector for good. The supervisor is a small process of its own that holds no mode
 connection: it starts the child, waits for it, and starts it again when it exits while the server still
 runs, after a pause that doubles from :data:`FIRST_PAUSE` to :data:`LONGEST_PAUSE` while the child keeps
 dying young (it is reset once a child has run :data:`HEALTHY_AFTER` seconds). It stops, and stops its child,
-when its own parent (the server) is gone or on SIGTERM or SIGINT. With Celery, the worker restarts its own
-pool processes and the deployment restarts ``embed --follow`` (``restart: unless-stopped``).
+when its own parent (the server) is gone or on SIGTERM or SIGINT. Run as a service of its own, the
+deployment restarts it (``restart: unless-stopped``), and ``embed --follow`` likewise.
 """
 
 import logging

@@ -52,25 +52,10 @@ def _check_database() -> str | None:
     return None
 
 
-def _check_broker() -> str | None:
-    if not settings.REDIS_URL:
-        return None
-    import redis
-
-    try:
-        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
-        client.ping()
-    except Exception as exc:  # any failure means "not ready"
-        return f"{type(exc).__name__}: {exc}"
-    return None
-
-
 @reads_only
 def readyz(request: HttpRequest) -> JsonResponse:
-    """Readiness: the database answers, and the broker too when one is configured."""
+    """Readiness: the database answers."""
     checks = {"database": _check_database()}
-    if settings.REDIS_URL:
-        checks["broker"] = _check_broker()
     failed = {name: error for name, error in checks.items() if error}
     # The replica's lag and state: reported, never failing readiness (its doors read from the primary).
     replica_report = replica.readiness()

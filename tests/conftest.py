@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 
 from apikeys.models import Agent, ApiKey
 from apikeys.services import apikey_create
-from tests.factories import AgentFactory, AgentGroupFactory
+from tests.factories import AgentFactory, AgentGroupFactory, policy_set
 from usermemory.models import AgentMemoryPolicy
 
 
@@ -73,8 +73,8 @@ def anon_api() -> APIClient:
 @pytest.fixture
 def set_policy():
     def _set(agent: Agent, **fields) -> AgentMemoryPolicy:
-        policy, _ = AgentMemoryPolicy.objects.update_or_create(agent=agent, defaults=fields)
-        return policy
+        """Stored policy values, each in its part's table; returns usermemory's part."""
+        return policy_set(agent, **fields)["memory"]
 
     return _set
 
@@ -98,14 +98,6 @@ def _no_recall_threshold(settings):  # type: ignore[no-untyped-def]
     (tests/usermemory/test_relevance.py)."""
     settings.RECALL_MIN_SCORE = 0.0
     settings.RECALL_MIN_SCORE_SMALL_STORE = 0.0
-
-
-@pytest.fixture(autouse=True)
-def _background_work_never_rests(settings):  # type: ignore[no-untyped-def]
-    """A test that runs a background command in process (``manage.py dream``) makes the test process a
-    background one; its work must not then sleep because the suite keeps the node busy. The duty cycle has
-    tests of its own (tests/memoryplatform/test_duty.py)."""
-    settings.BACKGROUND_DUTY = 1.0
 
 
 @pytest.fixture(autouse=True)

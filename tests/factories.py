@@ -1,3 +1,5 @@
+from typing import Any
+
 import factory
 
 from apikeys.models import Agent, AgentGroup
@@ -94,3 +96,18 @@ class AgentMemoryPolicyFactory(factory.django.DjangoModelFactory):
         django_get_or_create = ("agent",)
 
     agent = factory.SubFactory(AgentFactory)
+
+
+def policy_set(agent: Any, **fields: Any) -> dict[str, Any]:
+    """Set fields of an agent's policy, each in the table of the part that holds it (usermemory's, Dream's,
+    extraction's, activity's), as stored values, without the service's checks; returns each part's row by
+    the part's name (the rows of parts none of ``fields`` names too)."""
+    from usermemory.policies import policy_parts
+
+    unknown = set(fields) - {name for part in policy_parts() for name in part.fields}
+    assert not unknown, f"no policy part holds {sorted(unknown)}"
+    rows = {}
+    for part in policy_parts():
+        mine = {name: value for name, value in fields.items() if name in part.fields}
+        rows[part.name], _ = part.model._default_manager.update_or_create(pk=agent.pk, defaults=mine)
+    return rows

@@ -1,5 +1,5 @@
-"""Shared test helpers: the Redis marker, the error-envelope assertion, a server process group's end, and the
-test database's URL for subprocesses."""
+"""Shared test helpers: the error-envelope assertion, a server process group's end, the test database's URL
+for subprocesses, and a scheduler process on it."""
 
 import contextlib
 import os
@@ -10,16 +10,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
-
-import pytest
-
-# Read from the environment, as settings do: .ci/fuzz.py imports these helpers before Django is set up.
-REDIS_URL = os.environ.get("REDIS_URL", "")
-
-needs_redis = pytest.mark.skipif(not REDIS_URL, reason="needs Redis: set REDIS_URL=redis://...")
 
 
 def assert_envelope(response: Any, status: int, code: str) -> dict[str, Any]:
@@ -76,19 +70,30 @@ def manage(env: dict[str, str], *args: str, cwd: Path | None = None) -> str:
     return result.stdout
 
 
-def wait_healthy(process: subprocess.Popen[Any], base: str, log_path: Path, *, seconds: float = 60) -> None:
-    """Wait until the server at ``base`` answers ``/healthz`` with 200; fail with its log if it exits."""
-    deadline = time.monotonic() + seconds
+HANG_GUARD_SECONDS = 600.0
+"""Not a start-up budget: only what ends a wait on a server that neither answers nor exits (a hung process).
+A slow start on a busy machine is waited for; a server that fails exits, and its log is shown at once."""
+
+
+def wait_ready(process: subprocess.Popen[Any], base: str, log_path: Path, *, path: str = "/readyz") -> None:
+    """Wait until the server at ``base`` says it is ready (``path`` answers 200: ``/readyz``, its database
+    answers), for as long as its process lives: fail with its log the moment it exits. No start-up clock: a
+    busy machine starts it later, not never (:data:`HANG_GUARD_SECONDS` ends only a hang)."""
+    deadline = time.monotonic() + HANG_GUARD_SECONDS
     while True:
-        assert process.poll() is None, log_path.read_text()[-3000:]
+        assert process.poll() is None, f"the server exited with {process.returncode}:\n" + _tail(log_path)
         try:
-            with urllib.request.urlopen(f"{base}/healthz", timeout=2) as response:  # noqa: S310
+            with urllib.request.urlopen(f"{base}{path}", timeout=5) as response:  # noqa: S310
                 if response.status == 200:
                     return
         except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        assert time.monotonic() < deadline, f"{base} did not answer /healthz in {seconds:.0f} s"
-        time.sleep(0.2)
+            pass  # not listening yet, or a worker still loading (the request waits in the backlog)
+        assert time.monotonic() < deadline, f"{base} neither answered {path} nor exited:\n" + _tail(log_path)
+        time.sleep(0.1)
+
+
+def _tail(log_path: Path) -> str:
+    return log_path.read_text(errors="replace")[-3000:] if log_path.exists() else "(no log)"
 
 
 def url_of_the_test_database() -> str:
@@ -122,3 +127,27 @@ def public_id(pk: int, kind: str = "entry") -> str:
     from memoryplatform import publicids
 
     return str(publicids.to_public(kind, pk))  # type: ignore[arg-type]  # a Kind's name
+
+
+@contextlib.contextmanager
+def scheduler_process(log: Path, **environ: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``manage.py dream_scheduler`` on the test database (these variables over the environment), ready: it
+    listens for the admin's "Run Dream now"; stopped on leaving."""
+    from dream.scheduler import DREAM_LISTENER
+    from memoryplatform import listen
+
+    root = Path(__file__).resolve().parents[1]
+    env = os.environ | {"DATABASE_URL": url_of_the_test_database(), "SECRET_KEY": "scheduler-test"} | environ
+    argv = [sys.executable, "manage.py", "dream_scheduler", "--parent-pid", str(os.getpid())]
+    with log.open("w") as out:
+        process = subprocess.Popen(argv, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)  # noqa: S603
+    try:
+        deadline = time.monotonic() + 90
+        while listen.listeners(DREAM_LISTENER) == 0:
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"the scheduler did not listen in 90 s:\n{log.read_text()}"
+            time.sleep(0.1)
+        yield process
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

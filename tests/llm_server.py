@@ -9,11 +9,14 @@ that text's answer instead, as a model answers what it reads. Every request body
 ``requests``."""
 
 import json
+import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tests.embedding_server import JsonHandler, serving
@@ -104,3 +107,21 @@ def llm_server(script: LLMScript) -> Iterator[LLMScript]:
 
     with serving(Handler) as script.url:
         yield script
+
+
+def main(argv: list[str]) -> None:
+    """``python -m tests.llm_server FILE``: serve until stopped, answering every request with the answers
+    of FILE, a JSON list of contents or an object whose ``llm.answers`` is one (as
+    ``clients/scenario/contract.json``); the first line printed is the URL. For the TypeScript client's
+    tests."""
+    loaded = json.loads(Path(argv[0]).read_text())
+    contents = loaded["llm"]["answers"] if isinstance(loaded, dict) else loaded
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    with llm_server(LLMScript([Answer(content) for content in contents])) as script:
+        print(script.url, flush=True)
+        stopped.wait()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

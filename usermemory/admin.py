@@ -22,17 +22,17 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 from django.utils.timezone import localtime
 
-from apikeys.admin import AgentAdmin
 from apikeys.caller import Caller
 from apikeys.models import Agent
 from memoryplatform import publicids
-from memoryplatform.admin_mixins import ReadOnlyAdminMixin, StringListField, cut, flag
+from memoryplatform.admin_mixins import ReadOnlyAdminMixin, cut, flag
 from memoryplatform.errors import ServiceError
 from memoryplatform.paginator import LargeTablePaginator
 from memoryplatform.replica import HEADER as READ_FROM
 from memoryplatform.replica import reads_from_replica
 from memoryplatform.text import ascii_int
 from usermemory import selectors, services
+from usermemory.admin_policy import AgentWithPolicyAdmin
 from usermemory.admin_provenance import (
     EVENT_CHANGE_FIELDS,
     EVENT_ORIGIN_FIELDS,
@@ -57,46 +57,7 @@ def staff_caller(request: HttpRequest) -> Caller:
     return Caller.for_staff(request.user)
 
 
-# --- Agents, with their memory policy ---------------------------------------------------------------
-
-
-class MemoryPolicyForm(forms.ModelForm):
-    allowed_categories = StringListField(
-        required=False, help_text="One category a line; agents may write only these."
-    )
-
-    class Meta:
-        model = AgentMemoryPolicy
-        fields = list(services.POLICY_FIELDS)
-
-
-class MemoryPolicyInline(admin.StackedInline):
-    model = AgentMemoryPolicy
-    form = MemoryPolicyForm
-    can_delete = False
-    extra = 1
-    max_num = 1
-    fieldsets = [(title, {"fields": list(names)}) for title, names in services.POLICY_FIELD_GROUPS]
-
-
-class AgentWithPolicyAdmin(AgentAdmin):
-    inlines = [MemoryPolicyInline, *AgentAdmin.inlines]
-
-    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
-        if formset.model is not AgentMemoryPolicy:
-            super().save_formset(request, form, formset, change)
-            return
-        for policy_form in formset.forms:
-            if policy_form.has_changed():
-                changes = {
-                    name: policy_form.cleaned_data[name]
-                    for name in services.POLICY_FIELDS
-                    if name in policy_form.cleaned_data
-                }
-                services.policy_update(agent_id=form.instance.id, **changes)
-        # The service saved the policy; tell the admin's change message what happened.
-        formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
-
+# --- Agents, with their whole policy (usermemory.admin_policy) -------------------------------------
 
 admin.site.unregister(Agent)
 admin.site.register(Agent, AgentWithPolicyAdmin)
@@ -203,10 +164,11 @@ class CorrectValueForm(forms.Form):
 @admin.register(MemoryEntry)
 class MemoryEntryAdmin(admin.ModelAdmin):
     # At 1366 px the user, key, value and agent take the width: category and visibility share a column,
-    # source and confidence (mostly unsaid) one that is blank when they are, the time is short.
+    # source and confidence (mostly unsaid) one that is blank when they are, the time is short; a long user
+    # id, key or value wraps onto a second line before it is cut (admin.css).
     list_display = [
         "user_id",
-        "key",
+        "key_shown",
         "value_preview",
         "source_agent",
         "scope",
@@ -272,6 +234,11 @@ class MemoryEntryAdmin(admin.ModelAdmin):
     list_per_page = 50
     ordering = ["-updated_at", "-id"]
     actions = ["delete_entries"]
+
+    @admin.display(description="key", ordering="key")
+    def key_shown(self, entry: MemoryEntry) -> SafeString:
+        """The key in an element of its own, which admin.css lets wrap onto a second line."""
+        return format_html("<span>{}</span>", entry.key)
 
     @admin.display(description="value")
     def value_preview(self, entry: MemoryEntry) -> SafeString:

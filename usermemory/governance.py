@@ -23,10 +23,10 @@ from usermemory.models import (
     MemoryEvent,
     OnCapReached,
     RecallOrder,
-    SummarizeGroupBy,
     TurnWriteCount,
-    Visibility,
 )
+from usermemory.policies import FieldGroups, PolicyPart, policy_parts
+from usermemory.selectors import policy_values
 from usermemory.upsert import MemoryWrite, UpsertResult, memory_upsert
 
 logger = logging.getLogger(__name__)
@@ -35,66 +35,60 @@ RECALL_ORDERS = frozenset(RecallOrder.values)
 
 # --- Policy -------------------------------------------------------------------------------------------
 
-# The policy's fields, in the groups (and order) the admin shows them: one list, which the service accepts
-# and the admin lays out.
-POLICY_FIELD_GROUPS: tuple[tuple[str | None, tuple[str, ...]], ...] = (
+# Usermemory's part of the policy, in the groups (and order) the admin shows them. The apps above add theirs
+# (usermemory.policies), each in its own table; the service writes every part, in one transaction.
+POLICY_FIELD_GROUPS: FieldGroups = (
     (None, ("max_entries_per_user", "max_recall_entries", "recall_order", "on_cap_reached")),
     ("Guardrails", ("max_key_length", "max_value_length", "max_writes_per_turn", "allowed_categories")),
-    (
-        "Dream",
-        (
-            "dream_enabled",
-            "prune_stale_after_days",
-            "prune_expired_after_days",
-            "detect_contradictions",
-            "cross_agent_maintenance",
-            "summarize_interactions",
-            "max_cost_per_run",
-            "summarize_min_entries",
-            "summarize_target_entries",
-            "summarize_group_by",
-            "preserve_agent_provenance",
-            "summarize_requires_approval",
-            "semantic_contradiction_threshold",
-            "confirm_contradictions_with_llm",
-            "max_llm_calls_per_run",
-            "max_llm_calls_per_user",
-        ),
-    ),
-    ("Extraction", ("extract_from_conversations", "max_extraction_cost_per_run", "extraction_visibility")),
-    ("Activity", ("tool_call_retention_days",)),
-    ("LLM", ("llm_budget",)),
+    ("Keys by meaning", ("semantic_contradiction_threshold",)),
 )
-POLICY_FIELDS = tuple(name for _, names in POLICY_FIELD_GROUPS for name in names)
 
 
-@transaction.atomic
-def policy_update(*, agent_id: str, **changes: Any) -> AgentMemoryPolicy:
-    """Change an agent's memory policy (made with the defaults on first change)."""
-    unknown = set(changes) - set(POLICY_FIELDS)
-    if unknown:
-        raise BadRequest(f"Unknown policy fields: {', '.join(sorted(unknown))}.")
-    if not Agent.objects.filter(id=agent_id).exists():
-        raise NotFound(f"No agent '{agent_id}'.")
-    policy, _ = AgentMemoryPolicy.objects.select_for_update().get_or_create(agent_id=agent_id)
-    for name, value in changes.items():
-        setattr(policy, name, value)
+def check_memory_policy(policy: AgentMemoryPolicy) -> None:
+    """Usermemory's part holds together (the REST serializer bounds each field; this holds at every door)."""
     if policy.max_recall_entries < 1 or policy.max_entries_per_user < 1:
         raise BadRequest("maxRecallEntries and maxEntriesPerUser must be at least 1.")
     if policy.recall_order not in RECALL_ORDERS:
         raise BadRequest(f"recallOrder must be one of {', '.join(RecallOrder.values)}.")
     if policy.on_cap_reached not in OnCapReached.values:
         raise BadRequest(f"onCapReached must be one of {', '.join(OnCapReached.values)}.")
-    if not 1 <= policy.summarize_target_entries < max(policy.summarize_min_entries, 2):
-        raise BadRequest("summarizeTargetEntries must be at least 1 and less than summarizeMinEntries.")
-    if policy.summarize_group_by not in SummarizeGroupBy.values:
-        raise BadRequest(f"summarizeGroupBy must be one of {', '.join(SummarizeGroupBy.values)}.")
-    if policy.extraction_visibility not in Visibility.values:
-        raise BadRequest(f"extraction visibility must be one of {', '.join(Visibility.values)}.")
     if not 0 < policy.semantic_contradiction_threshold <= 1:
         raise BadRequest("semanticContradictionThreshold must be in (0, 1].")
-    policy.save()
-    return policy
+
+
+MEMORY_POLICY = PolicyPart(
+    name="memory", model=AgentMemoryPolicy, groups=POLICY_FIELD_GROUPS, check=check_memory_policy
+)
+
+
+@transaction.atomic
+def policy_update(*, agent_id: str, **changes: Any) -> dict[str, Any]:
+    """Change an agent's policy, every part it names in one transaction (a part's row made with its defaults
+    on its first change), and return the whole policy as :func:`usermemory.selectors.policy_values` reads it.
+
+    The agent's row is locked first, so two changes of one agent's policy take turns, and a row is made by
+    ``get_or_create`` on the part's primary key (the agent): the database settles two first changes at once.
+    A part whose values do not hold together (its ``check``) is a :class:`BadRequest`: nothing is saved."""
+    parts = policy_parts()
+    unknown = set(changes) - {name for part in parts for name in part.fields}
+    if unknown:
+        raise BadRequest(f"Unknown policy fields: {', '.join(sorted(unknown))}.")
+    # FOR NO KEY UPDATE: writes of entries that name the agent (FOR KEY SHARE) need not wait.
+    if not list(
+        Agent.objects.select_for_update(no_key=True).filter(id=agent_id).values_list("id", flat=True)
+    ):
+        raise NotFound(f"No agent '{agent_id}'.")
+    for part in parts:
+        named = {name: value for name, value in changes.items() if name in part.fields}
+        if not named:
+            continue
+        row, _ = part.model._default_manager.select_for_update().get_or_create(pk=agent_id)
+        for name, value in named.items():
+            setattr(row, name, value)
+        if part.check is not None:
+            part.check(row)
+        row.save()
+    return policy_values(agent_id=agent_id)
 
 
 # --- GDPR ---------------------------------------------------------------------------------------------

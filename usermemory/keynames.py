@@ -71,3 +71,24 @@ def numbered_apart(first: str, second: str) -> bool:
     first_words, first_ids = _words_and_ids(first)
     second_words, second_ids = _words_and_ids(second)
     return first_words == second_words and first_ids != second_ids
+
+
+def key_pattern_regex(pattern: str) -> str:
+    """The PostgreSQL regular expression of a key pattern (a list's ``keyPattern``): the key's ``/``-separated
+    segments, ``*`` any one segment, ``**`` any number of them (none too), any other segment itself. The
+    whole key matches: ``*/prefs/*`` is a key of three segments whose second is ``prefs``; ``memories/**``
+    ``memories`` and any key under ``memories/``. LangGraph's namespace wildcards (``MatchCondition``) are
+    segments."""
+    if pattern == "**":
+        return "^.*$"
+    regex, after_any = "", False  # after_any: the last piece was a ``**`` that took the next slash with it
+    for index, segment in enumerate(pattern.split("/")):
+        slash = "/" if index and not after_any else ""
+        if segment == "**":
+            # any segments, each with its slash: before the next segment, or after the previous one
+            regex += "(/[^/]*)*" if index else "([^/]*/)*"
+            after_any = index == 0
+            continue
+        regex += slash + ("[^/]*" if segment == "*" else re.escape(segment))
+        after_any = False
+    return f"^{regex}$"

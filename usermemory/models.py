@@ -352,7 +352,10 @@ class TurnWriteCount(models.Model):
 
 
 class AgentMemoryPolicy(models.Model):
-    """An agent's ``userMemoryConfig`` (seed 002): caps, recall, guardrails and Dream settings."""
+    """Usermemory's part of an agent's ``userMemoryConfig`` (seed 002): caps, recall, guardrails, and when two
+    keys mean the same. The apps above keep their own parts, one-to-one with the agent in their own tables
+    (``dream.DreamPolicy``, ``extraction.ExtractionPolicy``, ``activity.ActivityPolicy``), and register them
+    (:mod:`usermemory.policies`): over REST and in the admin they are one policy."""
 
     agent = models.OneToOneField(
         Agent, primary_key=True, on_delete=models.CASCADE, related_name="memory_policy"
@@ -369,79 +372,10 @@ class AgentMemoryPolicy(models.Model):
     max_value_length = models.PositiveIntegerField(default=1000)
     max_writes_per_turn = models.PositiveIntegerField(default=10)
     allowed_categories = models.JSONField(default=default_allowed_categories, blank=True)
-    dream_enabled = models.BooleanField(default=False)
-    prune_stale_after_days = models.PositiveIntegerField(default=90, help_text="0 disables pruning")
-    prune_expired_after_days = models.PositiveIntegerField(
-        default=30, help_text="Dream deletes entries past their validTo for this long; 0 keeps them"
-    )
-    detect_contradictions = models.BooleanField(default=True)
-    summarize_interactions = models.BooleanField(default=False)
-    max_cost_per_run = models.DecimalField(
-        max_digits=8,
-        decimal_places=2,
-        default=0.50,
-        help_text="Dollars of LLM calls one Dream cycle may spend",
-    )
-    summarize_min_entries = models.PositiveIntegerField(
-        default=10, help_text="A group of at least this many entries is summarised"
-    )
-    summarize_target_entries = models.PositiveIntegerField(
-        default=3, help_text="A group becomes at most this many summaries"
-    )
-    summarize_group_by = models.CharField(
-        max_length=16,
-        choices=SummarizeGroupBy.choices,
-        default=SummarizeGroupBy.CATEGORY,
-        help_text="category, or key_prefix: a key's part before its first '.', ':' or '/'",
-    )
-    preserve_agent_provenance = models.BooleanField(
-        default=True, help_text="A summary's provenance names the agents that wrote its sources"
-    )
-    summarize_requires_approval = models.BooleanField(
-        default=False, help_text="Summaries wait for staff approval on the Dream run's page before any write"
-    )
     semantic_contradiction_threshold = models.FloatField(
         default=0.96,
-        help_text="Cosine similarity from which two keys of one user mean the same thing",
-    )
-    confirm_contradictions_with_llm = models.BooleanField(
-        default=False, help_text="The LLM confirms each contradiction by meaning (within maxCostPerRun)"
-    )
-    max_llm_calls_per_run = models.PositiveIntegerField(
-        default=100,
-        help_text="LLM calls one Dream cycle may make in all (summaries, confirmations), whatever they cost",
-    )
-    max_llm_calls_per_user = models.PositiveIntegerField(
-        default=10, help_text="LLM calls one Dream cycle may make about one user"
-    )
-    cross_agent_maintenance = models.BooleanField(default=False)
-    extract_from_conversations = models.BooleanField(
-        default=False,
-        help_text="Facts are extracted in the background from the conversations this agent takes part in",
-    )
-    max_extraction_cost_per_run = models.DecimalField(
-        max_digits=8,
-        decimal_places=2,
-        default=0.50,
-        help_text="Dollars of LLM calls one background extraction run may spend for this agent",
-    )
-    extraction_visibility = models.CharField(
-        max_length=6,
-        choices=Visibility.choices,
-        default=Visibility.SELF,
-        help_text="An extracted fact's visibility when the request names none, and at most for facts from "
-        "a conversation without a group",
-    )
-    tool_call_retention_days = models.PositiveIntegerField(
-        default=30, help_text="Dream deletes this agent's tool-call log older than this; 0 keeps it forever"
-    )
-    llm_budget = models.DecimalField(
-        max_digits=8,
-        decimal_places=2,
-        null=True,
-        blank=True,
-        help_text="Dollars this agent's LLM calls may spend in any LLM_BUDGET_WINDOW, at every door; "
-        "empty: LLM_BUDGET_PER_AGENT",
+        help_text="Cosine similarity from which two keys of one user mean the same thing: for Dream's "
+        "contradictions by meaning and extraction's matching of a fact's key (usermemory.keynames)",
     )
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -5,7 +5,9 @@ list, search, recall, category, key, count and history all show only what that a
 import logging
 import re
 from datetime import datetime
-from typing import Any, Literal, overload
+from functools import reduce
+from operator import or_
+from typing import Any, Literal, TypeVar, overload
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.search import SearchQueryField, SearchVector
@@ -16,6 +18,7 @@ from django.db.models import (
     Exists,
     Func,
     IntegerField,
+    Model,
     OuterRef,
     Q,
     QuerySet,
@@ -34,13 +37,16 @@ from memoryplatform.errors import BadRequest, Forbidden, NotFound
 from memoryplatform.text import check_query, json_problem
 from usermemory import metrics
 from usermemory import ranking as ranking_
+from usermemory.keynames import key_pattern_regex
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
+from usermemory.policies import policy_parts
 from usermemory.ranking import RankedSearch, Threshold
 from usermemory.sql import history as history_sql
 from usermemory.sql import search as search_sql
 from usermemory.sql.search import NO_FILTERS, Filters
 
 logger = logging.getLogger(__name__)
+M = TypeVar("M", bound=Model)
 
 LIST_ORDER = ("-updated_at", "-id")
 # Dream's history events about a (user, key) set, which spans entries an agent may not see.
@@ -53,6 +59,23 @@ def policy_for_agent(*, agent_id: str | None) -> AgentMemoryPolicy:
         return AgentMemoryPolicy()
     policy = AgentMemoryPolicy.objects.filter(agent_id=agent_id).first()
     return policy if policy is not None else AgentMemoryPolicy(agent_id=agent_id)
+
+
+def policy_row(model: type[M], *, agent_id: str) -> M:
+    """An agent's row of one policy part (:mod:`usermemory.policies`), or its defaults (unsaved) when it has
+    none."""
+    row = model._default_manager.filter(pk=agent_id).first()
+    return row if row is not None else model(pk=agent_id)
+
+
+def policy_values(*, agent_id: str) -> dict[str, Any]:
+    """The agent's whole policy as one document: every part's fields by name, a part without a row with its
+    defaults (one query a part)."""
+    values: dict[str, Any] = {}
+    for part in policy_parts():
+        row = policy_row(part.model, agent_id=agent_id)
+        values.update((name, getattr(row, name)) for name in part.fields)
+    return values
 
 
 def agent_group_ids(*, agent_id: str) -> list[str]:
@@ -228,10 +251,12 @@ def memory_list(
     agent_id: str | None = None,
     min_confidence: float | None = None,
     filters: Filters = NO_FILTERS,
+    key_patterns: list[str] | None = None,
 ) -> QuerySet[MemoryEntry]:
     """The user's entries the caller may read (valid now unless ``include_superseded``), newest first; with
     ``agent_id``, only those that agent owns (seed 001's ``get_agent_insights``: what it wrote that the caller
-    may see); with ``min_confidence``, only entries at least that sure."""
+    may see); with ``min_confidence``, only entries at least that sure; with ``key_patterns``, only keys
+    matching one of them (:func:`usermemory.keynames.key_pattern_regex`)."""
     qs = memory_readable_for(
         caller=caller, user_id=user_id, group_ids=group_ids, include_superseded=include_superseded
     )
@@ -241,6 +266,8 @@ def memory_list(
         qs = qs.filter(confidence__gte=min_confidence)
     if filters != NO_FILTERS:
         qs = qs.filter(filters.orm())
+    if key_patterns:
+        qs = qs.filter(reduce(or_, (Q(key__regex=key_pattern_regex(p)) for p in key_patterns)))
     return qs.order_by(*LIST_ORDER)
 
 

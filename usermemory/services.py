@@ -19,7 +19,6 @@ from usermemory import ranking as ranking_
 from usermemory.conflicts import SETTLE_MODES, memory_settle_conflict
 from usermemory.governance import (
     POLICY_FIELD_GROUPS,
-    POLICY_FIELDS,
     RESOLVE_MODES,
     memory_correct,
     memory_erase_user,
@@ -62,7 +61,6 @@ __all__ = [
     "MAX_TTL_REFRESH",
     "MAX_TTL_SECONDS",
     "POLICY_FIELD_GROUPS",
-    "POLICY_FIELDS",
     "PROPERTY_CATEGORY",
     "RESOLVE_MODES",
     "SETTLE_MODES",

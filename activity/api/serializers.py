@@ -5,8 +5,7 @@ from rest_framework import serializers
 from activity.models import Task, ToolCall
 from activity.services import MAX_BATCH, ToolCallWrite
 from memoryplatform import publicids
-from memoryplatform.api.serializers import AsciiIntegerField, PublicIdField, StrictInput
-from usermemory.api.serializers import StrictCharField
+from memoryplatform.api.serializers import AsciiIntegerField, PublicIdField, StrictCharField, StrictInput
 from usermemory.models import Visibility
 
 MAX_DURATION_MS = 2**31 - 1

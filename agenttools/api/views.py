@@ -8,8 +8,7 @@ from rest_framework.views import APIView
 
 from agenttools import tools
 from apikeys.permissions import IsAgentCaller, request_caller
-from memoryplatform.api.serializers import StrictInput
-from usermemory.api.serializers import StrictCharField
+from memoryplatform.api.serializers import StrictCharField, StrictInput
 
 
 class ToolFunctionSerializer(serializers.Serializer):

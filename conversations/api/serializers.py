@@ -11,7 +11,13 @@ from conversations.selectors import DEFAULT_PAGE, MAX_EPOCH, MAX_PAGE, MAX_SEARC
 from conversations.services import MAX_BLOCKS, MessageWrite, SyncMessage
 from conversations.store import AnyMessage
 from memoryplatform.api.pagination import MAX_OFFSET
-from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce, StrictInput, iso_utc
+from memoryplatform.api.serializers import (
+    AsciiIntegerField,
+    FieldsBuiltOnce,
+    StrictCharField,
+    StrictInput,
+    iso_utc,
+)
 from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory.api.serializers import (
     ConfidenceField,
@@ -19,7 +25,6 @@ from usermemory.api.serializers import (
     RankedFiltersSerializer,
     RecallQuerySerializer,
     ScoredMemoryEntryOutputSerializer,
-    StrictCharField,
 )
 from usermemory.ranking import SEARCH_MODES
 

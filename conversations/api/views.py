@@ -31,10 +31,10 @@ from conversations.api.serializers import (
     SyncInputSerializer,
     SyncOutputSerializer,
 )
+from memoryplatform.api.headers import FALLBACK_HEADER, fallback_headers
 from memoryplatform.api.serializers import refuse_unknown_fields, require_valid_item
 from memoryplatform.errors import BadRequest
 from usermemory.api.serializers import to_filters
-from usermemory.api.views import FALLBACK_HEADER, fallback_headers
 
 TAGS = ["conversations"]
 AGENT_PARAM = OpenApiParameter(
@@ -128,7 +128,7 @@ class MessageSearchView(ConversationView):
             min_score=query.get("minScore"),
         )
         data = MessageSearchResultSerializer(found.messages, many=True).data
-        headers = {"X-Search-Fallback": found.fallback} if found.fallback else None
+        headers = fallback_headers(found)
         return Response({"data": data}, headers=headers)
 
 

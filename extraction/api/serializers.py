@@ -7,7 +7,7 @@ from rest_framework import serializers
 
 from extraction.extract import MAX_CONTENT_CHARS, ROLES, GivenMessage
 from extraction.services import MAX_MESSAGES
-from usermemory.api.serializers import StrictCharField
+from memoryplatform.api.serializers import StrictCharField
 from usermemory.models import Visibility
 
 

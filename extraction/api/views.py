@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 from apikeys.permissions import ReadAnyWriteAgentOrAdmin, request_caller
 from extraction.api.serializers import ExtractInputSerializer, ExtractOutputSerializer
 from extraction.extract import memory_extract, outcome_as_json
-from usermemory.api.views import TURN_HEADER, _turn_id
+from memoryplatform.api.headers import TURN_HEADER, turn_id_of
 
 
 class MemoryExtractView(APIView):
@@ -41,6 +41,6 @@ class MemoryExtractView(APIView):
             after_message_id=body["afterMessageId"],
             message_ids=body["messageIds"],
             dry_run=body["dryRun"],
-            turn_id=_turn_id(request, request.data),
+            turn_id=turn_id_of(request, request.data),
         )
         return Response(outcome_as_json(outcome))

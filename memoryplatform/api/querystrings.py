@@ -10,7 +10,7 @@ those, every GET takes DRF's renderer override, ``format`` (``json``, or ``api``
 which drf-spectacular does not list.
 
 The check runs before the view, in a middleware, like the other checks of the request target
-(:class:`memoryplatform.middleware.RefuseUnstorableTextMiddleware`): an unknown parameter is a 400 whoever
+(:class:`config.middleware.RefuseUnstorableTextMiddleware`): an unknown parameter is a 400 whoever
 asks, as the schema that lists them is public. Only the GETs of the REST API are checked: the admin,
 ``/healthz``, ``/readyz``, ``/metrics``, the schema and docs pages and ``/mcp`` are no operations of the
 schema (and MCP's JSON arguments are checked by their tools).

@@ -127,6 +127,15 @@ class FieldsBuiltOnce(StrictInput):
         raise NotImplementedError
 
 
+class StrictCharField(serializers.CharField):
+    """A string field that refuses numbers and booleans instead of turning them into text."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class AsciiIntegerField(serializers.IntegerField):
     """An integer field that takes ASCII digits only.
 

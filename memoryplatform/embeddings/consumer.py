@@ -9,10 +9,10 @@ request path and out of the serving processes (issue 31, issue 34).
   most), claims a batch per kind (:mod:`memoryplatform.embeddings.store`), embeds it, writes the vectors and
   removes what it embedded. Several consumers share the work (``SKIP LOCKED``); one that dies loses nothing.
 - It yields to requests: :func:`yield_to_requests` lowers its process's scheduling priority
-  (``BACKGROUND_NICE``), caps the local model's threads (``BACKGROUND_EMBEDDINGS_THREADS``) before the
-  model loads, and keeps a duty cycle (:mod:`memoryplatform.duty`: while the node is busy with others'
-  work, it sleeps after each batch). The serving processes embed only their requests' queries, never behind
-  a backlog.
+  (``BACKGROUND_NICE``) and caps the local model's threads (``BACKGROUND_EMBEDDINGS_THREADS``) before the
+  model loads. Beyond that, the operating system's own means (``CPUWeight=``, another node) divide the node
+  (docs/operations.md, bench/RESULTS.md, issue 48). The serving processes embed only their requests'
+  queries, never behind a backlog.
 - An embedder failure backs the batch off (``EMBEDDINGS_RETRY_SECONDS``) and is counted; the texts stay
   queued. Until its vector arrives a text is found by its words.
 - A text whose claim never came back (its consumer died or hung) is then embedded alone, and parked after
@@ -32,7 +32,7 @@ from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 from prometheus_client import Gauge, Histogram
 
-from memoryplatform import duty, listen
+from memoryplatform import listen
 from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
 from memoryplatform.embeddings.jobs import VectorKind, compute, registered
 from memoryplatform.embeddings.store import queue_back_off, queue_backlog, queue_claim, queue_done
@@ -82,25 +82,15 @@ class Consumed:
 def yield_to_requests() -> None:
     """Make this process a background one (call it before it starts threads: they inherit it):
 
-    - with BACKGROUND_SCHED_IDLE (off by default: no better than nice on the bench), Linux's ``SCHED_IDLE``
-      policy: it runs only on a core no request wants;
-    - scheduling priority BACKGROUND_NICE (unless already lower), which ranks it among background work too;
+    - scheduling priority BACKGROUND_NICE (unless already lower), as ``nice -n`` would start it;
     - few threads for the local model (set before it loads; OMP_NUM_THREADS already set in the environment
-      wins);
-    - the duty cycle (:mod:`memoryplatform.duty`): while the node is busy with others' work, its batches
-      take ``BACKGROUND_DUTY`` of the time."""
-    if settings.BACKGROUND_SCHED_IDLE and hasattr(os, "SCHED_IDLE"):
-        try:
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-        except OSError as exc:  # a container may forbid it: nice still applies
-            logger.warning("SCHED_IDLE refused (%s): background work runs at nice only.", exc)
+      wins)."""
     if settings.BACKGROUND_NICE > 0 and hasattr(os, "nice"):
         current = os.nice(0)
         if current < settings.BACKGROUND_NICE:  # idempotent: a process already that low stays as it is
             os.nice(settings.BACKGROUND_NICE - current)
     if settings.BACKGROUND_EMBEDDINGS_THREADS > 0:
         os.environ.setdefault("OMP_NUM_THREADS", str(settings.BACKGROUND_EMBEDDINGS_THREADS))
-    duty.enable()
 
 
 def consume_batch(*, kind: VectorKind, embedder: Embedder, batch_size: int) -> Consumed:
@@ -183,8 +173,7 @@ def follow(*, should_stop: Callable[[], bool], poll_seconds: float | None = None
             if listener is None or listener.closed:
                 listener = listen_connection()
             close_old_connections()
-            with duty.paced():
-                done = consume_once()
+            done = consume_once()
             if done.claimed and done.claimed != done.failed:
                 continue
             if done.failed:

@@ -27,7 +27,6 @@ from django.db import transaction
 from django.utils import timezone
 from prometheus_client import Counter, Gauge
 
-from memoryplatform import duty
 from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
 from memoryplatform.embeddings.store import (
     QueueTable,
@@ -176,8 +175,7 @@ def embed_missing(
             pending = [p for p in pending if p.id not in parked]
             if not pending:
                 continue
-            with duty.paced():
-                written += compute(kind=kind, embedder=embedder, pending=pending)
+            written += compute(kind=kind, embedder=embedder, pending=pending)
             done += len(pending)
             kind.backlog.set(max(total - done, 0))
             if on_progress is not None:

@@ -1,2 +1,2 @@
 # The MCP harness's fixtures (a database and servers of this package's own), for test_mcp_tasks.py.
-from tests.agenttools.mcp_harness import connect, http_url, mcp_env, transport, wsgi_url  # noqa: F401 (fixtures)
+from tests.agenttools.mcp_harness import connect, http_url, mcp_env, transport  # noqa: F401 (fixtures)

@@ -1,12 +1,14 @@
 """Staff run the platform from the admin: each flow in a real browser."""
 
 import re
+import time
 
 import pytest
 from rest_framework.test import APIClient
 
 from apikeys.models import Agent, ApiKey
 from tests.factories import AgentFactory
+from tests.helpers import scheduler_process
 from usermemory.models import MemoryEntry, MemoryEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -137,27 +139,15 @@ def test_erase_a_user_with_confirm(page):
     assert not MemoryEntry.objects.filter(user_id="user-gone").exists()
 
 
-@pytest.fixture
-def eager_celery():
-    """No worker runs beside the browser tests: a queued task runs in process, as in the embedded default."""
-    from memoryplatform.celery import app as celery_app
-
-    previous = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = previous
-
-
-def test_run_dream_now(page, eager_celery):
+def test_run_dream_now(page, tmp_path):
     from datetime import timedelta
 
     from django.utils import timezone
 
-    from dream.models import DreamRun
-    from usermemory.models import AgentMemoryPolicy
+    from dream.models import DreamPolicy, DreamRun
 
     agent = AgentFactory(id="dreamer")
-    AgentMemoryPolicy.objects.create(agent=agent, dream_enabled=True, prune_stale_after_days=30)
+    DreamPolicy.objects.create(agent=agent, dream_enabled=True, prune_stale_after_days=30)
     long_ago = timezone.now() - timedelta(days=90)
     MemoryEntry.objects.create(
         user_id="u",
@@ -171,10 +161,16 @@ def test_run_dream_now(page, eager_celery):
         updated_at=long_ago,
     )
 
-    page.goto(f"{page.base}/admin/dream/dreamrun/")
-    page.click("text=Run Dream now")
-    page.wait_for_selector(".messagelist .success")
-    page.shot("dream-queued")
+    quiet = {"EMBEDDINGS_REEMBED_INTERVAL": "0", "EXTRACTION_INTERVAL": "0"}
+    with scheduler_process(tmp_path / "scheduler.log", **quiet):  # what `manage.py serve` starts beside it
+        page.goto(f"{page.base}/admin/dream/dreamrun/")
+        page.click("text=Run Dream now")
+        page.wait_for_selector(".messagelist .success")
+        page.shot("dream-queued")
+        deadline = time.monotonic() + 90
+        while not DreamRun.objects.filter(trigger="admin").exclude(status="running").exists():
+            assert time.monotonic() < deadline, "the scheduler ran no cycle in 90 s"
+            time.sleep(0.1)
     run = DreamRun.objects.get(trigger="admin")
     assert run.status == "succeeded" and run.entries_pruned == 1
     assert not MemoryEntry.objects.filter(key="old").exists()

@@ -92,6 +92,57 @@ def _overflow(page) -> dict:  # type: ignore[no-untyped-def]
     )
 
 
+# The memories list's columns whose text is long: the user id, the key and the value.
+LONG_COLUMNS = ("user_id", "key_shown", "value_preview")
+
+
+def _visible_characters(page, selector: str) -> list[int]:  # type: ignore[no-untyped-def]
+    """For each cell of ``selector`` whose text is 24 characters or more: how many of its first characters
+    the browser shows whole, inside the cell and every box that clips them (on one line or wrapped), less
+    two for the ellipsis that ends a cut text."""
+    return page.evaluate(
+        """(selector) => [...document.querySelectorAll(selector)]
+            .filter(cell => cell.textContent.trim().length >= 24)
+            .map(cell => {
+                const clip = (node) => {
+                    let box = {left: -Infinity, right: Infinity, top: -Infinity, bottom: Infinity};
+                    for (let el = node.parentElement; el; el = el.parentElement) {
+                        const style = getComputedStyle(el);
+                        if (el === cell || style.overflow !== 'visible') {
+                            const r = el.getBoundingClientRect();
+                            box = {
+                                left: Math.max(box.left, r.left + parseFloat(style.paddingLeft)),
+                                right: Math.min(box.right, r.right - parseFloat(style.paddingRight)),
+                                top: Math.max(box.top, r.top),
+                                bottom: Math.min(box.bottom, r.bottom),
+                            };
+                        }
+                        if (el === cell) return box;
+                    }
+                    return box;
+                };
+                const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+                const range = document.createRange();
+                let count = 0;
+                for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                    const box = clip(node);
+                    for (let i = 0; i < node.length; i++) {
+                        range.setStart(node, i);
+                        range.setEnd(node, i + 1);
+                        const glyph = range.getBoundingClientRect();
+                        if (glyph.width === 0) continue;  // white space where a line wraps
+                        const inside = glyph.left >= box.left - 0.5 && glyph.right <= box.right + 0.5
+                            && glyph.top >= box.top - 0.5 && glyph.bottom <= box.bottom + 0.5;
+                        if (!inside) return Math.max(0, count - 2);
+                        count++;
+                    }
+                }
+                return count;
+            })""",
+        selector,
+    )
+
+
 def test_every_changelist_fits_1366_without_horizontal_scroll(page):
     _seed_long_rows()
     urls = _changelists()
@@ -161,10 +212,15 @@ def test_the_memories_list_gives_its_width_to_the_user_key_and_value_at_1366(pag
     page.shot("memories-1366")
     width = {
         name: page.locator(f"#result_list thead th.column-{name}").bounding_box()["width"]
-        for name in ("user_id", "key", "value_preview", "source_agent", "updated")
+        for name in ("user_id", "key_shown", "value_preview", "source_agent", "updated")
     }
-    assert min(width["user_id"], width["key"], width["value_preview"]) >= 110, width
+    assert min(width["user_id"], width["key_shown"], width["value_preview"]) >= 110, width
     assert width["updated"] <= 140, width
+    # At least 24 characters of each long user id, key and value show before the cut: two phone numbers or
+    # two user ids that differ after the fifth character read apart.
+    shown = {name: _visible_characters(page, f"#result_list .field-{name}") for name in LONG_COLUMNS}
+    assert all(shown.values()) and all(count >= 24 for counts in shown.values() for count in counts), shown
+    assert page.evaluate("() => document.documentElement.scrollWidth <= document.documentElement.clientWidth")
     cut = page.evaluate(
         """() => [...document.querySelectorAll('#result_list td.field-updated, td.field-insight')]
             .filter(td => td.scrollWidth > td.clientWidth).map(td => td.textContent)"""

@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 
 from apikeys.caller import Caller
-from tests.factories import AgentFactory, AgentMemoryPolicyFactory
+from tests.factories import AgentFactory, policy_set
 from usermemory.models import ConflictDismissal, MemoryEntry, MemoryEvent
 from usermemory.services import MemoryWrite, memory_erase_user, memory_export_user, memory_upsert
 
@@ -61,11 +61,8 @@ def _dream() -> str:
 
 
 def _dream_everyone() -> None:
-    AgentMemoryPolicyFactory(
-        agent=AgentFactory(id="agent-a"),
-        dream_enabled=True,
-        prune_stale_after_days=0,
-        cross_agent_maintenance=True,
+    policy_set(
+        AgentFactory(id="agent-a"), dream_enabled=True, prune_stale_after_days=0, cross_agent_maintenance=True
     )
 
 

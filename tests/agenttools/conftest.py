@@ -1,1 +1,1 @@
-from tests.agenttools.mcp_harness import connect, http_url, mcp_env, transport, wsgi_url  # noqa: F401 (fixtures)
+from tests.agenttools.mcp_harness import connect, http_url, mcp_env, transport  # noqa: F401 (fixtures)

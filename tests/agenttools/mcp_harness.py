@@ -27,7 +27,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.helpers import free_port, stop_process, wait_healthy
+from tests.helpers import free_port, stop_process, wait_ready
 
 BASE_DIR = Path(settings.BASE_DIR)
 PYTHON = sys.executable
@@ -136,7 +136,7 @@ def _served(env: dict[str, str], argv: list[str], log_path: Path) -> Iterator[st
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_healthy(server, base, log_path, seconds=30)
+        wait_ready(server, base, log_path)
         yield base
     finally:
         stop_process(server)
@@ -144,18 +144,9 @@ def _served(env: dict[str, str], argv: list[str], log_path: Path) -> Iterator[st
 
 @pytest.fixture(scope="package")
 def http_url(mcp_env: McpEnv) -> Iterator[str]:
-    """``manage.py serve`` (uvicorn, memoryplatform.asgi: Django, and the MCP app under /mcp), a free port."""
+    """``manage.py serve`` (uvicorn, config.asgi: Django, and the MCP app under /mcp), a free port."""
     argv = [PYTHON, "manage.py", "serve", "--port", "{port}", "--workers", "1", "--no-dream-scheduler"]
     with _served(mcp_env.env, argv, mcp_env.tmp / "serve.log") as base:
-        yield base
-
-
-@pytest.fixture(scope="package")
-def wsgi_url(mcp_env: McpEnv) -> Iterator[str]:
-    """gunicorn serving memoryplatform.wsgi, for those who run a WSGI server."""
-    argv = [str(Path(PYTHON).parent / "gunicorn"), "memoryplatform.wsgi:application"]
-    argv += ["--bind", "127.0.0.1:{port}", "--workers", "1", "--timeout", "60"]
-    with _served(mcp_env.env, argv, mcp_env.tmp / "gunicorn.log") as base:
         yield base
 
 

@@ -1,6 +1,5 @@
 """The MCP server through real ``mcp`` SDK client sessions, over stdio (``manage.py mcp``) and streamable HTTP
-(``manage.py serve``: uvicorn serving ``memoryplatform.asgi``, ``/mcp/``; and gunicorn serving
-``memoryplatform.wsgi`` for WSGI users).
+(``manage.py serve``: uvicorn serving ``config.asgi``, ``/mcp/``).
 
 Both servers are subprocesses, so they run against a database of their own on the suite's PostgreSQL server
 (``tests/agenttools/mcp_harness.py``). Each test uses user ids of its own. The transports' own behaviour is
@@ -33,10 +32,10 @@ def test_the_listed_tools_depend_on_the_role(connect):
     assert listed["admin"] == ALL_TOOLS and len(listed["admin"]) == 9
     assert listed["viewer"] == READ_TOOLS and len(listed["viewer"]) == 5
     assert listed["agent-a"] == ALL_TOOLS - {"delete_all_user_memories"} | TASK_TOOLS
-    # The README's table says the same of each role (issue 47): a tool row is `| `name` | roles | ...`.
-    readme = (Path(settings.BASE_DIR) / "README.md").read_text()
-    section = readme[readme.index("### MCP server") :]
-    section = section[: section.index("\n### ", 1)] if "\n### " in section[1:] else section
+    # The docs' table says the same of each role (issue 47): a tool row is `| `name` | roles | ...`.
+    page = (Path(settings.BASE_DIR) / "docs" / "mcp.md").read_text()
+    section = page[page.index("## MCP server") :]
+    section = section[: section.index("\n## ", 1)] if "\n## " in section[1:] else section
     table = {
         name: {role.strip() for role in roles.split(",")}
         for name, roles in re.findall(r"^\| `([a-z_]+)` \| ([a-z, ]+) \|", section, flags=re.MULTILINE)

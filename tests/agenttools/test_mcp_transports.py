@@ -1,5 +1,5 @@
 """The MCP server's transports: stdio's key checks; streamable HTTP's key headers, hosts, methods and body
-limit (served by uvicorn and by gunicorn), through real clients and raw requests."""
+limit (served by uvicorn), through real clients and raw requests."""
 
 import json
 import subprocess
@@ -92,10 +92,8 @@ def test_http_takes_x_api_key_and_the_handshake_era(connect):
     run(main)
 
 
-@pytest.mark.parametrize("server", ["http_url", "wsgi_url"])
-def test_http_refuses_a_host_outside_allowed_hosts(request, server):
+def test_http_refuses_a_host_outside_allowed_hosts(http_url: str):
     """``/mcp`` bypasses Django's request handling but not its Host check (DNS rebinding), before the key."""
-    http_url = request.getfixturevalue(server)
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
     with httpx2.Client(base_url=http_url, timeout=30) as http:
@@ -118,12 +116,11 @@ def _upsert_body(user: str, value: str) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
 
 
-@pytest.mark.parametrize("server", ["http_url", "wsgi_url"])
-def test_http_takes_post_only_and_limits_the_body(request, server, mcp_env: McpEnv):
+def test_http_takes_post_only_and_limits_the_body(http_url: str, mcp_env: McpEnv):
     """No GET stream to hold open (405, as the MCP spec allows), and the REST API's 1 MB body limit,
     whether the body has a Content-Length or comes chunked."""
-    base = request.getfixturevalue(server)
-    user = f"{server}-big-body"
+    base = http_url
+    user = "http-big-body"
     headers = {**_MCP_HEADERS, "Authorization": f"Bearer {mcp_env.keys['admin']}"}
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     with httpx2.Client(base_url=base, timeout=30, headers=headers) as http:

@@ -1,12 +1,17 @@
-"""How Django is served under ``manage.py serve`` (uvicorn, ``memoryplatform.asgi_wsgi``) and, for
-comparison, under gunicorn: bodies in, buffered and streamed answers out, HEAD, the request id, and the path
-as sent. Raw requests, so each goes out exactly as written."""
+"""How Django is served under ``manage.py serve`` (uvicorn, ``memoryplatform.asgi_wsgi``, the thread bridge):
+bodies in, buffered and streamed answers out, HEAD, the request id, the path as sent; and the bridge's reasons
+and limits: a thread keeps its connection, more requests than threads, clients gone while their requests
+wait (its shutdown is in ``tests/memoryplatform/test_serve.py``). Raw requests, so each goes out exactly as
+written."""
 
 import http.client
 import json
+import socket
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
+import psycopg
 import pytest
 from django.contrib.staticfiles import finders
 
@@ -15,9 +20,9 @@ from tests.agenttools.mcp_harness import McpEnv
 MEMORIES = "/usermemorystore/memories"
 
 
-@pytest.fixture(params=["uvicorn", "gunicorn"])
-def base(request) -> str:
-    return request.getfixturevalue("http_url" if request.param == "uvicorn" else "wsgi_url")
+@pytest.fixture
+def base(http_url: str) -> str:
+    return http_url
 
 
 def _exchange(
@@ -104,8 +109,8 @@ def test_the_request_id_sent_comes_back(base, mcp_env: McpEnv):
 
 
 def test_an_encoded_slash_in_a_user_id_is_exact(base, mcp_env: McpEnv):
-    """Both servers pass the path as sent (gunicorn's ``RAW_URI``; the bridge gives the ASGI ``raw_path`` as
-    the same), so a userId ending in ``/count`` is a user, not the count of another."""
+    """The bridge passes the path as sent (the ASGI ``raw_path`` as ``RAW_URI``), so a userId ending in
+    ``/count`` is a user, not the count of another."""
     key = mcp_env.keys["agent-a"]
     for user_id in ("slash/count", "slash"):
         assert _upsert(base, key, {"userId": user_id, "key": "k", "value": user_id}).status in (200, 201)
@@ -117,10 +122,74 @@ def test_an_encoded_slash_in_a_user_id_is_exact(base, mcp_env: McpEnv):
 
 
 def test_a_header_spelled_with_an_underscore_is_not_read(base, mcp_env: McpEnv):
-    """``X_API_Key`` would land on the same ``HTTP_X_API_KEY`` as ``X-API-Key``: both servers drop it, as
-    they drop ``X_Forwarded_Proto`` (trusted behind a TLS proxy in its ``-`` spelling only)."""
+    """``X_API_Key`` would land on the same ``HTTP_X_API_KEY`` as ``X-API-Key``: the bridge drops it, as
+    it drops ``X_Forwarded_Proto`` (trusted behind a TLS proxy in its ``-`` spelling only)."""
     path = f"{MEMORIES}/underscore-user/count"
     key = mcp_env.keys["agent-a"]
     assert _exchange(base, "GET", path, headers={"X-API-Key": key}).status == 200
     refused = _exchange(base, "GET", path, headers={"X_API_Key": key})
     assert refused.status == 401, refused.data  # type: ignore[attr-defined]
+
+
+# --- The bridge's reasons and limits (issue 48) -----------------------------------------------------------
+# The server runs one worker with serve's default of 4 threads.
+
+
+def _many(base: str, key: str, paths: list[str]) -> list[tuple[int, bytes]]:
+    """Each path requested at once, from a connection of its own."""
+
+    def one(path: str) -> tuple[int, bytes]:
+        got = _exchange(base, "GET", path, key=key)
+        return got.status, got.data  # type: ignore[attr-defined]
+
+    with ThreadPoolExecutor(max_workers=len(paths)) as pool:
+        return list(pool.map(one, paths))
+
+
+def _backends(mcp_env: McpEnv) -> set[int]:
+    """The server sessions open on the served database, but this one."""
+    others = "datname = current_database() AND pid <> pg_backend_pid()"
+    with psycopg.connect(mcp_env.env["DATABASE_URL"]) as conn:
+        rows = conn.execute(f"SELECT pid FROM pg_stat_activity WHERE {others}").fetchall()  # noqa: S608
+    return {pid for (pid,) in rows}
+
+
+def test_a_thread_keeps_its_connection(base, mcp_env: McpEnv):
+    """Once each thread has run a request, 32 more open no connection: every one of them runs on a
+    connection a thread already held (``CONN_MAX_AGE``)."""
+    key = mcp_env.keys["agent-a"]
+    _upsert(base, key, {"userId": "kept-user", "key": "k", "value": "v"})
+    assert {status for status, _ in _many(base, key, [f"{MEMORIES}/kept-user"] * 8)} == {200}
+    held = _backends(mcp_env)
+    for _ in range(4):
+        assert {status for status, _ in _many(base, key, [f"{MEMORIES}/kept-user"] * 8)} == {200}
+    assert held and _backends(mcp_env) <= held
+
+
+def test_more_requests_than_threads_all_answer(base, mcp_env: McpEnv):
+    """Three times the worker's threads at once: the requests past its 4 wait (as coroutines) and are
+    answered, each with its own user's answer."""
+    key = mcp_env.keys["agent-a"]
+    for n in range(12):
+        _upsert(base, key, {"userId": f"many-{n}", "key": "k", "value": f"value {n}"})
+    answers = _many(base, key, [f"{MEMORIES}/many-{n}" for n in range(12)])
+    assert [status for status, _ in answers] == [200] * 12
+    assert [json.loads(data)[0]["value"] for _, data in answers] == [f"value {n}" for n in range(12)]
+
+
+def test_clients_gone_while_their_requests_wait_free_their_threads(base, mcp_env: McpEnv):
+    """Twice the threads' worth of clients send a request and hang up at once, while it waits or runs: had a
+    gone client kept its thread, the worker would have none left, and the requests after would never be
+    answered."""
+    url = urlsplit(base)
+    key = mcp_env.keys["agent-a"]
+    _upsert(base, key, {"userId": "gone-user", "key": "k", "value": "v"})
+    for _ in range(3):
+        for _ in range(8):
+            with socket.create_connection((url.hostname, url.port), timeout=5) as sock:
+                sock.sendall(
+                    f"GET {MEMORIES}/gone-user/search?q=v HTTP/1.1\r\nHost: {url.netloc}\r\n"
+                    f"Authorization: Bearer {key}\r\n\r\n".encode()
+                )
+        answers = _many(base, key, [f"{MEMORIES}/gone-user"] * 8)
+        assert [status for status, _ in answers] == [200] * 8

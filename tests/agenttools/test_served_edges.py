@@ -1,10 +1,10 @@
-"""Issue 33's request edges through real servers: ``manage.py serve`` (uvicorn, ``http_url``) and gunicorn
-(``wsgi_url``), the MCP tests' servers. Raw requests, so the path goes out exactly as written:
+"""Issue 33's request edges through the real server, ``manage.py serve`` (uvicorn, ``http_url``), the MCP
+tests' server. Raw requests, so the path goes out exactly as written:
 
 - finding 11: a path that is not UTF-8 once percent-decoded is a 400 in the envelope (uvicorn would have
   decoded ``%FF`` and ``%FE`` alike to U+FFFD);
 - finding 12: a request line over our limit is a 414 in the envelope under uvicorn, below uvicorn's own
-  plain-text limit; gunicorn's own, lower, limit answers first there, with its 414;
+  plain-text limit;
 - finding 13: a JSON key given twice is a 400 naming it, at REST and at MCP over HTTP.
 """
 
@@ -26,10 +26,10 @@ MCP_HEADERS = {
 }
 
 
-@pytest.fixture(params=["uvicorn", "gunicorn"])
-def served(request) -> tuple[str, str]:
-    """``(server, base URL)`` for each server."""
-    return request.param, request.getfixturevalue("http_url" if request.param == "uvicorn" else "wsgi_url")
+@pytest.fixture
+def served(http_url: str) -> tuple[str, str]:
+    """``(server, base URL)``."""
+    return "uvicorn", http_url
 
 
 def _send(base: str, method: str, path: str, key: str, body: bytes | None = None) -> tuple[int, str, Any]:
@@ -81,13 +81,6 @@ def test_an_over_long_request_line_is_a_414_in_the_envelope_under_uvicorn(http_u
     # Past uvicorn's own limit (about 64 KB, documented), uvicorn answers before the application can.
     status, kind, _ = _send(http_url, "GET", f"{MEMORIES}/{'u' * 70_000}/count", key)
     assert status == 400 and kind.startswith("text/plain")
-
-
-def test_gunicorn_meets_its_own_lower_limit_first(wsgi_url: str, mcp_env: McpEnv):
-    status, _, _ = _send(
-        wsgi_url, "GET", f"{MEMORIES}/{'u' * MAX_REQUEST_TARGET}/count", mcp_env.keys["agent-a"]
-    )
-    assert status == 414
 
 
 def test_a_duplicate_json_key_is_a_400_at_rest_and_mcp(served, mcp_env: McpEnv):

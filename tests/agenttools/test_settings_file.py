@@ -24,9 +24,9 @@ PROVISION = f"""
 from apikeys.caller import Caller
 from apikeys.services import agent_create, apikey_create
 from conversations.services import MessageWrite, conversation_create, message_append
-from usermemory.models import AgentMemoryPolicy
+from usermemory.services import policy_update
 agent = agent_create(agent_id={AGENT!r})
-AgentMemoryPolicy.objects.update_or_create(agent=agent, defaults={{"extract_from_conversations": True}})
+policy_update(agent_id=agent.id, extract_from_conversations=True)
 key, raw_key = apikey_create(role="agent", agent_id={AGENT!r})
 caller = Caller.for_key(key)
 conversation = conversation_create(caller=caller, user_id="porto-user")

@@ -69,7 +69,7 @@ def test_put_get_search_delete_list_namespaces(client_for, support):
     assert [i.key for i in store.search(MINE)] == ["ticket", "name", "sport"]
 
     for bad in ((), ("memories", "*"), ("u1", "")):
-        with pytest.raises(ValueError, match="(?i)namespace"):
+        with pytest.raises(ValueError, match="(?i)namespace|user_index"):
             store.put(bad, "k", {"v": 1})
 
 
@@ -107,10 +107,11 @@ DOCS = ("u2", "memories")  # LangGraph's docs: (user_id, "memories")
 def test_the_docs_namespace_layout_and_values_as_put(client_for, support):
     nova = support[0]
     store = MemoryPlatformStore(client_for(nova))
+    first = MemoryPlatformStore(client_for(nova), user_index=0)  # the user first, whatever follows
     store.put(DOCS, "food", {"likes": "pizza"})
     store.put(DOCS, "note", "a plain string")
     store.put(DOCS, "a/b%c", [1, 2])  # a key with the separator and the escape character
-    store.put(("u2", "chitchat", "prefs"), "tone", {"short": True})
+    first.put(("u2", "chitchat", "prefs"), "tone", {"short": True})
     store.put(("u2", "memories", "global"), "name", {"first": "Ada"})
     store.put(("memories", "u2"), "food", {"likes": "soup"})  # the other layout: another namespace
 
@@ -131,7 +132,7 @@ def test_the_docs_namespace_layout_and_values_as_put(client_for, support):
         ("food", "fact", "self"),
     }
     # And back: each item under the namespace it was put in, whatever the prefix searched.
-    found = {(i.namespace, i.key) for i in store.search(("u2",), limit=20)}
+    found = {(i.namespace, i.key) for i in first.search(("u2",), limit=20)}
     assert found == {
         (DOCS, "food"),
         (DOCS, "note"),
@@ -142,9 +143,9 @@ def test_the_docs_namespace_layout_and_values_as_put(client_for, support):
     }
     assert {i.key for i in store.search(DOCS)} == {"food", "note", "a/b%c", "name"}
     assert [i.key for i in store.search(("u2", "memories", "global"))] == ["name"]
-    assert [i.key for i in store.search(("u2", "chitchat"))] == ["tone"]
-    assert store.search(("u2", "chit")) == []  # a label is whole, not a text prefix
-    assert store.list_namespaces(prefix=("u2",)) == [
+    assert [i.key for i in first.search(("u2", "chitchat"))] == ["tone"]
+    assert first.search(("u2", "chit")) == []  # a label is whole, not a text prefix
+    assert first.list_namespaces(prefix=("u2",)) == [
         ("u2",),
         ("u2", "chitchat", "prefs"),
         DOCS,
@@ -218,7 +219,7 @@ def test_a_ttl_expires_an_item_and_a_read_refreshes_it(client_for, support, monk
     assert store.get(DOCS, "mood", refresh_ttl=False) is None
     assert {i.key for i in store.search(DOCS)} == {"plan", "name"}
     assert "mood" not in {i.key for i in store.search(DOCS, query="mood tired")}
-    assert store.list_namespaces(prefix=("u2",)) == [DOCS]
+    assert store.list_namespaces(prefix=("u2", "memories")) == [DOCS]
     plan = api.get_memory_by_key("u2", "memories/plan")  # as the reads above refreshed it
 
     later = datetime.now(tz=UTC) + timedelta(minutes=30)
@@ -261,7 +262,7 @@ def test_user_index_names_the_user_wherever_the_layout_puts_it(client_for, suppo
     store.delete(("profiles", "u3"), "name")
     assert store.get(("profiles", "u3"), "name") is None and store.get(("profiles", "u4"), "name") is not None
     for bad in (("u3",), ("profiles", "*")):
-        with pytest.raises(ValueError, match="position 1"):
+        with pytest.raises(ValueError, match="position 1 \\(user_index\\)"):
             store.put(bad, "k", {"v": 1})
     with pytest.raises(ValueError, match="position 1"):
         store.search(("profiles",))  # a prefix must name the user
@@ -269,10 +270,34 @@ def test_user_index_names_the_user_wherever_the_layout_puts_it(client_for, suppo
         MemoryPlatformStore(api, user_index=-1)
 
 
-def test_list_namespaces_with_wildcards(client_for, support, set_policy):
+def test_without_user_index_a_layout_that_hides_its_user_is_refused(client_for, support):
+    api = client_for(support[0])
+    store = MemoryPlatformStore(api)
+    # The layouts of LangGraph's docs that say where the user is: next to "memories".
+    store.put(("memories", "u7"), "food", {"likes": "soup"})
+    store.put(("u7", "memories"), "drink", {"likes": "tea"})
+    store.put(("u7", "memories", "work"), "employer", {"name": "Acme"})
+    assert {e["key"] for e in api.list_memories("u7")} == {"food", "memories/drink", "memories/work/employer"}
+    # The others are refused before any request, naming the option; none lands on a user "profiles".
+    hiding = (("profiles", "u7"), ("users", "u7", "memories"), ("u7", "prefs"), ("u7",), ("*", "memories"))
+    for hidden in hiding:
+        with pytest.raises(ValueError, match=r"user_index=N") as refused:
+            store.put(hidden, "name", {"first": "Ada"})
+        assert repr(hidden) in str(refused.value)
+    with pytest.raises(ValueError, match="user_index"):
+        store.search(("profiles", "u7"))
+    with pytest.raises(ValueError, match="user_index"):
+        store.list_namespaces(prefix=("users", "u7"))
+    assert api.list_memories("profiles") == [] and api.list_memories("users") == []
+    assert api.count_memories("u7") == 3
+
+
+def test_list_namespaces_with_wildcards_matched_by_the_server(server_url, key_for, support, set_policy):
     nova = support[0]
     set_policy(nova, max_writes_per_turn=20)
-    store = MemoryPlatformStore(client_for(nova))
+    recording = Recording()
+    client = MemoryPlatform(server_url, key_for(nova), max_retries=0, transport=recording)
+    store = MemoryPlatformStore(client, user_index=0)
     for namespace in (
         ("u6", "memories"),
         ("u6", "chitchat", "prefs"),
@@ -282,18 +307,26 @@ def test_list_namespaces_with_wildcards(client_for, support, set_policy):
         ("u6", "travel", "group", "support"),
     ):
         store.put(namespace, "-".join(namespace), {"v": 1})
+    for n in range(8):  # entries no wildcard below matches but the last
+        store.put(("u6", "archive", f"box{n}"), "item", {"v": n})
+    recording.seen.clear()
 
     # LangGraph's MatchCondition: "*" matches any one element, in the prefix and in the suffix.
     assert store.list_namespaces(prefix=("u6", "*", "prefs")) == [
         ("u6", "chitchat", "prefs"),
         ("u6", "travel", "prefs"),
     ]
+    # The server matched the wildcard (keyPattern: the labels, or a group "prefs" of no labels): its answer
+    # held the two entries, not the user's 14.
+    path, params, answered = recording.seen[-1]
+    assert params["keyPattern"] == ["*/prefs/**/*", "*"] and answered == 2
     assert store.list_namespaces(prefix=("u6", "*")) == store.list_namespaces(prefix=("u6",))
-    assert len(store.list_namespaces(prefix=("u6",))) == 6
+    assert len(store.list_namespaces(prefix=("u6",))) == 14
     assert store.list_namespaces(prefix=("u6",), suffix=("*", "prefs")) == [
         ("u6", "chitchat", "prefs"),
         ("u6", "travel", "prefs"),
     ]
+    assert recording.seen[-1][2] == 2  # the suffix's labels too: "**/prefs/*"
     assert store.list_namespaces(prefix=("u6",), suffix=("group", "*")) == [
         ("u6", "memories", "group", "support"),
         ("u6", "travel", "group", "support"),
@@ -308,17 +341,25 @@ def test_list_namespaces_with_wildcards(client_for, support, set_policy):
     ]
     assert store.list_namespaces(prefix=("u6", "*", "global")) == [("u6", "memories", "global")]
     assert store.list_namespaces(prefix=("u6", "*"), max_depth=2) == [
+        ("u6", "archive"),
         ("u6", "chitchat"),
         ("u6", "memories"),
         ("u6", "travel"),
     ]
-    assert store.list_namespaces(prefix=("memories", "u6", "*", "prefs")) == [
+    assert store.list_namespaces(prefix=("u6", "archive", "*"), limit=2, offset=1) == [
+        ("u6", "archive", "box1"),
+        ("u6", "archive", "box2"),
+    ]
+    assert store.list_namespaces(prefix=("u6", "*", "nothing")) == []
+    assert recording.seen[-1][2] == 0
+    # The docs' layout spells the same places ("memories", user, ...).
+    assert MemoryPlatformStore(client).list_namespaces(prefix=("memories", "u6", "*", "prefs")) == [
         ("memories", "u6", "chitchat", "prefs"),
         ("memories", "u6", "travel", "prefs"),
-    ]  # the other spelling of the same places
-    assert store.list_namespaces(prefix=("u6", "*", "nothing")) == []
-    with pytest.raises(ValueError, match="(?i)names the user"):
+    ]
+    with pytest.raises(ValueError, match="user_index"):
         store.list_namespaces(prefix=("*", "memories"))  # every user: not one store's question
+    client.close()
 
 
 def test_a_store_has_no_turns_so_a_loop_of_puts_meets_no_turn_limit(client_for, support):

@@ -81,20 +81,22 @@ def test_any_layout_the_store_takes(openai_llm, client_for, support):
     nova, aniza, _ = support
     api = client_for(nova)
     openai_llm.answers = [facts(fact("tone", "short answers"))]
-    run_turn(
-        extraction_node(api, namespace=("{user_id}", "chitchat", "prefs")), "Keep it short.", user_id="u2"
-    )
+    layout = ("{user_id}", "chitchat", "prefs")  # the user where no "memories" says so: user_index
+    with pytest.raises(ValueError, match="user_index"):
+        run_turn(extraction_node(api, namespace=layout), "Keep it short.", user_id="u2")
+    store = MemoryPlatformStore(api, user_index=0)
+    run_turn(extraction_node(api, namespace=layout, store=store), "Keep it short.", user_id="u2")
     openai_llm.answers = [facts(fact("name", "Ada"))]
     shared = ("memories", "{user_id}", "group", "support")  # the platform's first layout, a group's
     run_turn(extraction_node(api, namespace=shared), "I'm Ada.", user_id="u2")
 
-    store = MemoryPlatformStore(api)
     prefs = ("u2", "chitchat", "prefs")
     assert [(i.namespace, i.key, i.value) for i in store.search(prefs)] == [(prefs, "tone", "short answers")]
-    assert store.get(("memories", "u2", "group", "support"), "name").value == "Ada"
+    assert MemoryPlatformStore(api).get(("memories", "u2", "group", "support"), "name").value == "Ada"
     # The group's other agent reads the group's fact, not nova's own.
-    theirs = MemoryPlatformStore(client_for(aniza))
-    assert theirs.get(("memories", "u2", "group", "support"), "name").value == "Ada"
+    theirs = MemoryPlatformStore(client_for(aniza), user_index=0)
+    group = ("memories", "u2", "group", "support")
+    assert MemoryPlatformStore(client_for(aniza)).get(group, "name").value == "Ada"
     assert theirs.get(prefs, "tone") is None
 
 

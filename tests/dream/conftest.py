@@ -9,21 +9,21 @@ from django.test import override_settings
 from django.utils import timezone
 
 from apikeys.models import Agent
-from tests.factories import AgentMemoryPolicyFactory, MemoryEntryFactory
+from dream.models import DreamPolicy
+from tests.factories import MemoryEntryFactory, policy_set
 from tests.llm_server import LLMScript, llm_server
-from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup
+from usermemory.models import MemoryEntry, MemoryEntryGroup
 
 
 @pytest.fixture
-def dream_policy(db: None) -> Callable[..., AgentMemoryPolicy]:
-    def make(agent: Agent, **fields: Any) -> AgentMemoryPolicy:
+def dream_policy(db: None) -> Callable[..., DreamPolicy]:
+    """An agent's policy with Dream on (and pruning after 30 days) unless ``fields`` say otherwise, each field
+    in its part's table; returns Dream's part."""
+
+    def make(agent: Agent, **fields: Any) -> DreamPolicy:
         fields.setdefault("dream_enabled", True)
         fields.setdefault("prune_stale_after_days", 30)
-        policy = AgentMemoryPolicyFactory(agent=agent)
-        for name, value in fields.items():
-            setattr(policy, name, value)
-        policy.save()
-        return policy
+        return policy_set(agent, **fields)["dream"]
 
     return make
 

@@ -112,14 +112,21 @@ def test_dream_command_fails_loudly(agent_a, dream_policy, memory, monkeypatch):
 
 
 class FakeClock:
-    def __init__(self, start: datetime) -> None:
+    """The loop's clock and its wait: ``asked_at`` are the moments a run is asked for (the admin's button)."""
+
+    def __init__(self, start: datetime, asked_at: tuple[datetime, ...] = ()) -> None:
         self.now = start
         self.slept = 0.0
+        self.asked_at = list(asked_at)
 
-    def sleep(self, seconds: float) -> None:
+    def wait(self, seconds: float) -> bool:
         assert 0 < seconds <= 1.0
         self.now += timedelta(seconds=seconds)
         self.slept += seconds
+        if self.asked_at and self.now >= self.asked_at[0]:
+            self.asked_at.pop(0)
+            return True
+        return False
 
 
 def every_five_minutes(moment: datetime) -> datetime:
@@ -131,7 +138,7 @@ def test_scheduler_loop_runs_the_cycle_at_each_firing_and_survives_a_failure():
     clock = FakeClock(datetime(2026, 1, 1, 2, 58, 30, tzinfo=UTC))
     ran_at: list[datetime] = []
 
-    def cycle() -> None:
+    def cycle(asked: bool) -> None:
         ran_at.append(clock.now)
         if len(ran_at) == 1:
             raise RuntimeError("first cycle fails")
@@ -139,7 +146,7 @@ def test_scheduler_loop_runs_the_cycle_at_each_firing_and_survives_a_failure():
     started = dream_schedule_loop(
         next_after=every_five_minutes,
         now=lambda: clock.now,
-        sleep=clock.sleep,
+        wait=clock.wait,
         should_stop=lambda: len(ran_at) >= 3,
         run_cycle=cycle,
     )
@@ -155,20 +162,36 @@ def test_scheduler_loop_can_run_at_start_and_stops_when_asked():
     started = dream_schedule_loop(
         next_after=every_five_minutes,
         now=lambda: clock.now,
-        sleep=clock.sleep,
+        wait=clock.wait,
         should_stop=lambda: clock.now >= datetime(2026, 1, 1, 2, 59, tzinfo=UTC),
-        run_cycle=lambda: ran.append(clock.now),
+        run_cycle=lambda asked: ran.append(clock.now),
         run_first=True,
     )
 
     assert started == 1 and ran == [datetime(2026, 1, 1, 2, 58, 30, tzinfo=UTC)]
 
 
+def test_scheduler_loop_runs_an_asked_cycle_at_once_and_keeps_the_schedule():
+    clock = FakeClock(
+        datetime(2026, 1, 1, 2, 58, 30, tzinfo=UTC), asked_at=(datetime(2026, 1, 1, 2, 59, tzinfo=UTC),)
+    )
+    ran: list[tuple[str, bool]] = []
+
+    dream_schedule_loop(
+        next_after=every_five_minutes,
+        now=lambda: clock.now,
+        wait=clock.wait,
+        should_stop=lambda: len(ran) >= 2,
+        run_cycle=lambda asked: ran.append((clock.now.strftime("%H:%M:%S"), asked)),
+    )
+
+    assert ran == [("02:59:00", True), ("03:00:00", False)]
+
+
 def test_scheduler_process_stops_when_its_parent_is_gone(tmp_path):
-    # The suite's own embedded server (its DATA_DIR), should the scheduler connect; no Redis: it schedules.
+    # The suite's own embedded server (its DATA_DIR): the scheduler connects to listen for the admin's button.
     env = {**os.environ, "SECRET_KEY": "test", "DATA_DIR": str(settings.DATA_DIR)}
     env.pop("DATABASE_URL", None)
-    env.pop("REDIS_URL", None)
     result = subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "dream_scheduler", "--parent-pid", "1"],
         cwd=ROOT,
@@ -196,43 +219,24 @@ def fake_exec(monkeypatch, tmp_path, db):  # type: ignore[no-untyped-def]  # ser
     return calls
 
 
-def test_serve_starts_one_scheduler_beside_the_server_without_redis(fake_exec, settings, tmp_path):
-    settings.REDIS_URL = ""
-
+def test_serve_starts_one_scheduler_beside_the_server(fake_exec, settings, tmp_path):
     call_command("serve", "--workers", "2", stdout=io.StringIO())
 
     assert len(fake_exec["popen"]) == 1
     assert fake_exec["popen"][0][-4:] == ["dream_scheduler", "--parent-pid", str(os.getpid()), "--supervise"]
     argv = fake_exec["execv"][0]
-    assert argv[1:4] == ["-m", "uvicorn", "memoryplatform.asgi:application"]
+    assert argv[1:4] == ["-m", "uvicorn", "config.asgi:application"]
     assert argv[argv.index("--workers") + 1] == "2"
     assert os.environ["SERVE_THREADS"] == "4"  # each worker's threads for Django's views
     assert (tmp_path / "metrics").is_dir()  # multiprocess metrics: the web's /metrics sees the scheduler
 
 
-def test_serve_leaves_scheduling_to_celery_beat_with_redis(fake_exec, settings):
-    settings.REDIS_URL = "redis://127.0.0.1:6379/6"
-
-    call_command("serve", stdout=io.StringIO())
-    assert fake_exec["popen"] == []
-
-    call_command("serve", "--dream-scheduler", stdout=io.StringIO())
-    assert len(fake_exec["popen"]) == 1
-
-
 def test_serve_threads_can_be_set(fake_exec, settings):
-    settings.REDIS_URL = "redis://127.0.0.1:6379/6"
     call_command("serve", "--threads", "1", stdout=io.StringIO())
     assert os.environ["SERVE_THREADS"] == "1"
 
-    call_command("serve", "--server", "gunicorn", "--threads", "3", stdout=io.StringIO())
-    argv = fake_exec["execv"][1]
-    assert argv[1:4] == ["-m", "gunicorn", "memoryplatform.wsgi:application"]
-    assert argv[argv.index("--threads") + 1] == "3"
-
 
 def test_serve_can_run_without_the_scheduler(fake_exec, settings):
-    settings.REDIS_URL = ""
     call_command("serve", "--no-dream-scheduler", stdout=io.StringIO())
     assert fake_exec["popen"] == [] and len(fake_exec["execv"]) == 1
 

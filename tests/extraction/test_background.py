@@ -12,7 +12,6 @@ from django.core.management import call_command
 from apikeys.models import ApiKey
 from extraction.background import extraction_run_background, watermark_advance
 from extraction.models import Extraction, ExtractionWatermark
-from extraction.tasks import extraction_run_background_task
 from tests.conftest import _client_for
 from tests.extraction.conftest import fact, facts
 from tests.factories import AgentFactory
@@ -295,10 +294,3 @@ def test_a_stale_run_loses_the_compare_and_set(openai_llm, trio, admin_api, agen
 def test_without_an_llm_the_run_is_skipped(agent_a, settings):
     settings.LLM_PROVIDER = ""
     assert run() == {"skipped": "LLM_PROVIDER is empty"}
-
-
-def test_the_celery_task_runs_the_same_service(openai_llm, trio, admin_api, agent_a_api):
-    say(agent_a_api, conversation(admin_api), "I live in Lisbon.")
-    openai_llm.answers = [facts(fact("home_city", "Lisbon"))]
-    result = extraction_run_background_task.apply(kwargs={"agent_id": "agent-a"}).get()
-    assert result["agents"]["agent-a"]["added"] == 1

@@ -4,8 +4,6 @@ command names a real entry point of this project, and Prometheus scrapes the ser
 import importlib
 import json
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -33,33 +31,32 @@ def test_compose_has_every_production_service(compose):
         "postgres",
         "db-replica",
         "pgbouncer",
-        "redis",
         "web",
-        "worker",
+        "scheduler",
         "embedder",
-        "beat",
         "prometheus",
     }
     assert _argv(compose["services"]["embedder"]["command"])[-3:] == ["manage.py", "embed", "--follow"]
-    for name in ("web", "worker", "beat"):
+    assert _argv(compose["services"]["scheduler"]["command"])[-2:] == ["manage.py", "dream_scheduler"]
+    for name in ("web", "scheduler", "embedder"):
         service = compose["services"][name]
         assert service["build"] == "."
         env = service["environment"]
-        assert env["DATABASE_URL"].startswith("postgres://")
-        assert env["REDIS_URL"].startswith("redis://redis:")
+        assert env["DATABASE_URL"].startswith("postgres://") and "REDIS_URL" not in env
         assert "SECRET_KEY" in env and "DREAM_SCHEDULE" in env
     assert (ROOT / "Dockerfile").exists()
 
 
 def test_the_web_goes_through_pgbouncer_and_listens_past_it(compose):
     """The web's DATABASE_URL is PgBouncer in transaction mode, declared (DATABASE_POOLER); its listen URL and
-    its migrations go straight to PostgreSQL, as do the worker and beat (session advisory locks)."""
+    its migrations go straight to PostgreSQL, as do the scheduler and the consumer (session advisory locks,
+    LISTEN)."""
     assert compose["services"]["pgbouncer"]["environment"]["POOL_MODE"] == "transaction"
     web = compose["services"]["web"]["environment"]
     assert "@pgbouncer:" in web["DATABASE_URL"] and web["DATABASE_POOLER"] == "pgbouncer"
     assert "@postgres:" in web["DATABASE_LISTEN_URL"]
     assert "DATABASE_URL=$$DATABASE_LISTEN_URL" in compose["services"]["web"]["command"].split("migrate")[0]
-    for name in ("worker", "beat"):
+    for name in ("scheduler", "embedder"):
         assert "@postgres:" in compose["services"][name]["environment"]["DATABASE_URL"]
         assert not compose["services"][name]["environment"].get("DATABASE_POOLER")
 
@@ -75,14 +72,14 @@ def test_the_replica_streams_from_postgres_and_every_process_names_it(compose):
     mounts = compose["services"]["postgres"]["volumes"]
     assert any(m.startswith("./deploy/postgres-replication.sh:/docker-entrypoint-initdb.d/") for m in mounts)
     assert "host replication all all" in (ROOT / "deploy/postgres-replication.sh").read_text()
-    for name in ("web", "worker", "beat", "embedder"):
+    for name in ("web", "scheduler", "embedder"):
         env = compose["services"][name]["environment"]
         assert "@db-replica:5432/" in env["DATABASE_REPLICA_URL"]
 
 
 def test_web_command_serves_the_asgi_app(compose):
-    """The web service runs ``manage.py serve`` (Celery beat runs Dream there), whose uvicorn command names
-    the real ASGI app; the image's default command is the same."""
+    """The web service runs ``manage.py serve`` (the scheduler service runs the background work), whose
+    uvicorn command names the real ASGI app; the image's default command is the same."""
     argv = _argv(compose["services"]["web"]["command"])
     assert argv[:3] == ["python", "manage.py", "serve"]
     assert "--no-dream-scheduler" in argv
@@ -101,35 +98,19 @@ def test_web_command_serves_the_asgi_app(compose):
 
 
 def test_the_wsgi_app_still_loads():
-    """For those who run a WSGI server."""
-    from memoryplatform.wsgi import application
+    """Django's own WSGI app (``WSGI_APPLICATION``: runserver)."""
+    from config.wsgi import application
 
     assert callable(application)
 
 
-@pytest.mark.parametrize("service", ["worker", "beat"])
-def test_celery_commands_name_real_entry_points(compose, service):
-    argv = _argv(compose["services"][service]["command"])
-    assert argv[:3] == ["celery", "-A", "memoryplatform"]
-    assert argv[3] == service
-    celery = Path(sys.executable).parent / "celery"
-    result = subprocess.run(
-        [str(celery), "-A", "memoryplatform", service, "--help"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-
-
-def test_prometheus_scrapes_web_worker_and_embedder(compose):
+def test_prometheus_scrapes_web_scheduler_and_embedder(compose):
     config = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
     targets = {t for job in config["scrape_configs"] for c in job["static_configs"] for t in c["targets"]}
-    assert targets == {"web:8000", "worker:9100", "embedder:9101"}
+    assert targets == {"web:8000", "scheduler:9100", "embedder:9101"}
     web_job = next(job for job in config["scrape_configs"] if job["job_name"] == "memoryplatform-web")
     assert web_job["authorization"]["type"] == "Bearer"
-    assert compose["services"]["worker"]["environment"]["WORKER_METRICS_PORT"] == "9100"
+    assert compose["services"]["scheduler"]["environment"]["WORKER_METRICS_PORT"] == "9100"
 
 
 def test_env_example_lists_every_setting_the_code_reads():

@@ -1,5 +1,5 @@
 """One settings file for every process (issue 46): the checkout's ``.env``, or the file ``ENV_FILE`` names, is
-read by manage.py, Celery and the WSGI and ASGI apps whatever their current directory, and a variable set in
+read by manage.py and the WSGI and ASGI apps whatever their current directory, and a variable set in
 the environment wins over it. (The stdio MCP server and ``extract_conversations`` reaching the LLM through it:
 tests/agenttools/test_settings_file.py.)"""
 
@@ -70,11 +70,11 @@ def test_a_relative_env_file_is_taken_from_the_checkout(env_file: Path, elsewher
     assert _manage_shell(_environment(ENV_FILE=relative), elsewhere) == "openai|from-the-file"
 
 
-@pytest.mark.parametrize("module", ["memoryplatform.celery", "memoryplatform.wsgi", "memoryplatform.asgi"])
-def test_celery_and_the_web_apps_read_the_file(env_file: Path, elsewhere: Path, module: str):
-    """What a Celery worker (``celery -A memoryplatform``), a WSGI server or uvicorn imports first."""
+@pytest.mark.parametrize("module", ["config.wsgi", "config.asgi"])
+def test_the_web_apps_read_the_file(env_file: Path, elsewhere: Path, module: str):
+    """What a WSGI server or uvicorn imports first."""
     env = _environment(ENV_FILE=str(env_file), PYTHONPATH=str(ROOT))
-    env.setdefault("DJANGO_SETTINGS_MODULE", "memoryplatform.settings")
+    env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     result = _run(["-c", f"import {module}\n{PRINT_LLM}"], env, elsewhere)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "openai|from-the-file"

@@ -109,7 +109,7 @@ def test_a_negative_or_endless_price_stops_the_start(prices):  # type: ignore[no
     """A negative price would make every call raise what is left of a budget (issue 44, finding 15)."""
     env = {**os.environ, "SECRET_KEY": "test", "LLM_PRICES": prices}
     result = subprocess.run(  # noqa: S603 (our own interpreter, fixed arguments)
-        [sys.executable, "-c", "import memoryplatform.settings"],
+        [sys.executable, "-c", "import config.settings"],
         cwd=Path(__file__).resolve().parents[2],
         env=env,
         capture_output=True,

@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import connection
 
 from tests import pgbouncer
-from tests.helpers import free_port, manage, stop_process_group, url_of_the_test_database, wait_healthy
+from tests.helpers import free_port, manage, stop_process_group, url_of_the_test_database, wait_ready
 
 BASE_DIR = Path(settings.BASE_DIR)
 ME = "/v1/agents/me"
@@ -94,7 +94,7 @@ def _env(bouncer: pgbouncer.Bouncer, tmp: Path) -> dict[str, str]:
         "DATABASE_LISTEN_URL": url_of_the_test_database(),
         "PROMETHEUS_MULTIPROC_DIR": str(tmp),
     }
-    for name in ("REDIS_URL", "PREPARED_STATEMENTS", "API_KEY_CACHE", "MEMORYPLATFORM_API_KEY"):
+    for name in ("PREPARED_STATEMENTS", "API_KEY_CACHE", "MEMORYPLATFORM_API_KEY"):
         env.pop(name, None)
     tmp.mkdir(parents=True, exist_ok=True)
     return env
@@ -122,7 +122,7 @@ def servers(bouncer, tmp_path) -> Iterator[tuple[Server, Server, dict[str, str],
                     start_new_session=True,
                 )
             started.append(process)
-            wait_healthy(process, f"http://127.0.0.1:{port}", tmp_path / f"serve-{name}.log")
+            wait_ready(process, f"http://127.0.0.1:{port}", tmp_path / f"serve-{name}.log")
             running.append(Server(f"http://127.0.0.1:{port}", tmp_path / f"metrics-{name}"))
         yield running[0], running[1], keys, shell_env
     finally:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from memoryplatform import settings as defaults
+from config import settings as defaults
 from tests.helpers import url_of_the_test_database
 
 README = Path(settings.BASE_DIR) / "README.md"

@@ -1,6 +1,6 @@
 """The edges of a request that issue 33 found open (findings 11, 12, 13, and "only a real outage is reported
 as one"), through the REST doors with the role fixtures and through the ASGI entry point ``manage.py serve``
-runs. The same requests through a real uvicorn and gunicorn are in tests/usermemory/test_served_edges.py."""
+runs. The same requests through a real uvicorn are in tests/agenttools/test_served_edges.py."""
 
 import json
 import logging
@@ -21,11 +21,11 @@ MEMORIES = "/usermemorystore/memories"
 
 
 def _asgi(path: str, *, method: str = "GET", query: str = "") -> tuple[int, dict[str, Any], dict[str, str]]:
-    """One request to ``memoryplatform.asgi.application`` with the scope uvicorn builds: ``path`` as sent
+    """One request to ``config.asgi.application`` with the scope uvicorn builds: ``path`` as sent
     (``raw_path``), and decoded as uvicorn decodes it (undecodable bytes as U+FFFD)."""
     from urllib.parse import unquote
 
-    from memoryplatform.asgi import application
+    from config.asgi import application
 
     scope = {
         "type": "http",

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from memoryplatform.settings import _strict_bool
+from config.settings import _strict_bool
 
 ROOT = Path(__file__).resolve().parents[2]
-SETTINGS = (ROOT / "memoryplatform" / "settings.py").read_text()
+SETTINGS = (ROOT / "config" / "settings.py").read_text()
 BOOLEANS = sorted(set(re.findall(r'_strict_bool\("([A-Z_]+)"', SETTINGS)))
 
 
@@ -54,7 +54,7 @@ def test_every_boolean_setting_goes_through_the_strict_reader():
 def test_a_typo_in_a_boolean_setting_stops_the_start(name):  # type: ignore[no-untyped-def]
     env = {**os.environ, "SECRET_KEY": "test", name: "ture"}
     result = subprocess.run(  # noqa: S603 (our own interpreter, fixed arguments)
-        [sys.executable, "-c", "import memoryplatform.settings"],
+        [sys.executable, "-c", "import config.settings"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -64,3 +64,22 @@ def test_a_typo_in_a_boolean_setting_stops_the_start(name):  # type: ignore[no-u
     )
     assert result.returncode != 0
     assert f"ImproperlyConfigured: {name} must be a boolean" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("schedule", "starts"), [("*/15 2-4 * * 1-5", True), ("0 3 * *", False), ("61 3 * * *", False)]
+)
+def test_dream_schedule_is_a_crontab_of_five_fields(schedule, starts):  # type: ignore[no-untyped-def]
+    env = {**os.environ, "SECRET_KEY": "test", "DREAM_SCHEDULE": schedule}
+    result = subprocess.run(  # noqa: S603 (our own interpreter, fixed arguments)
+        [sys.executable, "-c", "import config.settings"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (result.returncode == 0) is starts, result.stderr[-500:]
+    if not starts:
+        assert "ImproperlyConfigured: DREAM_SCHEDULE must be a crontab of 5 fields" in result.stderr

@@ -2,10 +2,11 @@
 templates, installs into a fresh virtualenv, and ``django-admin migrate`` runs from there against a DATA_DIR
 of its own.
 
-The shared dev virtualenv has an editable install whose finder maps the apps to a source tree, so the fresh
-one must not see it: its site-packages gets the wheel, then a ``.pth`` naming the dev site-packages for the
-dependencies. A directory named in a ``.pth`` is only appended to ``sys.path`` (its own ``.pth`` files, the
-editable finder's among them, are not run), and ``-I`` keeps the working directory and ``PYTHONPATH`` out.
+The shared dev virtualenv has an editable install whose ``.pth`` puts a source tree on ``sys.path``, so the
+fresh one must not see it: its site-packages gets the wheel, then a ``.pth`` naming the dev site-packages for
+the dependencies. A directory named in a ``.pth`` is only appended to ``sys.path`` (its own ``.pth`` files,
+the editable install's among them, are not run), and ``-I`` keeps the working directory and ``PYTHONPATH``
+out.
 The test then asks the installed Django where each app was loaded from.
 
 The build goes through pip with build isolation (setuptools from pip's configured index), in a copy of the
@@ -32,11 +33,14 @@ from tests.memoryplatform.test_layout import ROOT, local_apps
 TIMEOUT_SECONDS = 180
 PIP = [sys.executable, "-m", "pip"]
 WHERE_FROM = """
+import importlib
 import json
 import django
 from django.apps import apps
+from django.conf import settings
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.template.loader import get_template
 
 django.setup()
 executor = MigrationExecutor(connection)
@@ -45,6 +49,10 @@ print(json.dumps({
     "paths": {config.name: config.path for config in apps.get_app_configs()},
     "unapplied": [str(migration) for migration, _ in plan],
     "applied": len(executor.loader.applied_migrations),
+    "settings": importlib.import_module(settings.SETTINGS_MODULE).__file__,
+    "templates": {
+        name: get_template(name).origin.name for name in ("admin/base_site.html", "admin/overview.html")
+    },
 }))
 """
 
@@ -53,6 +61,11 @@ def run(argv: list[str], **options) -> subprocess.CompletedProcess:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_SECONDS, **options)  # noqa: S603
     assert done.returncode == 0, f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
     return done
+
+
+def packages() -> list[str]:
+    """What the wheel must hold: every app of INSTALLED_APPS, and ``config``, the settings and the wiring."""
+    return [*local_apps(), "config"]
 
 
 def source_files(app: str) -> set[str]:
@@ -65,12 +78,13 @@ def source_files(app: str) -> set[str]:
 
 
 def build_wheel(base: Path) -> Path:
-    """Build the wheel from a copy of the sources: pyproject.toml, the README it names, every app."""
+    """Build the wheel from a copy of the sources: pyproject.toml, the README it names, every package."""
     source = base / "src"
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
-    for app in local_apps():
+    shutil.copytree(ROOT / "templates", source / "templates")  # the project's own, installed as data
+    for app in packages():
         shutil.copytree(ROOT / app, source / app, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     run([*PIP, "wheel", "--no-deps", "--quiet", "--wheel-dir", str(base / "dist"), str(source)])
     (wheel,) = (base / "dist").glob("memoryplatform-*.whl")
@@ -108,11 +122,16 @@ def base() -> Iterator[Path]:
 def test_the_wheel_holds_every_app_installs_and_migrates_from_its_own_files(base: Path) -> None:
     wheel = build_wheel(base)
     names = set(zipfile.ZipFile(wheel).namelist())
-    for app in local_apps():
+    for app in packages():
         missing = source_files(app) - names
         assert not missing, f"{app}: not in the wheel: {sorted(missing)}"
     assert any(name.startswith("usermemory/migrations/0001_") for name in names)
     assert any(name.startswith("usermemory/templates/admin/") for name in names)
+    project_templates = {
+        str(path.relative_to(ROOT / "templates")) for path in (ROOT / "templates").rglob("*.html")
+    }
+    data = "memoryplatform-0.1.0.data/data/share/memoryplatform/templates/"
+    assert project_templates and {data + name for name in project_templates} <= names
 
     python, purelib = install(base, wheel)
     env = {
@@ -120,11 +139,11 @@ def test_the_wheel_holds_every_app_installs_and_migrates_from_its_own_files(base
         "HOME": str(base),
         "SECRET_KEY": "wheel-test",
         "DATA_DIR": str(base / "data"),  # the embedded PostgreSQL, a server of its own
-        "DJANGO_SETTINGS_MODULE": "memoryplatform.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
     }
     # django-admin, as the installed wheel's python runs it, from outside any checkout.
     run(
-        [str(python), "-I", "-m", "django", "migrate", "--settings", "memoryplatform.settings", "--noinput"],
+        [str(python), "-I", "-m", "django", "migrate", "--settings", "config.settings", "--noinput"],
         cwd=base,
         env=env,
     )
@@ -134,3 +153,9 @@ def test_the_wheel_holds_every_app_installs_and_migrates_from_its_own_files(base
     assert state["applied"] > 0
     for app in local_apps():
         assert Path(state["paths"][app]) == purelib / app
+    assert state["settings"] == str(purelib / "config" / "settings.py")
+    # The project's own templates (the admin's frame and overview) come from the wheel's data, not a checkout.
+    shared = base / "venv" / "share" / "memoryplatform" / "templates"
+    assert state["templates"] == {
+        name: str(shared / name) for name in ("admin/base_site.html", "admin/overview.html")
+    }

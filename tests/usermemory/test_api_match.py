@@ -73,3 +73,42 @@ def test_bad_narrowing_is_a_400(agent_a_api, foods):
         assert_envelope(agent_a_api.get(f"{BASE}/{U}", params), 400, "bad_request")
     bad = {"q": "x", "filter": json.dumps({"rating": {"$near": 3}})}
     assert_envelope(agent_a_api.get(f"{BASE}/{U}/search", bad), 400, "bad_request")
+
+
+def test_key_patterns_narrow_a_list_by_segments(agent_a_api, put, foods):
+    """``keyPattern`` (LangGraph's namespace wildcards, issue 47): ``*`` one segment, ``**`` any number,
+    the whole key; repeated, any of them. Other characters are themselves, regex ones too."""
+    put(agent_a_api, userId=U, key="food/italian/pasta", value={"kind": "food"})
+    put(agent_a_api, userId=U, key="a.b", value={"kind": "dot"})
+    put(agent_a_api, userId=U, key="axb", value={"kind": "x"})
+    listed = f"{BASE}/{U}"
+    assert _keys(agent_a_api.get(listed, {"keyPattern": "*/pizza"})) == ["food/pizza"]
+    assert _keys(agent_a_api.get(listed, {"keyPattern": "food/*"})) == [
+        "food/kale",
+        "food/note",
+        "food/pizza",
+        "food/soup",
+    ]
+    assert _keys(agent_a_api.get(listed, {"keyPattern": "food/**"})) == [
+        "food/italian/pasta",
+        "food/kale",
+        "food/note",
+        "food/pizza",
+        "food/soup",
+    ]
+    assert _keys(agent_a_api.get(listed, {"keyPattern": "**/pasta"})) == ["food/italian/pasta"]
+    assert _keys(agent_a_api.get(listed, {"keyPattern": ["*/climb", "**/pasta"]})) == [
+        "food/italian/pasta",
+        "sport/climb",
+    ]
+    assert _keys(agent_a_api.get(listed, {"keyPattern": "a.b"})) == ["a.b"]  # "." is no regex here
+    assert _keys(agent_a_api.get(listed, {"keyPattern": "*", "visibility": "self"})) == ["a.b", "axb"]
+    # The page is cut after the narrowing: the newer entries a.b and axb do not take its one place.
+    assert _keys(agent_a_api.get(listed, {"keyPattern": "**/pasta", "limit": 1})) == ["food/italian/pasta"]
+
+
+def test_too_many_key_patterns_is_a_400(agent_a_api):
+    too_many = {"keyPattern": [f"k{n}/*" for n in range(33)]}
+    assert_envelope(agent_a_api.get(f"{BASE}/{U}", too_many), 400, "bad_request")
+    as_of = {"keyPattern": "*", "asOf": "2026-01-01T00:00:00Z"}
+    assert_envelope(agent_a_api.get(f"{BASE}/{U}", as_of), 400, "bad_request")

@@ -13,9 +13,10 @@ import pytest
 from django.utils import timezone
 
 from apikeys.models import AgentGroup
+from dream.models import DreamPolicy
 from dream.prune import dream_prune_stale
 from tests.helpers import assert_envelope, internal_id
-from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent
+from usermemory.models import MemoryEntry, MemoryEvent
 
 BASE = "/usermemorystore/memories"
 U = "user-ttl"
@@ -187,7 +188,7 @@ def test_dream_prunes_expired_entries_after_the_policys_retention(
         format="json",
     )
     assert patched.json()["memoryPolicy"]["dreamConfig"]["pruneExpiredAfterDays"] == 7
-    policy = AgentMemoryPolicy.objects.get(agent=agent_a)
+    policy = DreamPolicy.objects.get(agent=agent_a)
 
     assert dream_prune_stale(policy=policy).pruned == 1
     assert set(MemoryEntry.objects.filter(user_id=U).values_list("key", flat=True)) == {"mood", "name"}
@@ -200,5 +201,6 @@ def test_dream_prunes_expired_entries_after_the_policys_retention(
     ]
     assert MemoryEvent.objects.filter(entry_id=internal_id(recent["id"]), action="pruned").exists()
     # 0 keeps expired entries.
-    policy = set_policy(agent_a, prune_expired_after_days=0, prune_stale_after_days=0)
+    set_policy(agent_a, prune_expired_after_days=0, prune_stale_after_days=0)
+    policy = DreamPolicy.objects.get(agent=agent_a)
     assert dream_prune_stale(policy=policy, now=timezone.now() + timedelta(days=400)).pruned == 0

@@ -171,3 +171,31 @@ def test_a_recall_queues_on_its_users_recall_lock(agent_a_api, agent_b, query):
         holder.close()
     assert done == [200]
     assert set(MemoryEntry.objects.filter(user_id="locked").values_list("access_count", flat=True)) == {1}
+
+
+def test_simultaneous_first_changes_of_an_agents_policy_parts_all_hold(admin_api, agent_a):
+    """Eight PATCHes at once, each the first change of a part's field of an agent with no policy rows yet:
+    every one answers 200 (no unique violation when two make a part's row), and every change is kept."""
+    changes = [
+        {"maxRecallEntries": 9},
+        {"guardrails": {"maxKeyLength": 20}},
+        {"dreamConfig": {"enabled": True}},
+        {"dreamConfig": {"pruneStaleAfterDays": 12}},
+        {"extractionConfig": {"visibility": "group"}},
+        {"extractionConfig": {"extractFromConversations": True}},
+        {"toolCallRetentionDays": 4},
+        {"llmBudget": 1.5},
+    ]
+
+    def work(i, client):
+        return client.patch(
+            f"/v1/agents/{agent_a.id}", {"memoryPolicy": changes[i]}, format="json"
+        ).status_code
+
+    assert run_at_once(len(changes), work, admin_api.raw_key) == [200] * len(changes)
+    policy = admin_api.get(f"/v1/agents/{agent_a.id}").json()["memoryPolicy"]
+    assert (policy["maxRecallEntries"], policy["guardrails"]["maxKeyLength"]) == (9, 20)
+    assert (policy["dreamConfig"]["enabled"], policy["dreamConfig"]["pruneStaleAfterDays"]) == (True, 12)
+    assert policy["extractionConfig"]["visibility"] == "group"
+    assert policy["extractionConfig"]["extractFromConversations"] is True
+    assert (policy["toolCallRetentionDays"], policy["llmBudget"]) == (4, 1.5)

@@ -1,24 +1,22 @@
 """The life of entry vectors: a change of model is re-embedded in the background (the scheduled job's public
-entries: the Celery task, and the embedded scheduler's loop), one pass at a time across processes, while
+entries: the service, and the scheduler process's loop), one pass at a time across processes, while
 search keeps working; and GDPR erasure removes the erased user's vectors, and only theirs."""
 
 import threading
 from collections.abc import Iterator
 
 import pytest
-from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from prometheus_client import REGISTRY
 
-from memoryplatform.celery import app
 from memoryplatform.embeddings import consumer, get_embedder
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 from tests.embedding_server import Script, embedding_server
+from usermemory.embedding import memory_reembed_scheduled
 from usermemory.models import EntryEmbedding
-from usermemory.tasks import reembed_task
 
 BASE = "/usermemorystore/memories"
 U = "user-life"
@@ -66,7 +64,7 @@ def test_a_change_of_local_model_is_re_embedded_by_the_scheduled_task_and_search
         assert _search(agent_a_api, "hybrid", q="ramen") == ["food"]
         done = _runs("done")
 
-        assert reembed_task.apply().get() == "done"
+        assert memory_reembed_scheduled() == "done"
 
         assert _models() == [OTHER_LOCAL]  # every old vector replaced, none left beside the new ones
         assert EntryEmbedding.objects.filter(entry__user_id=U).count() == len(FACTS)
@@ -74,15 +72,16 @@ def test_a_change_of_local_model_is_re_embedded_by_the_scheduled_task_and_search
         assert _search(agent_a_api, "hybrid")[0] == "food"
         assert _runs("done") == done + 1
         assert REGISTRY.get_sample_value("memory_embeddings_pending") == 0
-        assert reembed_task.apply().get() == "done"  # nothing left: the next run writes nothing
+        assert memory_reembed_scheduled() == "done"  # nothing left: the next run writes nothing
         assert _models() == [OTHER_LOCAL]
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_remote_model_change_is_re_embedded_in_batches_over_runs_until_done(agent_a_api, put, monkeypatch):
     """Provider openai against a real HTTP server: model A's vectors, then model B's. With a time budget of
-    zero each run does one batch and queues the next, until none is left."""
-    monkeypatch.setitem(app.conf, "task_always_eager", True)  # the queued runs run here, even with REDIS_URL
+    zero each run does one batch, and the scheduler's loop runs the next at once, until none is left."""
+    from dream.management.commands import dream_scheduler
+
     texts = [f"{key}: {value}" for key, value in FACTS.items()]
     model_a = Script(vectors={t: [1.0, 0.0, 0.0] for t in texts})
     # Model B: the question is near "food" and far from the others.
@@ -91,9 +90,7 @@ def test_a_remote_model_change_is_re_embedded_in_batches_over_runs_until_done(ag
     remote = {"EMBEDDINGS_PROVIDER": "openai", "EMBEDDINGS_INLINE_MAX_CHARS": 0}
     with (
         embedding_server(model_a),
-        override_settings(
-            **remote, EMBEDDINGS_URL=model_a.url, EMBEDDINGS_MODEL="model-a", CELERY_TASK_ALWAYS_EAGER=True
-        ),
+        override_settings(**remote, EMBEDDINGS_URL=model_a.url, EMBEDDINGS_MODEL="model-a"),
     ):
         for key, value in FACTS.items():
             assert put(agent_a_api, userId=U, key=key, value=value).status_code == 201
@@ -102,12 +99,14 @@ def test_a_remote_model_change_is_re_embedded_in_batches_over_runs_until_done(ag
 
     get_embedder.cache_clear()
     with embedding_server(model_b), override_settings(
-        **remote, EMBEDDINGS_URL=model_b.url, EMBEDDINGS_MODEL="model-b", CELERY_TASK_ALWAYS_EAGER=True,
+        **remote, EMBEDDINGS_URL=model_b.url, EMBEDDINGS_MODEL="model-b",
         EMBEDDINGS_BATCH_SIZE=2, EMBEDDINGS_REEMBED_SECONDS=0,
     ):  # fmt: skip
-        partial = _runs("partial")
-        assert reembed_task.apply().get() == "partial"  # the first run; the ones it queued finished the work
-        assert _runs("partial") == partial + 2 and _models() == ["openai/model-b"]
+        partial, done = _runs("partial"), _runs("done")
+        passes: list[bool] = []
+        dream_scheduler.reembed_loop(300, should_stop=lambda: passes.append(True) or len(passes) > 3)
+        assert (_runs("partial"), _runs("done")) == (partial + 2, done + 1)  # one firing, three runs
+        assert _models() == ["openai/model-b"]
         passages = [r["input"] for r in model_b.requests if r["input"][0] in texts]
         assert passages == [texts[:2], texts[2:]]  # each entry embedded once, in batches of two
         assert all(r["model"] == "model-b" for r in model_b.requests)
@@ -137,7 +136,7 @@ def test_one_re_embedding_at_a_time_across_processes(agent_a_api, put):
     try:
         assert holding.wait(30)
         skipped = _runs("skipped")
-        assert reembed_task.apply().get() == "skipped"
+        assert memory_reembed_scheduled() == "skipped"
         assert _runs("skipped") == skipped + 1
         with pytest.raises(CommandError, match="Another process is re-embedding"):
             call_command("embed", "--missing", "--no-progress")
@@ -145,7 +144,7 @@ def test_one_re_embedding_at_a_time_across_processes(agent_a_api, put):
     finally:
         release.set()
         other.join()
-    assert reembed_task.apply().get() == "done"
+    assert memory_reembed_scheduled() == "done"
     assert _models() == [LOCAL]
 
 
@@ -156,13 +155,13 @@ def test_after_a_pass_reaches_the_end_the_scheduled_one_scans_again_only_for_ano
     with override_settings(EMBEDDINGS_PROVIDER="none"):
         put(agent_a_api, userId=U, key="food", value="spicy ramen")
         put(agent_a_api, userId=U, key="pet", value="a cat called Miso")
-    assert reembed_task.apply().get() == "done" and _models() == [LOCAL]
+    assert memory_reembed_scheduled() == "done" and _models() == [LOCAL]
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM usermemory_entryembedding WHERE entry_id IN "
                        "(SELECT id FROM usermemory_memoryentry WHERE key = 'pet')")  # fmt: skip
 
     with CaptureQueriesContext(connection) as statements:
-        assert reembed_task.apply().get() == "done"
+        assert memory_reembed_scheduled() == "done"
     # One look at the sweep record per kind (entries, messages): no scan of the entries or the messages.
     looked = [s["sql"].split(" WHERE ")[0] for s in statements]
     assert looked == ["SELECT model FROM usermemory_vectorsweep"] * 2
@@ -173,7 +172,7 @@ def test_after_a_pass_reaches_the_end_the_scheduled_one_scans_again_only_for_ano
 
     with override_settings(EMBEDDINGS_MODEL=OTHER_LOCAL):  # another model: the scheduled pass scans
         get_embedder.cache_clear()
-        assert reembed_task.apply().get() == "done"
+        assert memory_reembed_scheduled() == "done"
         assert _models() == [OTHER_LOCAL] and EntryEmbedding.objects.count() == 2
 
 
@@ -190,14 +189,14 @@ def test_a_down_embedder_fails_the_run_not_the_scheduler(agent_a_api, put):
         ),
     ):
         failed = _runs("failed")
-        assert reembed_task.apply().get() == "failed"
+        assert memory_reembed_scheduled() == "failed"
         assert _runs("failed") == failed + 1
     assert not EntryEmbedding.objects.exists()
 
 
 @pytest.mark.django_db(transaction=True)
 def test_the_embedded_scheduler_re_embeds_at_start(agent_a_api, put, monkeypatch):
-    """`make run` without Celery: the scheduler process's re-embedding loop runs a pass at once."""
+    """The scheduler process's re-embedding loop runs a pass at once."""
     from dream.management.commands import dream_scheduler
 
     with override_settings(EMBEDDINGS_PROVIDER="none"):  # written without a vector
@@ -253,10 +252,3 @@ def test_gdpr_erasure_removes_the_user_vectors_and_only_theirs(
     )
     assert page.status_code == 200 and '"entriesDeleted": 1' in page.context["report"]
     assert vectors("erased-in-admin") == 0 and (vectors("kept-1"), vectors("kept-2")) == (3, 1)
-
-
-def test_beat_sends_the_re_embedding_every_interval_with_expiry_under_it():
-    entry = app.conf.beat_schedule["reembed"]
-    assert entry["task"] == "usermemory.reembed" == reembed_task.name
-    assert entry["schedule"] == settings.EMBEDDINGS_REEMBED_INTERVAL > 0
-    assert 0 < entry["options"]["expires"] < settings.EMBEDDINGS_REEMBED_INTERVAL

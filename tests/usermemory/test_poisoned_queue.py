@@ -61,11 +61,9 @@ def _env(script: Script) -> dict[str, str]:
         "EMBEDDINGS_LEASE_SECONDS": "1",
         "EMBEDDINGS_MAX_ATTEMPTS": "2",
         "EMBEDDINGS_POLL_SECONDS": "0.2",
-        "BACKGROUND_DUTY": "1",
         "EXTRACTION_INTERVAL": "0",
         "EMBEDDINGS_REEMBED_INTERVAL": "0",
     }
-    env.pop("REDIS_URL", None)
     return env
 
 

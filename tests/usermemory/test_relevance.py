@@ -5,7 +5,7 @@ agent's context."""
 
 import pytest
 
-from memoryplatform import settings as defaults
+from config import settings as defaults
 from tests.conversations.utils import create
 from tests.helpers import assert_envelope
 from tests.usermemory.ranked import BASE, QUESTION, SEEN, U

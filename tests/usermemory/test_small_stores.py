@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from memoryplatform import settings as defaults
+from config import settings as defaults
 
 BASE = "/usermemorystore/memories"
 

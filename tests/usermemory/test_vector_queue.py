@@ -152,7 +152,7 @@ def test_short_texts_are_embedded_in_their_request_by_default_only_on_the_embedd
     code = "from django.conf import settings; print(settings.EMBEDDINGS_INLINE_MAX_CHARS)"
     result = subprocess.run(  # noqa: S603 (our own interpreter, fixed arguments)
         [sys.executable, "-c", f"import django, os; django.setup(); {code}"],
-        env=env | {"DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "memoryplatform.settings"},
+        env=env | {"DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "config.settings"},
         capture_output=True,
         text=True,
         check=True,

@@ -1,13 +1,19 @@
-"""An agent's memory policy over REST (EDDI's ``userMemoryConfig`` shape under ``memoryPolicy``): its
-guardrails, its Dream and extraction settings, and the agent's directory entry with it."""
+"""An agent's memory policy over REST (EDDI's ``userMemoryConfig`` shape under ``memoryPolicy``): usermemory's
+caps, recall and guardrails, the fields each other app's policy part brings (Dream's and extraction's
+settings, activity's retention and budget), and the agent's directory entry with it."""
 
+import functools
 from typing import Any
 
+from django.apps import apps
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
 from rest_framework import serializers
 
 from apikeys.api.serializers import AgentOutputSerializer
 from memoryplatform.api.serializers import AsciiIntegerField, StrictInput
-from usermemory.models import MAX_KEY_CHARS, OnCapReached, RecallOrder, SummarizeGroupBy, Visibility
+from usermemory.models import MAX_KEY_CHARS, OnCapReached, RecallOrder
+from usermemory.policies import policy_parts
 
 
 class GuardrailsSerializer(StrictInput):
@@ -19,101 +25,41 @@ class GuardrailsSerializer(StrictInput):
     )
 
 
-class DreamConfigSerializer(StrictInput):
-    enabled = serializers.BooleanField(source="dream_enabled")
-    pruneStaleAfterDays = AsciiIntegerField(source="prune_stale_after_days", min_value=0, max_value=36500)
-    pruneExpiredAfterDays = AsciiIntegerField(
-        source="prune_expired_after_days",
-        min_value=0,
-        max_value=36500,
-        required=False,
-        help_text="Days an entry past its validTo is kept before Dream deletes it (its history stays); "
-        "0 keeps it.",
-    )
-    detectContradictions = serializers.BooleanField(source="detect_contradictions")
-    summarizeInteractions = serializers.BooleanField(source="summarize_interactions")
-    maxCostPerRun = serializers.DecimalField(
-        source="max_cost_per_run", max_digits=8, decimal_places=2, min_value=0, coerce_to_string=False
-    )
-    crossAgentMaintenance = serializers.BooleanField(source="cross_agent_maintenance")
-    summarizeMinEntries = AsciiIntegerField(source="summarize_min_entries", min_value=2, max_value=10_000)
-    summarizeTargetEntries = AsciiIntegerField(source="summarize_target_entries", min_value=1, max_value=1000)
-    summarizeGroupBy = serializers.ChoiceField(source="summarize_group_by", choices=SummarizeGroupBy.choices)
-    preserveAgentProvenance = serializers.BooleanField(source="preserve_agent_provenance")
-    summarizeRequiresApproval = serializers.BooleanField(source="summarize_requires_approval")
-    semanticContradictionThreshold = serializers.FloatField(
-        source="semantic_contradiction_threshold", min_value=0.01, max_value=1.0
-    )
-    confirmContradictionsWithLlm = serializers.BooleanField(source="confirm_contradictions_with_llm")
-    maxLlmCallsPerRun = AsciiIntegerField(
-        source="max_llm_calls_per_run",
-        min_value=0,
-        max_value=100_000,
-        required=False,
-        help_text="LLM calls one Dream cycle may make in all (summaries, confirmations), whatever they cost.",
-    )
-    maxLlmCallsPerUser = AsciiIntegerField(
-        source="max_llm_calls_per_user",
-        min_value=0,
-        max_value=10_000,
-        required=False,
-        help_text="LLM calls one Dream cycle may make about one user.",
-    )
+def _memory_policy_fields() -> dict[str, serializers.Field]:
+    """Usermemory's fields of ``memoryPolicy``, in the contract's order: the other parts' come after."""
+    return {
+        "maxEntriesPerUser": AsciiIntegerField(
+            source="max_entries_per_user", min_value=1, max_value=1_000_000
+        ),
+        "maxRecallEntries": AsciiIntegerField(source="max_recall_entries", min_value=1, max_value=1000),
+        "recallOrder": serializers.ChoiceField(source="recall_order", choices=RecallOrder.choices),
+        "onCapReached": serializers.ChoiceField(source="on_cap_reached", choices=OnCapReached.choices),
+        "guardrails": GuardrailsSerializer(source="*"),
+    }
 
 
-class ExtractionConfigSerializer(StrictInput):
-    extractFromConversations = serializers.BooleanField(
-        source="extract_from_conversations",
-        required=False,
-        help_text="Extract facts in the background from the conversations the agent takes part in.",
-    )
-    maxExtractionCostPerRun = serializers.DecimalField(
-        source="max_extraction_cost_per_run",
-        max_digits=8,
-        decimal_places=2,
-        min_value=0,
-        coerce_to_string=False,
-        required=False,
-        help_text="Dollars of LLM calls one background extraction run may spend for the agent.",
-    )
-    visibility = serializers.ChoiceField(
-        source="extraction_visibility",
-        choices=Visibility.choices,
-        required=False,
-        help_text="An extracted fact's visibility when the request names none; the most a fact from a "
-        "conversation without a group gets.",
-    )
+@functools.cache
+def memory_policy_serializer() -> type[StrictInput]:
+    """``MemoryPolicySerializer``: EDDI's ``userMemoryConfig`` shape, read and (partially) written.
 
-
-class MemoryPolicySerializer(StrictInput):
-    """EDDI's ``userMemoryConfig`` shape, read and (partially) written."""
-
-    maxEntriesPerUser = AsciiIntegerField(source="max_entries_per_user", min_value=1, max_value=1_000_000)
-    maxRecallEntries = AsciiIntegerField(source="max_recall_entries", min_value=1, max_value=1000)
-    recallOrder = serializers.ChoiceField(source="recall_order", choices=RecallOrder.choices)
-    onCapReached = serializers.ChoiceField(source="on_cap_reached", choices=OnCapReached.choices)
-    guardrails = GuardrailsSerializer(source="*")
-    dreamConfig = DreamConfigSerializer(source="*")
-    extractionConfig = ExtractionConfigSerializer(source="*", required=False)
-    toolCallRetentionDays = AsciiIntegerField(
-        source="tool_call_retention_days",
-        min_value=0,
-        max_value=36500,
-        required=False,
-        help_text="Days the agent's tool-call log is kept (Dream deletes older calls); 0 keeps it forever.",
-    )
-    llmBudget = serializers.DecimalField(
-        source="llm_budget",
-        max_digits=8,
-        decimal_places=2,
-        min_value=0,
-        allow_null=True,
-        coerce_to_string=False,
-        required=False,
-        help_text="Dollars the agent's LLM calls may spend in any window of LLM_BUDGET_WINDOW seconds, at "
-        "every door (extraction, Dream's summaries and confirmations); null: the server's "
-        "LLM_BUDGET_PER_AGENT.",
-    )
+    Its fields are usermemory's, then each registered policy part's (:mod:`usermemory.policies`; Dream's
+    ``dreamConfig``, extraction's ``extractionConfig``, activity's ``toolCallRetentionDays`` and
+    ``llmBudget``), each part's REST fields named by its ``rest`` path. It reads and writes the policy as one
+    flat document (:func:`usermemory.selectors.policy_values`), so a field's source is its field name
+    whichever table holds it. Made once, on first use: after every app's ``ready()`` has registered its
+    part (this module is imported by the URL map, never while the apps load)."""
+    if not apps.ready:
+        raise ImproperlyConfigured("memoryPolicy's serializer is made before every app registered its part.")
+    fields = _memory_policy_fields()
+    for part in policy_parts():
+        if part.rest:
+            fields.update(import_string(part.rest)())
+    attrs: dict[str, Any] = {
+        "__module__": __name__,
+        "__doc__": "EDDI's ``userMemoryConfig`` shape, read and (partially) written.",
+        **fields,
+    }
+    return type("MemoryPolicySerializer", (StrictInput,), attrs)
 
 
 def flatten_policy_changes(data: dict[str, Any]) -> dict[str, Any]:
@@ -130,7 +76,7 @@ def flatten_policy_changes(data: dict[str, Any]) -> dict[str, Any]:
 class AgentDetailOutputSerializer(AgentOutputSerializer):
     """An agent's directory entry with its memory policy (``GET/PATCH /v1/agents/{id}``)."""
 
-    memoryPolicy = MemoryPolicySerializer(source="*", read_only=True)
+    memoryPolicy = memory_policy_serializer()(source="*", read_only=True)
 
     class Meta(AgentOutputSerializer.Meta):
         fields = [*AgentOutputSerializer.Meta.fields, "memoryPolicy"]

@@ -9,7 +9,13 @@ from rest_framework import serializers
 
 from memoryplatform import publicids
 from memoryplatform.api.pagination import MAX_OFFSET
-from memoryplatform.api.serializers import AsciiIntegerField, FieldsBuiltOnce, PublicIdField, iso_utc
+from memoryplatform.api.serializers import (
+    AsciiIntegerField,
+    FieldsBuiltOnce,
+    PublicIdField,
+    StrictCharField,
+    iso_utc,
+)
 from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory.history import provenance_shown
 from usermemory.models import (
@@ -166,15 +172,6 @@ class MemoryUpsertOutputSerializer(MemoryEntryOutputSerializer):
         if instance.skipped is not None:
             data["skipped"] = skipped_json(instance.skipped)
         return data
-
-
-class StrictCharField(serializers.CharField):
-    """A string field that refuses numbers and booleans instead of turning them into text."""
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
 
 
 class ConfidenceField(serializers.FloatField):
@@ -505,6 +502,14 @@ class UserListQuerySerializer(ListQuerySerializer, MatchQuerySerializer):
         help_text="Only the entries this agent wrote (that the caller may see).",
     )
     minConfidence = _min_confidence()
+    keyPattern = serializers.ListField(
+        child=StrictCharField(max_length=MAX_KEY_CHARS, trim_whitespace=False),
+        required=False,
+        max_length=32,
+        help_text="Only keys matching a pattern (repeatable: any of them): the key's '/'-separated segments, "
+        "'*' any one segment, '**' any number of them (none too), the whole key: '*/prefs/*', 'memories/**', "
+        "'**/prefs/*' (LangGraph's namespace wildcards).",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "asOf" in attrs and attrs.get("includeSuperseded"):
@@ -512,9 +517,11 @@ class UserListQuerySerializer(ListQuerySerializer, MatchQuerySerializer):
                 {"asOf": "asOf answers with what was valid then: leave includeSuperseded out."}
             )
         if "asOf" in attrs and (
-            attrs.get("agentId") or attrs.get("minConfidence") is not None or MATCH_FIELDS & set(attrs)
+            attrs.get("agentId")
+            or attrs.get("minConfidence") is not None
+            or (MATCH_FIELDS | {"keyPattern"}) & set(attrs)
         ):
-            leave = "agentId, minConfidence, keyPrefix, visibility and filter"
+            leave = "agentId, minConfidence, keyPrefix, keyPattern, visibility and filter"
             raise serializers.ValidationError({"asOf": f"asOf answers from history: leave {leave} out."})
         return attrs
 

@@ -18,12 +18,16 @@ from apikeys.models import Agent
 from apikeys.permissions import IsAdminCaller, ReadAnyWriteAgentOrAdmin, request_caller
 from apikeys.selectors import agent_list
 from memoryplatform import publicids
+from memoryplatform.api.headers import FALLBACK_HEADER, TURN_HEADER, fallback_headers, turn_id_of
 from memoryplatform.api.serializers import refuse_unknown_fields, require_valid_item
 from memoryplatform.errors import BadRequest, NotFound
 from memoryplatform.replica import replica_door
-from memoryplatform.text import text_problem
 from usermemory import selectors, services
-from usermemory.api.policy import AgentDetailOutputSerializer, MemoryPolicySerializer, flatten_policy_changes
+from usermemory.api.policy import (
+    AgentDetailOutputSerializer,
+    flatten_policy_changes,
+    memory_policy_serializer,
+)
 from usermemory.api.serializers import (
     CountOutputSerializer,
     EraseOutputSerializer,
@@ -46,12 +50,6 @@ from usermemory.embedding import embeddings_waiting
 from usermemory.ranking import RankedSearch
 
 ENTRY_PARAM = OpenApiParameter("entry_id", int, OpenApiParameter.PATH)
-TURN_HEADER = OpenApiParameter(
-    "X-Turn-Id",
-    str,
-    OpenApiParameter.HEADER,
-    description="The turn the write belongs to (its first 128 characters)",
-)
 VECTORS_PENDING_HEADER = OpenApiParameter(
     "X-Vectors-Pending",
     int,
@@ -71,18 +69,6 @@ def _query(serializer_class: type[serializers.Serializer], request: Request) -> 
 def _page(qs: QuerySet, query: dict[str, Any]) -> Response:
     entries = qs[query["offset"] : query["offset"] + query["limit"]]
     return Response(MemoryEntryOutputSerializer(entries, many=True).data)
-
-
-def _turn_id(request: Request, body: Any) -> str | None:
-    turn_id = request.headers.get("X-Turn-Id") or (body.get("turnId") if isinstance(body, dict) else None)
-    if turn_id is None:
-        return None
-    if not isinstance(turn_id, str):
-        raise BadRequest("turnId must be a string.")
-    problem = text_problem(turn_id)
-    if problem:
-        raise BadRequest(f"turnId {problem}.")
-    return turn_id[:128]
 
 
 class MemoryView(APIView):
@@ -116,7 +102,7 @@ class MemoryUpsertView(MemoryView):
         data = MemoryUpsertInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         result = services.memory_upsert(
-            caller=request_caller(request), write=data.to_write(), turn_id=_turn_id(request, request.data)
+            caller=request_caller(request), write=data.to_write(), turn_id=turn_id_of(request, request.data)
         )
         return Response(
             MemoryUpsertOutputSerializer(result).data,
@@ -148,7 +134,7 @@ class MemoryBatchView(MemoryView):
             require_valid_item(data, items="entries", index=index)
             writes.append(data.to_write())
         results = services.memory_upsert_batch(
-            caller=request_caller(request), writes=writes, turn_id=_turn_id(request, body)
+            caller=request_caller(request), writes=writes, turn_id=turn_id_of(request, body)
         )
         waiting = embeddings_waiting(entry_ids=[r.entry.id for r in results if r.skipped is None])
         return Response(
@@ -187,6 +173,7 @@ class MemoryUserView(MemoryView):
             agent_id=query.get("agentId"),
             min_confidence=query.get("minConfidence"),
             filters=to_filters(query),
+            key_patterns=query.get("keyPattern"),
         )
         return _page(qs, query)
 
@@ -195,21 +182,8 @@ class MemoryUserView(MemoryView):
         return Response(services.memory_erase_user(caller=request_caller(request), user_id=user_id))
 
 
-FALLBACK_HEADER = OpenApiParameter(
-    "X-Search-Fallback",
-    str,
-    OpenApiParameter.HEADER,
-    response=True,
-    enum=["fulltext"],
-    description="Set when the embedder was down: the results were ranked by full text alone",
-)
 # A list of entries, each with a score when the read ranked them by relevance.
 RANKED_OR_NOT = ScoredMemoryEntryOutputSerializer(many=True)
-
-
-def fallback_headers(ranked: RankedSearch | None) -> dict[str, str] | None:
-    """The ``X-Search-Fallback`` header of a ranked read that full text answered alone."""
-    return {"X-Search-Fallback": ranked.fallback} if ranked and ranked.fallback else None
 
 
 def ranked_response(ranked: RankedSearch) -> Response:
@@ -427,7 +401,7 @@ class PropertiesView(MemoryView):
             caller=request_caller(request),
             user_id=user_id,
             properties=request.data,
-            turn_id=_turn_id(request, None),
+            turn_id=turn_id_of(request, None),
         )
         return Response(selectors.properties_for_user(caller=request_caller(request), user_id=user_id))
 
@@ -448,7 +422,7 @@ class AgentDetailView(APIView):
         if agent is None:
             raise NotFound(f"No agent '{agent_id}'.")
         data = dict(AgentOutputSerializer(agent).data)
-        data["memoryPolicy"] = MemoryPolicySerializer(selectors.policy_for_agent(agent_id=agent_id)).data
+        data["memoryPolicy"] = memory_policy_serializer()(selectors.policy_values(agent_id=agent_id)).data
         return data
 
     @extend_schema(
@@ -469,7 +443,7 @@ class AgentDetailView(APIView):
                     required=False,
                     help_text="unavailable: the agent's keys still read, and every write is a 403",
                 ),
-                "memoryPolicy": MemoryPolicySerializer(required=False, partial=True),
+                "memoryPolicy": memory_policy_serializer()(required=False, partial=True),
             },
         ),
         responses=AgentDetailOutputSerializer,
@@ -492,7 +466,7 @@ class AgentDetailView(APIView):
         profile.is_valid(raise_exception=True)
         policy_changes: dict[str, Any] = {}
         if "memoryPolicy" in body:
-            policy = MemoryPolicySerializer(data=body["memoryPolicy"], partial=True)
+            policy = memory_policy_serializer()(data=body["memoryPolicy"], partial=True)
             policy.is_valid(raise_exception=True)
             policy_changes = flatten_policy_changes(policy.validated_data)
         with transaction.atomic():

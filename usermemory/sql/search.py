@@ -15,6 +15,7 @@ from psycopg import sql
 
 from memoryplatform import relevance
 from memoryplatform.relevance import Calibration
+from memoryplatform.store import STORED_SEARCH_CONFIG
 from usermemory.models import MemoryEntry
 from usermemory.sql.base import (
     EMBEDDING,
@@ -200,7 +201,7 @@ class Ranking(NamedTuple):
 
 # The configuration of the stored ``search_vector`` column (migration 0011): with it, the full-text side reads
 # each row's lexemes instead of parsing its text on every query. Any other SEARCH_LANGUAGE parses on the fly.
-STORED_CONFIG = "memory_simple"
+STORED_CONFIG = STORED_SEARCH_CONFIG
 
 # The candidates: the readable entries, with their lexemes when the full-text side ranks ({lexemes}).
 _VISIBLE = """visible AS MATERIALIZED (

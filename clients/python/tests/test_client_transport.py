@@ -3,6 +3,9 @@ suite, tests/client/, cover every call against the real API)."""
 
 import asyncio
 import json
+import socket
+import subprocess
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -190,6 +193,30 @@ def test_mcp_config_prints_http_and_stdio(capsys, tmp_path):
         "args": [str(checkout / "manage.py"), "mcp"],
         "env": {"MEMORYPLATFORM_API_KEY": KEY},
     }
+
+
+def test_mcp_config_for_stdio_talks_to_no_server(capsys, tmp_path):
+    """stdio runs the checkout's ``manage.py mcp``: no server is probed, not the one at --url (here a socket
+    that listens and notes a connection) nor the default http://127.0.0.1:8000."""
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        listening.settimeout(0)
+        url = f"http://127.0.0.1:{listening.getsockname()[1]}"
+        argv = ["mcp-config", "--key", KEY, "--transport", "stdio", "--checkout", str(_checkout(tmp_path))]
+        assert cli_main([*argv, "--url", url]) == 0
+        with pytest.raises(BlockingIOError):
+            listening.accept()  # nobody knocked
+    printed = capsys.readouterr()
+    assert json.loads(printed.out)["mcpServers"]["memoryplatform"]["args"][1] == "mcp"
+    assert "did not answer" not in printed.err and "127.0.0.1" not in printed.err
+    done = subprocess.run(  # noqa: S603 (this interpreter, fixed arguments)
+        [sys.executable, "-m", "memoryplatform_client.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0 and "did not answer" not in done.stderr  # as a user runs it, no --url
+    assert json.loads(done.stdout)["mcpServers"]["memoryplatform"]["env"] == {"MEMORYPLATFORM_API_KEY": KEY}
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,8 @@
  * `searchMemories`), each taking the server's field names as options and returning the server's JSON.
  */
 
-import { type Call, checkedQuery, type ClientOptions, compact, segment, Transport } from "./core.js";
+import { type Call, checkedQuery, type ClientOptions, compact, type QueryValue, segment, Transport } from "./core.js";
+import { ConflictError } from "./errors.js";
 import type * as o from "./options.js";
 import type {
   Agent,
@@ -12,6 +13,9 @@ import type {
   ContentBlock,
   Context,
   Conversation,
+  EnsuredAgent,
+  ExtractMessage,
+  Extraction,
   Group,
   MemoryEntry,
   MemoryEvent,
@@ -37,6 +41,12 @@ const CONVERSATIONS = "/v1/conversations";
 
 const user = (userId: string) => `${MEMORIES}/${segment(userId)}`;
 const conversation = (conversationId: string) => `${CONVERSATIONS}/${segment(conversationId)}`;
+
+/** A list's, a search's and a recall's narrowing as sent: `filter` as compact JSON (`?filter={...}`). */
+function narrowed<T extends { filter?: Record<string, unknown> }>(options: T): Record<string, QueryValue> {
+  const { filter, ...rest } = options;
+  return { ...(rest as Record<string, QueryValue>), filter: filter === undefined ? undefined : JSON.stringify(filter) };
+}
 
 /** Content blocks: a plain string becomes one `{"type": "text", "text": ...}` block. */
 export function textContent(content: string | ContentBlock[]): ContentBlock[] {
@@ -94,7 +104,7 @@ export class MemoryPlatform {
 
   listMemories(userId: string, options: o.ListOptions = {}): Promise<MemoryEntry[]> {
     const { groupIds, ...rest } = options;
-    return this.send({ method: "GET", path: user(userId), query: { ...rest, groupId: groupIds } });
+    return this.send({ method: "GET", path: user(userId), query: { ...narrowed(rest), groupId: groupIds } });
   }
 
   /** Recall (`/visible`): the policy's order and limit, or by relevance to `q` when given. */
@@ -103,16 +113,17 @@ export class MemoryPlatform {
     return this.send({
       method: "GET",
       path: `${user(userId)}/visible`,
-      query: { ...rest, groupId: groupIds, q: checkedQuery(q) },
+      query: { ...narrowed(rest), groupId: groupIds, q: checkedQuery(q) },
     });
   }
 
+  /** By meaning and words (`mode` `hybrid`) unless `mode` says otherwise, as in the Python client. */
   async searchMemories(userId: string, q: string, options: o.SearchOptions = {}): Promise<MemoryEntry[]> {
-    const { groupIds, ...rest } = options;
+    const { groupIds, mode = "hybrid", ...rest } = options;
     return this.send({
       method: "GET",
       path: `${user(userId)}/search`,
-      query: { q: checkedQuery(q), ...rest, groupId: groupIds },
+      query: { q: checkedQuery(q), mode, ...narrowed(rest), groupId: groupIds },
     });
   }
 
@@ -149,6 +160,33 @@ export class MemoryPlatform {
     return answer.count;
   }
 
+  /**
+   * Renew the TTL of these entries (those the key reads): each is valid for its TTL again from now. Resolves to
+   * how many were renewed (entries without a TTL, or expired, are not).
+   */
+  async refreshTtl(userId: string, entryIds: string[], options: { groupIds?: string[] } = {}): Promise<number> {
+    const answer = await this.send<{ refreshed: number }>({
+      method: "POST",
+      path: `${user(userId)}/ttl-refresh`,
+      body: compact({ ids: entryIds, groupIds: options.groupIds }),
+    });
+    return answer.refreshed;
+  }
+
+  /**
+   * Extract facts about the user from `messages` (`[{role, content}]`, at most 50) with the server's LLM: each
+   * is added, updated (the old value stays in history) or left as it is, decided by the server; one older than
+   * the stored value is skipped. Without `messages` (`null`), `conversationId` reads the conversation's stored
+   * messages this agent has not extracted yet. `dryRun: true` shows the operations and writes nothing.
+   */
+  extract(userId: string, messages: ExtractMessage[] | null = null, options: o.ExtractOptions = {}): Promise<Extraction> {
+    return this.send({
+      method: "POST",
+      path: `${user(userId)}/extract`,
+      body: compact({ messages: messages ?? undefined, ...options }),
+    });
+  }
+
   deleteMemory(entryId: string): Promise<void> {
     return this.send({ method: "DELETE", path: `${MEMORIES}/entry/${segment(entryId)}` });
   }
@@ -165,7 +203,7 @@ export class MemoryPlatform {
   }
 
   /** Admin keys: erase a user (GDPR). */
-  eraseUser(userId: string): Promise<void> {
+  eraseUser(userId: string): Promise<Record<string, unknown>> {
     return this.send({ method: "DELETE", path: user(userId) });
   }
 
@@ -370,6 +408,20 @@ export class MemoryPlatform {
 
   createAgent(agentId: string, options: o.AgentFields & { groups?: string[] } = {}): Promise<Agent> {
     return this.send({ method: "POST", path: "/v1/agents", body: compact({ id: agentId, ...options }) });
+  }
+
+  /**
+   * Get or create (admin keys): the agent `agentId`, created with these fields when it does not exist yet,
+   * and whether this call created it. No check-then-insert: it creates, and on the server's 409 (the id is
+   * taken, by an earlier call or a concurrent one) reads the existing agent, whose fields stay as they are.
+   */
+  async ensureAgent(agentId: string, options: o.AgentFields & { groups?: string[] } = {}): Promise<EnsuredAgent> {
+    try {
+      return { agent: await this.createAgent(agentId, options), created: true };
+    } catch (error) {
+      if (!(error instanceof ConflictError) || error.code !== "conflict") throw error;
+      return { agent: await this.getAgent(agentId), created: false };
+    }
   }
 
   getAgent(agentId: string): Promise<Agent> {

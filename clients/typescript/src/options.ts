@@ -23,6 +23,11 @@ export interface UpsertOptions {
   ttlSeconds?: number;
   confidence?: number;
   source?: string;
+  /**
+   * When what the value says was observed (ISO 8601; default: the write's time). The server leaves a stored
+   * value observed later as it is, and answers it with `skipped` (time order).
+   */
+  observedAt?: string;
 }
 
 /** What every memory read can filter on: the groups asked for and superseded versions. */
@@ -36,21 +41,53 @@ export interface PageOptions {
   offset?: number;
 }
 
-export interface ListOptions extends ReadOptions, PageOptions {
-  /** Admin and viewer keys: the entries this agent sees. */
+/**
+ * What a list, a search and a recall by relevance narrow to on the server, before the page is cut: `keyPrefix`,
+ * one `visibility`, and `filter`, LangGraph's filter on the value's fields (`{field: value}` or
+ * `{field: {"$gt": value}}`; `$eq $ne $gt $gte $lt $lte`), sent as JSON.
+ */
+export interface Narrowing {
+  keyPrefix?: string;
+  visibility?: Visibility;
+  filter?: Record<string, unknown>;
+}
+
+export interface ListOptions extends ReadOptions, PageOptions, Narrowing {
+  /** Only the entries this agent wrote (that the caller may see). */
   agentId?: string;
   /** As the store was at this time (ISO 8601). */
   asOf?: string;
   minConfidence?: number;
 }
 
-export interface SearchOptions extends ReadOptions, PageOptions {
+/**
+ * Filters of every ranked read, applied with visibility on the server: `minScore` (a probability, 0 to 1, the
+ * same scale for every query), `category` (one or any of several), `source`, `updatedAfter` (ISO 8601), and
+ * {@link Narrowing}'s.
+ */
+export interface RankedFilters extends Narrowing {
+  minScore?: number;
+  category?: string | string[];
+  source?: string;
+  updatedAfter?: string;
+}
+
+/**
+ * `mode` defaults to `hybrid` here (meaning and words), as in the Python client; the REST endpoint's own
+ * default is EDDI's literal `keyword`. `agentId`: only the entries this agent wrote.
+ */
+export interface SearchOptions extends ReadOptions, PageOptions, RankedFilters {
   mode?: SearchMode;
-  category?: string;
+  agentId?: string;
   minConfidence?: number;
 }
 
-export interface RecallOptions {
+/**
+ * With `q`: recalled by relevance, at least `minScore` relevant (the server's default when left out), narrowed
+ * by the filters; `sourceAgentId`: only the entries this agent wrote. Without `q`: the policy's order.
+ */
+export interface RecallOptions extends RankedFilters {
+  /** Admin and viewer keys: the agent recalling. */
   agentId?: string;
   asOf?: string;
   groupIds?: string[];
@@ -60,6 +97,23 @@ export interface RecallOptions {
   /** Recall by relevance to this text instead of the policy's order. */
   q?: string;
   mode?: RankedMode;
+  sourceAgentId?: string;
+}
+
+/**
+ * `conversationId` alone (no messages): the server reads the conversation's stored messages this agent has not
+ * extracted yet; `afterMessageId` or `messageIds` say which. `dryRun`: the operations, nothing written.
+ */
+export interface ExtractOptions {
+  agentId?: string;
+  visibility?: Visibility;
+  groupIds?: string[];
+  category?: string;
+  conversationId?: string;
+  afterMessageId?: string;
+  messageIds?: string[];
+  dryRun?: boolean;
+  turnId?: string;
 }
 
 export interface CategoryOptions extends ReadOptions, PageOptions {}

@@ -56,6 +56,58 @@ export interface MemoryInput {
   ttlSeconds?: number | null;
   confidence?: number | null;
   source?: string | null;
+  /** When what the value says was observed (ISO 8601; default: the write's time). */
+  observedAt?: string | null;
+}
+
+/**
+ * One message given to extraction: `role` (user, assistant, system, tool), `content`, and an optional `id`
+ * recorded in each fact's provenance.
+ */
+export interface ExtractMessage {
+  role: string;
+  content: string;
+  id?: string;
+}
+
+/**
+ * What extraction did with one proposed fact: `op` is ADD, UPDATE, NOOP, REJECTED or SKIPPED (time order: the
+ * stored value was observed after the fact's message; `observedAt` and `storedObservedAt` say when).
+ */
+export interface ExtractOperation {
+  op: string;
+  key: string;
+  value?: string;
+  category?: string;
+  confidence?: number;
+  sources?: unknown[];
+  entryId?: string | null;
+  matchedBy?: string;
+  previousValue?: unknown;
+  visibility?: string;
+  groupIds?: string[];
+  reason?: string;
+  observedAt?: string | null;
+  storedObservedAt?: string;
+}
+
+export interface Extraction {
+  userId: string;
+  agentId: string;
+  conversationId: string | null;
+  dryRun: boolean;
+  model: string;
+  promptVersion: string;
+  cost: number;
+  added: number;
+  updated: number;
+  unchanged: number;
+  rejected: number;
+  skipped: number;
+  messages: number;
+  /** The messages named that this agent extracted before: left out. */
+  alreadyExtracted: string[];
+  operations: ExtractOperation[];
 }
 
 export interface MemoryEvent {
@@ -161,6 +213,12 @@ export interface Agent {
   createdAt: string;
   updatedAt: string;
   memoryPolicy?: Record<string, unknown>;
+}
+
+/** What {@link MemoryPlatform.ensureAgent} answers: the agent, and whether this call created it. */
+export interface EnsuredAgent {
+  agent: Agent;
+  created: boolean;
 }
 
 export interface Group {

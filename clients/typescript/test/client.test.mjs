@@ -47,7 +47,7 @@ test("memories: upsert, batch, reads with every mode and filter, history, delete
     assert.equal(found[0].key, "language", mode);
   }
   assert.deepEqual(
-    (await nova.searchMemories(user, "Lisbon", { category: "fact" })).map((e) => e.key),
+    (await nova.searchMemories(user, "Lisbon", { category: "fact", mode: "keyword" })).map((e) => e.key),
     ["city"],
   );
   assert.deepEqual((await nova.listMemoriesByCategory(user, "preference")).map((e) => e.key), ["food"]);

@@ -25,8 +25,10 @@ function npm(cwd, ...args) {
 
 test("the README's examples run in a scratch project after npm install", { timeout: 600_000 }, () => {
   const scratch = mkdtempSync(join(tmpdir(), "mp-ts-readme-"));
-  writeFileSync(join(scratch, "package.json"), JSON.stringify({ name: "scratch", private: true, type: "module" }));
-  const { devDependencies } = JSON.parse(readFileSync(join(PACKAGE, "package.json"), "utf8"));
+  // The README's overrides too (openai 6 under the Agents SDK, for Node 18+), as the README tells.
+  const { devDependencies, overrides } = JSON.parse(readFileSync(join(PACKAGE, "package.json"), "utf8"));
+  const manifest = { name: "scratch", private: true, type: "module", overrides };
+  writeFileSync(join(scratch, "package.json"), JSON.stringify(manifest));
   npm(scratch, "install", PACKAGE, ...PEERS.map((name) => `${name}@${devDependencies[name]}`));
 
   const blocks = examples();

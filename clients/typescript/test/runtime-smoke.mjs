@@ -1,4 +1,4 @@
-// Run by test/runtimes.test.mjs under Deno and Bun: the ESM build against the live server, with nothing but
+// Run by test/runtimes.test.mjs under Node, Deno and Bun: the ESM build against the live server, with nothing but
 // the runtime's web APIs. Arguments: the server's URL, an admin key, a fresh name.
 import { MemoryPlatform, NotFoundError, QueryTooLongError } from "../dist/esm/index.js";
 
@@ -17,4 +17,4 @@ const refusals = await Promise.allSettled([agent.getMemoryByKey(`${name}/user`, 
 if (!(refusals[0].reason instanceof NotFoundError) || !(refusals[1].reason instanceof QueryTooLongError)) {
   throw new Error(`unexpected: ${refusals.map((r) => r.reason).join(", ")}`);
 }
-console.log(`ok ${globalThis.Deno ? "deno" : globalThis.Bun ? "bun" : "?"}`);
+console.log(`ok ${globalThis.Deno ? "deno" : globalThis.Bun ? "bun" : "node"}`);

@@ -1,8 +1,11 @@
 // A live memoryplatform server for the tests, as .ci/fuzz.py starts one: the embedded PostgreSQL in a new,
 // throwaway DATA_DIR, migrated; a first admin key (manage.py createapikey); `manage.py serve` on a free port.
+// Its LLM is the Python suite's scripted one (tests/llm_server.py), answering what the shared scenario
+// (clients/scenario/contract.json) says, so that extraction runs for real over HTTP.
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, openSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
+import { createInterface } from "node:readline";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -21,13 +24,42 @@ function freePort() {
   });
 }
 
-function serverEnv() {
+export const SCENARIO = join(ROOT, "clients", "scenario", "contract.json");
+
+/** The scripted LLM (`python -m tests.llm_server`): resolves to { url, stop() } once it listens. */
+async function startLlm() {
+  const child = spawn(PYTHON, ["-m", "tests.llm_server", SCENARIO], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
+  const exited = new Promise((done) => {
+    child.once("exit", done);
+    child.once("error", done); // not started (no python at PYTHON)
+  });
+  const [url] = await Promise.race([
+    createInterface({ input: child.stdout })[Symbol.asyncIterator]().next().then((line) => [line.value]),
+    exited.then((code) => {
+      throw new Error(`the scripted LLM exited (${code}) before it listened`);
+    }),
+  ]);
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill("SIGTERM");
+    await exited;
+  };
+  return { url, stop };
+}
+
+function serverEnv(llmUrl) {
   const env = { ...process.env, DATA_DIR: mkdtempSync(join(tmpdir(), "mp-ts-data-")), LOG_LEVEL: "WARNING" };
   delete env.DATABASE_URL; // never the environment's database: this one is new and thrown away
   delete env.REDIS_URL; // Celery runs tasks in process: no worker needed
   // Short texts get their vectors in their write's request, so a test's search right after it finds them by
   // meaning (the default leaves every vector to the background consumer, a moment later).
   env.EMBEDDINGS_INLINE_MAX_CHARS = "48";
+  Object.assign(env, {
+    LLM_PROVIDER: "openai",
+    LLM_URL: llmUrl,
+    LLM_MODEL: "test-model",
+    LLM_PRICES: JSON.stringify({ "test-model": [1, 1] }),
+  });
   return env;
 }
 
@@ -36,7 +68,17 @@ const manage = (env, ...args) =>
 
 /** Start the server; resolves to { url, adminKey, stop() }. */
 export async function startServer() {
-  const env = serverEnv();
+  const llm = await startLlm();
+  try {
+    return await startDjango(llm);
+  } catch (error) {
+    await llm.stop();
+    throw error;
+  }
+}
+
+async function startDjango(llm) {
+  const env = serverEnv(llm.url);
   manage(env, "migrate", "--noinput", "-v", "0");
   const adminKey = manage(env, "createapikey", "--role", "admin", "--label", "ts-tests").trim().split("\n").at(-1);
   const port = await freePort();
@@ -52,6 +94,7 @@ export async function startServer() {
   let exited = false;
   child.on("exit", () => (exited = true));
   const stop = async () => {
+    await llm.stop();
     if (exited) return;
     try {
       process.kill(-child.pid, "SIGTERM");

@@ -116,7 +116,7 @@ test("ttlSeconds goes out on every write: the client, the AI SDK tool and the La
   const { memoryTools } = await import("../dist/esm/ai.js");
   await memoryTools(mp, { userId: "u", ttlSeconds: 62 }).remember.execute({ key: "k", value: "v" }, {});
   const { MemoryPlatformStore } = await import("../dist/esm/langgraph.js");
-  await new MemoryPlatformStore(mp, { ttlSeconds: 63 }).put(["u", "memories"], "k", { a: 1 });
+  await new MemoryPlatformStore(mp, { ttl: { defaultTtl: 1.05 } }).put(["u", "memories"], "k", { a: 1 }); // minutes
   const sent = seen.map((request) => JSON.parse(request.body));
   assert.deepEqual(
     [sent[0].ttlSeconds, sent[1][0].ttlSeconds, sent[2].ttlSeconds, sent[3].ttlSeconds],

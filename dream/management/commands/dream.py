@@ -5,8 +5,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from apikeys.models import Agent
+from dream import passes
 from dream.models import DreamRun
-from dream.selectors import dream_run_summary, summary_diff
+from dream.selectors import dream_run_summary
 from dream.services import MAX_BATCH_SIZE, dream_run_cycle
 from memoryplatform.embeddings.consumer import yield_to_requests
 from memoryplatform.management.progress import Unended
@@ -15,9 +16,10 @@ from memoryplatform.replica import reads_from_replica
 
 class Command(BaseCommand):
     help = (
-        "Run one Dream cycle now (stale pruning and contradiction detection for every agent whose Dream is "
-        "enabled), with a progress bar and a summary. --dry-run changes nothing and reports what it would "
-        "do. Background work: it runs at a lower priority (BACKGROUND_NICE), as the scheduled cycle does."
+        "Run one Dream cycle now (its passes, dream.passes: pruning, summaries, contradictions and "
+        "housekeeping, for every agent whose Dream is enabled), with a progress bar and a summary. --dry-run "
+        "changes nothing and reports what it would do. Background work: it runs at a lower priority "
+        "(BACKGROUND_NICE), as the scheduled cycle does."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -79,29 +81,9 @@ class Command(BaseCommand):
             f"Dream run #{run.pk} {run.status}" + (" (dry run: nothing was changed)" if run.dry_run else ""),
             f"  agents processed:     {s['agentsProcessed']}",
             f"  users processed:      {s['usersProcessed']}",
-            f"  entries {would}pruned:  {s['entriesPruned']}",
-            f"  contradictions found: {s['contradictionsFound']} "
-            f"({s['entriesFlagged']} entries {would}flagged, {s['entriesUnflagged']} {would}cleared)",
         ]
-        for agent_id, counts in sorted(run.details.get("agents", {}).items()):
-            lines.append(f"    {agent_id}: {would}pruned {counts['pruned']}")
-        pending = run.approval == DreamRun.Approval.PENDING
-        will = "would be " if run.dry_run else ("to be (after approval) " if pending else "")
-        lines.append(
-            f"  entries {will}summarized: {s['entriesSummarized']} into {s['summariesWritten']} summaries, "
-            f"{s['summarizationFailures']} failed, LLM cost ${s['llmCostDollars']:.6f}"
-        )
-        for change in summary_diff(run=run):
-            lines.append(f"    + {change['userId']} {change['key']!r}: {change['value']}")
-            lines.extend(
-                f"      - [{old['id']}] {old['key']!r}: {old['value']}" for old in change["supersedes"]
-            )
-        for failure in run.details.get("summaries", {}).get("failures", []):
-            lines.append(f"    ! {failure.get('userId', '')} {failure.get('label', '')}: {failure['error']}")
-        for agent_id in run.details.get("summaries", {}).get("stoppedByCostCap", []):
-            lines.append(f"    $ {agent_id}: stopped at maxCostPerRun")
-        if pending:
-            lines.append("  The summaries wait for staff approval on the Dream run's admin page.")
+        for step in passes.PASSES:  # each pass's own lines, in the cycle's order
+            lines.extend(step.report(run, s, would))
         if s["durationSeconds"] is not None:
             lines.append(f"  duration:             {s['durationSeconds']:.2f} s")
         if run.agents_processed == 0:

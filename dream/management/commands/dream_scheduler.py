@@ -14,23 +14,24 @@ from django.db import connection
 from django.utils import timezone
 
 from dream.models import DreamRun
-from dream.scheduler import dream_schedule_loop
+from dream.scheduler import DREAM_CHANNEL, DREAM_LISTENER, cron_next_after, dream_schedule_loop
 from dream.services import dream_run_cycle
 from extraction.background import extraction_run_background
-from memoryplatform.celery import crontab_next_after
+from memoryplatform import listen
 from memoryplatform.embeddings import consumer
+from memoryplatform.metricsdir import serve_metrics_port
 from memoryplatform.supervisor import supervise
 from usermemory.embedding import memory_reembed_scheduled
 
 
 class Command(BaseCommand):
     help = (
-        "Run the Dream cycle on DREAM_SCHEDULE in this process, without Celery beat or Redis (the embedded "
-        "default; `manage.py serve` starts it), and on threads the vector consumer (the texts writes "
-        "queue, as they commit), the re-embedding of stale and other-model vectors every "
-        "EMBEDDINGS_REEMBED_INTERVAL seconds, and the background extraction. A background process: it runs "
-        "at a lower priority (BACKGROUND_NICE). Production runs `celery beat` and `manage.py embed "
-        "--follow` instead."
+        "Run the platform's background work in this process: the Dream cycle on DREAM_SCHEDULE (and at once "
+        "when the admin asks), and on threads the vector consumer (the texts writes queue, as they "
+        "commit), the re-embedding of stale and other-model vectors every EMBEDDINGS_REEMBED_INTERVAL "
+        "seconds, and the background extraction. `manage.py serve` starts it beside the server; a "
+        "deployment runs it as a service of its own. A background process: it runs at a lower priority "
+        "(BACKGROUND_NICE)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -47,7 +48,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         parent = options["parent_pid"]
-        schedule = settings.DREAM_CRONTAB
+        schedule = settings.DREAM_SCHEDULE
 
         def should_stop() -> bool:
             return parent is not None and os.getppid() != parent
@@ -58,6 +59,9 @@ class Command(BaseCommand):
             supervise(argv, parent_gone=should_stop, cwd=str(settings.BASE_DIR))
             return
         consumer.yield_to_requests()
+        port = os.environ.get("WORKER_METRICS_PORT", "").strip()
+        if port:  # a process apart from the web server (docker-compose.yml's scheduler)
+            serve_metrics_port(int(port))
         self.stdout.write(f"Dream scheduler: cycles on '{settings.DREAM_SCHEDULE}' ({settings.TIME_ZONE})")
         if settings.EMBEDDINGS_PROVIDER != "none":
             threading.Thread(
@@ -77,15 +81,28 @@ class Command(BaseCommand):
             ).start()
             self.stdout.write(f"Extracting facts from stored conversations every {extraction} s")
         self.stdout.flush()
-        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C reaches the whole process group
+        # Ctrl-C reaches the whole process group. A lost listening connection ends the process, which its
+        # supervisor (or the deployment's restart policy) starts again.
+        with (
+            contextlib.suppress(KeyboardInterrupt),
+            listen.listening(DREAM_CHANNEL, name=DREAM_LISTENER) as conn,
+        ):
             dream_schedule_loop(
-                next_after=lambda moment: crontab_next_after(schedule, moment),
+                next_after=lambda moment: cron_next_after(schedule, moment),
                 now=timezone.now,
-                sleep=time.sleep,
+                wait=lambda seconds: bool(listen.notifications(conn, timeout=seconds)),
                 should_stop=should_stop,
-                run_cycle=lambda: dream_run_cycle(trigger=DreamRun.Trigger.SCHEDULE),
+                run_cycle=lambda asked: dream_run_cycle(
+                    trigger=DreamRun.Trigger.ADMIN if asked else DreamRun.Trigger.SCHEDULE
+                ),
                 run_first=options["run_now"],
             )
+
+
+def pause(seconds: float) -> bool:
+    """Sleep; nothing asks these loops for a run."""
+    time.sleep(seconds)
+    return False
 
 
 def consumer_loop(should_stop: Callable[[], bool]) -> None:
@@ -99,7 +116,7 @@ def reembed_loop(interval: int, should_stop: Callable[[], bool]) -> None:
     """Re-embed at start and every ``interval`` seconds; a run that stops at its time budget (``partial``) is
     followed at once by the next, so a change of model is caught up without waiting for the interval."""
 
-    def run() -> None:
+    def run(asked: bool) -> None:
         try:
             while memory_reembed_scheduled() == "partial" and not should_stop():
                 pass
@@ -112,7 +129,7 @@ def reembed_loop(interval: int, should_stop: Callable[[], bool]) -> None:
     dream_schedule_loop(
         next_after=next_after,
         now=timezone.now,
-        sleep=time.sleep,
+        wait=pause,
         should_stop=should_stop,
         run_cycle=run,
         run_first=True,
@@ -123,7 +140,7 @@ def reembed_loop(interval: int, should_stop: Callable[[], bool]) -> None:
 def extraction_loop(interval: int, should_stop: Callable[[], bool]) -> None:
     """Background extraction from stored conversations at start and every ``interval`` seconds."""
 
-    def run() -> None:
+    def run(asked: bool) -> None:
         try:
             extraction_run_background()
         finally:
@@ -132,7 +149,7 @@ def extraction_loop(interval: int, should_stop: Callable[[], bool]) -> None:
     dream_schedule_loop(
         next_after=lambda moment: moment + timedelta(seconds=interval),
         now=timezone.now,
-        sleep=time.sleep,
+        wait=pause,
         should_stop=should_stop,
         run_cycle=run,
         run_first=True,

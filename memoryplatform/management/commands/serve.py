@@ -40,7 +40,7 @@ def scheduler_argv(parent_pid: int) -> list[str]:
 
 def check_port_free(host: str, port: int) -> None:
     """Bind the address as the server will, then let it go: a port in use is a clear error before anything
-    starts (uvicorn and gunicorn would otherwise fail after their banners, or retry)."""
+    starts (uvicorn would otherwise fail after its banner)."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
@@ -60,12 +60,12 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def uvicorn_argv(*, host: str, port: int, workers: int) -> list[str]:
-    """uvicorn serving ``memoryplatform.asgi`` in worker processes of its own (it restarts a dead one)."""
+    """uvicorn serving ``config.asgi`` in worker processes of its own (it restarts a dead one)."""
     return [
         sys.executable,
         "-m",
         "uvicorn",
-        "memoryplatform.asgi:application",
+        "config.asgi:application",
         "--host",
         host,
         "--port",
@@ -76,7 +76,7 @@ def uvicorn_argv(*, host: str, port: int, workers: int) -> list[str]:
         "on",
         "--no-access-log",  # the request log middleware writes one line per API request
         "--no-server-header",
-        "--no-proxy-headers",  # REMOTE_ADDR is the peer, as under gunicorn (METRICS_ALLOWED_IPS relies on it)
+        "--no-proxy-headers",  # REMOTE_ADDR is the peer (METRICS_ALLOWED_IPS relies on it)
         "--timeout-keep-alive",
         "5",
         "--timeout-graceful-shutdown",
@@ -84,32 +84,11 @@ def uvicorn_argv(*, host: str, port: int, workers: int) -> list[str]:
     ]
 
 
-def gunicorn_argv(*, host: str, port: int, workers: int, threads: int) -> list[str]:
-    """gunicorn's gthread workers serving ``memoryplatform.wsgi``: each request holds a thread while it is
-    read and answered, so slow clients can take every thread. Kept for comparison (``bench/``)."""
-    return [
-        sys.executable,
-        "-m",
-        "gunicorn",
-        "memoryplatform.wsgi:application",
-        "--bind",
-        f"{host}:{port}",
-        "--workers",
-        str(workers),
-        "--threads",
-        str(threads),
-        "--timeout",
-        "60",
-        "--graceful-timeout",
-        "10",
-    ]
-
-
 class Command(BaseCommand):
     help = (
         "Serve the API, the admin and the MCP server (static files through WhiteNoise, no DEBUG needed) with "
-        "uvicorn: memoryplatform.asgi in worker processes. Without REDIS_URL it also runs the Dream schedule "
-        "in one scheduler process beside the web workers."
+        "uvicorn: config.asgi in worker processes, and the background work in one scheduler process "
+        "beside them (--no-dream-scheduler: not)."
     )
     # Checked in handle(), after the port: a port in use is the first thing said. The checks include the
     # database ones (PostgreSQL 15+ with pgvector), which cost one connection.
@@ -119,13 +98,6 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--workers", type=int, default=2, help="Worker processes.")
-        parser.add_argument(
-            "--server",
-            choices=["uvicorn", "gunicorn"],
-            default="uvicorn",
-            help="uvicorn (ASGI, the default): slow clients and open connections hold no thread. gunicorn "
-            "(WSGI, gthread workers): the previous way, kept for comparison.",
-        )
         parser.add_argument(
             "--threads",
             type=int,
@@ -140,9 +112,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--dream-scheduler",
             action=BooleanOptionalAction,
-            default=None,
-            help="Run Dream on DREAM_SCHEDULE in a child process (default: on when REDIS_URL is empty; "
-            "with Redis, Celery beat does it).",
+            default=True,
+            help="Run the background work (manage.py dream_scheduler: the vector consumer, Dream, the "
+            "re-embedding, the extraction) in a child process (default: on; off where a service of its own "
+            "runs it).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -151,19 +124,15 @@ class Command(BaseCommand):
         if options["check_port"]:
             return
         self.check(databases=[DEFAULT_DB_ALIAS])
-        if options["server"] == "gunicorn":
-            argv = gunicorn_argv(host=host, port=port, workers=workers, threads=options["threads"])
-        else:
-            argv = uvicorn_argv(host=host, port=port, workers=workers)
-            os.environ["SERVE_THREADS"] = str(options["threads"])  # read by memoryplatform.asgi
+        argv = uvicorn_argv(host=host, port=port, workers=workers)
+        os.environ["SERVE_THREADS"] = str(options["threads"])  # read by config.asgi
         prepare_metrics_dir()
-        run_scheduler = options["dream_scheduler"]
-        if run_scheduler is None:
-            run_scheduler = not settings.REDIS_URL
-        if run_scheduler:
+        if options["dream_scheduler"]:
             # This pid carries on as the server's master after execv, so the child stops with the server.
             subprocess.Popen(scheduler_argv(os.getpid()), cwd=settings.BASE_DIR)  # noqa: S603
-            self.stdout.write(f"Dream runs on '{settings.DREAM_SCHEDULE}' in a scheduler process.")
+            self.stdout.write(
+                f"Background work (Dream on '{settings.DREAM_SCHEDULE}') runs in a scheduler process."
+            )
         self.stdout.write(f"Serving on http://{host}:{port} (Ctrl-C stops)")
         self.stdout.flush()
         os.execv(sys.executable, argv)  # noqa: S606  (replaces this process with the server)

@@ -78,10 +78,6 @@ class Command(BaseCommand):
         if port:  # a process apart from the web server (docker-compose.yml's embedder)
             serve_metrics_port(int(port))
         priority = f"nice +{settings.BACKGROUND_NICE}"
-        if settings.BACKGROUND_DUTY < 1:
-            priority += f", {settings.BACKGROUND_DUTY:.0%} of the time while the node is busy"
-        if settings.BACKGROUND_SCHED_IDLE:
-            priority = f"SCHED_IDLE, {priority}"
         self.stdout.write(
             f"Vector consumer: embedding queued texts as they are written ({priority}, "
             f"waking on notifications or every {settings.EMBEDDINGS_POLL_SECONDS:g} s)"

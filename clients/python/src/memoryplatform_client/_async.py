@@ -10,10 +10,12 @@ from typing import Any, TypeVar, Unpack
 
 import httpx
 
+from memoryplatform_client import _activity as activity
 from memoryplatform_client import _calls as calls
+from memoryplatform_client import _options as opts
 from memoryplatform_client import types as api
 from memoryplatform_client._core import Call, ClientBase, retry_delay
-from memoryplatform_client.errors import APIConnectionError
+from memoryplatform_client.errors import APIConnectionError, ConflictError
 
 T = TypeVar("T")
 
@@ -59,7 +61,7 @@ class AsyncMemoryPlatform(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport
     # --- Memories ---------------------------------------------------------------------------------------
 
     async def upsert_memory(
-        self, user_id: str, key: str, value: Any, **options: Unpack[calls.UpsertOptions]
+        self, user_id: str, key: str, value: Any, **options: Unpack[opts.UpsertOptions]
     ) -> api.MemoryEntry:
         return await self.send(calls.upsert_memory(user_id, key, value, options))
 
@@ -67,36 +69,36 @@ class AsyncMemoryPlatform(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport
         """Up to 100 entries, all or nothing (build them with :func:`memoryplatform_client.memory_input`)."""
         return await self.send(calls.upsert_memories(entries))
 
-    async def list_memories(
-        self, user_id: str, **options: Unpack[calls.ListOptions]
-    ) -> list[api.MemoryEntry]:
+    async def list_memories(self, user_id: str, **options: Unpack[opts.ListOptions]) -> list[api.MemoryEntry]:
         return await self.send(calls.list_memories(user_id, options))
 
     async def recall_memories(
-        self, user_id: str, **options: Unpack[calls.RecallOptions]
+        self, user_id: str, **options: Unpack[opts.RecallOptions]
     ) -> list[api.MemoryEntry]:
         """Recall (``/visible``): the policy's order and limit, or by relevance to ``q`` when given."""
         return await self.send(calls.recall_memories(user_id, options))
 
     async def search_memories(
-        self, user_id: str, q: str, **options: Unpack[calls.SearchOptions]
+        self, user_id: str, q: str, **options: Unpack[opts.SearchOptions]
     ) -> list[api.MemoryEntry]:
         return await self.send(calls.search_memories(user_id, q, options))
 
     async def search_all_memories(
-        self, q: str, *, category: str | None = None, limit: int | None = None
+        self, q: str, *, category: str | None = None, limit: int | None = None, offset: int | None = None
     ) -> list[api.MemoryEntry]:
-        return await self.send(calls.search_all_memories(q, category, limit))
+        return await self.send(calls.search_all_memories(q, category, limit, offset))
 
     async def list_memories_by_category(
-        self, user_id: str, category: str, **options: Unpack[calls.ListOptions]
+        self, user_id: str, category: str, **options: Unpack[opts.CategoryOptions]
     ) -> list[api.MemoryEntry]:
         return await self.send(calls.list_memories_by_category(user_id, category, options))
 
     async def get_memory_by_key(
-        self, user_id: str, key: str, *, group_ids: list[str] | None = None
+        self, user_id: str, key: str, **options: Unpack[opts.ReadOptions]
     ) -> api.MemoryEntry:
-        return await self.send(calls.get_memory_by_key(user_id, key, group_ids))
+        return await self.send(
+            calls.get_memory_by_key(user_id, key, options.get("group_ids"), options.get("include_superseded"))
+        )
 
     async def refresh_ttl(
         self, user_id: str, entry_ids: list[str], *, group_ids: list[str] | None = None
@@ -105,8 +107,8 @@ class AsyncMemoryPlatform(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport
         Returns how many were renewed (entries without a TTL, or expired, are not)."""
         return await self.send(calls.refresh_ttl(user_id, entry_ids, group_ids))
 
-    async def count_memories(self, user_id: str, *, group_ids: list[str] | None = None) -> int:
-        return await self.send(calls.count_memories(user_id, group_ids))
+    async def count_memories(self, user_id: str, **options: Unpack[opts.ReadOptions]) -> int:
+        return await self.send(calls.count_memories(user_id, options))
 
     async def delete_memory(self, entry_id: str | int) -> None:
         return await self.send(calls.delete_memory(entry_id))
@@ -118,7 +120,7 @@ class AsyncMemoryPlatform(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport
         self,
         user_id: str,
         messages: list[api.ExtractMessage] | None = None,
-        **options: Unpack[calls.ExtractOptions],
+        **options: Unpack[opts.ExtractOptions],
     ) -> api.Extraction:
         """Extract facts about the user from ``messages`` (``[{"role", "content"}]``, at most 50) with the
         server's LLM: each is added, updated (the old value stays in history) or left as it is, decided by
@@ -151,11 +153,11 @@ class AsyncMemoryPlatform(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport
     ) -> api.Conversation:
         return await self.send(calls.create_conversation(user_id, title, group_id))
 
-    async def list_conversations(self, **options: Unpack[calls.ConversationListOptions]) -> api.Page:
+    async def list_conversations(self, **options: Unpack[opts.ConversationListOptions]) -> api.Page:
         return await self.send(calls.list_conversations(options))
 
     async def iter_conversations(
-        self, **options: Unpack[calls.ConversationListOptions]
+        self, **options: Unpack[opts.ConversationListOptions]
     ) -> AsyncIterator[api.Conversation]:
         """Every conversation, page after page."""
         while True:
@@ -169,12 +171,18 @@ class AsyncMemoryPlatform(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport
     async def get_conversation(self, conversation_id: str) -> api.Conversation:
         return await self.send(calls.get_conversation(conversation_id))
 
+    async def search_conversations(
+        self, q: str, **options: Unpack[opts.ConversationSearchOptions]
+    ) -> api.Page:
+        """Full-text search over the messages this key may read: a page of ``MessageSearchResult``."""
+        return await self.send(calls.search_conversations(q, options))
+
     async def append_message(
         self,
         conversation_id: str,
         role: api.Role,
         content: str | list[api.ContentBlock],
-        **options: Unpack[calls.MessageOptions],
+        **options: Unpack[opts.MessageOptions],
     ) -> api.Message:
         return await self.send(calls.append_message(conversation_id, role, content, options))
 
@@ -185,12 +193,12 @@ class AsyncMemoryPlatform(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport
         return await self.send(calls.append_messages(conversation_id, messages, session_id))
 
     async def list_messages(
-        self, conversation_id: str, **options: Unpack[calls.MessageListOptions]
+        self, conversation_id: str, **options: Unpack[opts.MessageListOptions]
     ) -> api.Page:
         return await self.send(calls.list_messages(conversation_id, options))
 
     async def iter_messages(
-        self, conversation_id: str, **options: Unpack[calls.MessageListOptions]
+        self, conversation_id: str, **options: Unpack[opts.MessageListOptions]
     ) -> AsyncIterator[api.Message]:
         """Every message after ``after`` (or from the start), page after page, in sequence order."""
         while True:
@@ -240,18 +248,70 @@ class AsyncMemoryPlatform(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport
             yield entry
             await self.set_checkpoint(conversation_id, entry["id"])
 
+    # --- Activity: tool calls and tasks ------------------------------------------------------------------
+
+    async def record_tool_calls(self, tool_calls: list[api.ToolCallInput]) -> list[api.ToolCall]:
+        """Report tool calls the agent made (up to the server's batch limit); never retried."""
+        return await self.send(activity.record_tool_calls(tool_calls))
+
+    async def list_tool_calls(self, **options: Unpack[opts.ToolCallListOptions]) -> api.ToolCallPage:
+        return await self.send(activity.list_tool_calls(options))
+
+    async def iter_tool_calls(
+        self, **options: Unpack[opts.ToolCallListOptions]
+    ) -> AsyncIterator[api.ToolCall]:
+        """Every tool call, newest first, page after page."""
+        while True:
+            page = await self.list_tool_calls(**options)
+            for item in page["results"]:
+                yield item
+            if page["next"] is None:
+                return
+            options["after"] = page["next"]
+
+    async def create_task(self, title: str, **options: Unpack[opts.TaskCreateOptions]) -> api.Task:
+        return await self.send(activity.create_task(title, options))
+
+    async def list_tasks(self, **options: Unpack[opts.TaskListOptions]) -> api.OffsetPage:
+        return await self.send(activity.list_tasks(options))
+
+    async def get_task(self, task_id: str) -> api.Task:
+        return await self.send(activity.get_task(task_id))
+
+    async def update_task(self, task_id: str, **update: Unpack[opts.TaskUpdate]) -> api.Task:
+        """Move a task on (``status``) and set its ``result``; a PATCH, never retried."""
+        return await self.send(activity.update_task(task_id, update))
+
     # --- Agents, groups and keys ---------------------------------------------------------------------------
+
+    async def health(self) -> dict[str, Any]:
+        """``GET /healthz``: the server answers (``{"status": "ok", ...}``, as the server reports it)."""
+        return await self.send(calls.health())
 
     async def get_me(self) -> api.Agent:
         return await self.send(calls.get_me())
 
-    async def list_agents(self, *, limit: int | None = None, offset: int | None = None) -> api.OffsetPage:
-        return await self.send(calls.list_agents(limit, offset))
+    async def list_agents(self, **options: Unpack[opts.AgentListOptions]) -> api.OffsetPage:
+        return await self.send(calls.list_agents(options))
 
     async def create_agent(
-        self, agent_id: str, *, groups: list[str] | None = None, **fields: Unpack[calls.AgentFields]
+        self, agent_id: str, *, groups: list[str] | None = None, **fields: Unpack[opts.AgentFields]
     ) -> api.Agent:
         return await self.send(calls.create_agent(agent_id, groups, fields))
+
+    async def ensure_agent(
+        self, agent_id: str, *, groups: list[str] | None = None, **fields: Unpack[opts.AgentFields]
+    ) -> api.EnsuredAgent:
+        """Get or create (admin keys): the agent ``agent_id``, created with these fields when it does not
+        exist yet, and whether this call created it (``{"agent": ..., "created": ...}``). No
+        check-then-insert: it creates, and on the server's 409 ``conflict`` (the id is taken, by an earlier
+        call or a concurrent one) reads the existing agent, whose fields stay as they are."""
+        try:
+            return calls.ensured(await self.create_agent(agent_id, groups=groups, **fields), created=True)
+        except ConflictError as exc:
+            if exc.code != "conflict":
+                raise
+        return calls.ensured(await self.get_agent(agent_id), created=False)
 
     async def get_agent(self, agent_id: str) -> api.Agent:
         return await self.send(calls.get_agent(agent_id))
@@ -261,7 +321,7 @@ class AsyncMemoryPlatform(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport
         agent_id: str,
         *,
         memory_policy: dict[str, Any] | None = None,
-        **fields: Unpack[calls.AgentFields],
+        **fields: Unpack[opts.AgentFields],
     ) -> api.Agent:
         return await self.send(calls.update_agent(agent_id, memory_policy, fields))
 
@@ -302,6 +362,6 @@ class AsyncMemoryPlatform(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport
         return await self.send(calls.list_tools())
 
     async def invoke_tool(
-        self, name: str, user_id: str, arguments: dict[str, Any], **context: Unpack[calls.ToolContext]
+        self, name: str, user_id: str, arguments: dict[str, Any], **context: Unpack[opts.ToolContext]
     ) -> api.ToolResult:
         return await self.send(calls.invoke_tool(name, user_id, arguments, context))

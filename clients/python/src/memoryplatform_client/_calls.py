@@ -4,21 +4,38 @@ send. Names follow ``<verb>_<thing>`` so that a TypeScript client can mirror the
 from __future__ import annotations
 
 import json
-from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any
 
 import httpx
 
-from memoryplatform_client._core import Call, body, query, segment
+from memoryplatform_client._core import Call, body, iso_time, query, segment
+from memoryplatform_client._options import (
+    AgentFields,
+    AgentListOptions,
+    CategoryOptions,
+    ConversationListOptions,
+    ConversationSearchOptions,
+    ExtractOptions,
+    ListOptions,
+    MessageListOptions,
+    MessageOptions,
+    Narrowing,
+    RankedFilters,
+    ReadOptions,
+    RecallOptions,
+    SearchOptions,
+    ToolContext,
+    UpsertOptions,
+)
 from memoryplatform_client.errors import QueryTooLongError
 from memoryplatform_client.types import (
     Agent,
     ApiKey,
-    Channel,
     Checkpoint,
     ContentBlock,
     Context,
     Conversation,
+    EnsuredAgent,
     Extraction,
     ExtractMessage,
     Group,
@@ -29,15 +46,11 @@ from memoryplatform_client.types import (
     MessageInput,
     OffsetPage,
     Page,
-    RankedMode,
-    RecallOrder,
     Role,
-    SearchMode,
     SyncMessage,
     SyncResult,
     Tool,
     ToolResult,
-    Visibility,
 )
 
 MEMORIES = "/usermemorystore/memories"
@@ -75,125 +88,6 @@ def _conversation(conversation_id: str) -> str:
     return f"{CONVERSATIONS}/{segment(conversation_id)}"
 
 
-# --- Options shared by the two clients (keyword arguments) -----------------------------------------------
-
-
-class UpsertOptions(TypedDict, total=False):
-    category: str
-    visibility: Visibility
-    source_agent_id: str
-    group_ids: list[str]
-    source_conversation_id: str
-    turn_id: str
-    ttl_seconds: int
-    """The value holds this many seconds from the write (the server sets ``validTo``); reads then miss it."""
-    confidence: float
-    """0 to 1: how sure the writer is (an insight's, an extracted fact's)."""
-    source: str
-    """Where the value came from: ``user_correction``, ``observed_pattern``, ``task_outcome``, ``extracted``,
-    or free text."""
-    observed_at: datetime | str
-    """When what the value says was observed (default: the write's time). The server leaves a stored value
-    observed later as it is, and answers it with ``skipped`` (time order)."""
-
-
-class ExtractOptions(TypedDict, total=False):
-    """``conversation_id`` alone (no messages): the server reads the conversation's stored messages this
-    agent has not extracted yet; ``after_message_id`` or ``message_ids`` say which."""
-
-    agent_id: str
-    visibility: Visibility
-    group_ids: list[str]
-    category: str
-    conversation_id: str
-    after_message_id: str
-    message_ids: list[str]
-    dry_run: bool
-    turn_id: str
-
-
-class Narrowing(TypedDict, total=False):
-    """What a list, a search and a recall by relevance narrow to on the server, before the page is cut:
-    ``key_prefix``, one ``visibility``, and ``filter``, LangGraph's filter on the value's fields
-    (``{field: value}`` or ``{field: {"$gt": value}}``; ``$eq $ne $gt $gte $lt $lte``)."""
-
-    key_prefix: str
-    visibility: Visibility
-    filter: dict[str, Any]
-
-
-class ListOptions(Narrowing, total=False):
-    group_ids: list[str]
-    limit: int
-    offset: int
-
-
-class RankedFilters(Narrowing, total=False):
-    """Filters of every ranked read, applied with visibility on the server. ``min_score``: only results at
-    least this relevant (a probability, 0 to 1, the same scale for every query); ``category``: one or any of
-    several; ``source``; ``updated_after`` (a datetime or ISO 8601 text); and :class:`Narrowing`'s."""
-
-    min_score: float
-    category: str | list[str]
-    source: str
-    updated_after: datetime | str
-
-
-class SearchOptions(ListOptions, RankedFilters, total=False):
-    """``mode`` defaults to ``hybrid`` here (meaning and words); the REST endpoint's own default is EDDI's
-    literal ``keyword``. ``agent_id``: only the entries this agent wrote."""
-
-    mode: SearchMode
-    agent_id: str
-
-
-class RecallOptions(RankedFilters, total=False):
-    """With ``q``: recalled by relevance, at least ``min_score`` relevant (the server's default when left
-    out), narrowed by the filters; ``source_agent_id``: only the entries this agent wrote."""
-
-    agent_id: str
-    group_ids: list[str]
-    order: RecallOrder
-    limit: int
-    q: str
-    mode: RankedMode
-    source_agent_id: str
-
-
-class MessageOptions(TypedDict, total=False):
-    channel: Channel
-    session_id: str
-    memory_epoch: int
-
-
-class MessageListOptions(TypedDict, total=False):
-    channel: Channel
-    after: str
-    limit: int
-    epoch: str | int
-    view: str
-    agent_id: str
-
-
-class ConversationListOptions(TypedDict, total=False):
-    user_id: str
-    after: str
-    limit: int
-
-
-class ToolContext(TypedDict, total=False):
-    turn_id: str
-    conversation_id: str
-    group_ids: list[str]
-
-
-class AgentFields(TypedDict, total=False):
-    display_name: str
-    capabilities: list[str]
-    model: str
-    status: str
-
-
 # --- Memories ---------------------------------------------------------------------------------------------
 
 
@@ -212,6 +106,8 @@ def memory_input(user_id: str, key: str, value: Any, options: UpsertOptions) -> 
         entry["sourceConversationId"] = options["source_conversation_id"]
     if "turn_id" in options:
         entry["turnId"] = options["turn_id"]
+    if "valid_to" in options:
+        entry["validTo"] = iso_time(options["valid_to"])
     if "ttl_seconds" in options:
         entry["ttlSeconds"] = options["ttl_seconds"]
     if "confidence" in options:
@@ -219,13 +115,16 @@ def memory_input(user_id: str, key: str, value: Any, options: UpsertOptions) -> 
     if "source" in options:
         entry["source"] = options["source"]
     if "observed_at" in options:
-        observed = options["observed_at"]
-        entry["observedAt"] = observed.isoformat() if isinstance(observed, datetime) else observed
+        entry["observedAt"] = iso_time(options["observed_at"])
     return entry
 
 
-def _list_query(options: ListOptions) -> list[tuple[str, str]]:
-    return query(groupId=options.get("group_ids"), limit=options.get("limit"), offset=options.get("offset"))
+def _read_query(options: ReadOptions) -> list[tuple[str, str]]:
+    return query(groupId=options.get("group_ids"), includeSuperseded=options.get("include_superseded"))
+
+
+def _list_query(options: CategoryOptions) -> list[tuple[str, str]]:
+    return _read_query(options) + query(limit=options.get("limit"), offset=options.get("offset"))
 
 
 def _match_query(options: Narrowing) -> dict[str, str | None]:
@@ -247,7 +146,13 @@ def upsert_memories(entries: list[MemoryInput]) -> Call[list[MemoryEntry]]:
 
 
 def list_memories(user_id: str, options: ListOptions) -> Call[list[MemoryEntry]]:
-    return Call("GET", _user(user_id), params=_list_query(options) + query(**_match_query(options)))
+    more = query(
+        agentId=options.get("agent_id"),
+        asOf=iso_time(options.get("as_of")),
+        minConfidence=options.get("min_confidence"),
+        **_match_query(options),
+    )
+    return Call("GET", _user(user_id), params=_list_query(options) + more)
 
 
 def recall_memories(user_id: str, options: RecallOptions) -> Call[list[MemoryEntry]]:
@@ -262,18 +167,19 @@ def recall_memories(user_id: str, options: RecallOptions) -> Call[list[MemoryEnt
             q=_query(options.get("q")),
             mode=options.get("mode"),
             sourceAgentId=options.get("source_agent_id"),
+            asOf=iso_time(options.get("as_of")),
+            minConfidence=options.get("min_confidence"),
             **_ranked_filters(options),
         ),
     )
 
 
 def _ranked_filters(options: RankedFilters) -> dict[str, Any]:
-    updated_after = options.get("updated_after")
     return {
         "minScore": options.get("min_score"),
         "category": options.get("category"),
         "source": options.get("source"),
-        "updatedAfter": updated_after.isoformat() if isinstance(updated_after, datetime) else updated_after,
+        "updatedAfter": iso_time(options.get("updated_after")),
         **_match_query(options),
     }
 
@@ -292,20 +198,26 @@ def search_memories(user_id: str, q: str, options: SearchOptions) -> Call[list[M
         params=query(
             q=_query(q),
             mode=options.get("mode", "hybrid"),
-            groupId=options.get("group_ids"),
             limit=options.get("limit"),
             offset=options.get("offset"),
             agentId=options.get("agent_id"),
+            minConfidence=options.get("min_confidence"),
             **_ranked_filters(options),
-        ),
+        )
+        + _read_query(options),
     )
 
 
-def search_all_memories(q: str, category: str | None, limit: int | None) -> Call[list[MemoryEntry]]:
-    return Call("GET", "/v1/memories/search", params=query(q=_query(q), category=category, limit=limit))
+def search_all_memories(
+    q: str, category: str | None, limit: int | None, offset: int | None
+) -> Call[list[MemoryEntry]]:
+    params = query(q=_query(q), category=category, limit=limit, offset=offset)
+    return Call("GET", "/v1/memories/search", params=params)
 
 
-def list_memories_by_category(user_id: str, category: str, options: ListOptions) -> Call[list[MemoryEntry]]:
+def list_memories_by_category(
+    user_id: str, category: str, options: CategoryOptions
+) -> Call[list[MemoryEntry]]:
     return Call(
         "GET",
         f"{_user(user_id)}/category/{segment(category)}",
@@ -313,8 +225,13 @@ def list_memories_by_category(user_id: str, category: str, options: ListOptions)
     )
 
 
-def get_memory_by_key(user_id: str, key: str, group_ids: list[str] | None) -> Call[MemoryEntry]:
-    return Call("GET", f"{_user(user_id)}/key/{segment(key)}", params=query(groupId=group_ids))
+def get_memory_by_key(
+    user_id: str, key: str, group_ids: list[str] | None, include_superseded: bool | None = None
+) -> Call[MemoryEntry]:
+    read: ReadOptions = {"group_ids": group_ids} if group_ids is not None else {}
+    if include_superseded is not None:
+        read["include_superseded"] = include_superseded
+    return Call("GET", f"{_user(user_id)}/key/{segment(key)}", params=_read_query(read))
 
 
 def refresh_ttl(user_id: str, entry_ids: list[str], group_ids: list[str] | None) -> Call[int]:
@@ -326,8 +243,8 @@ def refresh_ttl(user_id: str, entry_ids: list[str], group_ids: list[str] | None)
     )
 
 
-def count_memories(user_id: str, group_ids: list[str] | None) -> Call[int]:
-    return Call("GET", f"{_user(user_id)}/count", params=query(groupId=group_ids), decode=_count)
+def count_memories(user_id: str, options: ReadOptions) -> Call[int]:
+    return Call("GET", f"{_user(user_id)}/count", params=_read_query(options), decode=_count)
 
 
 def delete_memory(entry_id: str | int) -> Call[None]:
@@ -405,6 +322,19 @@ def get_conversation(conversation_id: str) -> Call[Conversation]:
     return Call("GET", _conversation(conversation_id))
 
 
+def search_conversations(q: str, options: ConversationSearchOptions) -> Call[Page]:
+    """Full-text search over the messages this key may read: a page of :class:`MessageSearchResult`."""
+    params = query(
+        q=_query(q),
+        userId=options.get("user_id"),
+        agentId=options.get("agent_id"),
+        channel=options.get("channel"),
+        limit=options.get("limit"),
+        offset=options.get("offset"),
+    )
+    return Call("GET", f"{CONVERSATIONS}/search", params=params)
+
+
 def message_input(role: Role, content: str | list[ContentBlock], options: MessageOptions) -> MessageInput:
     """The wire shape of one message."""
     message: MessageInput = {"role": role, "content": text_content(content)}
@@ -477,12 +407,25 @@ def get_context(conversation_id: str, agent_id: str | None, q: str | None) -> Ca
 # --- Agents, groups and keys --------------------------------------------------------------------------------
 
 
+# --- Agents, groups and keys --------------------------------------------------------------------------------
+
+
+def health() -> Call[dict[str, Any]]:
+    return Call("GET", "/healthz")
+
+
 def get_me() -> Call[Agent]:
     return Call("GET", "/v1/agents/me")
 
 
-def list_agents(limit: int | None, offset: int | None) -> Call[OffsetPage]:
-    return Call("GET", "/v1/agents", params=query(limit=limit, offset=offset))
+def list_agents(options: AgentListOptions) -> Call[OffsetPage]:
+    params = query(
+        capability=options.get("capability"),
+        status=options.get("status"),
+        limit=options.get("limit"),
+        offset=options.get("offset"),
+    )
+    return Call("GET", "/v1/agents", params=params)
 
 
 def _agent_fields(fields: AgentFields) -> dict[str, Any]:
@@ -500,6 +443,12 @@ def create_agent(agent_id: str, groups: list[str] | None, fields: AgentFields) -
 
 def get_agent(agent_id: str) -> Call[Agent]:
     return Call("GET", f"/v1/agents/{segment(agent_id)}")
+
+
+def ensured(agent: Agent, *, created: bool) -> EnsuredAgent:
+    """What ``ensure_agent`` answers. It creates the agent and, on the server's 409 ``conflict`` (the id is
+    taken, by an earlier call or a concurrent one), reads the existing one: no check-then-insert race."""
+    return {"agent": agent, "created": created}
 
 
 def update_agent(agent_id: str, memory_policy: dict[str, Any] | None, fields: AgentFields) -> Call[Agent]:

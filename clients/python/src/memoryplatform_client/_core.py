@@ -9,6 +9,7 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -47,6 +48,11 @@ def query(**values: QueryValue) -> list[tuple[str, str]]:
         else:
             pairs.append((name, str(value)))
     return pairs
+
+
+def iso_time(when: datetime | str | None) -> str | None:
+    """A time as sent: a datetime in ISO 8601, text as given."""
+    return when.isoformat() if isinstance(when, datetime) else when
 
 
 def body(**values: Any) -> dict[str, Any]:

@@ -10,10 +10,12 @@ from typing import Any, TypeVar, Unpack
 
 import httpx
 
+from memoryplatform_client import _activity as activity
 from memoryplatform_client import _calls as calls
+from memoryplatform_client import _options as opts
 from memoryplatform_client import types as api
 from memoryplatform_client._core import Call, ClientBase, retry_delay
-from memoryplatform_client.errors import APIConnectionError
+from memoryplatform_client.errors import APIConnectionError, ConflictError
 
 T = TypeVar("T")
 
@@ -58,7 +60,7 @@ class MemoryPlatform(ClientBase[httpx.Client, httpx.BaseTransport]):
     # --- Memories ---------------------------------------------------------------------------------------
 
     def upsert_memory(
-        self, user_id: str, key: str, value: Any, **options: Unpack[calls.UpsertOptions]
+        self, user_id: str, key: str, value: Any, **options: Unpack[opts.UpsertOptions]
     ) -> api.MemoryEntry:
         return self.send(calls.upsert_memory(user_id, key, value, options))
 
@@ -66,40 +68,42 @@ class MemoryPlatform(ClientBase[httpx.Client, httpx.BaseTransport]):
         """Up to 100 entries, all or nothing (build them with :func:`memoryplatform_client.memory_input`)."""
         return self.send(calls.upsert_memories(entries))
 
-    def list_memories(self, user_id: str, **options: Unpack[calls.ListOptions]) -> list[api.MemoryEntry]:
+    def list_memories(self, user_id: str, **options: Unpack[opts.ListOptions]) -> list[api.MemoryEntry]:
         return self.send(calls.list_memories(user_id, options))
 
-    def recall_memories(self, user_id: str, **options: Unpack[calls.RecallOptions]) -> list[api.MemoryEntry]:
+    def recall_memories(self, user_id: str, **options: Unpack[opts.RecallOptions]) -> list[api.MemoryEntry]:
         """Recall (``/visible``): the policy's order and limit, or by relevance to ``q`` when given."""
         return self.send(calls.recall_memories(user_id, options))
 
     def search_memories(
-        self, user_id: str, q: str, **options: Unpack[calls.SearchOptions]
+        self, user_id: str, q: str, **options: Unpack[opts.SearchOptions]
     ) -> list[api.MemoryEntry]:
         return self.send(calls.search_memories(user_id, q, options))
 
     def search_all_memories(
-        self, q: str, *, category: str | None = None, limit: int | None = None
+        self, q: str, *, category: str | None = None, limit: int | None = None, offset: int | None = None
     ) -> list[api.MemoryEntry]:
-        return self.send(calls.search_all_memories(q, category, limit))
+        return self.send(calls.search_all_memories(q, category, limit, offset))
 
     def list_memories_by_category(
-        self, user_id: str, category: str, **options: Unpack[calls.ListOptions]
+        self, user_id: str, category: str, **options: Unpack[opts.CategoryOptions]
     ) -> list[api.MemoryEntry]:
         return self.send(calls.list_memories_by_category(user_id, category, options))
 
     def get_memory_by_key(
-        self, user_id: str, key: str, *, group_ids: list[str] | None = None
+        self, user_id: str, key: str, **options: Unpack[opts.ReadOptions]
     ) -> api.MemoryEntry:
-        return self.send(calls.get_memory_by_key(user_id, key, group_ids))
+        return self.send(
+            calls.get_memory_by_key(user_id, key, options.get("group_ids"), options.get("include_superseded"))
+        )
 
     def refresh_ttl(self, user_id: str, entry_ids: list[str], *, group_ids: list[str] | None = None) -> int:
         """Renew the TTL of these entries (those the key reads): each is valid for its TTL again from now.
         Returns how many were renewed (entries without a TTL, or expired, are not)."""
         return self.send(calls.refresh_ttl(user_id, entry_ids, group_ids))
 
-    def count_memories(self, user_id: str, *, group_ids: list[str] | None = None) -> int:
-        return self.send(calls.count_memories(user_id, group_ids))
+    def count_memories(self, user_id: str, **options: Unpack[opts.ReadOptions]) -> int:
+        return self.send(calls.count_memories(user_id, options))
 
     def delete_memory(self, entry_id: str | int) -> None:
         return self.send(calls.delete_memory(entry_id))
@@ -111,7 +115,7 @@ class MemoryPlatform(ClientBase[httpx.Client, httpx.BaseTransport]):
         self,
         user_id: str,
         messages: list[api.ExtractMessage] | None = None,
-        **options: Unpack[calls.ExtractOptions],
+        **options: Unpack[opts.ExtractOptions],
     ) -> api.Extraction:
         """Extract facts about the user from ``messages`` (``[{"role", "content"}]``, at most 50) with the
         server's LLM: each is added, updated (the old value stays in history) or left as it is, decided by
@@ -144,11 +148,11 @@ class MemoryPlatform(ClientBase[httpx.Client, httpx.BaseTransport]):
     ) -> api.Conversation:
         return self.send(calls.create_conversation(user_id, title, group_id))
 
-    def list_conversations(self, **options: Unpack[calls.ConversationListOptions]) -> api.Page:
+    def list_conversations(self, **options: Unpack[opts.ConversationListOptions]) -> api.Page:
         return self.send(calls.list_conversations(options))
 
     def iter_conversations(
-        self, **options: Unpack[calls.ConversationListOptions]
+        self, **options: Unpack[opts.ConversationListOptions]
     ) -> Iterator[api.Conversation]:
         """Every conversation, page after page."""
         while True:
@@ -161,12 +165,16 @@ class MemoryPlatform(ClientBase[httpx.Client, httpx.BaseTransport]):
     def get_conversation(self, conversation_id: str) -> api.Conversation:
         return self.send(calls.get_conversation(conversation_id))
 
+    def search_conversations(self, q: str, **options: Unpack[opts.ConversationSearchOptions]) -> api.Page:
+        """Full-text search over the messages this key may read: a page of ``MessageSearchResult``."""
+        return self.send(calls.search_conversations(q, options))
+
     def append_message(
         self,
         conversation_id: str,
         role: api.Role,
         content: str | list[api.ContentBlock],
-        **options: Unpack[calls.MessageOptions],
+        **options: Unpack[opts.MessageOptions],
     ) -> api.Message:
         return self.send(calls.append_message(conversation_id, role, content, options))
 
@@ -176,11 +184,11 @@ class MemoryPlatform(ClientBase[httpx.Client, httpx.BaseTransport]):
         """At most 20, all or nothing (build them with :func:`memoryplatform_client.message_input`)."""
         return self.send(calls.append_messages(conversation_id, messages, session_id))
 
-    def list_messages(self, conversation_id: str, **options: Unpack[calls.MessageListOptions]) -> api.Page:
+    def list_messages(self, conversation_id: str, **options: Unpack[opts.MessageListOptions]) -> api.Page:
         return self.send(calls.list_messages(conversation_id, options))
 
     def iter_messages(
-        self, conversation_id: str, **options: Unpack[calls.MessageListOptions]
+        self, conversation_id: str, **options: Unpack[opts.MessageListOptions]
     ) -> Iterator[api.Message]:
         """Every message after ``after`` (or from the start), page after page, in sequence order."""
         while True:
@@ -229,18 +237,67 @@ class MemoryPlatform(ClientBase[httpx.Client, httpx.BaseTransport]):
             yield entry
             self.set_checkpoint(conversation_id, entry["id"])
 
+    # --- Activity: tool calls and tasks ------------------------------------------------------------------
+
+    def record_tool_calls(self, tool_calls: list[api.ToolCallInput]) -> list[api.ToolCall]:
+        """Report tool calls the agent made (up to the server's batch limit); never retried."""
+        return self.send(activity.record_tool_calls(tool_calls))
+
+    def list_tool_calls(self, **options: Unpack[opts.ToolCallListOptions]) -> api.ToolCallPage:
+        return self.send(activity.list_tool_calls(options))
+
+    def iter_tool_calls(self, **options: Unpack[opts.ToolCallListOptions]) -> Iterator[api.ToolCall]:
+        """Every tool call, newest first, page after page."""
+        while True:
+            page = self.list_tool_calls(**options)
+            yield from page["results"]
+            if page["next"] is None:
+                return
+            options["after"] = page["next"]
+
+    def create_task(self, title: str, **options: Unpack[opts.TaskCreateOptions]) -> api.Task:
+        return self.send(activity.create_task(title, options))
+
+    def list_tasks(self, **options: Unpack[opts.TaskListOptions]) -> api.OffsetPage:
+        return self.send(activity.list_tasks(options))
+
+    def get_task(self, task_id: str) -> api.Task:
+        return self.send(activity.get_task(task_id))
+
+    def update_task(self, task_id: str, **update: Unpack[opts.TaskUpdate]) -> api.Task:
+        """Move a task on (``status``) and set its ``result``; a PATCH, never retried."""
+        return self.send(activity.update_task(task_id, update))
+
     # --- Agents, groups and keys ---------------------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        """``GET /healthz``: the server answers (``{"status": "ok", ...}``, as the server reports it)."""
+        return self.send(calls.health())
 
     def get_me(self) -> api.Agent:
         return self.send(calls.get_me())
 
-    def list_agents(self, *, limit: int | None = None, offset: int | None = None) -> api.OffsetPage:
-        return self.send(calls.list_agents(limit, offset))
+    def list_agents(self, **options: Unpack[opts.AgentListOptions]) -> api.OffsetPage:
+        return self.send(calls.list_agents(options))
 
     def create_agent(
-        self, agent_id: str, *, groups: list[str] | None = None, **fields: Unpack[calls.AgentFields]
+        self, agent_id: str, *, groups: list[str] | None = None, **fields: Unpack[opts.AgentFields]
     ) -> api.Agent:
         return self.send(calls.create_agent(agent_id, groups, fields))
+
+    def ensure_agent(
+        self, agent_id: str, *, groups: list[str] | None = None, **fields: Unpack[opts.AgentFields]
+    ) -> api.EnsuredAgent:
+        """Get or create (admin keys): the agent ``agent_id``, created with these fields when it does not
+        exist yet, and whether this call created it (``{"agent": ..., "created": ...}``). No
+        check-then-insert: it creates, and on the server's 409 ``conflict`` (the id is taken, by an earlier
+        call or a concurrent one) reads the existing agent, whose fields stay as they are."""
+        try:
+            return calls.ensured(self.create_agent(agent_id, groups=groups, **fields), created=True)
+        except ConflictError as exc:
+            if exc.code != "conflict":
+                raise
+        return calls.ensured(self.get_agent(agent_id), created=False)
 
     def get_agent(self, agent_id: str) -> api.Agent:
         return self.send(calls.get_agent(agent_id))
@@ -250,7 +307,7 @@ class MemoryPlatform(ClientBase[httpx.Client, httpx.BaseTransport]):
         agent_id: str,
         *,
         memory_policy: dict[str, Any] | None = None,
-        **fields: Unpack[calls.AgentFields],
+        **fields: Unpack[opts.AgentFields],
     ) -> api.Agent:
         return self.send(calls.update_agent(agent_id, memory_policy, fields))
 
@@ -291,6 +348,6 @@ class MemoryPlatform(ClientBase[httpx.Client, httpx.BaseTransport]):
         return self.send(calls.list_tools())
 
     def invoke_tool(
-        self, name: str, user_id: str, arguments: dict[str, Any], **context: Unpack[calls.ToolContext]
+        self, name: str, user_id: str, arguments: dict[str, Any], **context: Unpack[opts.ToolContext]
     ) -> api.ToolResult:
         return self.send(calls.invoke_tool(name, user_id, arguments, context))

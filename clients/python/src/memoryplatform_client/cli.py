@@ -8,8 +8,9 @@ printed.
   (``.cursor/mcp.json``), ``vscode`` (``.vscode/mcp.json``, under ``servers``) or ``claude-desktop``
   (``claude_desktop_config.json``, stdio only).
 
-Checks: the key has the platform's shape; for stdio, the checkout holds ``manage.py`` and ``.venv``; when
-the server at ``--url`` answers, it accepts the key. A failed check exits 1 with the reason; a server that
+Checks: the key has the platform's shape; for stdio, the checkout holds ``manage.py`` and ``.venv`` (and no
+server is asked anything: stdio needs none, and ``--url`` is not used); for http, when the server at ``--url``
+answers, it accepts the key. A failed check exits 1 with the reason; a server that
 does not answer is a note on stderr, not an error (it may just not be running yet).
 """
 
@@ -94,6 +95,7 @@ def check(*, url: str, key: str, transport: str, checkout: str, timeout: float =
             )
         if not (root / ".venv" / "bin" / "python").is_file():
             raise ConfigError(f"{root} has no .venv/bin/python: run `make run` there once first.")
+        return []  # stdio runs the checkout's manage.py: no server to ask (--url is not used)
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"--url must be an http:// or https:// URL, not {url!r}.")
     probe = f"{url.rstrip('/')}/v1/agents?limit=1"  # any key may list the directory

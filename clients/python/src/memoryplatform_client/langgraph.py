@@ -1,20 +1,23 @@
 """LangGraph adapter (extra ``langgraph``): :class:`MemoryPlatformStore`, a ``BaseStore`` over users'
 memories, with sync ``batch`` and async ``abatch``, TTLs and server-side search.
 
-A namespace names a user, labels, and a visibility; an item's key and value are the memory's. Both of
-LangGraph's usual layouts are read:
+A namespace names a user, labels, and a visibility; an item's key and value are the memory's. LangGraph's
+docs' layouts that say where the user is, next to ``"memories"``, are read as they are; any other needs
+``user_index``:
 
 | namespace | user | labels |
 |---|---|---|
-| ``(user_id, "memories")`` (LangGraph's docs) | ``user_id`` | ``("memories",)`` |
-| ``(user_id, "chitchat", "prefs")`` | ``user_id`` | ``("chitchat", "prefs")`` |
-| ``("memories", user_id, ...)`` (this platform's first layout, LangMem's) | ``user_id`` | what follows |
+| ``(user_id, "memories", ...)`` (LangGraph's docs) | ``user_id`` | ``("memories", ...)`` |
+| ``("memories", user_id, ...)`` (LangGraph's docs; LangMem's) | ``user_id`` | what follows |
 | ``("profiles", user_id)``, with ``user_index=1`` | ``user_id`` | ``("profiles",)`` |
 | ``("users", user_id, "memories")``, with ``user_index=1`` | ``user_id`` | ``("users", "memories")`` |
+| ``(user_id, "chitchat", "prefs")``, with ``user_index=0`` | ``user_id`` | ``("chitchat", "prefs")`` |
 
 ``MemoryPlatformStore(..., user_index=n)`` takes the user from position ``n`` of every namespace, every other
-element a label (as the TypeScript store's ``userIndex``); without it, the first element is the user, or the
-second after ``"memories"``, so ``("profiles", user_id)`` would be user ``"profiles"``.
+element a label (as the TypeScript store's ``userIndex``). Without it a namespace names its user next to
+``"memories"``, and any other (``("profiles", user_id)``: is the user ``profiles`` or ``user_id``?) is refused
+with a ``ValueError`` that names ``user_index``, never guessed (:func:`user_position`; the TypeScript store
+has the same rule).
 
 A namespace ending in ``"global"`` is the user's ``global`` entries (every agent reads them); ending in
 ``("group", group_id)``, ``group`` entries shared with that group; else the agent's own ``self`` entries.
@@ -22,9 +25,10 @@ A namespace ending in ``"global"`` is the user's ``global`` entries (every agent
 On the platform: ``userId`` is the user; the labels are the key's prefix, each followed by ``/``; the
 item's key ends it (``(u, "memories")``, ``"food"`` is key ``memories/food`` of user ``u``); the category is
 the store's (``fact``). Labels and keys are written with ``%`` as ``%25`` and ``/`` as ``%2F``, so the key
-splits back into labels and key: the mapping is reversible. The two spellings of one place name the same
-entries (``("memories", u, "prefs")`` and ``(u, "prefs")``); an answer uses the spelling asked. A user id
-spelled ``"memories"`` is read as the first layout's root: put it second, ``("memories", "memories")``.
+splits back into labels and key: the mapping is reversible (the TypeScript store maps the same way, so both
+read what the other wrote). ``("memories", u, "prefs")`` and, with ``user_index=0``, ``(u, "prefs")`` name the
+same entries; an answer uses the spelling asked. A user id spelled ``"memories"`` is read as the root: put it
+second, ``("memories", "memories")``.
 
 Values round-trip as put: a dict stays a dict, a string a string. Each ``put`` is a turn of its own (a
 store has no turns): a loop of puts meets no ``maxWritesPerTurn``, which bounds an LLM's writes in one turn.
@@ -35,9 +39,9 @@ the item, and Dream deletes it after the agent's ``pruneExpiredAfterDays``. A ``
 (``hybrid``: meaning and words, each item with a ``score``), ``filter`` (``{field: value}`` or ``$eq``,
 ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``), the prefix's labels and visibility, ``limit`` and ``offset``
 to the server, which applies them before cutting the page. ``search`` and ``list_namespaces`` need a prefix
-that names the user; ``list_namespaces`` looks at the newest 1,000 entries the agent can see of that user, and
-its prefix and suffix may hold ``"*"`` (LangGraph's ``MatchCondition``: any one element) anywhere but at the
-user.
+that names the user. ``list_namespaces``' prefix and suffix may hold ``"*"`` (LangGraph's ``MatchCondition``:
+any one element) anywhere but at the user: the server matches them (the user list's ``keyPattern``,
+:func:`key_patterns`), and the store checks each namespace of the newest 1,000 entries it answers with.
 
 The agent is the key's: use an agent key. ``search`` without a ``query`` lists the user's entries, newest
 first.
@@ -52,6 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -121,25 +126,16 @@ class Place:
 
     @classmethod
     def of(cls, namespace: tuple[str, ...], *, prefix: bool = False, user_index: int | None = None) -> Place:
-        """The place of ``namespace``; ``user_index``: the user's position (``None``: the first element, or
-        the second after the root ``"memories"``), every other element a label."""
+        """The place of ``namespace``; ``user_index``: the user's position, every other element a label
+        (``None``: :func:`user_position`)."""
         if any(not isinstance(part, str) or not part for part in namespace):
             raise ValueError(f"A namespace is a tuple of non-empty strings: got {namespace!r}.")
-        head: tuple[str, ...] = ()
-        if user_index is not None:
-            if len(namespace) <= user_index or namespace[user_index] == "*":
-                raise ValueError(
-                    f"This store's namespaces name the user at position {user_index}: got {namespace!r}."
-                )
-            index = user_index
-        elif len(namespace) >= 2 and namespace[0] == ROOT:
-            if namespace[1] == "*":
-                raise ValueError(f"A namespace names the user: ({ROOT!r}, user_id, ...), not {namespace!r}.")
-            head, index = (ROOT,), 1
-        elif not namespace or namespace[0] in ("*", ROOT):
-            raise ValueError(f"A namespace names the user: (user_id, ...) or ({ROOT!r}, user_id, ...).")
-        else:
-            index = 0
+        index = user_position(namespace) if user_index is None else user_index
+        if len(namespace) <= index or namespace[index] == WILDCARD:
+            raise ValueError(
+                f"This store's namespaces name the user at position {index} (user_index): got {namespace!r}."
+            )
+        head = (ROOT,) if user_index is None and index == 1 else ()
         rest = namespace[len(head) : index] + namespace[index + 1 :]
         visibility: Visibility | None = None if prefix else "self"
         group: str | None = None
@@ -190,6 +186,24 @@ class Place:
         if entry["visibility"] == "group":
             return [(*base, "group", group) for group in entry["groupIds"]], key
         return [base], key
+
+
+def user_position(namespace: Sequence[str]) -> int:
+    """Where the user is in a namespace of a store without ``user_index``: next to ``"memories"``, as
+    LangGraph's docs spell it, ``("memories", user_id, ...)`` (position 1) or ``(user_id, "memories", ...)``
+    (position 0). Any other layout names its user nowhere the store can tell (is ``("profiles", "u1")`` user
+    ``profiles`` or user ``u1``?): refused, never guessed, with the option that says it (the same rule as
+    the TypeScript store's ``userIndex``)."""
+    if len(namespace) >= 2 and namespace[0] == ROOT:
+        return 1
+    if len(namespace) >= 2 and namespace[1] == ROOT and namespace[0] != WILDCARD:
+        return 0
+    raise ValueError(
+        f"Which element of {tuple(namespace)!r} is the user? Without user_index a namespace names its user "
+        f"next to {ROOT!r}: ({ROOT!r}, user_id, ...) or (user_id, {ROOT!r}, ...). For another layout, give "
+        "MemoryPlatformStore(..., user_index=N), the user's position: 1 for ('profiles', user_id) or "
+        "('users', user_id, 'memories'), 0 for (user_id, 'prefs')."
+    )
 
 
 def _time(value: str) -> datetime:
@@ -304,24 +318,99 @@ def _search(op: SearchOp, user_index: int | None) -> Plan[list[SearchItem]]:
     return found
 
 
+MAX_PATTERNS = 32  # the list's keyPattern: at most this many (beyond, the store asks for every entry)
+SCOPES = ("global", "group")
+
+
+def _pattern(segments: Sequence[str]) -> str:
+    """A key pattern (the list's ``keyPattern``): labels escaped, ``*`` and ``**`` kept."""
+    return SEP.join(part if part in (WILDCARD, "**") else _escape(part) for part in segments)
+
+
+def _unify(left: Sequence[str], right: Sequence[str]) -> list[str] | None:
+    """The labels both sequences of one length match (a ``*`` matches any one), or ``None``."""
+    both = []
+    for a, b in zip(left, right, strict=True):
+        if WILDCARD not in (a, b) and a != b:
+            return None
+        both.append(b if a == WILDCARD else a)
+    return both
+
+
+def _readings(path: Sequence[str]) -> list[tuple[tuple[str, ...], bool]]:
+    """The labels a condition's path (the user and the layout's root taken out) may end or start with:
+    ``(labels, exact)``. All of it (more labels may follow it in a prefix, precede it in a suffix); and,
+    where its last elements may be a scope rather than labels, the labels before them, the whole labels
+    (``exact``) of a prefix: ``global`` (or ``*``) is one element, ``("group", id)`` two, ``group`` alone
+    ends a prefix of any group."""
+    found = [(tuple(path), False)]
+    if path[-1:] and path[-1] in (WILDCARD, *SCOPES):
+        found.append((tuple(path[:-1]), True))
+    if len(path) >= 2 and path[-2] in (WILDCARD, "group"):
+        found.append((tuple(path[:-2]), True))
+    return found
+
+
+def key_patterns(prefix: Sequence[str], suffix: Sequence[str] | None) -> list[str] | None:
+    """The key patterns (any of them) of every entry whose namespace meets the conditions: ``prefix`` and
+    ``suffix`` without the user and the layout's root (a suffix from after its last element that may be the
+    user); the store checks each namespace exactly after. ``None``: too many to ask for."""
+    patterns: list[str] = []
+    for start, exact in _readings(prefix):
+        for end, _ in _readings(suffix) if suffix else [((), False)]:
+            if exact:  # the labels are start: they end with end
+                both = _unify(start[len(start) - len(end) :], end) if len(end) <= len(start) else None
+                if both is not None:
+                    patterns.append(_pattern([*start[: len(start) - len(end)], *both, WILDCARD]))
+                continue
+            patterns.append(_pattern([*start, "**", *end, WILDCARD]))
+            for overlap in range(1, min(len(start), len(end)) + 1):  # labels shorter than both together
+                both = _unify(start[len(start) - overlap :], end[:overlap])
+                if both is not None:
+                    patterns.append(
+                        _pattern([*start[: len(start) - overlap], *both, *end[overlap:], WILDCARD])
+                    )
+    unique = list(dict.fromkeys(patterns))
+    return unique if len(unique) <= MAX_PATTERNS else None
+
+
+def _condition_labels(
+    place: Place, conditions: Sequence[MatchCondition]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The prefix's and the suffix's elements that are labels or scope: the prefix without the layout's
+    root and the user, the suffix from after its last element that may be the user (``*`` or the user id,
+    close enough to its start)."""
+    prefix = next(tuple(c.path) for c in conditions if c.match_type == "prefix")
+    at = len(place.head) + place.user_at
+    suffix = next((tuple(c.path) for c in conditions if c.match_type == "suffix"), ())
+    # the user is preceded by the root and the labels before it, at most: so is it in the suffix
+    could_be_user = (i for i, part in enumerate(suffix) if part in (WILDCARD, place.user_id) and i <= at)
+    cut = max((i + 1 for i in could_be_user), default=0)
+    return prefix[len(place.head) : at] + prefix[at + 1 :], suffix[cut:]
+
+
 def _list_namespaces(op: ListNamespacesOp, user_index: int | None) -> Plan[list[tuple[str, ...]]]:
-    prefixes = [c for c in op.match_conditions or () if c.match_type == "prefix"]
+    conditions = op.match_conditions or ()
+    prefixes = [c for c in conditions if c.match_type == "prefix"]
     if not prefixes:
         raise ValueError("list_namespaces needs prefix=(user_id, ...) naming the user.")
     path = tuple(prefixes[0].path)
     place = Place.of(path, prefix=True, user_index=user_index)
     listing: calls.ListOptions = {"limit": SCAN_LIMIT}
-    if WILDCARD in path:  # any one element: the server narrows to the labels before it, the conditions pick
-        fixed = place.labels[: place.labels.index(WILDCARD)] if WILDCARD in place.labels else place.labels
-        if fixed:
-            listing["key_prefix"] = _key_prefix(fixed)
-    else:
+    wildcards = WILDCARD in path or any(c.match_type == "suffix" for c in conditions)
+    if not wildcards:
         listing.update(place.narrowing())
-    entries: list[MemoryEntry] = yield calls.list_memories(place.user_id, listing)
+    call = calls.list_memories(place.user_id, listing)
+    patterns = key_patterns(*_condition_labels(place, conditions)) if wildcards else None
+    if patterns == []:  # no key can meet them
+        return []
+    if patterns:  # the server matches the wildcards (the list's keyPattern: any of them)
+        call = dataclasses.replace(call, params=[*call.params, *(("keyPattern", p) for p in patterns)])
+    entries: list[MemoryEntry] = yield call
     namespaces: set[tuple[str, ...]] = set()
     for entry in entries:
         for namespace in place.namespaces_of(entry)[0]:
-            if all(_matches(namespace, condition) for condition in op.match_conditions or ()):
+            if all(_matches(namespace, condition) for condition in conditions):
                 namespaces.add(namespace[: op.max_depth] if op.max_depth else namespace)
     return sorted(namespaces)[op.offset : op.offset + op.limit]
 
@@ -334,7 +423,8 @@ class MemoryPlatformStore(BaseStore):
     one of the agent policy's allowed categories). ``ttl`` is LangGraph's ``TTLConfig``: ``default_ttl``
     (minutes) for a ``put`` without one, ``refresh_on_read`` for reads that do not say. ``user_index``: the
     user's position in every namespace, the other elements all labels (``1`` for ``("profiles", user_id)``
-    or ``("users", user_id, "memories")``); by default the first element, or the second after ``"memories"``.
+    or ``("users", user_id, "memories")``); without it, the element next to ``"memories"``
+    (:func:`user_position`), any other layout refused.
     """
 
     supports_ttl = True

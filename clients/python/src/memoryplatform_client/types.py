@@ -48,6 +48,7 @@ class MemoryInput(TypedDict):
     groupIds: NotRequired[list[str] | None]
     sourceConversationId: NotRequired[str | None]
     turnId: NotRequired[str | None]
+    validTo: NotRequired[str | None]
     ttlSeconds: NotRequired[int | None]
     confidence: NotRequired[float | None]
     source: NotRequired[str | None]
@@ -240,3 +241,76 @@ class Tool(TypedDict):
 
 class ToolResult(TypedDict):
     result: str
+
+
+class EnsuredAgent(TypedDict):
+    """What ``ensure_agent`` answers: the agent, and whether this call created it."""
+
+    agent: Agent
+    created: bool
+
+
+class MessageSearchResult(Message):
+    """A message found by ``search_conversations``: its conversation's user and its score."""
+
+    userId: str
+    score: float
+
+
+TaskStatus = Literal["pending", "in_progress", "done", "failed", "cancelled"]
+
+
+class Task(TypedDict):
+    id: str
+    title: str
+    creatorId: str
+    assigneeId: str
+    userId: str | None
+    context: Any
+    status: TaskStatus
+    result: Any
+    visibility: Visibility
+    groupIds: list[str]
+    memoryEntryId: str | None
+    createdAt: str
+    updatedAt: str
+    finishedAt: str | None
+
+
+class ToolCallInput(TypedDict, total=False):
+    """One tool call as the agent reports it (``POST /v1/activity/tool-calls``): ``tool`` is required."""
+
+    tool: str
+    args: Any
+    result: Any
+    success: bool
+    durationMs: int | None
+    error: str | None
+    taskId: str | None
+    conversationId: str | None
+    sessionId: str | None
+    createdAt: str | None
+
+
+class ToolCall(TypedDict):
+    id: str
+    agentId: str
+    tool: str
+    args: Any
+    result: Any
+    success: bool
+    durationMs: int | None
+    error: str
+    taskId: str | None
+    conversationId: str | None
+    sessionId: str | None
+    via: Literal["rest", "llm_tool", "mcp"]
+    createdAt: str
+
+
+class ToolCallPage(TypedDict):
+    """A page of the activity log: pass ``next`` as ``after`` for the next one (``None`` when nothing more
+    follows)."""
+
+    results: list[ToolCall]
+    next: str | None
