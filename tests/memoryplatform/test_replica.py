@@ -30,7 +30,7 @@ from django.db import connection
 
 from apikeys.services import agent_create, apikey_create
 from tests import standby as standbys
-from tests.helpers import free_port, manage, stop_process_group, url_of_the_test_database, wait_healthy
+from tests.helpers import free_port, manage, stop_process_group, url_of_the_test_database, wait_ready
 
 BASE_DIR = Path(settings.BASE_DIR)
 USER = "u-replica"
@@ -127,7 +127,7 @@ def start_server(standby, tmp_path) -> Iterator[Callable[..., Server]]:
                 start_new_session=True,
             )
         started.append(process)
-        wait_healthy(process, f"http://127.0.0.1:{port}", log_path)
+        wait_ready(process, f"http://127.0.0.1:{port}", log_path)
         return Server(f"http://127.0.0.1:{port}")
 
     yield _start
@@ -265,10 +265,9 @@ def test_a_lagging_replica_is_bypassed_past_the_bound(standby, keys, start_serve
 def test_a_dream_dry_run_reads_the_replica_and_records_its_run_on_the_primary(standby, keys, tmp_path):
     """``dream --dry-run`` reads from the standby (its replay paused here, so nothing it writes is there) and
     still records and reports its run: the run's own rows are written to, and read back from, the primary."""
-    from dream.models import DreamRun
-    from usermemory.models import AgentMemoryPolicy
+    from dream.models import DreamPolicy, DreamRun
 
-    AgentMemoryPolicy.objects.create(agent_id="agent-r", dream_enabled=True, prune_stale_after_days=1)
+    DreamPolicy.objects.create(agent_id="agent-r", dream_enabled=True, prune_stale_after_days=1)
     _replicated(standby)  # the policy is on the standby; what the run writes from now on is not
     standby.pause_replay()
     env = {
