@@ -14,6 +14,7 @@ from activity.selectors import tool_call_busiest, tool_call_failures_since
 from apikeys.selectors import agent_key_counts
 from dream.selectors import dream_failed_since, dream_recent_runs
 from memoryplatform.embeddings import get_embedder
+from memoryplatform.replica import replica_door
 from usermemory.stats import memory_overview
 
 
@@ -31,6 +32,7 @@ def overview_numbers() -> dict[str, Any]:
     }
 
 
+@replica_door
 def overview_view(request: HttpRequest) -> HttpResponse:
     context = {
         **admin.site.each_context(request),

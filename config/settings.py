@@ -187,6 +187,17 @@ if PREPARED_STATEMENTS:
     # preparing off). A threshold no statement reaches: only those run with prepare=True are prepared.
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("prepare_threshold", 2**31 - 1)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# A streaming replica of DATABASE_URL (a postgres:// URL): the heavy reads of some doors go there, never an
+# agent's (memoryplatform/replica.py). Unset: one node, as before. Above REPLICA_MAX_LAG seconds of lag, or
+# unreachable, those reads go to the primary.
+DATABASE_REPLICA_URL = env.str("DATABASE_REPLICA_URL", default="")
+REPLICA_MAX_LAG = env.float("REPLICA_MAX_LAG", default=5.0)
+if DATABASE_REPLICA_URL:
+    from memoryplatform.replica import replica_database
+
+    DATABASES["replica"] = replica_database(env.db("DATABASE_REPLICA_URL"), primary=DATABASES["default"])
+    DATABASE_ROUTERS = ["memoryplatform.replica.DoorRouter"]
+    MIDDLEWARE.append("memoryplatform.replica.ReplicaDoorMiddleware")
 
 # --- Auth, i18n, static ---------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

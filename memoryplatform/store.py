@@ -200,3 +200,33 @@ def server_facts(*, search_language: str, using: str = DEFAULT_DB_ALIAS) -> Serv
         vector_available=row[3],
         vector_installed=row[4],
     )
+
+
+class ReplicaStatus(NamedTuple):
+    lag_seconds: float | None  # None: behind, and nothing replayed since the server started
+    replayed_at: Any  # datetime | None: the commit time of the last transaction replayed
+
+
+# The lag of a streaming replica. ``now() - pg_last_xact_replay_timestamp()`` alone grows on an idle primary
+# (no commit to replay): a replica that has replayed all it received, while its WAL receiver runs, is 0
+# behind. A server that is no replica (promoted) is 0 behind too.
+_REPLICA_STATUS = sql.SQL(
+    """SELECT CASE
+            WHEN NOT pg_is_in_recovery() THEN 0.0
+            WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn()
+                AND EXISTS (SELECT 1 FROM pg_stat_wal_receiver) THEN 0.0
+            ELSE extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())::float8
+        END,
+        pg_last_xact_replay_timestamp()"""
+)
+
+
+def replica_status(*, using: str) -> ReplicaStatus:
+    """How far the replica ``using`` is behind its primary, and when the last transaction it replayed was
+    committed."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(_REPLICA_STATUS, {})
+        row = cursor.fetchone()
+    if row is None:  # a SELECT without FROM always returns its one row
+        raise RuntimeError("the server returned no row for its replay position")
+    return ReplicaStatus(lag_seconds=None if row[0] is None else max(float(row[0]), 0.0), replayed_at=row[1])

@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django_prometheus.exports import ExportToDjangoView
 
-from memoryplatform import store
+from memoryplatform import replica, store
 from memoryplatform.api.errors import envelope
 from memoryplatform.embeddings.consumer import report_backlog
 
@@ -57,10 +57,13 @@ def readyz(request: HttpRequest) -> JsonResponse:
     """Readiness: the database answers."""
     checks = {"database": _check_database()}
     failed = {name: error for name, error in checks.items() if error}
+    # The replica's lag and state: reported, never failing readiness (its doors read from the primary).
+    replica_report = replica.readiness()
+    extra = {"replica": replica_report} if replica_report is not None else {}
     if failed:
         logger.warning("readyz failing: %s", failed)
-        return JsonResponse(envelope("Not ready.", "unavailable", {"failed": failed}), status=503)
-    return JsonResponse({"status": "ok", "checks": {name: "ok" for name in checks}})
+        return JsonResponse(envelope("Not ready.", "unavailable", {"failed": failed, **extra}), status=503)
+    return JsonResponse({"status": "ok", "checks": {name: "ok" for name in checks}, **extra})
 
 
 def _client_ip(request: HttpRequest) -> str:
@@ -79,6 +82,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
             report_backlog()  # the vector queues' length and oldest age, as of this scrape
         except DatabaseError as exc:  # the rest of the metrics still answer; /readyz says why
             logger.warning("Reading the vector backlog for /metrics failed: %s", exc)
+        replica.replica_state(fresh=True)  # database_replica_lag_seconds, as of this scrape
         return ExportToDjangoView(request)
     return JsonResponse(
         envelope("Metrics need a METRICS_TOKEN bearer token or an allowed address.", "forbidden"), status=403

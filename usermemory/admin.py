@@ -28,6 +28,8 @@ from memoryplatform import publicids
 from memoryplatform.admin_mixins import ReadOnlyAdminMixin, cut, flag
 from memoryplatform.errors import ServiceError
 from memoryplatform.paginator import LargeTablePaginator
+from memoryplatform.replica import HEADER as READ_FROM
+from memoryplatform.replica import reads_from_replica
 from memoryplatform.text import ascii_int
 from usermemory import selectors, services
 from usermemory.admin_policy import AgentWithPolicyAdmin
@@ -500,8 +502,11 @@ class UserDataRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             user_id = form.cleaned_data["user_id"]
             caller = staff_caller(request)
             if "export" in request.POST:
-                export = services.memory_export_user(caller=caller, user_id=user_id)
+                with reads_from_replica() as route:  # a door of the replica's (memoryplatform.replica)
+                    export = services.memory_export_user(caller=caller, user_id=user_id)
                 response = JsonResponse(export, json_dumps_params={"indent": 2, "ensure_ascii": False})
+                if route.on_replica or route.reason:
+                    response[READ_FROM] = route.header
                 response["Content-Disposition"] = f'attachment; filename="user-{user_id}.json"'
                 return response
             if form.cleaned_data["confirmation"] != "CONFIRM":

@@ -13,14 +13,16 @@ from typing import Any
 
 from django.utils import timezone
 
-from memoryplatform import publicids
+from memoryplatform import publicids, replica
 from usermemory.models import ConflictDismissal, MemoryEntry, MemoryEvent
 
-EXPORT_FORMAT = 2
+EXPORT_FORMAT = 3
 """1: the user's memories, their history (with who could see each value), and each registered app's part.
 Ids are the public ids the API shows (``memoryplatform.publicids``), as integers; before public ids, they were
 the rows' own numbers, in the same field and type. 2: ``conflictDismissals``, the pairs of values staff
-marked "not a conflict" (each key and value text, who, when)."""
+marked "not a conflict" (each key and value text, who, when). 3: ``replicaReplayedAt``, beside
+``exportedAt``: when the export was read from a streaming replica, the commit time of the last transaction it
+had replayed (the data is as of then, or later); ``null`` when it was read from the primary."""
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -75,6 +77,7 @@ def user_export(*, user_id: str) -> dict[str, Any]:
         "format": EXPORT_FORMAT,
         "userId": user_id,
         "exportedAt": iso(timezone.now()),
+        "replicaReplayedAt": iso(replica.replayed_at()),
         "memories": [_entry(entry) for entry in entries.iterator()],
         "history": [_event(event) for event in events.iterator()],
         "conflictDismissals": [

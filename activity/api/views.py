@@ -22,6 +22,7 @@ from activity.api.serializers import (
 from activity.models import Task
 from apikeys.permissions import IsAuthenticatedCaller, request_caller
 from memoryplatform.api.pagination import LimitOffsetPagination
+from memoryplatform.replica import replica_door
 
 
 class TaskPagination(LimitOffsetPagination):
@@ -31,6 +32,7 @@ class TaskPagination(LimitOffsetPagination):
     max_limit = selectors.MAX_TASK_PAGE
 
 
+@replica_door
 class ToolCallsView(APIView):
     permission_classes = [IsAuthenticatedCaller]
 

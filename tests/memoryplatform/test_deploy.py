@@ -29,6 +29,7 @@ def _argv(command: str | list[str]) -> list[str]:
 def test_compose_has_every_production_service(compose):
     assert set(compose["services"]) == {
         "postgres",
+        "db-replica",
         "pgbouncer",
         "web",
         "scheduler",
@@ -58,6 +59,22 @@ def test_the_web_goes_through_pgbouncer_and_listens_past_it(compose):
     for name in ("scheduler", "embedder"):
         assert "@postgres:" in compose["services"][name]["environment"]["DATABASE_URL"]
         assert not compose["services"][name]["environment"].get("DATABASE_POOLER")
+
+
+def test_the_replica_streams_from_postgres_and_every_process_names_it(compose):
+    """db-replica is a base backup of postgres that streams from it (its recovery config written by
+    pg_basebackup -R), the primary's image; postgres lets it connect for replication."""
+    replica = compose["services"]["db-replica"]
+    script = replica["command"][-1]
+    assert "pg_basebackup --host postgres" in script and "--write-recovery-conf" in script
+    assert "hot_standby=on" in script
+    assert replica["image"] == compose["services"]["postgres"]["image"]
+    mounts = compose["services"]["postgres"]["volumes"]
+    assert any(m.startswith("./deploy/postgres-replication.sh:/docker-entrypoint-initdb.d/") for m in mounts)
+    assert "host replication all all" in (ROOT / "deploy/postgres-replication.sh").read_text()
+    for name in ("web", "scheduler", "embedder"):
+        env = compose["services"][name]["environment"]
+        assert "@db-replica:5432/" in env["DATABASE_REPLICA_URL"]
 
 
 def test_web_command_serves_the_asgi_app(compose):

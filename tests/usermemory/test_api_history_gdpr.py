@@ -85,8 +85,11 @@ def test_export_and_erasure_cover_history(admin_api, agent_a_api, put):
 def test_export_has_a_versioned_format_of_its_own(admin_api, agent_a_api, put):
     """The legal export names its format and its own fields, whatever the API's serializers call them."""
     put(agent_a_api, userId=U, key="a", value="one", visibility="group", groupIds=["team"])
-    export = admin_api.get(f"{BASE}/{U}/export").json()
-    assert export["format"] == 2
+    response = admin_api.get(f"{BASE}/{U}/export")
+    assert "X-Read-From" not in response  # no replica configured: nothing routes, nothing is said
+    export = response.json()
+    assert export["format"] == 3
+    assert export["replicaReplayedAt"] is None  # one node: read from the primary
     (memory,) = export["memories"]
     assert set(memory) == {
         "id", "key", "value", "category", "visibility", "ownerAgentId", "groupIds", "sourceConversationId",

@@ -21,6 +21,7 @@ from memoryplatform import publicids
 from memoryplatform.api.headers import FALLBACK_HEADER, TURN_HEADER, fallback_headers, turn_id_of
 from memoryplatform.api.serializers import refuse_unknown_fields, validated_item, validator
 from memoryplatform.errors import BadRequest, NotFound
+from memoryplatform.replica import replica_door
 from usermemory import selectors, services
 from usermemory.api.policy import (
     AgentDetailOutputSerializer,
@@ -323,6 +324,7 @@ class MemoryTtlRefreshView(MemoryView):
         return Response({"userId": user_id, "refreshed": refreshed})
 
 
+@replica_door
 class MemoryExportView(APIView):
     permission_classes = [IsAdminCaller]
 
@@ -351,6 +353,7 @@ class MemoryHistoryView(MemoryView):
         return Response(MemoryEventOutputSerializer(events, many=True).data)
 
 
+@replica_door
 class MemorySearchAllView(APIView):
     """Staff search across every user (viewer and admin)."""
 

