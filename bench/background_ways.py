@@ -263,20 +263,25 @@ def _percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--idle", type=float, default=60.0)
     parser.add_argument("--db-url", default=os.environ.get("DATABASE_URL", ""))
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def _prepare(db_url: str) -> tuple[target.Target, str, list[int]]:
+    """Django set up on the bench's database (migrated, procrastinate's schema applied in its own); the
+    database, procrastinate's, and the entries the vector jobs take."""
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.tasks_settings"  # the platform's, with django-tasks-db
     # The model in this process (_embed_alone) as in the consumer: one thread (two spin against each other on
     # a busy node, seconds a text).
     os.environ["OMP_NUM_THREADS"] = "1"
-    db = target.resolve(args.db_url)
-    queues = _queues_url(args.db_url)
+    db = target.resolve(db_url)
+    queues = _queues_url(db_url)
     os.environ["PROCRASTINATE_CONNINFO"] = queues
     target.django_setup(db)
     from django.core.management import call_command
@@ -295,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
             {"n": 200},
         )
         entries = [row[0] for row in cursor.fetchall()]
+    return db, queues, entries
+
+
+def _candidates(db: target.Target, queues: str) -> list[Candidate]:
     manage = str(target.ROOT / "manage.py")
     base = {
         "DATABASE_URL": db.url,
@@ -303,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         "EMBEDDINGS_PROVIDER": "local",
     }
     py = sys.executable
-    candidates = [
+    return [
         Candidate(
             "loops",
             [[py, manage, "dream_scheduler", "--supervise"]],
@@ -336,51 +345,49 @@ def main(argv: list[str] | None = None) -> int:
         ),
         Candidate("django-tasks-db", [[py, manage, "db_worker", "--interval", "1"]], base),
     ]
-    logdir = Path(tempfile.mkdtemp(prefix="background-ways-"))
-    candidates[1].commands[1].append(str(logdir / "celerybeat-schedule"))
-    jobs: dict[str, Callable[[], float]] = {
-        "loops": lambda: _vector_job(entries[0]),
-        "celery": _celery_job,
-        "procrastinate": _Procrastinate(),
-        "django-tasks-db": _tasks_db_job,
-    }
-    os.environ["REDIS_URL"] = REDIS  # this process sends Celery's jobs through Redis
-    results: dict[str, dict[str, Any]] = {}
-    try:
-        for candidate in candidates:
-            _start(candidate, logdir)
-        for candidate in candidates:  # ready: a first job done (the loops' before the model loads: see below)
-            if candidate.name != "loops":
-                log(f"{candidate.name}: first job in {jobs[candidate.name]():.2f} s")
-        time.sleep(5)
-        pids = {c.name: _pids(c) for c in candidates}
-        before = {name: _cpu_seconds(p) for name, p in pids.items()}
-        time.sleep(args.idle)
-        for name, p in pids.items():
-            results[name] = {
-                "processes": len(p),
-                "idle_cpu": (_cpu_seconds(p) - before[name]) / args.idle * 100,
-                "pss": _pss_mib(p),
-            }
-        log("idle measured; jobs now")
-        for candidate in candidates:
-            name = candidate.name
-            job = jobs[name]
-            if name == "loops":
-                job()  # the model loads at the first vector
-                results[name]["pss_model"] = _pss_mib(_pids(candidate))
-                ids = [entries[1 + n % (len(entries) - 1)] for n in range(args.jobs)]
-                values = [_vector_job(entry_id) for entry_id in ids]
-                embed = _embed_alone(ids)
-                results[name]["embed"] = embed
-                log(f"loops: the model alone, p50 {_percentile(embed, 0.5) * 1000:.1f} ms")
-            else:
-                values = [job() for _ in range(args.jobs)]
-            results[name]["latency"] = values
-            log(f"{name}: p50 {_percentile(values, 0.5) * 1000:.1f} ms")
-    finally:
-        for candidate in candidates:
-            _stop(candidate)
+
+
+def _measure_idle(candidates: list[Candidate], idle: float, results: dict[str, dict[str, Any]]) -> None:
+    """Every candidate's processes, their CPU over ``idle`` seconds with nothing to do, and their PSS, into
+    ``results``."""
+    time.sleep(5)
+    pids = {c.name: _pids(c) for c in candidates}
+    before = {name: _cpu_seconds(p) for name, p in pids.items()}
+    time.sleep(idle)
+    for name, p in pids.items():
+        results[name] = {
+            "processes": len(p),
+            "idle_cpu": (_cpu_seconds(p) - before[name]) / idle * 100,
+            "pss": _pss_mib(p),
+        }
+
+
+def _measure_jobs(
+    candidates: list[Candidate],
+    jobs: dict[str, Callable[[], float]],
+    entries: list[int],
+    n_jobs: int,
+    results: dict[str, dict[str, Any]],
+) -> None:
+    """``n_jobs`` jobs of each candidate, one at a time, into ``results``."""
+    for candidate in candidates:
+        name = candidate.name
+        job = jobs[name]
+        if name == "loops":
+            job()  # the model loads at the first vector
+            results[name]["pss_model"] = _pss_mib(_pids(candidate))
+            ids = [entries[1 + n % (len(entries) - 1)] for n in range(n_jobs)]
+            values = [_vector_job(entry_id) for entry_id in ids]
+            embed = _embed_alone(ids)
+            results[name]["embed"] = embed
+            log(f"loops: the model alone, p50 {_percentile(embed, 0.5) * 1000:.1f} ms")
+        else:
+            values = [job() for _ in range(n_jobs)]
+        results[name]["latency"] = values
+        log(f"{name}: p50 {_percentile(values, 0.5) * 1000:.1f} ms")
+
+
+def _print_results(args: argparse.Namespace, logdir: Path, results: dict[str, dict[str, Any]]) -> None:
     print(f"\nBackground work, {args.jobs} jobs one at a time, idle over {args.idle:.0f} s; logs in {logdir}")
     print(
         "\n| candidate | processes | idle CPU % of a core | PSS MiB | job p50 ms | job p95 ms | job max ms |"
@@ -402,6 +409,35 @@ def main(argv: list[str] | None = None) -> int:
             f"p95 {_percentile(embed, 0.95) * 1000:.1f} ms in the bench's process"
         )
     print(f"\nload average at the end: {os.getloadavg()}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    db, queues, entries = _prepare(args.db_url)
+    candidates = _candidates(db, queues)
+    logdir = Path(tempfile.mkdtemp(prefix="background-ways-"))
+    candidates[1].commands[1].append(str(logdir / "celerybeat-schedule"))
+    jobs: dict[str, Callable[[], float]] = {
+        "loops": lambda: _vector_job(entries[0]),
+        "celery": _celery_job,
+        "procrastinate": _Procrastinate(),
+        "django-tasks-db": _tasks_db_job,
+    }
+    os.environ["REDIS_URL"] = REDIS  # this process sends Celery's jobs through Redis
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        for candidate in candidates:
+            _start(candidate, logdir)
+        for candidate in candidates:  # ready: a first job done (the loops' before the model loads: see below)
+            if candidate.name != "loops":
+                log(f"{candidate.name}: first job in {jobs[candidate.name]():.2f} s")
+        _measure_idle(candidates, args.idle, results)
+        log("idle measured; jobs now")
+        _measure_jobs(candidates, jobs, entries, args.jobs, results)
+    finally:
+        for candidate in candidates:
+            _stop(candidate)
+    _print_results(args, logdir, results)
     return 0
 
 

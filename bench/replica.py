@@ -176,6 +176,140 @@ def _check_routing(server: Server, key: str, path: str, expected: str) -> None:
         )
 
 
+@dataclass
+class _Tally:
+    """What the rounds measure, by condition."""
+
+    sampler: LagSampler
+    phases: dict[str, dict[str, list[Phase]]] = field(
+        default_factory=lambda: {c: {"hybrid": [], "upsert": []} for c in CONDITIONS}
+    )
+    heavy_calls: dict[str, list[float]] = field(default_factory=lambda: {c: [] for c in CONDITIONS})
+    read_from: dict[str, dict[str, int]] = field(default_factory=lambda: {c: {} for c in CONDITIONS})
+
+
+def _heavy_paths(db: target.Target, bench: Bench) -> list[str]:
+    """Staff search across users (a common word, first page) and the export of the heaviest users."""
+    with psycopg.connect(db.conninfo) as conn:
+        users = conn.execute(
+            "SELECT user_id FROM usermemory_memoryentry GROUP BY user_id ORDER BY count(*) DESC LIMIT 5"
+        ).fetchall()
+    heaviest = [u for (u,) in users]
+    return [f"/v1/memories/search?q={quote(bench.common)}&limit=50"] + [
+        f"/usermemorystore/memories/{quote(u, safe='')}/export" for u in heaviest
+    ]
+
+
+def _condition(
+    args: argparse.Namespace,
+    bench: Bench,
+    server: Server,
+    staff: Server | None,
+    heavy_paths: list[str],
+    question: str,
+    condition: str,
+    tally: _Tally,
+) -> None:
+    """One condition of a round: hybrid, then upserts with the lag sampled, under the heavy loop on ``staff``
+    if there is one."""
+    hybrid: Door = bench.meaning_doors(server, bench.heavy, "hybrid", question)["http"]  # type: ignore[assignment]
+    upsert: Door = bench.upsert_doors(server, bench.new_write)["http"]  # type: ignore[assignment]
+    loop = None
+    if staff is not None:
+        loop = HeavyLoop(staff, bench.admin_raw_key, heavy_paths, args.heavy, args.rate)
+        loop.start()
+    loop_started = time.perf_counter()
+    drive(hybrid, n=3, concurrency=1, seconds=5)  # warm-up
+    tally.phases[condition]["hybrid"].append(drive(hybrid, n=10**9, concurrency=1, seconds=args.seconds))
+    tally.sampler.start()
+    tally.phases[condition]["upsert"].append(drive(upsert, n=10**9, concurrency=1, seconds=args.seconds))
+    tally.sampler.stop()
+    if loop is not None:
+        loop.stop()
+        tally.heavy_calls[condition].append(loop.calls / (time.perf_counter() - loop_started))
+        read_from = tally.read_from[condition]
+        for where, count in loop.read_from.items():
+            read_from[where] = read_from.get(where, 0) + count
+        if loop.errors:
+            log(f"heavy loop errors ({len(loop.errors)}): {loop.errors[:3]}")
+
+
+def _rounds(
+    args: argparse.Namespace, bench: Bench, db: target.Target, standby: Any, heavy_paths: list[str]
+) -> _Tally:
+    """The servers started (with the replica's the second), then ``--rounds`` rounds of the conditions."""
+    question = f"what did the user say about {bench.common}?"
+    logs = Path(tempfile.gettempdir())
+    with_replica = {"DATABASE_REPLICA_URL": standby.url(db.name), "REPLICA_MAX_LAG": str(args.max_lag)}
+    one = Server(db.url, logs / f"bench-replica-one-{RUN_TAG}.log")
+    two = Server(db.url, logs / f"bench-replica-two-{RUN_TAG}.log", env=with_replica)
+    # The heavy reads come through web processes of their own (as staff's tools would reach another web
+    # node), configured as the agents' server is: so they load the database, not the agents' processes.
+    one_staff = Server(db.url, logs / f"bench-replica-one-staff-{RUN_TAG}.log")
+    two_staff = Server(db.url, logs / f"bench-replica-two-staff-{RUN_TAG}.log", env=with_replica)
+    servers = {"quiet": one, "heavy, one node": one, "heavy, replica": two}
+    staff = {"heavy, one node": one_staff, "heavy, replica": two_staff}
+    tally = _Tally(LagSampler(db.conninfo, standby))
+    try:
+        for server in (one, two, one_staff, two_staff):
+            server.start()
+        _check_routing(two_staff, bench.admin_raw_key, heavy_paths[1], "replica")
+        for server in (one, two):  # every worker loads the embedder before the rounds
+            warm = bench.meaning_doors(server, bench.heavy, "hybrid", question)["http"]
+            assert warm is not None
+            drive(warm, n=40, concurrency=8, seconds=120)
+        for round_no in range(args.rounds):
+            order = CONDITIONS if round_no % 2 == 0 else tuple(reversed(CONDITIONS))
+            for condition in order:
+                _condition(
+                    args,
+                    bench,
+                    servers[condition],
+                    staff.get(condition),
+                    heavy_paths,
+                    question,
+                    condition,
+                    tally,
+                )
+                summary = {op: _merge(ps[-1:]) for op, ps in tally.phases[condition].items()}
+                log(f"round {round_no + 1} {condition}: {json.dumps(summary)}")
+    finally:
+        for server in (one, two, one_staff, two_staff):
+            server.stop()
+    return tally
+
+
+def _summary(args: argparse.Namespace, tally: _Tally) -> dict[str, Any]:
+    """The conditions' figures, the lag during the writes, and the run's settings."""
+    phases, heavy_calls, read_from, sampler = tally.phases, tally.heavy_calls, tally.read_from, tally.sampler
+    return {
+        "conditions": {
+            c: {
+                "hybrid": _merge(phases[c]["hybrid"]),
+                "upsert": _merge(phases[c]["upsert"]),
+                "heavy_calls_per_s": statistics.median(heavy_calls[c]) if heavy_calls[c] else 0.0,
+                "heavy_read_from": read_from[c],
+            }
+            for c in CONDITIONS
+        },
+        "lag_during_writes": {
+            "platform_p50_s": percentile(sampler.platform, 50),
+            "platform_max_s": max(sampler.platform, default=float("nan")),
+            "primary_replay_lag_p50_s": percentile(sampler.primary, 50),
+            "primary_replay_lag_max_s": max(sampler.primary, default=float("nan")),
+            "samples": len(sampler.platform),
+        },
+        "settings": {
+            "rounds": args.rounds,
+            "seconds": args.seconds,
+            "heavy_threads": args.heavy,
+            "heavy_rate": args.rate,
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "command": " ".join(sys.argv),
+        },
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from tests.standby import standby_of
 
@@ -190,100 +324,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from memoryplatform.embedded_db.server import socket_dir
 
     host = str(socket_dir(target.data_dir()))
-    with psycopg.connect(db.conninfo) as conn:
-        users = conn.execute(
-            "SELECT user_id FROM usermemory_memoryentry GROUP BY user_id ORDER BY count(*) DESC LIMIT 5"
-        ).fetchall()
-    heaviest = [u for (u,) in users]
-    heavy_paths = [f"/v1/memories/search?q={quote(bench.common)}&limit=50"] + [
-        f"/usermemorystore/memories/{quote(u, safe='')}/export" for u in heaviest
-    ]
-    question = f"what did the user say about {bench.common}?"
-    logs = Path(tempfile.gettempdir())
+    heavy_paths = _heavy_paths(db, bench)
     results: dict[str, Any] = {"data": bench.results["data"], "heavy_paths": heavy_paths}
     log(f"standby of {host}: pg_basebackup")
     started = time.time()
     with standby_of(host=host) as standby:
         log(f"standby streaming in {standby.workdir} after {time.time() - started:.0f} s")
-        with_replica = {"DATABASE_REPLICA_URL": standby.url(db.name), "REPLICA_MAX_LAG": str(args.max_lag)}
-        one = Server(db.url, logs / f"bench-replica-one-{RUN_TAG}.log")
-        two = Server(db.url, logs / f"bench-replica-two-{RUN_TAG}.log", env=with_replica)
-        # The heavy reads come through web processes of their own (as staff's tools would reach another web
-        # node), configured as the agents' server is: so they load the database, not the agents' processes.
-        one_staff = Server(db.url, logs / f"bench-replica-one-staff-{RUN_TAG}.log")
-        two_staff = Server(db.url, logs / f"bench-replica-two-staff-{RUN_TAG}.log", env=with_replica)
-        servers = {"quiet": one, "heavy, one node": one, "heavy, replica": two}
-        staff = {"heavy, one node": one_staff, "heavy, replica": two_staff}
-        sampler = LagSampler(db.conninfo, standby)
-        phases: dict[str, dict[str, list[Phase]]] = {c: {"hybrid": [], "upsert": []} for c in CONDITIONS}
-        heavy_calls: dict[str, list[float]] = {c: [] for c in CONDITIONS}
-        read_from: dict[str, dict[str, int]] = {c: {} for c in CONDITIONS}
-        try:
-            for server in (one, two, one_staff, two_staff):
-                server.start()
-            _check_routing(two_staff, bench.admin_raw_key, heavy_paths[1], "replica")
-            for server in (one, two):  # every worker loads the embedder before the rounds
-                warm = bench.meaning_doors(server, bench.heavy, "hybrid", question)["http"]
-                assert warm is not None
-                drive(warm, n=40, concurrency=8, seconds=120)
-            for round_no in range(args.rounds):
-                order = CONDITIONS if round_no % 2 == 0 else tuple(reversed(CONDITIONS))
-                for condition in order:
-                    server = servers[condition]
-                    hybrid: Door = bench.meaning_doors(server, bench.heavy, "hybrid", question)["http"]  # type: ignore[assignment]
-                    upsert: Door = bench.upsert_doors(server, bench.new_write)["http"]  # type: ignore[assignment]
-                    loop = None
-                    if condition != "quiet":
-                        loop = HeavyLoop(
-                            staff[condition], bench.admin_raw_key, heavy_paths, args.heavy, args.rate
-                        )
-                        loop.start()
-                    loop_started = time.perf_counter()
-                    drive(hybrid, n=3, concurrency=1, seconds=5)  # warm-up
-                    phases[condition]["hybrid"].append(
-                        drive(hybrid, n=10**9, concurrency=1, seconds=args.seconds)
-                    )
-                    sampler.start()
-                    phases[condition]["upsert"].append(
-                        drive(upsert, n=10**9, concurrency=1, seconds=args.seconds)
-                    )
-                    sampler.stop()
-                    if loop is not None:
-                        loop.stop()
-                        heavy_calls[condition].append(loop.calls / (time.perf_counter() - loop_started))
-                        for where, count in loop.read_from.items():
-                            read_from[condition][where] = read_from[condition].get(where, 0) + count
-                        if loop.errors:
-                            log(f"heavy loop errors ({len(loop.errors)}): {loop.errors[:3]}")
-                    summary = {op: _merge(ps[-1:]) for op, ps in phases[condition].items()}
-                    log(f"round {round_no + 1} {condition}: {json.dumps(summary)}")
-        finally:
-            for server in (one, two, one_staff, two_staff):
-                server.stop()
-    results["conditions"] = {
-        c: {
-            "hybrid": _merge(phases[c]["hybrid"]),
-            "upsert": _merge(phases[c]["upsert"]),
-            "heavy_calls_per_s": statistics.median(heavy_calls[c]) if heavy_calls[c] else 0.0,
-            "heavy_read_from": read_from[c],
-        }
-        for c in CONDITIONS
-    }
-    results["lag_during_writes"] = {
-        "platform_p50_s": percentile(sampler.platform, 50),
-        "platform_max_s": max(sampler.platform, default=float("nan")),
-        "primary_replay_lag_p50_s": percentile(sampler.primary, 50),
-        "primary_replay_lag_max_s": max(sampler.primary, default=float("nan")),
-        "samples": len(sampler.platform),
-    }
-    results["settings"] = {
-        "rounds": args.rounds,
-        "seconds": args.seconds,
-        "heavy_threads": args.heavy,
-        "heavy_rate": args.rate,
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join(sys.argv),
-    }
+        tally = _rounds(args, bench, db, standby, heavy_paths)
+    results.update(_summary(args, tally))
     return results
 
 
