@@ -82,6 +82,7 @@ from langgraph.store.base import (
 from memoryplatform_client import _calls as calls
 from memoryplatform_client._async import AsyncMemoryPlatform
 from memoryplatform_client._core import Call
+from memoryplatform_client._keypatterns import SEP, WILDCARD, escape_label, key_patterns, unescape_label
 from memoryplatform_client._sync import MemoryPlatform
 from memoryplatform_client.errors import APIError, MemoryPlatformError, NotFoundError, RateLimitedError
 from memoryplatform_client.types import ExtractMessage, ExtractOperation, MemoryEntry, Visibility
@@ -89,9 +90,7 @@ from memoryplatform_client.types import ExtractMessage, ExtractOperation, Memory
 logger = logging.getLogger(__name__)
 
 ROOT = "memories"
-SEP = "/"
 SCAN_LIMIT = 1000  # the server's largest page
-WILDCARD = "*"  # in list_namespaces' conditions (LangGraph's MatchCondition), any one element
 
 T = TypeVar("T")
 # A store operation as a generator: it yields the calls it needs and gets their answers (or their errors)
@@ -99,16 +98,8 @@ T = TypeVar("T")
 Plan = Generator[Call[Any], Any, T]
 
 
-def _escape(part: str) -> str:
-    return part.replace("%", "%25").replace(SEP, "%2F")
-
-
-def _unescape(part: str) -> str:
-    return part.replace("%2F", SEP).replace("%25", "%")
-
-
 def _key_prefix(labels: Sequence[str]) -> str:
-    return "".join(_escape(label) + SEP for label in labels)
+    return "".join(escape_label(label) + SEP for label in labels)
 
 
 @dataclass(frozen=True)
@@ -153,7 +144,7 @@ class Place:
 
     def key(self, key: str) -> str:
         """The platform's key of an item of this place."""
-        return self.key_prefix + _escape(key)
+        return self.key_prefix + escape_label(key)
 
     @property
     def group_ids(self) -> list[str] | None:
@@ -178,7 +169,7 @@ class Place:
     def namespaces_of(self, entry: MemoryEntry) -> tuple[list[tuple[str, ...]], str]:
         """The namespaces an entry is found under in this place's spelling (a group entry under each of its
         groups), and the item's key."""
-        *labels, key = (_unescape(part) for part in entry["key"].split(SEP))
+        *labels, key = (unescape_label(part) for part in entry["key"].split(SEP))
         at = min(self.user_at, len(labels))
         base = (*self.head, *labels[:at], entry["userId"], *labels[at:])
         if entry["visibility"] == "global":
@@ -316,62 +307,6 @@ def _search(op: SearchOp, user_index: int | None) -> Plan[list[SearchItem]]:
             )
         )
     return found
-
-
-MAX_PATTERNS = 32  # the list's keyPattern: at most this many (beyond, the store asks for every entry)
-SCOPES = ("global", "group")
-
-
-def _pattern(segments: Sequence[str]) -> str:
-    """A key pattern (the list's ``keyPattern``): labels escaped, ``*`` and ``**`` kept."""
-    return SEP.join(part if part in (WILDCARD, "**") else _escape(part) for part in segments)
-
-
-def _unify(left: Sequence[str], right: Sequence[str]) -> list[str] | None:
-    """The labels both sequences of one length match (a ``*`` matches any one), or ``None``."""
-    both = []
-    for a, b in zip(left, right, strict=True):
-        if WILDCARD not in (a, b) and a != b:
-            return None
-        both.append(b if a == WILDCARD else a)
-    return both
-
-
-def _readings(path: Sequence[str]) -> list[tuple[tuple[str, ...], bool]]:
-    """The labels a condition's path (the user and the layout's root taken out) may end or start with:
-    ``(labels, exact)``. All of it (more labels may follow it in a prefix, precede it in a suffix); and,
-    where its last elements may be a scope rather than labels, the labels before them, the whole labels
-    (``exact``) of a prefix: ``global`` (or ``*``) is one element, ``("group", id)`` two, ``group`` alone
-    ends a prefix of any group."""
-    found = [(tuple(path), False)]
-    if path[-1:] and path[-1] in (WILDCARD, *SCOPES):
-        found.append((tuple(path[:-1]), True))
-    if len(path) >= 2 and path[-2] in (WILDCARD, "group"):
-        found.append((tuple(path[:-2]), True))
-    return found
-
-
-def key_patterns(prefix: Sequence[str], suffix: Sequence[str] | None) -> list[str] | None:
-    """The key patterns (any of them) of every entry whose namespace meets the conditions: ``prefix`` and
-    ``suffix`` without the user and the layout's root (a suffix from after its last element that may be the
-    user); the store checks each namespace exactly after. ``None``: too many to ask for."""
-    patterns: list[str] = []
-    for start, exact in _readings(prefix):
-        for end, _ in _readings(suffix) if suffix else [((), False)]:
-            if exact:  # the labels are start: they end with end
-                both = _unify(start[len(start) - len(end) :], end) if len(end) <= len(start) else None
-                if both is not None:
-                    patterns.append(_pattern([*start[: len(start) - len(end)], *both, WILDCARD]))
-                continue
-            patterns.append(_pattern([*start, "**", *end, WILDCARD]))
-            for overlap in range(1, min(len(start), len(end)) + 1):  # labels shorter than both together
-                both = _unify(start[len(start) - overlap :], end[:overlap])
-                if both is not None:
-                    patterns.append(
-                        _pattern([*start[: len(start) - overlap], *both, *end[overlap:], WILDCARD])
-                    )
-    unique = list(dict.fromkeys(patterns))
-    return unique if len(unique) <= MAX_PATTERNS else None
 
 
 def _condition_labels(
@@ -537,7 +472,7 @@ def _agree(stored: Any, value: str) -> bool:
 def _item_key(fact_key: str) -> str:
     """A fact's item key: the model names a fact (``diet``), or reuses a stored fact's platform key, which
     holds its namespace's labels (``memories/diet``): the item is its last part, unescaped."""
-    return _unescape(fact_key.rsplit(SEP, 1)[-1])
+    return unescape_label(fact_key.rsplit(SEP, 1)[-1])
 
 
 def _put_fact(place: Place, fact: ExtractOperation, options: calls.UpsertOptions) -> Plan[bool]:
