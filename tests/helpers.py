@@ -134,6 +134,7 @@ def scheduler_process(log: Path, **environ: str) -> Iterator[subprocess.Popen[by
     """``manage.py dream_scheduler`` on the test database (these variables over the environment), ready: it
     listens for the admin's "Run Dream now"; stopped on leaving."""
     from dream.scheduler import DREAM_LISTENER
+
     from memoryplatform import listen
 
     root = Path(__file__).resolve().parents[1]

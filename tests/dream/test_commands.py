@@ -11,9 +11,9 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from dream.scheduler import dream_schedule_loop
 
 from dream.models import DreamRun
-from dream.scheduler import dream_schedule_loop
 from memoryplatform.management.commands import serve
 from usermemory.models import MemoryEntry, MemoryEvent
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
+from dream.scheduler import cron_next_after
 
 from dream.models import DreamRun
-from dream.scheduler import cron_next_after
 from dream.services import dream_run_cycle
 from tests.helpers import scheduler_process, url_of_the_test_database
 from tests.llm_server import Answer, LLMScript, llm_server

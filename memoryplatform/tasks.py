@@ -1,0 +1,28 @@
+"""The kernel's background task: the vector queue's drain (the queue and its consumer are the kernel's,
+memoryplatform/embeddings/). A write's commit enqueues it (memoryplatform/embeddings/nudge.py) and beat sends
+it every EMBEDDINGS_SWEEP_INTERVAL seconds (the sweep); routed to the ``vectors`` queue."""
+
+import time
+from typing import Any
+
+from celery import shared_task
+from django.conf import settings
+
+from memoryplatform.embeddings.consumer import drain
+
+
+@shared_task(
+    name="vectors.drain",
+    time_limit=int(settings.EMBEDDINGS_DRAIN_SECONDS + settings.EMBEDDINGS_LEASE_SECONDS),
+    soft_time_limit=int(settings.EMBEDDINGS_DRAIN_SECONDS + settings.EMBEDDINGS_LEASE_SECONDS / 2),
+)
+def vectors_drain() -> dict[str, Any]:
+    """Embed what the vector queue holds, for at most EMBEDDINGS_DRAIN_SECONDS; when texts are left then, send
+    itself again (other tasks run between). Texts a dead worker had claimed come back when their lease
+    ends."""
+    deadline = time.monotonic() + settings.EMBEDDINGS_DRAIN_SECONDS
+    done = drain(deadline=deadline)
+    more = time.monotonic() >= deadline and done.claimed > done.failed
+    if more:
+        vectors_drain.apply_async()
+    return {"claimed": done.claimed, "written": done.written, "failed": done.failed, "more": more}
