@@ -47,7 +47,7 @@ def start_to_ready(checkout: str) -> tuple[float, float]:
         str(port),
         "--workers",
         "2",
-        "--no-dream-scheduler",
+        "--no-background",
     ]
     started = time.monotonic()
     server = subprocess.Popen(  # noqa: S603 (this interpreter, fixed arguments)
