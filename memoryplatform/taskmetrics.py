@@ -72,6 +72,7 @@ def report_background() -> None:
     it was (logged), the rest of /metrics still answers."""
     try:
         with current_app.connection_for_read() as connection:
+            connection.ensure_connection(max_retries=1)  # a broker that is down: one try, not a scrape's wait
             channel = connection.default_channel
             for queue in QUEUES:
                 declared = channel.queue_declare(queue=queue, passive=True)

@@ -16,7 +16,7 @@ from usermemory.models import AgentMemoryPolicy
 
 # The test process enqueues into its own memory: a write's nudge reaches no broker. The tests of real workers
 # (tests/memoryplatform/test_celery_workers.py) point it at theirs (the ``worker`` fixture).
-celery_app.conf.broker_url = "memory://"
+celery_app.conf.broker_url = "memory://localhost/"
 celery_app.conf.broker_transport_options = {}
 
 

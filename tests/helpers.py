@@ -177,20 +177,23 @@ def database_broker() -> Broker:
 
 @contextlib.contextmanager
 def publishing_to(broker: Broker) -> Iterator[None]:
-    """This process's Celery app enqueues into ``broker`` (the suite's default is its own memory): a write's
-    nudge and the admin's button then reach the worker. ``app.close()`` drops the pooled connections."""
+    """This process enqueues into ``broker`` (the suite's default is its own memory): a write's nudge and the
+    admin's button then reach the worker. A Celery app of the same settings on that broker is made the
+    current one (every ``@shared_task`` resolves to the current app), and the project's app after."""
+    from celery import Celery
+
     from config import celery_app
 
-    conf = celery_app.conf
-    before = (conf.broker_url, conf.broker_transport_options)
-    conf.broker_url = broker.url
-    conf.broker_transport_options = broker.transport_options
-    celery_app.close()
+    app = Celery("memoryplatform-test", set_as_current=False)
+    app.config_from_object("django.conf:settings", namespace="CELERY")
+    app.conf.broker_url = broker.url
+    app.conf.broker_transport_options = broker.transport_options
+    app.set_current()
     try:
         yield
     finally:
-        conf.broker_url, conf.broker_transport_options = before
-        celery_app.close()
+        celery_app.set_current()
+        app.close()
 
 
 class Worker:
