@@ -309,11 +309,10 @@ EMBEDDINGS_TIMEOUT = env.float("EMBEDDINGS_TIMEOUT", default=10.0)
 EMBEDDINGS_THREADS = env.int("EMBEDDINGS_THREADS", default=2)
 # local only: a write's texts of at most this many characters ("key: value" of an entry) are also embedded in
 # its request, after the commit, so that a search right after it finds them by meaning; every text is queued
-# for the background consumer anyway (manage.py embed --follow, or the background process beside
-# manage.py serve), which the write wakes as it commits. Default: 48 on the embedded database (one node, a
-# newcomer's first steps: the quick start's search right after its write), 0 with DATABASE_URL (a deployment:
-# writes at full speed, vectors a moment later). Measured in bench/RESULTS.md (issue 31): inline 48 costs
-# HTTP upserts about half their throughput under load (103 against 226 req/s).
+# for a worker's vectors.drain anyway, which the write enqueues as it commits. Default: 48 on the embedded
+# database (one node, a newcomer's first steps: the quick start's search right after its write), 0 with
+# DATABASE_URL (a deployment: writes at full speed, vectors a moment later). Measured in bench/RESULTS.md
+# (issue 31): inline 48 costs HTTP upserts about half their throughput under load (103 against 226 req/s).
 EMBEDDINGS_INLINE_MAX_CHARS = env.int("EMBEDDINGS_INLINE_MAX_CHARS", default=0 if DATABASE_URL else 48)
 # The vector queue's task (memoryplatform/tasks.py, `vectors.drain`): a write's commit enqueues it, beat sends
 # it every EMBEDDINGS_SWEEP_INTERVAL seconds for what a nudge missed; one run drains for at most
