@@ -27,6 +27,15 @@ class MemoryplatformConfig(AppConfig):
                 enabled=lambda: settings.EMBEDDINGS_PROVIDER != "none",
             )
         )
+        # The PostgreSQL broker keeps what it delivered: an hourly prune (nothing to do on Redis).
+        schedule_register(
+            Schedule(
+                name="broker-prune",
+                task="housekeeping.prune_broker",
+                description="Delete the PostgreSQL broker's delivered messages older than an hour.",
+                every_seconds=lambda: 3600,
+            )
+        )
 
 
 def _seed_schedules(sender: AppConfig, **kwargs: Any) -> None:

@@ -1,7 +1,7 @@
 """Celery's broker: Redis where ``REDIS_URL`` names one (production), else the platform's own PostgreSQL
 through kombu's SQLAlchemy transport (the embedded default: no service to install; docs/background.md).
 
-Read by the settings, before Django is set up: nothing here imports Django.
+Read by the settings, before Django is set up: nothing here imports Django at the module's level.
 """
 
 from typing import Any
@@ -55,3 +55,43 @@ def embedded_broker_up() -> None:
         from memoryplatform.embedded_db import server
 
         server.ensure_running(Path(settings.DATA_DIR))
+
+
+DELIVERED_KEPT_SECONDS = 3600
+"""How long the PostgreSQL broker's delivered messages are kept before :func:`broker_prune_delivered`."""
+
+
+def broker_prune_delivered() -> int:
+    """kombu's SQLAlchemy transport keeps every message it delivered (``visible`` false) for good: delete
+    those older than :data:`DELIVERED_KEPT_SECONDS` (beat's ``broker-prune``, hourly). Nothing to do on
+    Redis."""
+    from django.conf import settings
+
+    from memoryplatform import store
+
+    if broker_kind(settings.CELERY_BROKER_URL) != "postgresql":
+        return 0
+    return store.broker_prune_delivered(older_than_seconds=DELIVERED_KEPT_SECONDS)
+
+
+def broker_queue_depths(queues: tuple[str, ...]) -> dict[str, int]:
+    """Messages waiting in each queue: on PostgreSQL read from the transport's tables (one statement, on
+    Django's connection), on Redis from the broker (kombu's declare, one try)."""
+    from django.conf import settings
+
+    if broker_kind(settings.CELERY_BROKER_URL) == "postgresql":
+        from memoryplatform import store
+
+        depths = store.broker_queue_depths()
+        return {queue: depths.get(queue, 0) for queue in queues}
+    from celery import current_app
+
+    found = {}
+    with current_app.connection_for_read() as connection:
+        connection.ensure_connection(max_retries=1)  # a broker that is down: one try, not a scrape's wait
+        channel = connection.default_channel
+        for queue in queues:
+            # kombu's channels declare; celery-types' StdChannel does not say so
+            declared = channel.queue_declare(queue=queue, passive=True)  # type: ignore[attr-defined]
+            found[queue] = int(declared.message_count)
+    return found

@@ -230,3 +230,40 @@ def replica_status(*, using: str) -> ReplicaStatus:
     if row is None:  # a SELECT without FROM always returns its one row
         raise RuntimeError("the server returned no row for its replay position")
     return ReplicaStatus(lag_seconds=None if row[0] is None else max(float(row[0]), 0.0), replayed_at=row[1])
+
+
+# --- The PostgreSQL broker's tables (kombu's SQLAlchemy transport: kombu_queue, kombu_message) ------------
+
+
+def broker_queue_depths() -> dict[str, int]:
+    """Messages waiting (not yet delivered) per queue, when this database is Celery's broker; empty before the
+    transport made its tables."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT to_regclass('kombu_message') IS NOT NULL AND to_regclass('kombu_queue') IS NOT NULL"
+        )
+        row = cursor.fetchone()
+        if not row or not row[0]:
+            return {}
+        cursor.execute(
+            "SELECT q.name, count(m.id) FROM kombu_queue q "
+            "LEFT JOIN kombu_message m ON m.queue_id = q.id AND m.visible "
+            "GROUP BY q.name"
+        )
+        return {name: int(count) for name, count in cursor.fetchall()}
+
+
+def broker_prune_delivered(*, older_than_seconds: int) -> int:
+    """Delete the messages the transport delivered (``visible`` false: it keeps them) sent more than
+    ``older_than_seconds`` ago; returns how many."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass('kombu_message') IS NOT NULL")
+        row = cursor.fetchone()
+        if not row or not row[0]:
+            return 0
+        cursor.execute(
+            "DELETE FROM kombu_message WHERE NOT visible "
+            "AND sent_at < now() - make_interval(secs => %(older)s)",
+            {"older": older_than_seconds},
+        )
+        return cursor.rowcount

@@ -12,11 +12,12 @@ import logging
 import threading
 import time
 
-from celery import current_app
 from django.db import DatabaseError
 from django_celery_beat.models import PeriodicTask
 from kombu.exceptions import KombuError
 from prometheus_client import Counter, Gauge, Histogram
+
+from memoryplatform.broker import broker_queue_depths
 
 logger = logging.getLogger(__name__)
 
@@ -71,13 +72,9 @@ def report_background() -> None:
     """Set the queue depth and beat's last runs as of now; a broker that does not answer leaves the depth as
     it was (logged), the rest of /metrics still answers."""
     try:
-        with current_app.connection_for_read() as connection:
-            connection.ensure_connection(max_retries=1)  # a broker that is down: one try, not a scrape's wait
-            channel = connection.default_channel
-            for queue in QUEUES:
-                declared = channel.queue_declare(queue=queue, passive=True)
-                queue_depth.labels(queue=queue).set(declared.message_count)
-    except (KombuError, OSError) as exc:
+        for queue, depth in broker_queue_depths(QUEUES).items():
+            queue_depth.labels(queue=queue).set(depth)
+    except (KombuError, OSError, DatabaseError) as exc:
         logger.warning("Reading the queues' depth for /metrics failed: %s", type(exc).__name__)
     except Exception as exc:  # a passive declare of a queue never used raises the transport's own error
         logger.info("A queue's depth is unknown yet: %s", type(exc).__name__)

@@ -1,6 +1,7 @@
-"""The kernel's background task: the vector queue's drain (the queue and its consumer are the kernel's,
+"""The kernel's background tasks: the vector queue's drain (the queue and its consumer are the kernel's,
 memoryplatform/embeddings/). A write's commit enqueues it (memoryplatform/embeddings/nudge.py) and beat sends
-it every EMBEDDINGS_SWEEP_INTERVAL seconds (the sweep); routed to the ``vectors`` queue."""
+it every EMBEDDINGS_SWEEP_INTERVAL seconds (the sweep); routed to the ``vectors`` queue. And the PostgreSQL
+broker's housekeeping, on the ``default`` queue."""
 
 import time
 from typing import Any
@@ -8,6 +9,7 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
+from memoryplatform.broker import broker_prune_delivered
 from memoryplatform.embeddings.consumer import drain
 
 
@@ -26,3 +28,9 @@ def vectors_drain() -> dict[str, Any]:
     if more:
         vectors_drain.apply_async()
     return {"claimed": done.claimed, "written": done.written, "failed": done.failed, "more": more}
+
+
+@shared_task(name="housekeeping.prune_broker", time_limit=600, soft_time_limit=540)
+def housekeeping_prune_broker() -> int:
+    """The PostgreSQL broker's delivered messages, older than an hour, deleted (beat's ``broker-prune``)."""
+    return broker_prune_delivered()

@@ -38,11 +38,14 @@ def celery_beat_argv() -> list[str]:
     return [sys.executable, "-m", "celery", "-A", "config", "beat", "-l", "INFO"]
 
 
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c")) if sys.platform.startswith("linux") else None
+
+
 def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the parent dies (Linux's prctl PR_SET_PDEATHSIG)."""
-    name = ctypes.util.find_library("c")
-    if sys.platform.startswith("linux") and name:
-        ctypes.CDLL(name, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    """In the child, before exec: SIGTERM when the parent dies (Linux's prctl PR_SET_PDEATHSIG). libc is
+    loaded before the fork: only the call runs here."""
+    if _LIBC is not None:
+        _LIBC.prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
 
 
 class ProcessGroup:
