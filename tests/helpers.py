@@ -179,7 +179,8 @@ def database_broker() -> Broker:
 def publishing_to(broker: Broker) -> Iterator[None]:
     """This process enqueues into ``broker`` (the suite's default is its own memory): a write's nudge and the
     admin's button then reach the worker. A Celery app of the same settings on that broker is made the
-    current one (every ``@shared_task`` resolves to the current app), and the project's app after."""
+    current and the default one, for every thread (a live server's, a nudge's timer): every
+    ``@shared_task`` resolves to it; the project's app is again after."""
     from celery import Celery
 
     from config import celery_app
@@ -188,10 +189,12 @@ def publishing_to(broker: Broker) -> Iterator[None]:
     app.config_from_object("django.conf:settings", namespace="CELERY")
     app.conf.broker_url = broker.url
     app.conf.broker_transport_options = broker.transport_options
+    app.set_default()
     app.set_current()
     try:
         yield
     finally:
+        celery_app.set_default()
         celery_app.set_current()
         app.close()
 

@@ -183,3 +183,25 @@ def test_a_worker_process_killed_mid_cycle_loses_no_cycle_and_runs_none_twice(
     assert statuses == [DreamRun.Status.FAILED, DreamRun.Status.SUCCEEDED]  # the killed run: abandoned
     assert DreamRun.objects.get(status=DreamRun.Status.SUCCEEDED).entries_summarized == 12
     assert len(llm_env.requests) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_task_is_counted_by_task():
+    """A task that raises (here the database refuses the run's record) counts as a run in state FAILURE and as
+    a failure of its task, from Celery's own signals (config/celery.py)."""
+    from prometheus_client import REGISTRY
+
+    from dream.tasks import dream_run_cycle_task
+
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, {"task": "dream.run_cycle", **labels}) or 0.0
+
+    failures, runs = sample("celery_task_failures_total"), sample("celery_task_runs_total", state="FAILURE")
+
+    result = dream_run_cycle_task.apply(kwargs={"trigger": "longer than the column allows"})
+
+    assert result.failed()
+    assert sample("celery_task_failures_total") == failures + 1
+    assert sample("celery_task_runs_total", state="FAILURE") == runs + 1
+    assert sample("celery_task_duration_seconds_count") >= 1
+    assert not DreamRun.objects.exists()
