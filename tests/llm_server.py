@@ -5,9 +5,9 @@ Each request takes the next :class:`Answer` of the script (the last one repeats)
 model's text, its token counts as the usage, or ``status`` as an HTTP error, or a ``delay`` first (for
 timeouts), or its body sent a byte every ``trickle`` seconds (a server slower than a whole call's timeout
 whose every read is quick), or held until its ``hold`` event is set (a provider that hangs, for as long as a
-test needs). Each request received releases ``received`` once, so a test can wait for calls to arrive. A request whose prompt (its last message's text) holds a text of ``when`` gets
-that text's answer instead, as a model answers what it reads. Every request body is recorded in
-``requests``."""
+test needs). Each request received releases ``received`` once, so a test can wait for calls to arrive. A
+request whose prompt (its last message's text) holds a text of ``when`` gets that text's answer instead, as
+a model answers what it reads. Every request body is recorded in ``requests``."""
 
 import json
 import signal
