@@ -186,7 +186,8 @@ def replica_state(*, fresh: bool = False) -> ReplicaState | None:
     The measure runs on a thread of its own, and a caller waits for it at most PROBE_TIMEOUT seconds from its
     start: a replica that accepts connections and never answers (stopped, or its host hung) is then
     unreachable, and skipped until it is probed again. No lock is held while measuring, and one measure at a
-    time is under way: while a hung one is, every caller is answered at once from the last state."""
+    time is under way: while a hung one still is, past its PROBE_TIMEOUT, every caller is told at once that
+    the replica cannot be reached."""
     global _state
     if not configured():
         return None
