@@ -24,6 +24,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from memoryplatform.httpjson import ProviderClient
+from memoryplatform.providercalls import ProviderBusy
 from memoryplatform.text import json_loads, json_problem
 
 logger = logging.getLogger(__name__)
@@ -179,7 +180,7 @@ class LLM:
             headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         else:
             headers = {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": api_key} if api_key else {})}
-        self._http = ProviderClient(timeout=timeout, headers=headers, error=LLMError)
+        self._http = ProviderClient(timeout=timeout, headers=headers, error=LLMError, busy=ProviderBusy)
 
     def estimate_cost(self, *, system: str, prompt: str) -> float:
         """What sending this prompt would cost, from its estimated tokens (before any answer)."""
@@ -207,6 +208,9 @@ class LLM:
             done = self._complete(system=system, prompt=prompt, schema=schema)
         except LLMError as exc:
             spending.settle(exc.cost)
+            raise
+        except ProviderBusy:  # refused before it was sent: nothing spent
+            spending.settle(0.0)
             raise
         spending.settle(done.cost)
         return done
