@@ -288,8 +288,8 @@ def broker_queue_depths() -> dict[str, int]:
 
 
 def broker_prune_delivered(*, older_than_seconds: int) -> int:
-    """Delete the messages the transport delivered (``visible`` false: it keeps them) sent more than
-    ``older_than_seconds`` ago; returns how many."""
+    """Delete the messages the transport delivered (``visible`` false: it keeps them) sent (its ``timestamp``
+    column) more than ``older_than_seconds`` ago; returns how many."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT to_regclass('kombu_message') IS NOT NULL")
         row = cursor.fetchone()
@@ -297,7 +297,7 @@ def broker_prune_delivered(*, older_than_seconds: int) -> int:
             return 0
         cursor.execute(
             "DELETE FROM kombu_message WHERE NOT visible "
-            "AND sent_at < now() - make_interval(secs => %(older)s)",
+            'AND "timestamp" < now() - make_interval(secs => %(older)s)',
             {"older": older_than_seconds},
         )
         return cursor.rowcount

@@ -37,9 +37,9 @@ def test_the_hourly_prune_deletes_the_postgresql_brokers_old_delivered_messages_
     with publishing_to(broker):
         for _ in range(3):
             vectors_drain.apply_async()
-    with connection.cursor() as cursor:  # two delivered (as a worker's fetch marks them) two hours ago
+    with connection.cursor() as cursor:  # two delivered two hours ago (a fetch marks them, and stamps the time)
         cursor.execute(
-            "UPDATE kombu_message SET visible = false, sent_at = sent_at - interval '2 hours' "
+            'UPDATE kombu_message SET visible = false, "timestamp" = now() - interval \'2 hours\' '
             "WHERE id IN (SELECT id FROM kombu_message ORDER BY id LIMIT 2)"
         )
 
