@@ -37,9 +37,10 @@ def test_the_hourly_prune_deletes_the_postgresql_brokers_old_delivered_messages_
     with publishing_to(broker):
         for _ in range(3):
             vectors_drain.apply_async()
-    with connection.cursor() as cursor:  # two delivered two hours ago (a fetch marks them, and stamps the time)
+    # Two of them delivered two hours ago (a fetch marks a message so, and stamps the time).
+    with connection.cursor() as cursor:
         cursor.execute(
-            'UPDATE kombu_message SET visible = false, "timestamp" = now() - interval \'2 hours\' '
+            "UPDATE kombu_message SET visible = false, \"timestamp\" = now() - interval '2 hours' "
             "WHERE id IN (SELECT id FROM kombu_message ORDER BY id LIMIT 2)"
         )
 
