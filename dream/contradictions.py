@@ -127,9 +127,9 @@ def dream_contradictions_by_meaning(
 ) -> set[int]:
     """Contradictions by meaning (:mod:`dream.meaning`) over the detectors' scope, at the strictest of their
     thresholds; the LLM confirms the pairs when one of them asks, within what the lowest of their
-    ``maxCostPerRun`` leaves (the summaries, after this pass, count what it spent), and within the lowest of their call caps
-    (counted with the cycle's summary calls); each call is paid by a confirming agent's LLM budget
-    (:func:`dream.meaning.confirm`). Its cost goes to ``summaries.cost``, its report to
+    ``maxCostPerRun`` leaves (the summaries, after this pass, count what it spent), and within the lowest of
+    their call caps (counted with the cycle's summary calls); each call is paid by a confirming agent's LLM
+    budget (:func:`dream.meaning.confirm`). Its cost goes to ``summaries.cost``, its report to
     ``details["meaning"]``. Returns the entries of the pairs found (a dry run flags none; its summaries leave
     them out, as the real cycle's leave the flagged ones)."""
     confirming = [p for p in detectors if p.confirm_contradictions_with_llm]

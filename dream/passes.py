@@ -88,7 +88,9 @@ class Cycle:
     on_progress: ProgressCallback | None
     total_steps: int = 1
     counted: Q | None = None
-    held: frozenset[int] = frozenset()  # a dry run: the entries in the pairs by meaning it found (not flagged)
+    held: frozenset[int] = (
+        frozenset()
+    )  # a dry run: the entries in the pairs by meaning it found (not flagged)
 
     @property
     def actor_id(self) -> str:

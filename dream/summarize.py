@@ -70,9 +70,9 @@ MAX_ENTRIES_PER_CALL = 100
 # The entries of one scope read per cycle to find related sets in (the oldest first).
 MAX_ENTRIES_READ = 500
 # Two entries are related from this cosine similarity of their vectors. On the local model (multilingual-e5
-# small) unrelated facts of one user reach 0.92, and one fact said again in other words 0.94 to 0.96 (issue 56;
-# bench.dream_recall measures recall after a cycle). Another embedder whose cosines run lower relates fewer
-# entries: summaries then consolidate less, never bury more.
+# small) unrelated facts of one user reach 0.92, and one fact said again in other words 0.94 to 0.96 (issue
+# 56; bench.dream_recall measures recall after a cycle). Another embedder whose cosines run lower relates
+# fewer entries: summaries then consolidate less, never bury more.
 RELATED_MIN_SIMILARITY = 0.93
 MAX_SUMMARY_KEY = 100
 MAX_SUMMARY_VALUE = 4000
@@ -163,9 +163,7 @@ def related_sets(*, entries: list[MemoryEntry], model: str, min_size: int) -> li
     """The sets of at least ``min_size`` of these entries (in their order) every two of which are related
     (:data:`RELATED_MIN_SIMILARITY`), each of at most :data:`MAX_ENTRIES_PER_CALL`: an entry joins the first
     set all of whose entries it is related to, else starts one."""
-    pairs = entry_pairs_alike(
-        ids=[e.id for e in entries], model=model, min_similarity=RELATED_MIN_SIMILARITY
-    )
+    pairs = entry_pairs_alike(ids=[e.id for e in entries], model=model, min_similarity=RELATED_MIN_SIMILARITY)
     related = {pair for first, second in pairs for pair in ((first, second), (second, first))}
     sets: list[list[MemoryEntry]] = []
     for entry in entries:

@@ -4,7 +4,6 @@ LLM, the results read back over REST."""
 
 from typing import Any
 
-import pytest
 from django.core.management import call_command
 
 from dream.models import DreamRun
@@ -67,7 +66,9 @@ def test_unrelated_keyed_facts_stay_and_the_contradiction_is_found_by_the_dry_ru
     assert real_run.entries_summarized == 0
     home = by_key(agent_a_api, "home_city")
     assert (home["value"], home["conflicted"]) == ("Leeds", True)  # readable by its key, and flagged
-    current = {e["key"]: e["value"] for e in agent_a_api.get(f"{BASE}/{U}").json() if e["visibility"] == "self"}
+    current = {
+        e["key"]: e["value"] for e in agent_a_api.get(f"{BASE}/{U}").json() if e["visibility"] == "self"
+    }
     assert current == dict(UNRELATED)
     found = agent_a_api.get(f"{BASE}/{U}/search", {"q": "does she have any pets?", "mode": "hybrid"}).json()
     assert found[0]["key"] == "memories/1"
@@ -87,7 +88,11 @@ def test_a_summary_takes_only_related_opaque_entries(llm, agent_a, agent_a_api, 
     )
     related = sorted(internal_id(ids[f"memories/{n}"]) for n in (1, 2, 3))
     dream_policy(agent_a, summarize_interactions=True, summarize_min_entries=3, summarize_target_entries=1)
-    summary = {"key": "memories/allergy", "value": "Severe peanut allergy; carries an EpiPen", "sources": related}
+    summary = {
+        "key": "memories/allergy",
+        "value": "Severe peanut allergy; carries an EpiPen",
+        "sources": related,
+    }
     llm.answers = [Answer({"summaries": [summary]})]
 
     run_dream("--no-progress")

@@ -150,7 +150,8 @@ def test_a_folder_listed_as_a_whole_names_each_of_its_modules():
             continue
         for module in sorted((ROOT / line.folder).iterdir()):
             own_line = module.relative_to(ROOT) in files
-            if module.suffix in (".py", ".ts", ".mjs") and module.name != "__init__.py" and not own_line:
-                if not re.search(rf"(?<![\w-]){re.escape(module.stem)}(?![\w-])", line.text):
-                    unnamed.append(str(module.relative_to(ROOT)))
+            a_module = module.suffix in (".py", ".ts", ".mjs") and module.name != "__init__.py"
+            named = re.search(rf"(?<![\w-]){re.escape(module.stem)}(?![\w-])", line.text)
+            if a_module and not own_line and not named:
+                unnamed.append(str(module.relative_to(ROOT)))
     assert not unnamed, f"docs/architecture.md's folder lines do not name these modules: {unnamed}"

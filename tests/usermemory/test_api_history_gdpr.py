@@ -85,7 +85,15 @@ def test_export_and_erasure_cover_history(admin_api, agent_a_api, put):
 def test_export_has_a_versioned_format_of_its_own(admin_api, agent_a_api, put):
     """The legal export names its format and its own fields, whatever the API's serializers call them."""
     observed = "2026-01-02T03:04:05+00:00"
-    put(agent_a_api, userId=U, key="a", value="one", visibility="group", groupIds=["team"], observedAt=observed)
+    put(
+        agent_a_api,
+        userId=U,
+        key="a",
+        value="one",
+        visibility="group",
+        groupIds=["team"],
+        observedAt=observed,
+    )
     response = admin_api.get(f"{BASE}/{U}/export")
     assert "X-Read-From" not in response  # no replica configured: nothing routes, nothing is said
     export = response.json()
