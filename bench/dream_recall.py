@@ -58,7 +58,7 @@ def holders() -> dict[tuple[str, str], str]:
     from usermemory.models import MemoryEntry
 
     superseded = MemoryEntry.objects.filter(superseded_by__isnull=False).select_related("superseded_by")
-    return {(e.user_id, e.key): e.superseded_by.key for e in superseded}
+    return {(e.user_id, e.key): e.superseded_by.key for e in superseded if e.superseded_by is not None}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -107,7 +107,7 @@ def test_after_an_erasure_a_dump_of_the_database_holds_nothing_of_the_users_entr
     page_url = reverse("admin:dream_dreamrun_change", args=[dreamt["run"].pk])
     before = pg_dump()
     assert "zqa-value-0" in before and "zqb-value-0" in before and "zqs summary" in before  # the control
-    assert "zqa-value-0" in staff_client.get(page_url).content.decode()
+    assert "zqa trip note 0" in staff_client.get(page_url).content.decode()  # the proposal's source
 
     erased = admin_api.delete(f"{BASE}/{U}").json()
 
