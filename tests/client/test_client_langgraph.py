@@ -354,11 +354,13 @@ def test_list_namespaces_with_wildcards_matched_by_the_server(server_url, key_fo
     ]
     assert store.list_namespaces(prefix=("u6", "*", "nothing")) == []
     assert recording.seen[-1][2] == 0
-    # The docs' layout spells the same places ("memories", user, ...).
-    assert MemoryPlatformStore(client).list_namespaces(prefix=("memories", "u6", "*", "prefs")) == [
-        ("memories", "u6", "chitchat", "prefs"),
-        ("memories", "u6", "travel", "prefs"),
+    # LangGraph's docs' spelling ("memories", user, ...): "memories" is a label like the others (issue 56).
+    docs = MemoryPlatformStore(client)
+    assert docs.list_namespaces(prefix=("memories", "u6", "*")) == [
+        ("memories", "u6", "global"),
+        ("memories", "u6", "group", "support"),
     ]
+    assert docs.list_namespaces(prefix=("memories", "u6", "*", "prefs")) == []
     with pytest.raises(ValueError, match="user_index"):
         store.list_namespaces(prefix=("*", "memories"))  # every user: not one store's question
     client.close()
