@@ -34,6 +34,8 @@ from activity.budget import AgentBudget
 from activity.models import LlmSpend
 from apikeys.caller import Caller
 from apikeys.models import Agent, ApiKey
+from events.models import EventType
+from events.services import event_record
 from extraction import metrics
 from extraction.decide import (
     ADD,
@@ -413,11 +415,31 @@ def extraction_apply(*, request: ExtractionRequest, proposed: Proposed) -> Outco
     extraction.proposals = outcome.operations
     counts = ["facts_added", "facts_updated", "facts_unchanged", "facts_rejected", "facts_skipped"]
     extraction.save(update_fields=[*counts, "proposals"])
+    if not request.dry_run and extraction.facts_added + extraction.facts_updated:
+        _report_written(request, extraction)
     metrics.cost_dollars.inc(proposed.cost)
     if not request.dry_run:
         for op in (ADD, UPDATE, NOOP, REJECTED, SKIPPED):
             metrics.facts.labels(op=op.lower()).inc(outcome.count(op))
     return outcome
+
+
+def _report_written(request: ExtractionRequest, extraction: Extraction) -> None:
+    """The ``extraction.wrote`` event, in the writes' transaction: seen by the extracting agent (its facts'
+    own events say who else may see each value)."""
+    event_record(
+        type=EventType.EXTRACTION_WROTE,
+        user_id=request.user_id,
+        owner=request.agent.id,
+        visibility=Visibility.SELF,
+        data={
+            "extractionId": publicids.public_str(publicids.EXTRACTION, extraction.pk),
+            "agentId": request.agent.id,
+            "conversationId": request.conversation_id or None,
+            "added": extraction.facts_added,
+            "updated": extraction.facts_updated,
+        },
+    )
 
 
 def extraction_run(
