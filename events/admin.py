@@ -17,6 +17,7 @@ from memoryplatform.paginator import LargeTablePaginator
 
 
 class WebhookForm(forms.ModelForm):
+    url = forms.URLField(max_length=2000, assume_scheme="https")
     event_types = forms.MultipleChoiceField(
         choices=EventType.choices,
         required=False,
