@@ -84,8 +84,12 @@ def webhook_get(*, caller: Caller, subscription_id: UUID) -> WebhookSubscription
 def webhook_due_ids() -> list[str]:
     """The enabled subscriptions whose pause after a failure, if any, is over."""
     due = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=timezone.now())
-    return [str(pk) for pk in WebhookSubscription.objects.filter(due, enabled=True).values_list("pk", flat=True)]
+    return [
+        str(pk) for pk in WebhookSubscription.objects.filter(due, enabled=True).values_list("pk", flat=True)
+    ]
 
 
 def webhook_attempts(*, subscription_id: UUID, limit: int = 50) -> QuerySet[DeliveryAttempt]:
-    return DeliveryAttempt.objects.filter(subscription_id=subscription_id).order_by("-attempted_at", "-id")[:limit]
+    return DeliveryAttempt.objects.filter(subscription_id=subscription_id).order_by("-attempted_at", "-id")[
+        :limit
+    ]

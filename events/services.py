@@ -66,7 +66,9 @@ def event_erase_user(user_id: str) -> dict[str, int]:
 
 def event_export_user(user_id: str) -> dict[str, Any]:
     """GDPR export: the user's events by id, type and time (their values are history's, exported there)."""
-    rows = Event.objects.filter(user_id=user_id).order_by("txid", "id").values_list("id", "type", "occurred_at")
+    rows = (
+        Event.objects.filter(user_id=user_id).order_by("txid", "id").values_list("id", "type", "occurred_at")
+    )
     return {
         "events": [
             {"id": publicids.public_str(publicids.CHANGE, pk), "type": kind, "occurredAt": at.isoformat()}
@@ -100,7 +102,8 @@ def _checked_types(event_types: list[str]) -> list[str]:
     unknown = sorted(set(event_types) - set(EVENT_TYPES))
     if unknown:
         raise BadRequest(
-            f"Unknown event types: {', '.join(unknown)}.", details={"field": "eventTypes", "known": EVENT_TYPES}
+            f"Unknown event types: {', '.join(unknown)}.",
+            details={"field": "eventTypes", "known": EVENT_TYPES},
         )
     return sorted(set(event_types))
 
@@ -211,7 +214,9 @@ def _record(subscription: WebhookSubscription, event: Event, answer: delivery.An
     )
 
 
-def _delivered(subscription: WebhookSubscription, event: Event, answer: delivery.Answer, at: datetime) -> bool:
+def _delivered(
+    subscription: WebhookSubscription, event: Event, answer: delivery.Answer, at: datetime
+) -> bool:
     """Move the subscription past ``event`` (compare-and-set on its position); ``False`` if it moved
     meanwhile (changed or deleted), and the run stops."""
     moved = WebhookSubscription.objects.filter(

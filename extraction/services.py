@@ -63,6 +63,7 @@ from extraction.prompts import (
 from memoryplatform import publicids
 from memoryplatform.errors import ServiceError
 from memoryplatform.llm import LLM, LLMError, stored_cost
+from memoryplatform.locks import LockId, advisory_xact_lock
 from memoryplatform.text import is_blank, text_problem
 from usermemory.models import DEFAULT_ALLOWED_CATEGORIES, AgentMemoryPolicy, Visibility
 from usermemory.selectors import policy_for_agent
@@ -442,6 +443,13 @@ def _report_written(request: ExtractionRequest, extraction: Extraction) -> None:
     )
 
 
+def lock_user_first(user_id: str) -> None:
+    """The user's lock, which every write to the user's memories holds until commit, taken before the
+    transaction's first write: its id (events' ``txid``) then comes after every earlier write's to that user,
+    so the change feed gives the user's events in the order they were made (:mod:`events.store`)."""
+    advisory_xact_lock(LockId.USER_MEMORY, user_id)
+
+
 def extraction_run(
     *, request: ExtractionRequest, llm: LLM, before_writes: Callable[[], None] | None = None
 ) -> Outcome:
@@ -456,6 +464,7 @@ def extraction_run(
         raise
     try:
         with transaction.atomic():
+            lock_user_first(request.user_id)
             if before_writes is not None:
                 before_writes()
             return extraction_apply(request=request, proposed=proposed)

@@ -10,7 +10,9 @@ from usermemory.models import Visibility
 
 class EventQuerySerializer(serializers.Serializer):
     after = StrictCharField(
-        max_length=80, required=False, help_text="The `next` cursor of the previous page; none: the oldest event."
+        max_length=80,
+        required=False,
+        help_text="The `next` cursor of the previous page; none: the oldest event.",
     )
     types = StrictCharField(
         max_length=400, required=False, help_text="Comma-separated event types (none: every type)."
@@ -37,15 +39,21 @@ class EventOutputSerializer(serializers.Serializer):
     visibility = serializers.ChoiceField(choices=Visibility.choices, required=False)
     groupIds = serializers.ListField(child=serializers.CharField(), required=False)
     sourceAgent = serializers.CharField(required=False, allow_null=True)
-    value = serializers.JSONField(required=False, allow_null=True, help_text="null when the reader may not see it")
+    value = serializers.JSONField(
+        required=False, allow_null=True, help_text="null when the reader may not see it"
+    )
     oldValue = serializers.JSONField(required=False, allow_null=True)
     valueHidden = serializers.BooleanField(required=False)
-    data = serializers.JSONField(required=False, allow_null=True, help_text="An extraction's or a Dream run's report.")
+    data = serializers.JSONField(
+        required=False, allow_null=True, help_text="An extraction's or a Dream run's report."
+    )
 
 
 class EventPageOutputSerializer(serializers.Serializer):
     results = EventOutputSerializer(many=True)
-    next = serializers.CharField(help_text="The cursor to pass as `after` next time (the same when none came).")
+    next = serializers.CharField(
+        help_text="The cursor to pass as `after` next time (the same when none came)."
+    )
 
 
 class WebhookOutputSerializer(serializers.ModelSerializer):

@@ -47,7 +47,9 @@ class EventFeedView(APIView):
 class WebhookListCreateView(APIView):
     permission_classes = [IsAdminCaller]
 
-    @extend_schema(responses=WebhookOutputSerializer(many=True), summary="Webhook subscriptions", tags=["events"])
+    @extend_schema(
+        responses=WebhookOutputSerializer(many=True), summary="Webhook subscriptions", tags=["events"]
+    )
     def get(self, request: Request) -> Response:
         subscriptions = selectors.webhook_list(caller=request_caller(request))
         return Response(WebhookOutputSerializer(subscriptions, many=True).data)

@@ -33,7 +33,7 @@ AREAS: list[tuple[str, str, tuple[str, ...]]] = [
     ("activity", "The tool-call log: what each agent's tools did.", ("/v1/activity",)),
     (
         "events",
-        "Memory events: the change feed (what a key may read, oldest first) and signed webhooks (admin keys).",
+        "Memory events: the change feed (what a key may read, oldest first), signed webhooks (admin keys).",
         ("/v1/events", "/v1/webhooks"),
     ),
     ("tools", "The LLM tools, as OpenAI function-calling schemas, and invoking them.", ("/v1/tools",)),

@@ -54,7 +54,9 @@ def test_a_worker_killed_mid_delivery_delivers_again_under_the_same_id(
         first, second = receiver.wait_for(2)[:2]
 
     assert first.headers["webhook-id"] == second.headers["webhook-id"]
-    events = [verify_webhook(secret=subscription["secret"], body=d.body, headers=d.headers) for d in (first, second)]
+    events = [
+        verify_webhook(secret=subscription["secret"], body=d.body, headers=d.headers) for d in (first, second)
+    ]
     assert events[0] == events[1] and events[0]["key"] == "city"
     handled = {e["id"]: e for e in events}  # the receiver's deduplication: by id
     assert len(handled) == 1

@@ -165,7 +165,9 @@ def test_a_trickled_answer_is_cut_at_the_timeout(settings, agent_a, agent_a_api,
     assert WebhookSubscription.objects.get(pk=subscription["id"]).failures == 1
 
 
-def test_an_address_that_turned_private_is_refused_at_delivery(settings, agent_a, agent_a_api, subscribe, put):
+def test_an_address_that_turned_private_is_refused_at_delivery(
+    settings, agent_a, agent_a_api, subscribe, put
+):
     with receiving() as receiver:
         subscription = subscribe(receiver.url, agent_a.id)  # allowed when it was made
         settings.WEBHOOK_ALLOW_PRIVATE = False  # as if its name now resolved to a private address

@@ -17,9 +17,7 @@ SEEN_BY_B = ["b-self", "b-bteam", "b-global"]
 
 
 @pytest.fixture
-def write_every_scope(
-    agent_a, agent_b, agent_a_api, agent_b_api, make_api_client, put
-) -> Callable[[], None]:
+def write_every_scope(agent_a, agent_b, agent_a_api, agent_b_api, make_api_client, put) -> Callable[[], None]:
     """Entries of every scope, written when called: ``team`` holds agents a and c, ``bteam`` agent b alone."""
     teammate = AgentFactory(id="agent-c")
     AgentGroupFactory(id="team", members=[agent_a, teammate])

@@ -1,5 +1,5 @@
-"""``manage.py deliver_webhooks``: deliver every due subscription's events now (``--follow``: again and again),
-without a Celery worker. The service is the tasks' (:func:`events.services.webhook_deliver`)."""
+"""``manage.py deliver_webhooks``: deliver every due subscription's events now (``--follow``: again and
+again), without a Celery worker. The service is the tasks' (:func:`events.services.webhook_deliver`)."""
 
 import time
 from typing import Any

@@ -1,5 +1,6 @@
-"""The activity calls (tool calls an agent reports, tasks, and the change feed of memory events), built as :mod:`memoryplatform_client._calls`
-builds the others: each function returns the :class:`Call` that the sync and the async client send."""
+"""The activity calls (tool calls an agent reports, tasks, and the change feed of memory events), built as
+:mod:`memoryplatform_client._calls` builds the others: each function returns the :class:`Call` that the sync
+and the async client send."""
 
 from __future__ import annotations
 
