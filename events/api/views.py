@@ -19,6 +19,15 @@ from events.api.serializers import (
     WebhookOutputSerializer,
     WebhookUpdateInputSerializer,
 )
+from memoryplatform.errors import NotFound
+
+
+def _uuid(text: str) -> UUID:
+    """A subscription's id from the path: anything but a UUID names no subscription (404)."""
+    try:
+        return UUID(text)
+    except ValueError as exc:
+        raise NotFound("No such webhook.") from exc
 
 
 class EventFeedView(APIView):
@@ -80,8 +89,10 @@ class WebhookDetailView(APIView):
     permission_classes = [IsAdminCaller]
 
     @extend_schema(responses=WebhookOutputSerializer, summary="One webhook subscription", tags=["events"])
-    def get(self, request: Request, subscription_id: UUID) -> Response:
-        subscription = selectors.webhook_get(caller=request_caller(request), subscription_id=subscription_id)
+    def get(self, request: Request, subscription_id: str) -> Response:
+        subscription = selectors.webhook_get(
+            caller=request_caller(request), subscription_id=_uuid(subscription_id)
+        )
         return Response(WebhookOutputSerializer(subscription).data)
 
     @extend_schema(
@@ -90,13 +101,13 @@ class WebhookDetailView(APIView):
         summary="Change a subscription; enabled: true again clears its failures and it resumes",
         tags=["events"],
     )
-    def patch(self, request: Request, subscription_id: UUID) -> Response:
+    def patch(self, request: Request, subscription_id: str) -> Response:
         data = WebhookUpdateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         body = data.validated_data
         subscription = services.webhook_update(
             caller=request_caller(request),
-            subscription_id=subscription_id,
+            subscription_id=_uuid(subscription_id),
             url=body.get("url"),
             event_types=body.get("eventTypes"),
             description=body.get("description"),
@@ -105,6 +116,6 @@ class WebhookDetailView(APIView):
         return Response(WebhookOutputSerializer(subscription).data)
 
     @extend_schema(responses={204: None}, summary="Delete a subscription", tags=["events"])
-    def delete(self, request: Request, subscription_id: UUID) -> Response:
-        services.webhook_delete(caller=request_caller(request), subscription_id=subscription_id)
+    def delete(self, request: Request, subscription_id: str) -> Response:
+        services.webhook_delete(caller=request_caller(request), subscription_id=_uuid(subscription_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
