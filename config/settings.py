@@ -267,6 +267,7 @@ SPECTACULAR_SETTINGS = {
         "AgentStatusEnum": "apikeys.models.Agent.Status",
         "ChannelEnum": "conversations.models.Channel",
         "SyncChannelEnum": [("memory", "memory")],
+        "EventTypeEnum": "events.models.EventType",
     },
 }
 
