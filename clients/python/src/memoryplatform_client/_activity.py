@@ -15,7 +15,7 @@ from memoryplatform_client._options import (
     ToolCallListOptions,
 )
 from memoryplatform_client.types import (
-    EventPage,
+    ChangeEventPage,
     OffsetPage,
     Task,
     ToolCall,
@@ -81,7 +81,7 @@ def update_task(task_id: str, update: TaskUpdate) -> Call[Task]:
     return Call("PATCH", f"/v1/tasks/{segment(task_id)}", json=payload)
 
 
-def list_events(options: EventListOptions) -> Call[EventPage]:
+def list_events(options: EventListOptions) -> Call[ChangeEventPage]:
     types = options.get("types")
     params = query(
         after=options.get("after"),

@@ -269,7 +269,7 @@ class AsyncMemoryPlatform(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport
                 return
             options["after"] = page["next"]
 
-    async def list_events(self, **options: Unpack[opts.EventListOptions]) -> api.EventPage:
+    async def list_events(self, **options: Unpack[opts.EventListOptions]) -> api.ChangeEventPage:
         """Memory events after ``after``, oldest first: an agent key those about entries it may read. The
         cursor never skips an event; keep ``next`` and pass it as ``after`` next time."""
         return await self.send(activity.list_events(options))

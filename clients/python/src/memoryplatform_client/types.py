@@ -316,7 +316,7 @@ class ToolCallPage(TypedDict):
     next: str | None
 
 
-class Event(TypedDict, total=False):
+class ChangeEvent(TypedDict, total=False):
     """A memory event: what the change feed lists and a webhook receives. ``value``/``oldValue`` are
     ``None`` when the reader may not see them; a ``user.erased`` event holds ``id``, ``type``,
     ``occurredAt`` and ``userId`` only."""
@@ -336,9 +336,9 @@ class Event(TypedDict, total=False):
     data: dict[str, Any] | None
 
 
-class EventPage(TypedDict):
+class ChangeEventPage(TypedDict):
     """Events oldest first; pass ``next`` as ``after`` for the next page (the same cursor when none came:
     poll again with it later)."""
 
-    results: list[Event]
+    results: list[ChangeEvent]
     next: str
