@@ -295,10 +295,11 @@ def _deliver(subscription_id: str, *, max_events: int) -> DeliveryReport:
             allow_private=settings.WEBHOOK_ALLOW_PRIVATE,
         )
         at = timezone.now()
-        _record(subscription, seen.event, answer, at)
-        if not answer.ok:
-            return DeliveryReport(delivered=delivered, retry_in=_failed(subscription, answer, at))
-        if not _delivered(subscription, seen.event, answer, at):
-            return DeliveryReport(delivered=delivered)
+        with transaction.atomic():  # the attempt and the position it moves: one commit
+            _record(subscription, seen.event, answer, at)
+            if not answer.ok:
+                return DeliveryReport(delivered=delivered, retry_in=_failed(subscription, answer, at))
+            if not _delivered(subscription, seen.event, answer, at):
+                return DeliveryReport(delivered=delivered)
         delivered += 1
     return DeliveryReport(delivered=delivered, more=len(batch) == max_events)
