@@ -36,10 +36,13 @@ class WebhookForm(forms.ModelForm):
             raise forms.ValidationError(exc.message) from exc
 
 
+ATTEMPT_FIELDS = ["attempted_at", "event", "succeeded", "status", "duration_ms", "short_answer", "error"]
+
+
 class AttemptInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = DeliveryAttempt
-    fields = ["attempted_at", "event", "succeeded", "status", "duration_ms", "short_answer", "error"]
-    readonly_fields = fields
+    fields = tuple(ATTEMPT_FIELDS)
+    readonly_fields = ATTEMPT_FIELDS
     ordering = ["-attempted_at", "-id"]
     extra = 0
     max_num = 0

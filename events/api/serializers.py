@@ -44,7 +44,9 @@ class EventOutputSerializer(serializers.Serializer):
     )
     oldValue = serializers.JSONField(required=False, allow_null=True)
     valueHidden = serializers.BooleanField(required=False)
-    data = serializers.JSONField(
+    # A field named like Serializer.data: DRF's metaclass takes declared fields out of the class, so the
+    # property stays; only the stubs see a clash.
+    data = serializers.JSONField(  # type: ignore[assignment]
         required=False, allow_null=True, help_text="An extraction's or a Dream run's report."
     )
 
