@@ -29,6 +29,8 @@ class Receiver:
     port: int = 0
     status: int = 200
     trickle: bool = False
+    answer: bytes = b"ok"
+    location: str = ""
     on_delivery: Callable[["Delivery"], None] | None = None
     deliveries: list[Delivery] = field(default_factory=list)
     changed: threading.Condition = field(default_factory=threading.Condition)
@@ -53,10 +55,15 @@ class Receiver:
                     receiver.deliveries.append(delivery)
                     receiver.changed.notify_all()
                 self.send_response(receiver.status)
-                self.send_header("Content-Length", "100000" if receiver.trickle else "2")
+                if receiver.location:
+                    self.send_header("Location", receiver.location)
+                self.send_header(
+                    "Content-Length", "100000" if receiver.trickle else str(len(receiver.answer))
+                )
                 self.end_headers()
                 if not receiver.trickle:
-                    self.wfile.write(b"ok")
+                    with contextlib.suppress(OSError):  # the deliverer stops reading a long answer
+                        self.wfile.write(receiver.answer)
                     return
                 while not receiver.stop_trickling.wait(0.2):  # a byte every 0.2 s, for ever
                     with contextlib.suppress(OSError):

@@ -191,3 +191,27 @@ def test_a_subscription_starts_at_its_creation(agent_a, agent_a_api, subscribe, 
         "after",
         "x",
     )
+
+
+def test_a_redirect_is_not_followed(agent_a, agent_a_api, subscribe, put):
+    with receiving() as elsewhere, receiving(status=307) as redirecting:
+        redirecting.location = elsewhere.url
+        subscription = subscribe(redirecting.url, agent_a.id)
+        put(agent_a_api, userId=U, key="city", value="Porto")
+        deliver()
+        assert len(redirecting.wait_for(1)) == 1
+        assert elsewhere.deliveries == []
+    attempt = DeliveryAttempt.objects.get(subscription_id=subscription["id"])
+    assert (attempt.succeeded, attempt.status) == (False, 307)
+
+
+def test_a_long_answer_is_cut_and_the_delivery_counts(agent_a, agent_a_api, subscribe, put):
+    with receiving(answer=b"x" * 5_000_000) as chatty:
+        subscription = subscribe(chatty.url, agent_a.id)
+        put(agent_a_api, userId=U, key="city", value="Porto")
+        deliver()
+        assert len(chatty.wait_for(1)) == 1
+    attempt = DeliveryAttempt.objects.get(subscription_id=subscription["id"])
+    assert attempt.succeeded and attempt.answer == "x" * 500
+    stored = WebhookSubscription.objects.get(pk=subscription["id"])
+    assert (stored.delivered, stored.last_answer) == (1, "x" * 500)
