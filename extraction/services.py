@@ -34,6 +34,8 @@ from activity.budget import AgentBudget
 from activity.models import LlmSpend
 from apikeys.caller import Caller
 from apikeys.models import Agent, ApiKey
+from events.models import EventType
+from events.services import event_record
 from extraction import metrics
 from extraction.decide import (
     ADD,
@@ -61,6 +63,7 @@ from extraction.prompts import (
 from memoryplatform import publicids
 from memoryplatform.errors import ServiceError
 from memoryplatform.llm import LLM, LLMError, stored_cost
+from memoryplatform.locks import LockId, advisory_xact_lock
 from memoryplatform.text import is_blank, text_problem
 from usermemory.models import DEFAULT_ALLOWED_CATEGORIES, AgentMemoryPolicy, Visibility
 from usermemory.selectors import policy_for_agent
@@ -413,11 +416,38 @@ def extraction_apply(*, request: ExtractionRequest, proposed: Proposed) -> Outco
     extraction.proposals = outcome.operations
     counts = ["facts_added", "facts_updated", "facts_unchanged", "facts_rejected", "facts_skipped"]
     extraction.save(update_fields=[*counts, "proposals"])
+    if not request.dry_run and extraction.facts_added + extraction.facts_updated:
+        _report_written(request, extraction)
     metrics.cost_dollars.inc(proposed.cost)
     if not request.dry_run:
         for op in (ADD, UPDATE, NOOP, REJECTED, SKIPPED):
             metrics.facts.labels(op=op.lower()).inc(outcome.count(op))
     return outcome
+
+
+def _report_written(request: ExtractionRequest, extraction: Extraction) -> None:
+    """The ``extraction.wrote`` event, in the writes' transaction: seen by the extracting agent (its facts'
+    own events say who else may see each value)."""
+    event_record(
+        type=EventType.EXTRACTION_WROTE,
+        user_id=request.user_id,
+        owner=request.agent.id,
+        visibility=Visibility.SELF,
+        data={
+            "extractionId": publicids.public_str(publicids.EXTRACTION, extraction.pk),
+            "agentId": request.agent.id,
+            "conversationId": request.conversation_id or None,
+            "added": extraction.facts_added,
+            "updated": extraction.facts_updated,
+        },
+    )
+
+
+def lock_user_first(user_id: str) -> None:
+    """The user's lock, which every write to the user's memories holds until commit, taken before the
+    transaction's first write: its id (events' ``txid``) then comes after every earlier write's to that user,
+    so the change feed gives the user's events in the order they were made (:mod:`events.store`)."""
+    advisory_xact_lock(LockId.USER_MEMORY, user_id)
 
 
 def extraction_run(
@@ -434,6 +464,7 @@ def extraction_run(
         raise
     try:
         with transaction.atomic():
+            lock_user_first(request.user_id)
             if before_writes is not None:
                 before_writes()
             return extraction_apply(request=request, proposed=proposed)

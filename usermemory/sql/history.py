@@ -26,7 +26,10 @@ _SEEN = """(
 
 
 @cache
-def _seen(*, old: bool) -> sql.Composed:
+def seen_by_agent(*, old: bool) -> sql.Composed:
+    """Whether the agent ``%(agent)s`` could see a row's old value (``old``) or new value, from the row's
+    ``owner``, ``[old_]visibility`` and ``[old_]group_ids``: history's rule, which the change feed and the
+    webhooks (:mod:`events.store`) apply to their rows too, never a copy of it."""
     prefix = "old_" if old else ""
     return sql.SQL(_SEEN).format(
         visibility=sql.Identifier(f"{prefix}visibility"),
@@ -54,8 +57,8 @@ ORDER BY created_at, id LIMIT %(limit)s"""
 def _events_seen_sql() -> sql.Composed:
     return sql.SQL(_EVENTS_SEEN).format(
         columns=sql.SQL(", ").join([sql.Identifier(str(f.column)) for f in EVENT_FIELDS]),
-        seen_old=_seen(old=True),
-        seen_new=_seen(old=False),
+        seen_old=seen_by_agent(old=True),
+        seen_new=seen_by_agent(old=False),
         event=EVENT,
     )
 
@@ -139,7 +142,7 @@ ORDER BY written.updated DESC NULLS LAST, live.entry_id DESC LIMIT %(limit)s OFF
 @cache
 def _as_of_sql(*, agent: bool) -> sql.Composed:
     return sql.SQL(_AS_OF).format(
-        event=EVENT, seen=_seen(old=False) if agent else sql.SQL("TRUE"), entry=ENTRY
+        event=EVENT, seen=seen_by_agent(old=False) if agent else sql.SQL("TRUE"), entry=ENTRY
     )
 
 
