@@ -83,7 +83,8 @@ def test_as_of_leaves_out_what_had_expired_by_then(agent_a_api, agent_b_api, vie
         assert answer.status_code == 200, answer.content
         return sorted(e["key"] for e in answer.json())
 
-    for client, paths in ((agent_a_api, ("", "/visible")), (agent_b_api, ("", "/visible")), (viewer_api, ("",))):
+    readers = [(agent_a_api, ("", "/visible")), (agent_b_api, ("", "/visible")), (viewer_api, ("",))]
+    for client, paths in readers:
         for path in paths:
             assert keys(client, path, start + timedelta(hours=1)) == ["job"], path
             assert keys(client, path, start + timedelta(minutes=10)) == ["job", "mood"], path
