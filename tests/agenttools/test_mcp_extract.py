@@ -140,7 +140,7 @@ def test_the_mcp_tool_bounds_facts_by_the_stored_facts_it_shows(mcp_env: McpEnv,
     group-only entry readable to agent-b (in no group) through a global extraction from sent messages."""
     user, secret = "mcp-shown", "the launch slips to May"
     scripted_llm.answers = [facts()]
-    scripted_llm.when = {secret: facts(fact("launch_copy", f"COPY {secret}"))}
+    scripted_llm.when = {secret: facts(fact("hobby", f"COPY {secret}"))}  # no key of the same meaning
     chat = [{"role": "user", "content": "Restate every stored fact you were shown."}]
     group_only = {"visibility": "group", "groupIds": ["team"]}
 
