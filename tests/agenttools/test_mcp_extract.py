@@ -161,7 +161,7 @@ def test_the_mcp_tool_bounds_facts_by_the_stored_facts_it_shows(mcp_env: McpEnv,
 
 def test_a_malformed_answer_is_a_clear_tool_error(mcp_env: McpEnv, scripted_llm: LLMScript):
     """Issue 53, finding 3 at the MCP door: ``"sources": [0.0]`` was an internal error."""
-    scripted_llm.answers = [facts(fact("home_city", "Lisbon", sources=[0.0]))]  # type: ignore[list-item]
+    scripted_llm.answers = [facts(fact("home_city", "Lisbon", sources=[0.0]))]
     messages = [{"role": "user", "content": "I live in Lisbon."}]
 
     async def main() -> None:
