@@ -168,7 +168,7 @@ def _shown(request: ExtractionRequest, candidates: list[Candidate]) -> list[Cand
     return [c for c in candidates if bound.may_show(c.scope)]
 
 
-def shown_bound(request: ExtractionRequest, shown: list[Known], candidates: list[Candidate]) -> Bound:
+def _shown_bound(request: ExtractionRequest, shown: list[Known], candidates: list[Candidate]) -> Bound:
     """The bound of every fact of a call: the narrowest of its messages' and of the stored facts it shows."""
     scopes = {c.entry_id: c.scope for c in candidates}
     bound = request.bound
@@ -213,7 +213,7 @@ def extraction_prepare(*, request: ExtractionRequest) -> Prepared:
         known=known,
         categories=categories,
     )
-    bound = shown_bound(request, known, candidates)
+    bound = _shown_bound(request, known, candidates)
     return Prepared(prompt, schema, candidates, policy.semantic_contradiction_threshold, bound)
 
 
