@@ -87,6 +87,7 @@ INSTALLED_APPS = [
     "conversations",
     "extraction",
     "activity",
+    "events",
     "agenttools",
 ]
 
@@ -266,6 +267,7 @@ SPECTACULAR_SETTINGS = {
         "AgentStatusEnum": "apikeys.models.Agent.Status",
         "ChannelEnum": "conversations.models.Channel",
         "SyncChannelEnum": [("memory", "memory")],
+        "EventTypeEnum": "events.models.EventType",
     },
 }
 
@@ -359,6 +361,12 @@ LLM_URL = env.str("LLM_URL", default="")
 LLM_API_KEY = env.str("LLM_API_KEY", default="")
 LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=60.0)
 LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=1024)  # of one answer
+# Provider calls (the LLM, the reranker, the openai embedder) one caller may have in flight per process on
+# the request threads (memoryplatform.providercalls): past it, an LLM call is a 429, a rerank or embedding
+# is skipped. Keep it below SERVE_THREADS, so that one agent's slow provider cannot hold every thread.
+PROVIDER_CALLS_PER_AGENT = env.int("PROVIDER_CALLS_PER_AGENT", default=2)
+if PROVIDER_CALLS_PER_AGENT < 1:
+    raise ImproperlyConfigured("PROVIDER_CALLS_PER_AGENT must be at least 1.")
 # Dollars per million tokens, input and output, by model, over the defaults (memoryplatform.llm):
 # {"my-model": [0.15, 0.6]}. A model priced nowhere costs 0.
 LLM_PRICES = env.json("LLM_PRICES", default={})
@@ -425,6 +433,16 @@ if len(DREAM_SCHEDULE.split()) != 5 or not croniter.is_valid(DREAM_SCHEDULE):
 # Dream: rows per batch transaction and pause between batches (s).
 DREAM_BATCH_SIZE = env.int("DREAM_BATCH_SIZE", default=2000)
 DREAM_BATCH_PAUSE = env.float("DREAM_BATCH_PAUSE", default=0.0)
+
+# --- Webhooks (events/) ------------------------------------------------------------------------------
+# A webhook URL whose host resolves to a private, loopback, link-local or otherwise non-public address is
+# refused, at subscription and at every delivery, unless this is on (a receiver on the operator's network).
+WEBHOOK_ALLOW_PRIVATE = _strict_bool("WEBHOOK_ALLOW_PRIVATE", False)
+# One delivery's whole request (connect, send, the answer): seconds, total, not per read.
+WEBHOOK_TIMEOUT = env.float("WEBHOOK_TIMEOUT", default=5.0)
+# Tries of one event before the subscription is disabled; the pause before try n is base * 2**(n-1) s.
+WEBHOOK_MAX_ATTEMPTS = env.int("WEBHOOK_MAX_ATTEMPTS", default=8)
+WEBHOOK_RETRY_BASE_SECONDS = env.float("WEBHOOK_RETRY_BASE_SECONDS", default=10.0)
 
 # --- Logging --------------------------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

@@ -322,6 +322,7 @@ def memory_as_of(
             updated_at=p.updated_at or p.created_at,
             valid_from=p.updated_at or p.created_at,
             observed_at=p.observed_at or p.updated_at or p.created_at,
+            valid_to=p.valid_to,
         )
         for p in past
     ]
@@ -466,6 +467,7 @@ def memory_search_all_users(
         raise Forbidden("Search across all users needs a viewer or admin key.")
     if not query:
         raise BadRequest("q is required: the text to search for.")
+    check_query(query)
     match = fulltext_match(query)
     if match is None:
         raise BadRequest("q has no word to search for (letters or digits).")

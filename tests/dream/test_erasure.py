@@ -120,9 +120,12 @@ def test_after_an_erasure_a_dump_of_the_database_holds_nothing_of_the_users_entr
     }
     after = pg_dump()
     assert "zqa" not in after and "zqb" not in after and "zqs" not in after
-    # The one line naming the user is the `erased` event the erasure leaves (no key, no value).
-    naming = [line for line in after.splitlines() if U in line]
-    assert len(naming) == 1 and "\terased\t" in naming[0], naming
+    # The lines naming the user are the `erased` history event the erasure leaves (no key, no value) and its
+    # `user.erased` event for subscribers (events/, the user's id only).
+    naming = sorted(line for line in after.splitlines() if U in line)
+    assert len(naming) == 2, naming
+    assert sum("\terased\t" in line for line in naming) == 1
+    assert sum("\tuser.erased\t" in line for line in naming) == 1
     assert "keepme-value-0" in after and "keepme summary" in after  # another user's records stay
     page = staff_client.get(page_url).content.decode()
     assert U not in page and "zqa" not in page and "keepme summary" in page

@@ -15,7 +15,7 @@ ROOT = Path(settings.BASE_DIR)
 DOC = ROOT / "docs" / "architecture.md"
 # The trees the map covers; each is walked for modules (migrations, caches and __init__.py aside).
 PACKAGES = ("config", "memoryplatform", "apikeys", "usermemory", "dream", "conversations", "extraction",
-            "activity", "agenttools")  # fmt: skip
+            "activity", "agenttools", "events")  # fmt: skip
 SKIP_PARTS = {"migrations", "__pycache__", "static", "templates"}
 
 
