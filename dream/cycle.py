@@ -1,5 +1,6 @@
 """One Dream cycle: the lock, the run record, and the passes of :data:`dream.passes.PASSES` in order (pruning,
-summaries, contradictions, then housekeeping of other apps' rows through their services).
+contradictions, summaries, which never take an entry in conflict, then housekeeping of other apps' rows
+through their services).
 
 A cycle holds a lock for its whole length (:func:`_cycle_start`): a PostgreSQL session advisory lock
 (``LockId.DREAM_CYCLE``), which ends with its holder's connection, so a crashed cycle never blocks the next.
