@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "conversations",
     "extraction",
     "activity",
+    "events",
     "agenttools",
 ]
 
@@ -269,6 +270,7 @@ SPECTACULAR_SETTINGS = {
         "AgentStatusEnum": "apikeys.models.Agent.Status",
         "ChannelEnum": "conversations.models.Channel",
         "SyncChannelEnum": [("memory", "memory")],
+        "EventTypeEnum": "events.models.EventType",
     },
 }
 
@@ -474,11 +476,22 @@ CELERY_TASK_ROUTES = {
     "vectors.*": {"queue": "vectors"},
     "dream.*": {"queue": "dream"},
     "extraction.*": {"queue": "extraction"},
+    "webhooks.*": {"queue": "webhooks"},
 }
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_BEAT_SYNC_EVERY = 1  # each run's last_run_at written as it is sent (the admin and /metrics show it)
+
+# --- Webhooks (events/) ------------------------------------------------------------------------------
+# A webhook URL whose host resolves to a private, loopback, link-local or otherwise non-public address is
+# refused, at subscription and at every delivery, unless this is on (a receiver on the operator's network).
+WEBHOOK_ALLOW_PRIVATE = _strict_bool("WEBHOOK_ALLOW_PRIVATE", False)
+# One delivery's whole request (connect, send, the answer): seconds, total, not per read.
+WEBHOOK_TIMEOUT = env.float("WEBHOOK_TIMEOUT", default=5.0)
+# Tries of one event before the subscription is disabled; the pause before try n is base * 2**(n-1) s.
+WEBHOOK_MAX_ATTEMPTS = env.int("WEBHOOK_MAX_ATTEMPTS", default=8)
+WEBHOOK_RETRY_BASE_SECONDS = env.float("WEBHOOK_RETRY_BASE_SECONDS", default=10.0)
 
 # --- Logging --------------------------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

@@ -21,7 +21,7 @@ from memoryplatform.broker import broker_queue_depths
 
 logger = logging.getLogger(__name__)
 
-QUEUES = ("default", "vectors", "dream", "extraction")
+QUEUES = ("default", "vectors", "dream", "extraction", "webhooks")
 """Every queue a task is routed to (CELERY_TASK_ROUTES); a worker started by ``serve`` consumes them all."""
 
 task_runs = Counter(

@@ -130,7 +130,7 @@ def public_id(pk: int, kind: str = "entry") -> str:
     return str(publicids.to_public(kind, pk))  # type: ignore[arg-type]  # a Kind's name
 
 
-QUEUES = ("default", "vectors", "dream", "extraction")
+QUEUES = ("default", "vectors", "dream", "extraction", "webhooks")
 
 
 @dataclass(frozen=True)

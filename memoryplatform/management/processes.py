@@ -25,7 +25,7 @@ READY_TIMEOUT = 300.0
 STOP_GRACE = 20.0
 """Seconds the children are given to stop on SIGTERM before they are killed."""
 
-WORKER_QUEUES = "default,vectors,dream,extraction"
+WORKER_QUEUES = "default,vectors,dream,extraction,webhooks"
 
 
 def celery_worker_argv() -> list[str]:

@@ -12,6 +12,7 @@ import time
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.urls import reverse
 
 from dream.models import DreamRun
@@ -86,7 +87,12 @@ def test_an_empty_multiprocess_dir_counts_as_unset():
 
 
 def summaries_to_write(agent_a, dream_policy, memory, llm_env, *, delay: float = 0.0) -> None:
-    ids = [memory(agent_a, f"trip.{n}", f"fact {n}", user="u-tasks").pk for n in range(12)]
+    # related notes under numbered keys: what a summary may take (issue 56); their vectors first
+    ids = [
+        memory(agent_a, f"trip/{n}", f"the Lisbon trip in May, note {n}", user="u-tasks").pk
+        for n in range(12)
+    ]
+    call_command("embed", "--drain")
     dream_policy(agent_a, prune_stale_after_days=0, summarize_interactions=True, summarize_min_entries=10)
     answer = {"summaries": [{"key": "trip", "value": "all of it", "sources": ids}]}
     llm_env.answers = [Answer(answer, input_tokens=1000, output_tokens=200, delay=delay)]
