@@ -56,7 +56,8 @@ class Embedder(Protocol):
 
     def query_tokens(self, text: str) -> int:
         """The tokens the model reads of a search query (as bounded, :func:`bounded`): counted by its own
-        tokenizer where it runs here, else estimated. Cheap: a query is refused by it before it is embedded."""
+        tokenizer where it runs here, else estimated. Cheap: a query is refused by it before it is
+        embedded."""
         ...
 
 
@@ -163,8 +164,8 @@ def build_embedder() -> Embedder | None:
         raise EmbedderError(f"EMBEDDINGS_MAX_CHARS must be at least 1; got {settings.EMBEDDINGS_MAX_CHARS}.")
     if settings.MAX_QUERY_TOKENS < MIN_TOKENS:
         raise EmbedderError(
-            f"MAX_QUERY_TOKENS must be at least {MIN_TOKENS} (a query's prefix and the model's special tokens "
-            f"take 5); got {settings.MAX_QUERY_TOKENS}."
+            f"MAX_QUERY_TOKENS must be at least {MIN_TOKENS} (a query's prefix and the model's special "
+            f"tokens take 5); got {settings.MAX_QUERY_TOKENS}."
         )
     if provider == "local":
         from memoryplatform.embeddings.local import LocalEmbedder
