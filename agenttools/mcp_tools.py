@@ -41,7 +41,7 @@ from extraction.extract import MAX_CONTENT_CHARS, ROLES, GivenMessage, memory_ex
 from extraction.services import MAX_MESSAGES
 from memoryplatform import publicids
 from memoryplatform.errors import BadRequest
-from memoryplatform.text import MAX_QUERY_CHARS
+from memoryplatform.text import MAX_QUERY_CHARS, check_query
 from usermemory import ranking, selectors, services
 from usermemory.api.serializers import (
     MemoryEntryOutputSerializer,
@@ -108,6 +108,7 @@ def _updated_after(value: str | None) -> datetime | None:
 
 
 def _search(caller: Caller, args: dict[str, Any]) -> Any:
+    check_query(args["query"], name="query")  # the selectors check it too; here it is named as MCP names it
     category = args.get("category")
     filters = Filters(
         categories=[category] if isinstance(category, str) else category,
