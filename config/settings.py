@@ -342,6 +342,11 @@ EMBEDDINGS_MAX_CHARS = env.int("EMBEDDINGS_MAX_CHARS", default=2000)
 # one window, at most 0.76 s of one core here whatever the script (bench.embed_cost). A character costs from a
 # fifth of a token to five, so characters alone do not bound the time.
 EMBEDDINGS_MAX_TOKENS = env.int("EMBEDDINGS_MAX_TOKENS", default=512)
+# A query (every door's q or query) of more tokens than this, as the embedder reads it, is refused with a 400
+# before anything embeds it: the local model counts them, a remote one is estimated at four bytes a token.
+# 448 keeps every English query of MAX_QUERY_CHARS (1,000 characters: 209-366 tokens, 392 in capitals) and
+# refuses 1,000 characters of Chinese (742) or 500 U+FCDF (1,006): bench.embed_cost. At least 16.
+MAX_QUERY_TOKENS = env.int("MAX_QUERY_TOKENS", default=448)
 # Texts per embedder call (the background consumer and `manage.py embed`).
 EMBEDDINGS_BATCH_SIZE = env.int("EMBEDDINGS_BATCH_SIZE", default=64)
 # The background re-embedding: every this many seconds (beat sends `vectors.reembed`) the vectors missing,
