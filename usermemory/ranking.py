@@ -55,25 +55,6 @@ class RankedSearch(NamedTuple):
     fallback: str | None
 
 
-class Threshold(NamedTuple):
-    """A ranked read's threshold: ``min_score``, or in a store of a few rows ``small_min_score``
-    (:data:`memoryplatform.relevance.THRESHOLD`: by the count of rows the caller may read)."""
-
-    min_score: float
-    small_min_score: float
-
-
-def recall_min_score(min_score: float | None) -> Threshold:
-    """The threshold of a read for an agent's context (a recall by relevance, the agent tools' search):
-    ``min_score`` when given, whatever the store; else ``RECALL_MIN_SCORE`` among hundreds of rows and
-    ``RECALL_MIN_SCORE_SMALL_STORE`` among a few, measured so that the fact that answers a question in other
-    words is kept in a small store and an off-topic question finds nothing in a large one (bench/RESULTS.md,
-    session 18)."""
-    if min_score is None:
-        return Threshold(settings.RECALL_MIN_SCORE, settings.RECALL_MIN_SCORE_SMALL_STORE)
-    return Threshold(min_score, min_score)
-
-
 def check_min_score(min_score: float | None) -> float:
     """``minScore`` as a ranking takes it: 0 when absent; a BadRequest outside [0, 1]."""
     if min_score is None:
@@ -150,7 +131,7 @@ def search_ranking(
     query: str,
     mode: str,
     window: int,
-    min_score: float | Threshold | None = None,
+    min_score: float | None = None,
     user_id: str | None = None,
 ) -> tuple[Ranking, str | None]:
     """The first stage of a ``semantic`` or ``hybrid`` read of ``window`` results (limit + offset), and its
@@ -162,12 +143,6 @@ def search_ranking(
     if not query:
         raise BadRequest("q is required: the text to search for.")
     check_query(query)
-    if isinstance(min_score, Threshold):
-        threshold = Threshold(
-            check_min_score(min_score.min_score), check_min_score(min_score.small_min_score)
-        )
-    else:
-        threshold = Threshold(check_min_score(min_score), check_min_score(min_score))
     meaning, words = about_the_user(query, user_names(user_id))
     embedded = _query_vector(meaning)
     fallback = None
@@ -183,8 +158,7 @@ def search_ranking(
         config=settings.SEARCH_LANGUAGE,
         depth=max(FUSION_CANDIDATES, window) if mode == "hybrid" else window,
         calibration=calibration_for(model),
-        min_score=threshold.min_score,
-        small_min_score=threshold.small_min_score,
+        min_score=check_min_score(min_score),
     )
     return ranking, fallback
 
