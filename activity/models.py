@@ -145,6 +145,7 @@ class LlmSpend(models.Model):
         EXTRACTION = "extraction", "extraction"
         SUMMARY = "summary", "Dream summary"
         CONFIRMATION = "confirmation", "Dream confirmation"
+        RERANK = "rerank", "rerank (RERANK_PROVIDER=llm)"
 
     # No index of its own: the index below leads with the agent.
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+", db_index=False)

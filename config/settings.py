@@ -392,8 +392,9 @@ SEARCH_CALIBRATION = env.str("SEARCH_CALIBRATION", default="")
 
 
 # --- Reranking: the second stage of a ranked read (memoryplatform/rerank) -------------------------------
-# none (the first stage's calibrated score) | http (POST {RERANK_URL}/rerank: TEI, Jina, Cohere). No local
-# provider: no PyPI wheel ships a cross-encoder's weights (bench/RESULTS.md, session 11).
+# none (the first stage's calibrated score) | http (POST {RERANK_URL}/rerank: TEI, Infinity, Jina, Cohere) |
+# llm (the LLM of LLM_*, paid from the reading agent's budget). No local provider: no PyPI wheel ships a
+# cross-encoder's weights (bench/RESULTS.md, session 11).
 RERANK_PROVIDER = env.str("RERANK_PROVIDER", default="none")
 RERANK_MODEL = env.str("RERANK_MODEL", default="")
 RERANK_URL = env.str("RERANK_URL", default="")

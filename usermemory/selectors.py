@@ -460,7 +460,9 @@ def memory_search_ranked(
     )
     if candidates is None:
         return RankedSearch(entries, fallback)
-    reranked, failed = ranking_.rerank(query=query, candidates=entries, min_score=ranking.min_score)
+    reranked, failed = ranking_.rerank(
+        query=query, candidates=entries, min_score=ranking.min_score, agent_id=agent_id
+    )
     return RankedSearch(
         reranked[offset : offset + limit], ranking_.fallback_of(first=fallback, unreranked=failed)
     )

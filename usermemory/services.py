@@ -336,7 +336,9 @@ def memory_recall_ranked(
         ranking=ranking.without_threshold(),
         filters=filters,
     )
-    chosen, failed = ranking_.rerank(query=query, candidates=first, min_score=ranking.min_score)
+    chosen, failed = ranking_.rerank(
+        query=query, candidates=first, min_score=ranking.min_score, agent_id=scope.agent_id
+    )
     entries = search_sql.mark_recalled(scope=scope, chosen=chosen[: plan.limit])
     return RankedSearch(entries, ranking_.fallback_of(first=fallback, unreranked=failed))
 

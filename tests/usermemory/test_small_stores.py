@@ -1,7 +1,7 @@
 """Recall on the stores most users have: a handful of facts, asked in other words (issue 45). Through REST,
 with the local model (real vectors) and the platform's own defaults.
 
-- The user's own name lifts nothing: a question that names the user ranks and scores the user's facts
+- The user's own name lifts nothing, and "she" or "he" reads as "the user": a question that names the user ranks and scores the user's facts
   exactly as the same question saying "the user" does, so values that name the user no longer outrank the
   fact that answers.
 - Opaque keys (numbers, ``memories/1``, uuids) rank by value as descriptive keys do.
@@ -61,6 +61,19 @@ def test_the_users_own_name_lifts_nothing(agent_a_api):
         plain = _search(agent_a_api, "ana", question.replace("ana", "the user"))
         assert [(e["key"], e["score"]) for e in named] == [(e["key"], e["score"]) for e in plain], question
         assert named[0]["key"] == key, (question, [e["key"] for e in named])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_she_and_he_are_the_user(agent_a_api):
+    """In a read of one user's facts, "she" and "he" read as "the user" does (issue 55)."""
+    _write(agent_a_api, "ana", ANA)
+    for question, plain in (
+        ("what does she do for work", "what does the user do for work"),
+        ("is he a vegetarian", "is the user a vegetarian"),
+        ("where is his home", "where is the user's home"),
+    ):
+        said = [(e["key"], e["score"]) for e in _search(agent_a_api, "ana", question)]
+        assert said == [(e["key"], e["score"]) for e in _search(agent_a_api, "ana", plain)], question
 
 
 @pytest.mark.django_db(transaction=True)
