@@ -164,7 +164,8 @@ class LlmSpend(models.Model):
         verbose_name_plural = "LLM spending"
         constraints = [
             models.CheckConstraint(
-                condition=Q(use__in=["extraction", "summary", "confirmation"]), name="llmspend_use_valid"
+                condition=Q(use__in=["extraction", "summary", "confirmation", "rerank"]),
+                name="llmspend_use_valid",
             ),
             models.CheckConstraint(condition=Q(cost__gte=0), name="llmspend_cost_not_negative"),
         ]

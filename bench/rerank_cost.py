@@ -50,6 +50,7 @@ def answer(count: int) -> dict[str, Any]:
 
 
 def run(count: int, questions: int) -> dict[str, Any]:
+    platform = Platform("", name="bench_rerank")  # Django is set up from here
     from django.test import Client, override_settings
 
     from memoryplatform.rerank import get_reranker
@@ -57,7 +58,6 @@ def run(count: int, questions: int) -> dict[str, Any]:
     from usermemory import services
     from usermemory.services import MemoryWrite, memory_upsert_batch
 
-    platform = Platform("", name="bench_rerank")
     services.policy_update(agent_id=AGENT, max_writes_per_turn=1000)
     writes = [MemoryWrite(user_id=USER, key=k, value=v, source_agent_id=AGENT) for k, v in facts(count)]
     memory_upsert_batch(caller=platform.caller, writes=writes, turn_id="rerank-cost")
