@@ -1,9 +1,9 @@
 """Recall on the stores most users have: a handful of facts, asked in other words (issue 45). Through REST,
 with the local model (real vectors) and the platform's own defaults.
 
-- The user's own name lifts nothing, and "she" or "he" reads as "the user": a question that names the user ranks and scores the user's facts
-  exactly as the same question saying "the user" does, so values that name the user no longer outrank the
-  fact that answers.
+- The user's own name lifts nothing, and "she" or "he" reads as "the user": a question that names the user
+  ranks and scores the user's facts exactly as the same question saying "the user" does, so values that name
+  the user no longer outrank the fact that answers.
 - Opaque keys (numbers, ``memories/1``, uuids) rank by value as descriptive keys do.
 - The same fact and question in stores of 1, 8 and 100 entries: the score moves by at most 0.1 and the
   default recall by relevance (the best five) keeps it.
