@@ -359,6 +359,12 @@ LLM_URL = env.str("LLM_URL", default="")
 LLM_API_KEY = env.str("LLM_API_KEY", default="")
 LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=60.0)
 LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=1024)  # of one answer
+# Provider calls (the LLM, the reranker, the openai embedder) one caller may have in flight per process on
+# the request threads (memoryplatform.providercalls): past it, an LLM call is a 429, a rerank or embedding
+# is skipped. Keep it below SERVE_THREADS, so that one agent's slow provider cannot hold every thread.
+PROVIDER_CALLS_PER_AGENT = env.int("PROVIDER_CALLS_PER_AGENT", default=2)
+if PROVIDER_CALLS_PER_AGENT < 1:
+    raise ImproperlyConfigured("PROVIDER_CALLS_PER_AGENT must be at least 1.")
 # Dollars per million tokens, input and output, by model, over the defaults (memoryplatform.llm):
 # {"my-model": [0.15, 0.6]}. A model priced nowhere costs 0.
 LLM_PRICES = env.json("LLM_PRICES", default={})

@@ -10,7 +10,8 @@ a JSON Schema (``jsonschema``). Its cost is computed from the usage the API retu
 (refused, timed out, an HTTP error, an answer that is not JSON, nested too deep, holding ``NaN`` or another
 number JSON does not have, or not matching the schema) is an :class:`LLMError`, which carries the cost of
 the call when the API answered with its usage: a malformed answer was still paid for. A call made for an
-agent is paid from its LLM budget (a :class:`Spending`: :mod:`activity.budget`), reserved before the call.
+agent is paid from its LLM budget (a :class:`Spending`: :mod:`activity.budget`): the most it may cost is
+reserved before the call, and settled to what it cost after.
 """
 
 import logging
@@ -24,6 +25,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from memoryplatform.httpjson import ProviderClient
+from memoryplatform.providercalls import ProviderBusy
 from memoryplatform.text import json_loads, json_problem
 
 logger = logging.getLogger(__name__)
@@ -100,7 +102,7 @@ class Price:
 
 class Spending(Protocol):
     """Who pays for a call (an agent's LLM budget: :class:`activity.budget.AgentBudget`): ``reserve`` is
-    told the call's estimated cost before it is made, and may refuse it by raising; ``settle`` is told what
+    told the most the call may cost before it is made, and may refuse it by raising; ``settle`` is told what
     it cost once it answered or failed (:meth:`LLM.complete_json`)."""
 
     def reserve(self, estimate: float) -> None: ...
@@ -179,7 +181,7 @@ class LLM:
             headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         else:
             headers = {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": api_key} if api_key else {})}
-        self._http = ProviderClient(timeout=timeout, headers=headers, error=LLMError)
+        self._http = ProviderClient(timeout=timeout, headers=headers, error=LLMError, busy=ProviderBusy)
 
     def estimate_cost(self, *, system: str, prompt: str) -> float:
         """What sending this prompt would cost, from its estimated tokens (before any answer)."""
@@ -198,15 +200,19 @@ class LLM:
     ) -> Completion:
         """Ask for a JSON answer matching ``schema``; :class:`LLMError` when there is none: with the call's
         cost from its usage, or, when the usage is not valid, its :meth:`worst_cost`. ``spending`` (unless
-        the model is free) reserves the prompt's estimated cost first, which may refuse the call (its own
-        error, raised before anything is sent), and settles it with the cost, whatever the outcome."""
+        the model is free) reserves the most the call may cost first (:meth:`worst_cost`: the prompt and
+        ``LLM_MAX_TOKENS`` of answer), which may refuse the call (its own error, raised before anything is
+        sent), and settles it with the cost, whatever the outcome: the difference is released."""
         if spending is None or self.price.free:
             return self._complete(system=system, prompt=prompt, schema=schema)
-        spending.reserve(self.estimate_cost(system=system, prompt=prompt))
+        spending.reserve(self.worst_cost(system=system, prompt=prompt))
         try:
             done = self._complete(system=system, prompt=prompt, schema=schema)
         except LLMError as exc:
             spending.settle(exc.cost)
+            raise
+        except ProviderBusy:  # refused before it was sent: nothing spent
+            spending.settle(0.0)
             raise
         spending.settle(done.cost)
         return done

@@ -28,7 +28,10 @@ MAX_QUERY_CHARS = 1000
 recall by relevance, a conversation's context, conversation search), the LLM tools' ``query`` and MCP's,
 each read from this constant (serializer ``max_length``, the tools' ``maxLength``). The Python client mirrors
 it as ``memoryplatform_client.MAX_QUERY_CHARS`` (a test holds the two equal). A query is embedded whole, so
-this bounds what one search costs; the embedder's own bound is EMBEDDINGS_MAX_CHARS."""
+this bounds what one search costs; the embedder's own bound is EMBEDDINGS_MAX_CHARS. It bounds the query as
+the embedder and the keyword search read it too, normalized (NFKC) and casefolded (:func:`folded_length`):
+U+FDFA is one character and 18 once normalized, so 1,000 of them were 450 tokens to embed, twice what 1,000
+characters of English are (218), and 1,000 of U+3300 were 1,006 (issue 53)."""
 MAX_ID = 2**63 - 1
 """The largest id a 64-bit primary key holds."""
 
@@ -45,16 +48,31 @@ def ascii_int(text: str, *, low: int = 0, high: int = MAX_ID) -> int | None:
     return value if low <= value <= high else None
 
 
+def folded_length(text: str) -> int:
+    """The characters of ``text`` as a search reads it: normalized (NFKC, as the embedder reads it) and
+    casefolded (as the keyword search does). ASCII is its own NFKC form and folds to as many characters."""
+    if text.isascii():
+        return len(text)
+    return len(unicodedata.normalize("NFKC", text).casefold())
+
+
 def query_problem(query: str, *, name: str = "q") -> str | None:
-    """Why ``query`` is refused as a search or recall query (too long), or ``None``."""
+    """Why ``query`` is refused as a search or recall query (too long, as given or as a search reads it:
+    :func:`folded_length`), or ``None``. The given length is checked first, so the normalizing is bounded."""
     if len(query) > MAX_QUERY_CHARS:
         return f"{name} is {len(query)} characters; a query may have at most {MAX_QUERY_CHARS}."
+    folded = folded_length(query)
+    if folded > MAX_QUERY_CHARS:
+        return (
+            f"{name} is {len(query)} characters but {folded} once normalized (NFKC) and casefolded; a query "
+            f"may have at most {MAX_QUERY_CHARS}, counted either way."
+        )
     return None
 
 
 def check_query(query: str, *, name: str = "q") -> None:
-    """Refuse a query over :data:`MAX_QUERY_CHARS` (:class:`BadRequest`): the selectors' own check, so a door
-    that forgot the limit still never embeds or parses a longer one."""
+    """Refuse a query over :data:`MAX_QUERY_CHARS`, as given or as a search reads it (:class:`BadRequest`):
+    the selectors' own check, so a door that forgot the limit still never embeds or parses a longer one."""
     problem = query_problem(query, name=name)
     if problem:
         raise BadRequest(problem, details={"limit": "MAX_QUERY_CHARS", "max": MAX_QUERY_CHARS})

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from apikeys.caller import Caller
 from apikeys.models import Agent
+from memoryplatform import replica
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
 from memoryplatform.locks import LockId, advisory_xact_lock
 from usermemory.conflicts import memory_settle_conflict
@@ -113,6 +114,7 @@ def memory_erase_user(*, caller: Caller, user_id: str) -> dict[str, Any]:
     if not caller.is_admin:
         raise Forbidden("GDPR erasure needs an admin key.")
     advisory_xact_lock(LockId.USER_MEMORY, user_id)
+    replica.erasure_committed()  # a lagging replica serves none of the user's data after this commits
     apps = {name: eraser(user_id) for name, eraser in _erasers.items()}
     entries = MemoryEntry.objects.filter(user_id=user_id)
     entries_deleted = entries.count()

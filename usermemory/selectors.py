@@ -477,6 +477,7 @@ def memory_search_all_users(
         raise Forbidden("Search across all users needs a viewer or admin key.")
     if not query:
         raise BadRequest("q is required: the text to search for.")
+    check_query(query)
     match = fulltext_match(query)
     if match is None:
         raise BadRequest("q has no word to search for (letters or digits).")

@@ -44,6 +44,32 @@ def test_every_rest_query_over_the_limit_is_a_400_and_nothing_is_embedded(agent_
             assert response.status_code == 200, (path, response.content[:300])
 
 
+EXPANDING = "\ufdfa"  # one character, 18 once normalized (NFKC)
+
+
+def test_every_rest_query_is_bounded_as_normalized_so_expanding_characters_cost_no_more(
+    agent_a_api, admin_api
+):
+    """Issue 53, finding 12: 1,000 characters of U+FDFA passed the limit and were 18,000 to normalize,
+    keyword-match and embed (450 tokens, twice English's 218). The limit counts the query as a search
+    reads it, NFKC and casefolded: 56 of them (1,008) are a 400 at every read, before the embedder; 55 (990)
+    pass."""
+    over, at_limit = EXPANDING * 56, EXPANDING * 55
+    with scripted_embedder() as script:
+        for client, path, params in _rest_reads(agent_a_api, admin_api):
+            body = assert_envelope(client.get(path, {**params, "q": over}), 400, "bad_request")
+            assert body["error"] == (
+                f"q is 56 characters but 1008 once normalized (NFKC) and casefolded; a query may have at "
+                f"most {MAX_QUERY_CHARS}, counted either way."
+            ), path
+            assert body["details"] == {"limit": "MAX_QUERY_CHARS", "max": MAX_QUERY_CHARS}
+        assert script.requests == []  # refused before anything reached the embedder
+        for client, path, params in _rest_reads(agent_a_api, admin_api):
+            response = client.get(path, {**params, "q": at_limit})
+            assert response.status_code == 200, (path, response.content[:300])
+        assert script.requests != []  # the ranked reads embedded the query within the limit
+
+
 def test_the_openapi_schema_states_the_limit_of_every_query(admin_api):
     schema = admin_api.get("/api/schema/", {"format": "json"}).json()
     paths = [

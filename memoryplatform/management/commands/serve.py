@@ -1,6 +1,6 @@
 import errno
+import logging
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -12,21 +12,27 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS
 
-from memoryplatform.metricsdir import server_metrics_dir
+from memoryplatform.metricsdir import hold_server_metrics_dir, server_metrics_dir
+
+logger = logging.getLogger(__name__)
 
 
 def prepare_metrics_dir() -> str:
     """Put prometheus_client in multiprocess mode for the server's workers and the Dream scheduler, so the
     web's /metrics shows every process's counters (the scheduler's Dream counters included). Uses
     PROMETHEUS_MULTIPROC_DIR when set; otherwise ``DATA_DIR/prometheus`` (:func:`server_metrics_dir`), emptied
-    at each start, which ``manage.py dream`` and ``embed`` then count into too (``manage.py``)."""
+    at a start unless another server on the same DATA_DIR uses it (:func:`hold_server_metrics_dir`), which
+    ``manage.py dream`` and ``embed`` then count into too (``manage.py``)."""
     configured = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
     if configured:
         Path(configured).mkdir(parents=True, exist_ok=True)
         return configured
     directory = server_metrics_dir()
-    shutil.rmtree(directory, ignore_errors=True)
-    directory.mkdir(parents=True)
+    if not hold_server_metrics_dir(directory):
+        logger.warning(
+            "Another server uses %s (same DATA_DIR): this one counts into it too, without emptying it.",
+            directory,
+        )
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
     return str(directory)
 
