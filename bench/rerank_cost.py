@@ -76,10 +76,9 @@ def run(count: int, questions: int) -> dict[str, Any]:
             ):
                 get_reranker.cache_clear()
                 with override_settings(**settings):
+                    params: dict[str, str | int] = {"q": question, "mode": "hybrid", "limit": 5}
                     started = time.perf_counter()
-                    response = client.get(
-                        f"{BASE}/{USER}/search", {"q": question, "mode": "hybrid", "limit": 5}
-                    )
+                    response = client.get(f"{BASE}/{USER}/search", params)
                     times.append(time.perf_counter() - started)
                 if response.status_code != 200 or "X-Search-Fallback" in response.headers:
                     raise SystemExit(f"{question}: {response.status_code} {dict(response.headers)}")
