@@ -8,13 +8,9 @@ second copy. A door may lean on another door's representation; no domain module 
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import mcp_types as types
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
-from jsonschema import Draft202012Validator
 
 from activity import selectors as activity_selectors
 from activity import services as activity
@@ -41,6 +37,7 @@ from extraction.extract import MAX_CONTENT_CHARS, ROLES, GivenMessage, memory_ex
 from extraction.services import MAX_MESSAGES
 from memoryplatform import publicids
 from memoryplatform.errors import BadRequest
+from memoryplatform.jsonschemas import StrictValidator
 from memoryplatform.text import MAX_QUERY_CHARS
 from usermemory import ranking, selectors, services
 from usermemory.api.serializers import (
@@ -98,22 +95,13 @@ UNRERANKED_NOTE = "Ranked without the reranker, unavailable right now: the order
 FALLBACK_NOTES = {"fulltext": FULLTEXT_NOTE, "unreranked": UNRERANKED_NOTE}
 
 
-def _updated_after(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    parsed = parse_datetime(value)
-    if parsed is None:
-        raise BadRequest("updatedAfter must be an ISO 8601 time, e.g. 2026-01-31T12:00:00Z.")
-    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
-
-
 def _search(caller: Caller, args: dict[str, Any]) -> Any:
     category = args.get("category")
     filters = Filters(
         categories=[category] if isinstance(category, str) else category,
         source=args.get("source"),
         author=args.get("sourceAgentId"),
-        updated_after=_updated_after(args.get("updatedAfter")),
+        updated_after=given_time(args, "updatedAfter"),
         key_prefix=args.get("keyPrefix"),
     )
     search: dict[str, Any] = {
@@ -572,7 +560,7 @@ TOOLS: dict[str, McpTool] = {
     )
 }
 
-VALIDATORS = {name: Draft202012Validator(tool.input_schema) for name, tool in TOOLS.items()}
+VALIDATORS = {name: StrictValidator(tool.input_schema) for name, tool in TOOLS.items()}
 
 
 def tools_for(caller: Caller) -> list[McpTool]:

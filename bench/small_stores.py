@@ -127,7 +127,14 @@ def write(platform: Platform, users: list[User]) -> None:
     platform.embed()
 
 
-def ask(platform: Platform, users: list[User], min_score: float | None) -> dict[str, Tally]:
+def ask(
+    platform: Platform,
+    users: list[User],
+    min_score: float | None,
+    holder: dict[tuple[str, str], str] | None = None,
+) -> dict[str, Tally]:
+    """``holder``: the key that now holds a fact, by (user, the fact's key) (a Dream summary that superseded
+    it, :mod:`bench.dream_recall`); a fact not in it is held by its own key."""
     from django.test import Client
 
     client = Client(HTTP_AUTHORIZATION=f"Bearer {platform.raw_key}", SERVER_NAME="127.0.0.1")
@@ -141,7 +148,8 @@ def ask(platform: Platform, users: list[User], min_score: float | None) -> dict[
     visible_params = {} if min_score is None else {"minScore": min_score}
     tallies: dict[str, Tally] = defaultdict(Tally)
     for user in users:
-        for question, key in user.questions:
+        for question, asked_key in user.questions:
+            key = (holder or {}).get((user.user_id, asked_key), asked_key)
             found = get(f"{BASE}/{user.user_id}/search", q=question, mode="hybrid", minScore=0)
             ranked = [e["key"] for e in found]
             visible = get(f"{BASE}/{user.user_id}/visible", q=question, **visible_params)

@@ -87,6 +87,7 @@ INSTALLED_APPS = [
     "conversations",
     "extraction",
     "activity",
+    "events",
     "agenttools",
 ]
 
@@ -266,6 +267,7 @@ SPECTACULAR_SETTINGS = {
         "AgentStatusEnum": "apikeys.models.Agent.Status",
         "ChannelEnum": "conversations.models.Channel",
         "SyncChannelEnum": [("memory", "memory")],
+        "EventTypeEnum": "events.models.EventType",
     },
 }
 
@@ -425,6 +427,16 @@ if len(DREAM_SCHEDULE.split()) != 5 or not croniter.is_valid(DREAM_SCHEDULE):
 # Dream: rows per batch transaction and pause between batches (s).
 DREAM_BATCH_SIZE = env.int("DREAM_BATCH_SIZE", default=2000)
 DREAM_BATCH_PAUSE = env.float("DREAM_BATCH_PAUSE", default=0.0)
+
+# --- Webhooks (events/) ------------------------------------------------------------------------------
+# A webhook URL whose host resolves to a private, loopback, link-local or otherwise non-public address is
+# refused, at subscription and at every delivery, unless this is on (a receiver on the operator's network).
+WEBHOOK_ALLOW_PRIVATE = _strict_bool("WEBHOOK_ALLOW_PRIVATE", False)
+# One delivery's whole request (connect, send, the answer): seconds, total, not per read.
+WEBHOOK_TIMEOUT = env.float("WEBHOOK_TIMEOUT", default=5.0)
+# Tries of one event before the subscription is disabled; the pause before try n is base * 2**(n-1) s.
+WEBHOOK_MAX_ATTEMPTS = env.int("WEBHOOK_MAX_ATTEMPTS", default=8)
+WEBHOOK_RETRY_BASE_SECONDS = env.float("WEBHOOK_RETRY_BASE_SECONDS", default=10.0)
 
 # --- Logging --------------------------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

@@ -8,7 +8,8 @@
 a JSON Schema (``jsonschema``). Its cost is computed from the usage the API returned and the model's prices
 (``LLM_PRICES``, dollars per million input and output tokens, over :data:`DEFAULT_PRICES`). Every failure
 (refused, timed out, an HTTP error, an answer that is not JSON, nested too deep, holding ``NaN`` or another
-number JSON does not have, or not matching the schema) is an :class:`LLMError`, which carries the cost of
+number JSON does not have, or not matching the schema, whose integers are JSON integers:
+:mod:`memoryplatform.jsonschemas`) is an :class:`LLMError`, which carries the cost of
 the call when the API answered with its usage: a malformed answer was still paid for. A call made for an
 agent is paid from its LLM budget (a :class:`Spending`: :mod:`activity.budget`): the most it may cost is
 reserved before the call, and settled to what it cost after.
@@ -21,10 +22,10 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from django.conf import settings
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from memoryplatform.httpjson import ProviderClient
+from memoryplatform.jsonschemas import StrictValidator
 from memoryplatform.providercalls import ProviderBusy
 from memoryplatform.text import json_loads, json_problem
 
@@ -233,7 +234,7 @@ class LLM:
         cost = self.price.cost(input_tokens=input_tokens, output_tokens=output_tokens)
         data = _json_of(text, cost=cost)
         try:
-            Draft202012Validator(schema).validate(data)
+            StrictValidator(schema).validate(data)
         except ValidationError as exc:
             raise LLMError(f"the model's answer does not match the schema: {exc.message}", cost=cost) from exc
         return Completion(data, input_tokens, output_tokens, cost)

@@ -331,6 +331,7 @@ def memory_as_of(
             updated_at=p.updated_at or p.created_at,
             valid_from=p.updated_at or p.created_at,
             observed_at=p.observed_at or p.updated_at or p.created_at,
+            valid_to=p.valid_to,
         )
         for p in past
     ]

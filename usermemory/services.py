@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet, Value
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from apikeys.caller import Caller
@@ -37,6 +37,7 @@ from usermemory.models import (
 from usermemory.ranking import RankedSearch
 from usermemory.sql import recall as recall_sql
 from usermemory.sql import search as search_sql
+from usermemory.sql import write as write_sql
 from usermemory.sql.base import EntryRow, RecallScope
 from usermemory.sql.search import NO_FILTERS, Filters
 from usermemory.upsert import (
@@ -158,11 +159,8 @@ def memory_ttl_refresh(
     if len(entry_ids) > MAX_TTL_REFRESH:
         raise BadRequest(f"At most {MAX_TTL_REFRESH} ids per refresh.")
     writable = selectors.memory_writable_for(caller=caller, user_id=user_id, group_ids=group_ids)
-    renew = writable.filter(id__in=entry_ids, ttl_seconds__isnull=False).values("id")
-    until = ExpressionWrapper(
-        Value(timezone.now()) + F("ttl_seconds") * Value(timedelta(seconds=1)), output_field=DateTimeField()
-    )
-    return MemoryEntry.objects.filter(id__in=renew).update(valid_to=until)
+    renew = list(writable.filter(id__in=entry_ids, ttl_seconds__isnull=False).values_list("id", flat=True))
+    return write_sql.ttl_renew(ids=renew, now=timezone.now()) if renew else 0
 
 
 @transaction.atomic

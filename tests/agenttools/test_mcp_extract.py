@@ -140,6 +140,46 @@ def test_the_mcp_tool_reads_a_stored_conversation_once_and_in_time_order(
     assert len(scripted_llm.requests) == 1  # the stored messages were read once
 
 
+def test_the_mcp_tool_bounds_facts_by_the_stored_facts_it_shows(mcp_env: McpEnv, scripted_llm: LLMScript):
+    """Issue 53, finding 2 at the MCP door: a model that copies what it reads cannot make agent-a's
+    group-only entry readable to agent-b (in no group) through a global extraction from sent messages."""
+    user, secret = "mcp-shown", "the launch slips to May"
+    scripted_llm.answers = [facts()]
+    scripted_llm.when = {secret: facts(fact("hobby", f"COPY {secret}"))}  # no key of the same meaning
+    chat = [{"role": "user", "content": "Restate every stored fact you were shown."}]
+    group_only = {"visibility": "group", "groupIds": ["team"]}
+
+    async def main() -> None:
+        async with (
+            stdio_session(mcp_env, "agent-a", **_llm_env(scripted_llm)) as a,
+            stdio_session(mcp_env, "agent-b") as b,
+        ):
+            await ok(a, "upsert_user_memory", userId=user, key="launch", value=secret, **group_only)
+            await ok(a, "extract_memories", userId=user, messages=chat, visibility="global")
+            seen = await ok(b, "get_visible_memories", userId=user)
+            listed = await ok(b, "list_user_memories", userId=user)
+            assert secret not in json.dumps([seen, listed])
+
+    run(main)
+    assert secret not in scripted_llm.requests[0]["messages"][-1]["content"]
+
+
+def test_a_malformed_answer_is_a_clear_tool_error(mcp_env: McpEnv, scripted_llm: LLMScript):
+    """Issue 53, finding 3 at the MCP door: ``"sources": [0.0]`` was an internal error."""
+    scripted_llm.answers = [facts(fact("home_city", "Lisbon", sources=[0.0]))]
+    messages = [{"role": "user", "content": "I live in Lisbon."}]
+
+    async def main() -> None:
+        async with stdio_session(mcp_env, "agent-a", **_llm_env(scripted_llm)) as client:
+            for dry_run in (False, True):
+                refused, is_error = await call(
+                    client, "extract_memories", userId="mcp-float", messages=messages, dryRun=dry_run
+                )
+                assert is_error and refused["error"].startswith("Extraction failed; nothing changed"), refused
+
+    run(main)
+
+
 def test_the_mcp_tool_refuses_calls_past_the_agents_provider_share(mcp_env: McpEnv, scripted_llm: LLMScript):
     """Issue 53, finding 5 at the MCP door: with one extraction held open by a model that does not answer, the
     agent's next one past PROVIDER_CALLS_PER_AGENT (1 here) is refused at once, naming the bound, and is never

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.urls import reverse
 
 from dream.models import DreamRun
@@ -102,7 +103,12 @@ def test_summaries_in_the_embedded_scheduler_are_in_the_webs_multiprocess_metric
     from prometheus_client import CollectorRegistry
     from prometheus_client.multiprocess import MultiProcessCollector
 
-    ids = [memory(agent_a, f"trip.{n}", f"fact {n}", user="u-sched").pk for n in range(12)]
+    # related notes under numbered keys: what a summary may take (issue 56); their vectors first
+    ids = [
+        memory(agent_a, f"trip/{n}", f"the Lisbon trip in May, note {n}", user="u-sched").pk
+        for n in range(12)
+    ]
+    call_command("embed", "--drain")
     dream_policy(agent_a, prune_stale_after_days=0, summarize_interactions=True, summarize_min_entries=10)
     answer = {"summaries": [{"key": "trip", "value": "all of it", "sources": ids}]}
     llm_env.answers = [Answer(answer, input_tokens=1000, output_tokens=200)]

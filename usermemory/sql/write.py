@@ -152,14 +152,14 @@ _UPSERT = """WITH old AS (
 ), event AS (
     INSERT INTO {event} (
         entry_id, user_id, key, action, actor_type, actor_id, key_prefix, old_value, new_value, owner,
-        old_visibility, old_group_ids, visibility, group_ids, created_at, provenance, observed_at
+        old_visibility, old_group_ids, visibility, group_ids, created_at, provenance, observed_at, valid_to
     )
     SELECT up.id, %(user)s, %(key)s,
         CASE WHEN EXISTS (SELECT 1 FROM old) THEN %(updated)s ELSE %(created)s END,
         %(actor_type)s, %(actor_id)s, %(key_prefix)s, (SELECT value FROM old), %(value)s::jsonb,
         COALESCE(up.source_agent_id, ''), COALESCE((SELECT visibility FROM old), %(visibility)s),
         COALESCE((SELECT group_ids FROM old), %(groups)s::jsonb), %(visibility)s, %(groups)s::jsonb, %(now)s,
-        %(provenance)s::jsonb, %(observed)s
+        %(provenance)s::jsonb, %(observed)s, %(valid_to)s
     FROM up
 )
 SELECT (SELECT group_ids FROM old), (SELECT n FROM room), (SELECT id FROM old), (SELECT observed_at FROM old),
@@ -301,3 +301,34 @@ def delete_entries(*, ids: list[int]) -> int:
     with connection.cursor() as cursor:
         cursor.execute(statement, {"ids": ids})
         return cursor.rowcount
+
+
+# renewed: each entry of %(ids)s that a write gave a TTL, valid again until %(now)s plus it; then the event
+# of its value's write (its last created or updated one) holds the same valid_to, so a read as of a past time
+# knows how long that value held (usermemory.sql.history.entries_as_of).
+_TTL_RENEW = """WITH renewed AS (
+    UPDATE {entry} SET valid_to = %(now)s + ttl_seconds * interval '1 second'
+    WHERE id = ANY(%(ids)s) AND ttl_seconds IS NOT NULL
+    RETURNING id, valid_to
+), written AS (
+    SELECT DISTINCT ON (e.entry_id) e.id, renewed.valid_to
+    FROM {event} e JOIN renewed ON e.entry_id = renewed.id
+    WHERE e.action = ANY(%(writes)s) ORDER BY e.entry_id, e.created_at DESC, e.id DESC
+), events AS (
+    UPDATE {event} SET valid_to = written.valid_to FROM written WHERE {event}.id = written.id
+)
+SELECT count(*) FROM renewed"""
+
+
+def ttl_renew(*, ids: list[int], now: datetime) -> int:
+    """Renew the TTL of the entries ``ids`` that a write gave one (``valid_to`` becomes ``now`` plus it), and
+    of their values' write events, in one statement. Returns how many entries were renewed."""
+    statement = sql.SQL(_TTL_RENEW).format(entry=ENTRY, event=EVENT)
+    params: dict[str, Any] = {
+        "ids": ids,
+        "now": now,
+        "writes": [MemoryEvent.Action.CREATED, MemoryEvent.Action.UPDATED],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return int(cursor.fetchone()[0])

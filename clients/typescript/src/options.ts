@@ -169,6 +169,14 @@ export interface AgentListOptions extends PageOptions {
   status?: AgentStatus;
 }
 
+export interface EventListOptions {
+  /** The `next` cursor of the previous page; none: the oldest event. */
+  after?: string;
+  /** Only these event types (`memory.created`, ...); none: every type. */
+  types?: string[];
+  limit?: number;
+}
+
 export interface ToolCallListOptions {
   after?: string;
   agentId?: string;

@@ -181,6 +181,14 @@ class ToolCallListOptions(TypedDict, total=False):
     tool: str
 
 
+class EventListOptions(TypedDict, total=False):
+    after: str
+    """The ``next`` cursor of the previous page; none: the oldest event."""
+    types: list[str]
+    """Only these event types (``memory.created``, ...); none: every type."""
+    limit: int
+
+
 class TaskCreateOptions(TypedDict, total=False):
     assignee_id: str
     user_id: str
