@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('usermemory', '0028_vector_sweep_to_kernel'),
+        ('usermemory', '0030_event_valid_to'),
     ]
 
     operations = [
