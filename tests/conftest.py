@@ -100,15 +100,6 @@ def _listen_on_the_test_database(settings):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(autouse=True)
-def _no_recall_threshold(settings):  # type: ignore[no-untyped-def]
-    """The role-matrix tests of ranked reads compare whole visible sets, so the reads that fill an agent's
-    context keep every result here; the default threshold (RECALL_MIN_SCORE) has tests of its own
-    (tests/usermemory/test_relevance.py)."""
-    settings.RECALL_MIN_SCORE = 0.0
-    settings.RECALL_MIN_SCORE_SMALL_STORE = 0.0
-
-
-@pytest.fixture(autouse=True)
 def _short_texts_embedded_in_their_request(settings):  # type: ignore[no-untyped-def]
     """The suite's writes of short texts get their vectors in their request (EMBEDDINGS_INLINE_MAX_CHARS), so
     a search right after a write finds it by meaning without a consumer running; the default (0: every

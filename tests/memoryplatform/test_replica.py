@@ -110,8 +110,6 @@ def start_server(standby, tmp_path) -> Iterator[Callable[..., Server]]:
             "REPLICA_MAX_LAG": str(max_lag),
             "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
             "EMBEDDINGS_INLINE_MAX_CHARS": "48",
-            "RECALL_MIN_SCORE": "0",
-            "RECALL_MIN_SCORE_SMALL_STORE": "0",
         }
         for name in ("REDIS_URL", "DATABASE_POOLER", "DATABASE_LISTEN_URL", "MEMORYPLATFORM_API_KEY"):
             env.pop(name, None)
