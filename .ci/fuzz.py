@@ -123,7 +123,7 @@ def _start_server(env: dict[str, str], port: int, log_path: Path) -> subprocess.
     args = ["serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "2", "--threads", "2"]
     with log_path.open("w") as log:
         server = subprocess.Popen(  # noqa: S603
-            [*MANAGE, *args, "--no-dream-scheduler"],
+            [*MANAGE, *args, "--no-background"],
             env=env,
             cwd=ROOT,
             stdout=log,

@@ -38,7 +38,7 @@ from extraction.services import MAX_MESSAGES
 from memoryplatform import publicids
 from memoryplatform.errors import BadRequest
 from memoryplatform.jsonschemas import StrictValidator
-from memoryplatform.text import MAX_QUERY_CHARS
+from memoryplatform.text import MAX_QUERY_CHARS, check_query
 from usermemory import ranking, selectors, services
 from usermemory.api.serializers import (
     MemoryEntryOutputSerializer,
@@ -96,6 +96,7 @@ FALLBACK_NOTES = {"fulltext": FULLTEXT_NOTE, "unreranked": UNRERANKED_NOTE}
 
 
 def _search(caller: Caller, args: dict[str, Any]) -> Any:
+    check_query(args["query"], name="query")  # the selectors check it too; here it is named as MCP names it
     category = args.get("category")
     filters = Filters(
         categories=[category] if isinstance(category, str) else category,

@@ -1,6 +1,6 @@
 """Background extraction (issue 28): facts from the stored conversations of the agents whose policy says
-``extractFromConversations``, run every ``EXTRACTION_INTERVAL`` seconds by the
-scheduler process (``manage.py dream_scheduler``), where Dream runs.
+``extractFromConversations``, run every ``EXTRACTION_INTERVAL`` seconds by a Celery worker
+(``extraction.run_background``, extraction/tasks.py; beat's ``extraction-background`` schedule).
 
 For each such agent, each conversation it takes part in (one it may read and has written in), the messages
 it may read past its watermark (:class:`extraction.models.ExtractionWatermark`) are read in batches of

@@ -73,7 +73,13 @@ def check_embeddings(app_configs: Any, **kwargs: Any) -> list[Error]:
     try:
         build_embedder()
     except EmbedderError as exc:
-        return [Error(str(exc), hint="See the EMBEDDINGS_* lines of .env.example.", id="memoryplatform.E010")]
+        return [
+            Error(
+                str(exc),
+                hint="See the EMBEDDINGS_* and MAX_QUERY_TOKENS lines of .env.example.",
+                id="memoryplatform.E010",
+            )
+        ]
     return []
 
 

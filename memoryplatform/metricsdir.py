@@ -3,7 +3,7 @@
 ``manage.py serve`` puts prometheus_client in multiprocess mode over :func:`server_metrics_dir` (unless
 ``PROMETHEUS_MULTIPROC_DIR`` names another directory). A command that does the server's work by hand
 (``manage.py dream``, ``manage.py embed``) counts into the same directory when it exists, so a Dream cycle
-run from the shell reaches /metrics as one the scheduler runs does. prometheus_client reads the variable when
+run from the shell reaches /metrics as one a worker runs does. prometheus_client reads the variable when
 it is first imported, so :func:`join_server_metrics` runs in ``manage.py`` before Django loads the apps.
 
 A server empties the directory when it starts, as the files of processes gone would count again, but only
@@ -58,8 +58,8 @@ def join_server_metrics(argv: list[str]) -> None:
 
 
 def serve_metrics_port(port: int) -> None:
-    """Serve this process's metrics (every process's, in multiprocess mode) on ``port``: the scheduler's
-    and the vector consumer's, where they run apart from the web server (WORKER_METRICS_PORT)."""
+    """Serve this process's metrics (every process's, in multiprocess mode) on ``port``: a Celery
+    worker's or beat's, where they run apart from the web server (WORKER_METRICS_PORT, BEAT_METRICS_PORT)."""
     from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
 
     registry = REGISTRY

@@ -264,3 +264,40 @@ def erasure_fence() -> int | None:
         cursor.execute(_ERASURE_FENCE, {})
         row = cursor.fetchone()
     return None if row is None else int(row[0])
+
+
+# --- The PostgreSQL broker's tables (kombu's SQLAlchemy transport: kombu_queue, kombu_message) ------------
+
+
+def broker_queue_depths() -> dict[str, int]:
+    """Messages waiting (not yet delivered) per queue, when this database is Celery's broker; empty before the
+    transport made its tables."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT to_regclass('kombu_message') IS NOT NULL AND to_regclass('kombu_queue') IS NOT NULL"
+        )
+        row = cursor.fetchone()
+        if not row or not row[0]:
+            return {}
+        cursor.execute(
+            "SELECT q.name, count(m.id) FROM kombu_queue q "
+            "LEFT JOIN kombu_message m ON m.queue_id = q.id AND m.visible "
+            "GROUP BY q.name"
+        )
+        return {name: int(count) for name, count in cursor.fetchall()}
+
+
+def broker_prune_delivered(*, older_than_seconds: int) -> int:
+    """Delete the messages the transport delivered (``visible`` false: it keeps them) sent (its ``timestamp``
+    column) more than ``older_than_seconds`` ago; returns how many."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass('kombu_message') IS NOT NULL")
+        row = cursor.fetchone()
+        if not row or not row[0]:
+            return 0
+        cursor.execute(
+            "DELETE FROM kombu_message WHERE NOT visible "
+            'AND "timestamp" < now() - make_interval(secs => %(older)s)',
+            {"older": older_than_seconds},
+        )
+        return cursor.rowcount

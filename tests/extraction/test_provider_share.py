@@ -93,7 +93,7 @@ def server(transactional_db, held_llm, tmp_path) -> Iterator[str]:
     argv = ["manage.py", "serve", "--port", str(port), "--workers", "1", "--threads", str(CALLS)]
     with log_path.open("w") as log:
         process = subprocess.Popen(  # noqa: S603
-            [sys.executable, *argv, "--no-dream-scheduler"],
+            [sys.executable, *argv, "--no-background"],
             cwd=BASE_DIR,
             env=env,
             stdout=log,

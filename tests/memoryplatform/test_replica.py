@@ -117,7 +117,7 @@ def start_server(standby, tmp_path) -> Iterator[Callable[..., Server]]:
             env.pop(name, None)
         (tmp_path / "metrics").mkdir(exist_ok=True)
         log_path = tmp_path / "serve.log"
-        argv = ["manage.py", "serve", "--port", str(port), "--workers", "1", "--no-dream-scheduler"]
+        argv = ["manage.py", "serve", "--port", str(port), "--workers", "1", "--no-background"]
         with log_path.open("w") as log:
             process = subprocess.Popen(  # noqa: S603
                 [sys.executable, *argv],

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 from django.conf import settings
 
@@ -28,6 +29,7 @@ from tests.helpers import stop_process_group, url_of_the_test_database, wait_rea
 
 BASE_DIR = Path(settings.BASE_DIR)
 PYTHON = sys.executable
+HANG_GUARD = 180  # seconds: ends only a hang, never a slow start
 STREAMS = 16
 SLOW_POSTS = 16
 
@@ -75,7 +77,7 @@ def test_serve_refuses_a_port_in_use(db, tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         result = subprocess.run(  # noqa: S603
-            [PYTHON, "manage.py", "serve", "--port", str(port), "--no-dream-scheduler"],
+            [PYTHON, "manage.py", "serve", "--port", str(port), "--no-background"],
             cwd=BASE_DIR,
             env=env,
             capture_output=True,
@@ -114,7 +116,7 @@ def live(transactional_db, tmp_path) -> Iterator[Live]:
         stop_process_group(server)
 
 
-NO_SCHEDULER = "--no-dream-scheduler"
+NO_SCHEDULER = "--no-background"
 
 
 def _serve(env: dict[str, str], port: int, log_path: Path, *, workers: int) -> subprocess.Popen[bytes]:
@@ -128,7 +130,7 @@ def _serve(env: dict[str, str], port: int, log_path: Path, *, workers: int) -> s
                 str(port),
                 "--workers",
                 str(workers),
-                "--no-dream-scheduler",
+                "--no-background",
             ],
             cwd=BASE_DIR,
             env=env,
@@ -305,6 +307,52 @@ def test_a_stop_ends_every_worker_cleanly(live: Live):
     assert live.process.wait(timeout=60) == 0, live.log_path.read_text()[-3000:]
     log = live.log_path.read_text()
     assert log.count("Application shutdown complete.") == 2, log[-3000:]
+
+
+def _descendants(pid: int) -> list[int]:
+    return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_serve_runs_a_worker_and_beat_and_ctrl_c_leaves_nothing(transactional_db, tmp_path):
+    """``make run`` (``serve``): once the web answers, a Celery worker and beat start beside it; SIGINT to
+    ``serve`` alone (as a terminal's Ctrl-C reaches it) stops every process it started, pools included."""
+    env = _server_env(tmp_path) | {"DATABASE_URL": url_of_the_test_database(), "REDIS_URL": ""}
+    port = _free_port()
+    log_path = tmp_path / "serve.log"
+    with log_path.open("w") as log:
+        server = subprocess.Popen(  # noqa: S603
+            [PYTHON, "manage.py", "serve", "--port", str(port), "--workers", "1"],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # the test's own Ctrl-C reaches none of them
+        )
+    try:
+        wait_ready(server, f"http://127.0.0.1:{port}", log_path)
+        deadline = time.monotonic() + HANG_GUARD
+        while not ("celery@" in log_path.read_text() and "beat: Starting" in log_path.read_text()):
+            assert server.poll() is None, log_path.read_text()[-3000:]
+            assert time.monotonic() < deadline, log_path.read_text()[-3000:]
+            time.sleep(0.2)
+        started = _descendants(server.pid)
+        commands = [" ".join(psutil.Process(pid).cmdline()) for pid in started]
+        assert any("celery -A config worker" in c for c in commands), commands
+        assert any("celery -A config beat" in c for c in commands), commands
+        assert any("uvicorn" in c for c in commands), commands
+
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=60) == 0, log_path.read_text()[-3000:]
+        assert [pid for pid in started if _alive(pid)] == []
+    finally:
+        stop_process_group(server)
 
 
 HEALTHZ_COUNT = re.compile(
