@@ -181,6 +181,7 @@ def _extract(caller: Caller, args: dict[str, Any]) -> Any:
         message_ids=args.get("messageIds"),
         dry_run=args.get("dryRun", False),
         turn_id=args.get("turnId"),
+        key_prefix=args.get("keyPrefix"),
     )
     return outcome_as_json(outcome)
 
@@ -474,6 +475,12 @@ TOOLS: dict[str, McpTool] = {
                     },
                     "dryRun": {"type": "boolean", "default": False},
                     "turnId": {"type": ["string", "null"], "maxLength": 128},
+                    "keyPrefix": {
+                        "type": ["string", "null"],
+                        "maxLength": MAX_KEY_CHARS - 1,
+                        "description": "The facts' place, a key's start ending with '/': each fact's key "
+                        "goes under it, compared only with the entries under it in the new facts' scope.",
+                    },
                 },
                 ["userId"],
             ),

@@ -103,6 +103,8 @@ export interface RecallOptions extends RankedFilters {
 /**
  * `conversationId` alone (no messages): the server reads the conversation's stored messages this agent has not
  * extracted yet; `afterMessageId` or `messageIds` say which. `dryRun`: the operations, nothing written.
+ * `keyPrefix` (`"memories/"`): the facts' place: each fact's key goes under it, and the facts are compared only
+ * with the entries under it in the scope new facts go to.
  */
 export interface ExtractOptions {
   agentId?: string;
@@ -114,6 +116,7 @@ export interface ExtractOptions {
   messageIds?: string[];
   dryRun?: boolean;
   turnId?: string;
+  keyPrefix?: string;
 }
 
 export interface CategoryOptions extends ReadOptions, PageOptions {}

@@ -40,7 +40,9 @@ class UpsertOptions(TypedDict, total=False):
 
 class ExtractOptions(TypedDict, total=False):
     """``conversation_id`` alone (no messages): the server reads the conversation's stored messages this
-    agent has not extracted yet; ``after_message_id`` or ``message_ids`` say which."""
+    agent has not extracted yet; ``after_message_id`` or ``message_ids`` say which. ``key_prefix``
+    (``"memories/"``): the facts' place: each fact's key goes under it, and the facts are compared only
+    with the entries under it in the scope new facts go to."""
 
     agent_id: str
     visibility: Visibility
@@ -51,6 +53,7 @@ class ExtractOptions(TypedDict, total=False):
     message_ids: list[str]
     dry_run: bool
     turn_id: str
+    key_prefix: str
 
 
 class Narrowing(TypedDict, total=False):
