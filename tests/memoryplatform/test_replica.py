@@ -33,6 +33,10 @@ from apikeys.services import agent_create, apikey_create
 from tests import standby as standbys
 from tests.helpers import free_port, manage, stop_process_group, url_of_the_test_database, wait_ready
 
+# Under pytest-xdist (make test) these tests share one worker: each standby is a base backup of the whole
+# server, every worker's test database in it, and one at a time is enough for the machine.
+pytestmark = pytest.mark.xdist_group("standby")
+
 BASE_DIR = Path(settings.BASE_DIR)
 USER = "u-replica"
 STAFF_PASSWORD = "replica-49-staff"  # noqa: S105  (a test user's)
