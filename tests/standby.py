@@ -30,7 +30,7 @@ from urllib.parse import quote
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from memoryplatform.embedded_db.server import SUPERUSER, SYSTEM_USER, bin_dir
+from memoryplatform.embedded_db.server import SUPERUSER, SYSTEM_USER, bin_dir, pid_alive
 from tests.helpers import HANG_GUARD_SECONDS, stop_process
 
 PORT = 5432
@@ -206,15 +206,5 @@ def _drop_abandoned_slots(primary: str) -> None:
         ).fetchall()
         for (slot,) in rows:
             pid = slot.removeprefix(SLOT_PREFIX).split("_")[0]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not pid_alive(int(pid)):
                 conn.execute("SELECT pg_drop_replication_slot(%(slot)s)", {"slot": slot})
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
