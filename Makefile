@@ -2,7 +2,8 @@
 #   make run    install, migrate the embedded PostgreSQL (started on demand from a wheel, data in DATA_DIR,
 #               default var/; it stops by itself after the last process using it exits), ensure an admin,
 #               serve on 127.0.0.1:8000
-#               (uvicorn, WORKERS processes of THREADS threads; a port in use stops it before it says it serves)
+#               (uvicorn, WORKERS processes of THREADS threads, and a Celery worker and beat beside it; a port in
+#               use stops it before it says it serves)
 #   make test   install (with dev tools) and run the whole suite on the embedded PostgreSQL (or on the PostgreSQL
 #               that DATABASE_URL names), in PARALLEL pytest-xdist workers, a test database each (default:
 #               the machine's cores; PARALLEL=0 runs it serially, in one process)

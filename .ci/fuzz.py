@@ -1,4 +1,5 @@
-"""Fuzz the REST API with schemathesis, once per role (admin, agent, viewer); fail on any 5xx.
+"""Fuzz the REST API and the MCP tools with schemathesis, once per role (admin, agent, viewer); fail on any
+5xx or internal error.
 
     .venv/bin/python .ci/fuzz.py [--database-url postgres://user@host:5432/fuzz] [--max-examples N]
 
@@ -8,7 +9,8 @@ database, DROPPED and created anew, so name a throwaway one; create an agent in 
 start the real server (``manage.py serve``) on a free port; open the fuzz agent's guardrails and seed a few
 memories and a conversation through the API, so that ids exist; then run ``schemathesis run`` against
 ``/api/schema/`` once per role with that role's key. The checks are ``not_a_server_error`` and
-``error_envelope`` (.ci/fuzz_hooks.py). Exits non-zero on any failure.
+``error_envelope`` (.ci/fuzz_hooks.py). Then every MCP tool's arguments, drawn from its input schema by the
+same strategies (.ci/fuzz_mcp.py), with no internal error allowed. Exits non-zero on any failure.
 """
 
 import argparse
@@ -28,6 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.helpers import stop_process_group, wait_ready  # noqa: E402 (the project's root on the path first)
+
+sys.path.insert(0, str(ROOT / ".ci"))
+from fuzz_mcp import fuzz_role  # noqa: E402 (beside this script)
 
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
 MANAGE = [PYTHON, str(ROOT / "manage.py")]
@@ -118,7 +123,7 @@ def _start_server(env: dict[str, str], port: int, log_path: Path) -> subprocess.
     args = ["serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "2", "--threads", "2"]
     with log_path.open("w") as log:
         server = subprocess.Popen(  # noqa: S603
-            [*MANAGE, *args, "--no-dream-scheduler"],
+            [*MANAGE, *args, "--no-background"],
             env=env,
             cwd=ROOT,
             stdout=log,
@@ -127,6 +132,63 @@ def _start_server(env: dict[str, str], port: int, log_path: Path) -> subprocess.
         )
     wait_ready(server, f"http://127.0.0.1:{port}", log_path)
     return server
+
+
+def _fuzz_rest(
+    base: str, keys: dict[str, str], env: dict[str, str], options: argparse.Namespace, work: Path
+) -> list[str]:
+    """``schemathesis run`` over /api/schema/ once per role; the roles that failed."""
+    failed = []
+    schemathesis = shutil.which("schemathesis", path=str(Path(PYTHON).parent))
+    if schemathesis is None:
+        sys.exit("schemathesis is not installed (make install-dev)")
+    hooks_env = {**env, "SCHEMATHESIS_HOOKS": "fuzz_hooks", "PYTHONPATH": str(ROOT / ".ci")}
+    for role in options.roles.split(","):
+        report = Path(options.report_dir or work) / f"schemathesis-{role}.xml"
+        argv = [
+            schemathesis,
+            "run",
+            f"{base}/api/schema/",
+            "--header",
+            f"Authorization: Bearer {keys[role]}",
+            "--checks",
+            "not_a_server_error,error_envelope",
+            "--max-examples",
+            str(options.max_examples),
+            "--workers",
+            "1",  # hypothesis's lambda-source cache is not thread-safe: two workers can crash a run
+            "--request-timeout",
+            "30",
+            "--suppress-health-check",
+            "all",
+            "--report",
+            "junit",
+            "--report-junit-path",
+            str(report),
+            "--no-color",
+        ]
+        if options.seed is not None:
+            argv += ["--seed", str(options.seed)]
+        print(f"== fuzz: role {role}", flush=True)
+        done = subprocess.run(argv, env=hooks_env, cwd=ROOT, check=False)  # noqa: S603
+        if done.returncode != 0:
+            failed.append(role)
+    return failed
+
+
+def _fuzz_mcp(base: str, keys: dict[str, str], options: argparse.Namespace) -> list[str]:
+    """Every MCP tool's arguments, drawn by schemathesis's strategies (.ci/fuzz_mcp.py), once per role; the
+    roles that failed."""
+    failed = []
+    for role in options.roles.split(","):
+        print(f"== fuzz: MCP tools as {role}", flush=True)
+        calls, failures = fuzz_role(url=f"{base}/mcp/", key=keys[role], max_examples=options.mcp_max_examples)
+        for failure in failures:
+            print(f"   FAILED {failure}", flush=True)
+        print(f"   {calls} calls, {len(failures)} failures", flush=True)
+        if failures:
+            failed.append(role)
+    return failed
 
 
 def main() -> int:
@@ -141,6 +203,10 @@ def main() -> int:
     parser.add_argument("--roles", default="admin,agent,viewer")
     parser.add_argument("--report-dir", default=None, help="keep schemathesis's JUnit reports here")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--doors", default="rest,mcp", help="rest (the OpenAPI), mcp (its tools), or both")
+    parser.add_argument(
+        "--mcp-max-examples", type=int, default=25, help="argument sets per MCP tool and mode (valid, not)"
+    )
     options = parser.parse_args()
 
     env = {**os.environ}
@@ -162,40 +228,10 @@ def main() -> int:
     failed = []
     try:
         _seed(base, keys)
-        schemathesis = shutil.which("schemathesis", path=str(Path(PYTHON).parent))
-        if schemathesis is None:
-            sys.exit("schemathesis is not installed (make install-dev)")
-        hooks_env = {**env, "SCHEMATHESIS_HOOKS": "fuzz_hooks", "PYTHONPATH": str(ROOT / ".ci")}
-        for role in options.roles.split(","):
-            report = Path(options.report_dir or work) / f"schemathesis-{role}.xml"
-            argv = [
-                schemathesis,
-                "run",
-                f"{base}/api/schema/",
-                "--header",
-                f"Authorization: Bearer {keys[role]}",
-                "--checks",
-                "not_a_server_error,error_envelope",
-                "--max-examples",
-                str(options.max_examples),
-                "--workers",
-                "1",  # hypothesis's lambda-source cache is not thread-safe: two workers can crash a run
-                "--request-timeout",
-                "30",
-                "--suppress-health-check",
-                "all",
-                "--report",
-                "junit",
-                "--report-junit-path",
-                str(report),
-                "--no-color",
-            ]
-            if options.seed is not None:
-                argv += ["--seed", str(options.seed)]
-            print(f"== fuzz: role {role}", flush=True)
-            done = subprocess.run(argv, env=hooks_env, cwd=ROOT, check=False)  # noqa: S603
-            if done.returncode != 0:
-                failed.append(role)
+        if "rest" in options.doors.split(","):
+            failed += [f"REST as {role}" for role in _fuzz_rest(base, keys, env, options, work)]
+        if "mcp" in options.doors.split(","):
+            failed += [f"MCP as {role}" for role in _fuzz_mcp(base, keys, options)]
     finally:
         stop_process_group(server, timeout=15)
     errors = [line for line in (work / "server.log").read_text().splitlines() if "Traceback" in line]

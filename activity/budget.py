@@ -5,16 +5,18 @@ agent's ``memoryPolicy.llmBudget``, else ``LLM_BUDGET_PER_AGENT``.
 
 One ledger, :class:`activity.models.LlmSpend`, one row per call. Before a call, :meth:`AgentBudget.reserve`
 takes the agent's advisory lock (``LockId.LLM_BUDGET``, for the transaction), sums the agent's rows in the
-window, and either inserts the call's row at its estimated cost (its prompt's tokens:
-:meth:`memoryplatform.llm.LLM.estimate_cost`) or refuses the call with :class:`LlmBudgetExhausted` (429
-``rate_limited``), naming the budget, what was spent, the window and when enough of the spending leaves it.
-The lock makes the check and the reservation one step: two calls of one agent at once cannot both take the
-last of its budget. Once the call answered or failed, :meth:`AgentBudget.settle` writes its cost from the
-provider's usage on its row.
+window, and either inserts the call's row at the most it may cost (its prompt's estimated tokens in and
+``LLM_MAX_TOKENS`` out: :meth:`memoryplatform.llm.LLM.worst_cost`) or refuses the call with
+:class:`LlmBudgetExhausted` (429 ``rate_limited``), naming the budget, what was spent, the window and when
+enough of the spending leaves it. The lock makes the check and the reservation one step: calls of one agent
+at once cannot together take more than its budget. Once the call answered or failed,
+:meth:`AgentBudget.settle` writes its cost from the provider's usage on its row, releasing the rest of the
+reservation (all of it when the call cost nothing).
 
-A call's answer costs more than its prompt's estimate (the tokens it writes), so the spending may pass the
-budget by that much, once: the next call is refused. A model priced at 0 records nothing. Dream's
-housekeeping deletes the rows past the window (:func:`llm_spend_prune`).
+A provider never writes more than ``max_tokens``, so the spending stays within the budget however many calls
+run at once, as long as the provider counts the prompt within its estimate (4 characters a token). A model
+priced at 0 records nothing. Dream's housekeeping deletes the rows past the window
+(:func:`llm_spend_prune`).
 """
 
 import math
@@ -59,9 +61,9 @@ def _window_text(window: timedelta) -> str:
 
 
 class LlmBudgetExhausted(RateLimited):
-    """A call refused before it was made: the agent's spending in the window, plus the call's estimate, is
-    past its budget. ``frees_at``: when enough of the spending has left the window for the call to fit
-    (``None``: the call alone is more than the budget)."""
+    """A call refused before it was made: the agent's spending in the window, plus the most the call may
+    cost (``estimate``), is past its budget. ``frees_at``: when enough of the spending has left the window
+    for the call to fit (``None``: the call alone is more than the budget)."""
 
     def __init__(
         self,
@@ -81,8 +83,8 @@ class LlmBudgetExhausted(RateLimited):
             when = f"it fits again at {frees_at.isoformat(timespec='seconds')} (in {self.retry_after} s)"
         super().__init__(
             f"LLM budget reached: agent '{agent_id}' spent ${spent:.6f} of its ${budget.dollars:.2f} in the "
-            f"last {window} ({budget.source} over LLM_BUDGET_WINDOW); this call would add about "
-            f"${estimate:.6f}, and {when}.",
+            f"last {window} ({budget.source} over LLM_BUDGET_WINDOW); this call may cost up to "
+            f"${estimate:.6f} (its prompt and LLM_MAX_TOKENS of answer), and {when}.",
             details={
                 "limit": "llmBudget",
                 "source": budget.source,
@@ -111,8 +113,9 @@ def _frees_at(*, agent_id: str, since: datetime, window: timedelta, need: Decima
 
 
 def llm_spend_reserve(*, agent_id: str, use: str, estimate: float) -> int:
-    """Reserve ``estimate`` dollars of the agent's budget for one call (its ledger row's id), or raise
-    :class:`LlmBudgetExhausted`. One transaction under the agent's advisory lock: the sum and the insert."""
+    """Reserve ``estimate`` dollars (the most the call may cost) of the agent's budget for one call (its
+    ledger row's id), or raise :class:`LlmBudgetExhausted`. One transaction under the agent's advisory lock:
+    the sum and the insert."""
     budget = budget_of(agent_id)
     cost = stored_cost(estimate)
     with transaction.atomic():
@@ -133,7 +136,8 @@ def llm_spend_reserve(*, agent_id: str, use: str, estimate: float) -> int:
 
 
 def llm_spend_settle(*, spend_id: int, cost: float) -> None:
-    """Write the call's cost (the provider's usage) on its row, in place of the estimate."""
+    """Write the call's cost (the provider's usage) on its row, in place of its reservation: the difference
+    is released."""
     LlmSpend.objects.filter(pk=spend_id).update(cost=stored_cost(cost), settled=True)
 
 
@@ -159,3 +163,8 @@ class AgentBudget:
     def settle(self, cost: float) -> None:
         if self.spend_id is not None:
             llm_spend_settle(spend_id=self.spend_id, cost=cost)
+
+
+def rerank_spending(agent_id: str) -> AgentBudget:
+    """The spending of one LLM rerank call for ``agent_id`` (:func:`memoryplatform.llm.register_spending`)."""
+    return AgentBudget(agent_id=agent_id, use=LlmSpend.Use.RERANK)

@@ -10,6 +10,7 @@ from django.utils.dateparse import parse_datetime
 from memoryplatform import publicids
 from memoryplatform.errors import BadRequest
 from usermemory.models import MAX_KEY_CHARS
+from usermemory.writerules import checked_time
 
 MAX_LIST = 1000
 DEFAULT_LIST = 100
@@ -91,11 +92,15 @@ def given_entry_id(args: dict[str, Any]) -> int:
 
 
 def given_time(args: dict[str, Any], name: str) -> datetime | None:
-    """An ISO 8601 time argument (a time without a zone is UTC); ``None`` when it is absent."""
+    """An ISO 8601 time argument (a time without a zone is UTC), checked as every door checks a time
+    (:func:`usermemory.writerules.checked_time`); ``None`` when it is absent."""
     value = args.get(name)
     if value is None:
         return None
-    parsed = parse_datetime(value)
+    try:
+        parsed = parse_datetime(value)
+    except ValueError:  # the shape of a time, not one (a month 13, an offset of 24 hours)
+        parsed = None
     if parsed is None:
         raise BadRequest(f"{name} must be an ISO 8601 time, e.g. 2026-01-31T12:00:00Z.")
-    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
+    return checked_time(name, parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC))

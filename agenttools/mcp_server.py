@@ -70,7 +70,7 @@ from agenttools.mcp_tools import TOOLS, VALIDATORS, McpTool, Noted, tools_for
 from apikeys.authentication import presented_key
 from apikeys.caller import Caller
 from apikeys.services import KeyRefused, apikey_authenticate
-from memoryplatform import asgi_http
+from memoryplatform import asgi_http, providercalls
 from memoryplatform.errors import ServiceError
 from memoryplatform.logsafe import safe_traceback
 from memoryplatform.text import json_problem, json_refusal
@@ -125,7 +125,8 @@ def tool_call(*, caller: Caller, name: str, arguments: dict[str, Any] | None) ->
         return _error(f"The tool '{name}' is not available to {caller.role} keys.")
     arguments = dict(arguments or {})
     started = time.monotonic()
-    payload, is_error = _run(caller=caller, tool=tool, arguments=arguments)
+    with providercalls.calling_as(caller.provider_share):  # its provider calls count against its share
+        payload, is_error = _run(caller=caller, tool=tool, arguments=arguments)
     # Every call that ran is logged with an agent key (the activity app), refusals as failures; arguments the
     # database cannot store (a NUL) are logged escaped.
     activity.tool_call_log(

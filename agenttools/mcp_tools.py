@@ -8,13 +8,9 @@ second copy. A door may lean on another door's representation; no domain module 
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import mcp_types as types
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
-from jsonschema import Draft202012Validator
 
 from activity import selectors as activity_selectors
 from activity import services as activity
@@ -41,7 +37,8 @@ from extraction.extract import MAX_CONTENT_CHARS, ROLES, GivenMessage, memory_ex
 from extraction.services import MAX_MESSAGES
 from memoryplatform import publicids
 from memoryplatform.errors import BadRequest
-from memoryplatform.text import MAX_QUERY_CHARS
+from memoryplatform.jsonschemas import StrictValidator
+from memoryplatform.text import MAX_QUERY_CHARS, check_query
 from usermemory import ranking, selectors, services
 from usermemory.api.serializers import (
     MemoryEntryOutputSerializer,
@@ -98,22 +95,14 @@ UNRERANKED_NOTE = "Ranked without the reranker, unavailable right now: the order
 FALLBACK_NOTES = {"fulltext": FULLTEXT_NOTE, "unreranked": UNRERANKED_NOTE}
 
 
-def _updated_after(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    parsed = parse_datetime(value)
-    if parsed is None:
-        raise BadRequest("updatedAfter must be an ISO 8601 time, e.g. 2026-01-31T12:00:00Z.")
-    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
-
-
 def _search(caller: Caller, args: dict[str, Any]) -> Any:
+    check_query(args["query"], name="query")  # the selectors check it too; here it is named as MCP names it
     category = args.get("category")
     filters = Filters(
         categories=[category] if isinstance(category, str) else category,
         source=args.get("source"),
         author=args.get("sourceAgentId"),
-        updated_after=_updated_after(args.get("updatedAfter")),
+        updated_after=given_time(args, "updatedAfter"),
         key_prefix=args.get("keyPrefix"),
     )
     search: dict[str, Any] = {
@@ -121,17 +110,18 @@ def _search(caller: Caller, args: dict[str, Any]) -> Any:
         "user_id": args["userId"],
         "query": args["query"],
         "group_ids": given_group_ids(args),
-        "limit": args.get("limit", DEFAULT_LIST),
         "offset": args.get("offset", 0),
         "filters": filters,
     }
     mode = args.get("mode", SEARCH_DEFAULT_MODE)
+    # by relevance, the best recallTopK (what an agent's context takes) unless a limit is given
+    default_limit = DEFAULT_LIST if mode == "keyword" else selectors.recall_top_k_for(caller=caller)
+    search["limit"] = args.get("limit", default_limit)
     if mode == "keyword":
         if "minScore" in args:
             raise BadRequest("keyword search does not score: use mode hybrid.")
         return _entries(selectors.memory_search(**search))
-    min_score = ranking.recall_min_score(args.get("minScore"))
-    ranked = selectors.memory_search_ranked(mode=mode, min_score=min_score, **search)
+    ranked = selectors.memory_search_ranked(mode=mode, min_score=args.get("minScore"), **search)
     entries = list(ScoredMemoryEntryOutputSerializer(ranked.entries, many=True).data)
     if not ranked.fallback:
         return entries
@@ -359,10 +349,14 @@ TOOLS: dict[str, McpTool] = {
                         "minimum": 0,
                         "maximum": 1,
                         "description": "hybrid and semantic: only results at least this relevant (the score "
-                        "is the probability of relevance). Default: the platform's RECALL_MIN_SCORE.",
+                        "is the probability of relevance). Default: no cut, the best limit.",
                     },
                     "groupIds": GROUP_IDS,
-                    "limit": LIMIT,
+                    "limit": {
+                        **LIMIT,
+                        "description": "At most this many (default: hybrid and semantic, the agent's "
+                        f"recallTopK, the best 5 unless its policy says otherwise; keyword {DEFAULT_LIST}).",
+                    },
                     "offset": OFFSET,
                 },
                 ["userId", "query"],
@@ -567,7 +561,7 @@ TOOLS: dict[str, McpTool] = {
     )
 }
 
-VALIDATORS = {name: Draft202012Validator(tool.input_schema) for name, tool in TOOLS.items()}
+VALIDATORS = {name: StrictValidator(tool.input_schema) for name, tool in TOOLS.items()}
 
 
 def tools_for(caller: Caller) -> list[McpTool]:

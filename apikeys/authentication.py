@@ -8,6 +8,7 @@ from rest_framework.request import Request
 
 from apikeys.caller import Caller
 from apikeys.services import KeyRefused, apikey_authenticate
+from memoryplatform import providercalls
 
 KEY_SCHEMES = frozenset({"bearer", "token"})
 
@@ -31,7 +32,9 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             key = apikey_authenticate(raw_key=raw_key)
         except KeyRefused as exc:
             raise exceptions.AuthenticationFailed(str(exc)) from None
-        return Caller.for_key(key), key
+        caller = Caller.for_key(key)
+        providercalls.bind(caller.provider_share)  # its provider calls, bounded per agent
+        return caller, key
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="memoryplatform"'

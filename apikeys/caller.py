@@ -47,6 +47,14 @@ class Caller:
             return f"key:{self.key.prefix}"
         return f"user:{getattr(self.user, 'pk', '')}"
 
+    @property
+    def provider_share(self) -> str:
+        """Whose share of provider calls this caller's count against (memoryplatform.providercalls): its
+        agent's, or its key's when it acts as none."""
+        if self.agent is not None:
+            return f"agent:{self.agent.id}"
+        return f"key:{self.key.pk}" if self.key is not None else f"staff:{getattr(self.user, 'pk', '?')}"
+
     def log_label(self) -> str:
         """How request logs name the caller: never the key, only its prefix."""
         who = f"agent:{self.agent.id}" if self.agent else self.role

@@ -12,8 +12,8 @@ recall (``/visible``) of each user. Phases, all in one run:
 - ``idle``: nothing else runs;
 - one phase per variant of the vector consumer, each over a backlog of its own: ``--backlog`` entries of other
   users lose their vectors and are queued, as an import of that many memories leaves them, and a consumer
-  (``manage.py embed --follow``) starts; the reads run while it drains, and the drain rate (vectors a second)
-  is read from the queue. Variants:
+  (a Celery worker of the ``vectors`` queue, ``bench.write_cost.start_consumer``) starts; the reads run while
+  it drains, and the drain rate (vectors a second) is read from the queue. Variants:
   - ``before``: the consumer as the serving processes' old background thread ran it: priority unchanged
     (``BACKGROUND_NICE=0``), the local model's 2 threads (``BACKGROUND_EMBEDDINGS_THREADS=2``);
   - ``nice``: nice 10 and 1 thread, without ``SCHED_IDLE`` (session 12's defaults);

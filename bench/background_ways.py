@@ -12,13 +12,14 @@ redis). Redis must answer on ``REDIS_URL`` (default ``redis://127.0.0.1:6379/0``
 On the bench's database (``bench.load`` left it; the vector job takes an entry of it), every candidate's
 processes are started at once, as a user would run them:
 
-- ``loops``: ``manage.py dream_scheduler --supervise``, what ``manage.py serve`` starts (a supervisor and the
-  scheduler process: Dream's schedule on the main loop, the vector consumer on a thread; the re-embedding's
-  loop off, ``EMBEDDINGS_REEMBED_INTERVAL=0``, as its first pass would embed what earlier benches left
-  without a vector, and the extraction's off without an LLM: each is one more thread asleep); its job is a
-  vector: an entry's vector deleted and the entry queued, with the queue's notification, in one transaction
-  (as a write's trigger does), done when its new vector is stored (the local model embedding one text is part
-  of it);
+- ``loops`` (measured in issue 48; its command loops were deleted in issue 57, when background work moved to
+  Celery: run it from a checkout before that): ``manage.py dream_scheduler --supervise``, what ``manage.py
+  serve`` started (a supervisor and the scheduler process: Dream's schedule on the main loop, the vector
+  consumer on a thread; the re-embedding's loop off, ``EMBEDDINGS_REEMBED_INTERVAL=0``, as its first pass
+  would embed what earlier benches left without a vector, and the extraction's off without an LLM: each is one
+  more thread asleep); its job is a vector: an entry's vector deleted and the entry queued, with the queue's
+  notification, in one transaction (as a write's trigger does), done when its new vector is stored (the local
+  model embedding one text is part of it);
 - ``celery``: ``celery worker --concurrency 2`` and ``celery beat`` (as docker-compose.yml ran them before
   issue 48; their app, ``bench.celery_app``, loads the platform as the platform's own did) and the Redis
   server; its job is Celery's own no-op task (``celery.accumulate``) sent through
@@ -313,11 +314,6 @@ def _candidates(db: target.Target, queues: str) -> list[Candidate]:
     }
     py = sys.executable
     return [
-        Candidate(
-            "loops",
-            [[py, manage, "dream_scheduler", "--supervise"]],
-            base | {"LLM_PROVIDER": "", "EMBEDDINGS_REEMBED_INTERVAL": "0"},
-        ),
         Candidate(
             "celery",
             [

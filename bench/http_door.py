@@ -33,7 +33,7 @@ class Server:
         env = os.environ | {"DATABASE_URL": self.url, "DEBUG": "false"} | self.env
         cmd = [
             sys.executable, "manage.py", "serve", "--port", str(self.port),
-            "--workers", "2", "--threads", "4", "--no-dream-scheduler",
+            "--workers", "2", "--threads", "4", "--no-background",
         ]  # fmt: skip
         self.logfile.parent.mkdir(parents=True, exist_ok=True)
         out = self.logfile.open("ab")

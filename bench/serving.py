@@ -73,7 +73,7 @@ class Served:
                 "serve",
                 "--port",
                 str(self.port),
-                "--no-dream-scheduler",
+                "--no-background",
                 *args,
             ]
         with logfile.open("ab") as out:

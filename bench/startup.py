@@ -1,7 +1,7 @@
-"""Start to ready of ``manage.py serve --workers 2``, alternately from two checkouts (before and after a
-change): seconds from the start to the first 200 of ``/readyz``, and to the first answer of ``/mcp/`` (a 401
-without a key: the MCP app is loaded). Each checkout serves its own code; both use DATA_DIR's database, which
-must be migrated.
+"""Start to ready of ``manage.py serve --workers 2`` (as ``make run``: with its background work, whatever each
+checkout runs for it), alternately from two checkouts (before and after a change): seconds from the start to
+the first 200 of ``/readyz``, and to the first answer of ``/mcp/`` (a 401 without a key: the MCP app is
+loaded). Each checkout serves its own code; both use DATA_DIR's database, which must be migrated.
 
     DATA_DIR=<dir> .venv/bin/python -m bench.startup <before checkout> <after checkout> [--rounds 3]
 """
@@ -47,7 +47,6 @@ def start_to_ready(checkout: str) -> tuple[float, float]:
         str(port),
         "--workers",
         "2",
-        "--no-dream-scheduler",
     ]
     started = time.monotonic()
     server = subprocess.Popen(  # noqa: S603 (this interpreter, fixed arguments)

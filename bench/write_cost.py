@@ -7,8 +7,8 @@ Three ``manage.py serve`` servers (uvicorn, 2 workers of 4 threads, as ``make ru
 
 - ``none``: ``EMBEDDINGS_PROVIDER=none``, no vectors at all (the floor);
 - ``queued`` (the default since issue 31): the local model, ``EMBEDDINGS_INLINE_MAX_CHARS=0``: a write only
-  queues its entry (a trigger); the vector consumer (``manage.py embed --follow``, one process started by the
-  bench, at ``BACKGROUND_NICE``) embeds it;
+  queues its entry (a trigger); the vector consumer (a Celery worker of the ``vectors`` queue, one started by
+  the bench, at ``BACKGROUND_NICE``) embeds it;
 - ``inline-48``: the same, plus entries up to 48 characters embedded in their own request after the commit
   (the default before issue 31);
 - ``queued-apart``: as ``queued``, but the consumer is stopped during the phase and drains after it: the
@@ -172,20 +172,25 @@ def drain(name: str, *, limit: float = 600.0) -> tuple[float, list[float]]:
 def start_consumer(
     db_url: str, logfile: Path, settings: dict[str, str] | None = None, *, prefix: Sequence[str] = ()
 ) -> subprocess.Popen:
-    """The vector consumer (``manage.py embed --follow``) on the bench's database, as a deployment runs it,
-    with these settings over the environment's; ``prefix`` runs it under a command (``nice -n 19``)."""
+    """The vector queue's consumer as a deployment runs it: a Celery worker of the ``vectors`` queue (one
+    process) on the bench's database and its broker (REDIS_URL, else the same PostgreSQL), with these settings
+    over the environment's; ``prefix`` runs it under a command (``nice -n 19``). Once it is ready, one
+    ``vectors.drain`` is sent (as a write's commit would): it drains the queue, sending itself again while
+    texts are left."""
     env = os.environ | {"DATABASE_URL": db_url, "EMBEDDINGS_PROVIDER": "local"} | (settings or {})
-    argv = [*prefix, sys.executable, str(target.ROOT / "manage.py"), "embed", "--follow"]
+    celery = [sys.executable, "-m", "celery", "-A", "config"]
+    argv = [*prefix, *celery, "worker", "-Q", "vectors", "--concurrency", "1", "-n", "bench-vectors@%h"]
     with logfile.open("w") as out:
         consumer = subprocess.Popen(  # noqa: S603 (our own interpreter, fixed arguments)
             argv, cwd=target.ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
-    deadline = time.monotonic() + 60
-    while "Vector consumer" not in logfile.read_text():
+    deadline = time.monotonic() + 120
+    while " ready." not in logfile.read_text():
         if consumer.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the vector consumer did not start; see {logfile}")
+            raise RuntimeError(f"the vector worker did not start; see {logfile}")
         time.sleep(0.3)
-    log(f"vector consumer ready, pid {consumer.pid}")
+    subprocess.run([*celery, "call", "vectors.drain"], cwd=target.ROOT, env=env, check=True, timeout=60)  # noqa: S603
+    log(f"vector worker ready, pid {consumer.pid}")
     return consumer
 
 

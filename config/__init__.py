@@ -7,3 +7,8 @@ app; no app imports it (the import-linter contracts in pyproject.toml)."""
 from memoryplatform.envfile import load_env_file
 
 load_env_file()
+
+# The Celery app, loaded with Django (as cookiecutter-django does), so that @shared_task binds to it.
+from config.celery import app as celery_app  # noqa: E402
+
+__all__ = ["celery_app"]

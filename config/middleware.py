@@ -20,6 +20,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, JsonRe
 from django.middleware.csrf import CsrfViewMiddleware as DjangoCsrfViewMiddleware
 
 from apikeys.authentication import presented_key
+from memoryplatform import providercalls
 from memoryplatform.api.errors import envelope
 from memoryplatform.logsafe import route_of
 from memoryplatform.routing import sent_path
@@ -36,7 +37,8 @@ class RequestLogMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         started = time.perf_counter()
-        response = self.get_response(request)
+        with providercalls.calling_as(None):  # the key's authentication names the caller (apikeys)
+            response = self.get_response(request)
         if request.path.startswith("/static/"):
             return response
         caller = getattr(request, "user", None)

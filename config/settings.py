@@ -3,8 +3,9 @@ process whatever its current directory (memoryplatform/envfile.py; .env.example 
 
 The embedded default needs nothing but a SECRET_KEY: the database is an embedded PostgreSQL whose data lives
 in ``DATA_DIR`` (``var/``), started on demand from a wheel and shared by every process. Production points
-``DATABASE_URL`` at PostgreSQL. Background work runs in one process, ``manage.py dream_scheduler``, which
-``manage.py serve`` starts beside the server (docs/background.md).
+``DATABASE_URL`` at PostgreSQL and ``REDIS_URL`` at Redis. Background work runs on Celery: a worker and beat,
+which ``manage.py serve`` starts beside the server; the broker is Redis, else the same PostgreSQL
+(docs/background.md).
 """
 
 import math
@@ -16,6 +17,7 @@ import environ
 from croniter import croniter
 from django.core.exceptions import ImproperlyConfigured
 
+from memoryplatform.broker import broker_url
 from memoryplatform.envfile import env_file_path, load_env_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -81,12 +83,14 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_prometheus",
+    "django_celery_beat",
     "apikeys",
     "usermemory",
     "dream",
     "conversations",
     "extraction",
     "activity",
+    "events",
     "agenttools",
 ]
 
@@ -266,6 +270,7 @@ SPECTACULAR_SETTINGS = {
         "AgentStatusEnum": "apikeys.models.Agent.Status",
         "ChannelEnum": "conversations.models.Channel",
         "SyncChannelEnum": [("memory", "memory")],
+        "EventTypeEnum": "events.models.EventType",
     },
 }
 
@@ -306,23 +311,24 @@ EMBEDDINGS_TIMEOUT = env.float("EMBEDDINGS_TIMEOUT", default=10.0)
 EMBEDDINGS_THREADS = env.int("EMBEDDINGS_THREADS", default=2)
 # local only: a write's texts of at most this many characters ("key: value" of an entry) are also embedded in
 # its request, after the commit, so that a search right after it finds them by meaning; every text is queued
-# for the background consumer anyway (manage.py embed --follow, or the background process beside
-# manage.py serve), which the write wakes as it commits. Default: 48 on the embedded database (one node, a
-# newcomer's first steps: the quick start's search right after its write), 0 with DATABASE_URL (a deployment:
-# writes at full speed, vectors a moment later). Measured in bench/RESULTS.md (issue 31): inline 48 costs
-# HTTP upserts about half their throughput under load (103 against 226 req/s).
+# for a worker's vectors.drain anyway, which the write enqueues as it commits. Default: 48 on the embedded
+# database (one node, a newcomer's first steps: the quick start's search right after its write), 0 with
+# DATABASE_URL (a deployment: writes at full speed, vectors a moment later). Measured in bench/RESULTS.md
+# (issue 31): inline 48 costs HTTP upserts about half their throughput under load (103 against 226 req/s).
 EMBEDDINGS_INLINE_MAX_CHARS = env.int("EMBEDDINGS_INLINE_MAX_CHARS", default=0 if DATABASE_URL else 48)
-# The background consumer of the vector queue (memoryplatform/embeddings/consumer.py): it wakes on a write's
-# notification, or after this many seconds at most; holds a claimed batch for at most EMBEDDINGS_LEASE_SECONDS
-# (a consumer that dies frees it then); and after an embedder failure leaves the batch for
-# EMBEDDINGS_RETRY_SECONDS.
-EMBEDDINGS_POLL_SECONDS = env.float("EMBEDDINGS_POLL_SECONDS", default=5.0)
+# The vector queue's task (memoryplatform/tasks.py, `vectors.drain`): a write's commit enqueues it, beat sends
+# it every EMBEDDINGS_SWEEP_INTERVAL seconds for what a nudge missed; one run drains for at most
+# EMBEDDINGS_DRAIN_SECONDS (then sends itself again); holds a claimed batch for at most
+# EMBEDDINGS_LEASE_SECONDS (a worker that dies frees it then); and after an embedder failure leaves the batch
+# for EMBEDDINGS_RETRY_SECONDS.
+EMBEDDINGS_SWEEP_INTERVAL = env.int("EMBEDDINGS_SWEEP_INTERVAL", default=60)
+EMBEDDINGS_DRAIN_SECONDS = env.float("EMBEDDINGS_DRAIN_SECONDS", default=60.0)
 EMBEDDINGS_LEASE_SECONDS = env.float("EMBEDDINGS_LEASE_SECONDS", default=300.0)
 EMBEDDINGS_RETRY_SECONDS = env.float("EMBEDDINGS_RETRY_SECONDS", default=30.0)
 # A queued text whose consumer died or hung this many times while embedding it (its lease ran out each time)
 # is parked with why, so that it cannot kill the next consumer too (memoryplatform/embeddings/store.py).
 EMBEDDINGS_MAX_ATTEMPTS = env.int("EMBEDDINGS_MAX_ATTEMPTS", default=3)
-# Background processes (the vector consumer, the Dream scheduler) yield the cores to the requests: their
+# Background processes (the Celery worker) yield the cores to the requests: their
 # scheduling priority is lowered by BACKGROUND_NICE (os.nice, as `nice -n`; 0: unchanged), and the local
 # model gets BACKGROUND_EMBEDDINGS_THREADS threads there (0: EMBEDDINGS_THREADS). The rest is the operating
 # system's (systemd's CPUWeight=, another node): bench/RESULTS.md, issue 48.
@@ -336,17 +342,22 @@ EMBEDDINGS_MAX_CHARS = env.int("EMBEDDINGS_MAX_CHARS", default=2000)
 # one window, at most 0.76 s of one core here whatever the script (bench.embed_cost). A character costs from a
 # fifth of a token to five, so characters alone do not bound the time.
 EMBEDDINGS_MAX_TOKENS = env.int("EMBEDDINGS_MAX_TOKENS", default=512)
+# A query (every door's q or query) of more tokens than this, as the embedder reads it, is refused with a 400
+# before anything embeds it: the local model counts them, a remote one is estimated at four bytes a token.
+# 448 keeps every English query of MAX_QUERY_CHARS (1,000 characters: 209-366 tokens, 392 in capitals) and
+# refuses 1,000 characters of Chinese (742) or 500 U+FCDF (1,006): bench.embed_cost. At least 16.
+MAX_QUERY_TOKENS = env.int("MAX_QUERY_TOKENS", default=448)
 # Texts per embedder call (the background consumer and `manage.py embed`).
 EMBEDDINGS_BATCH_SIZE = env.int("EMBEDDINGS_BATCH_SIZE", default=64)
-# The background re-embedding: every this many seconds (the scheduler process, `manage.py dream_scheduler`)
-# the vectors missing, stale or of another model than the configured one are
-# computed, in batches, for at most EMBEDDINGS_REEMBED_SECONDS a run (the next run goes on). 0: off.
+# The background re-embedding: every this many seconds (beat sends `vectors.reembed`) the vectors missing,
+# stale or of another model than the configured one are computed, in batches, for at most
+# EMBEDDINGS_REEMBED_SECONDS a run (the next run goes on). 0: off.
 EMBEDDINGS_REEMBED_INTERVAL = env.int("EMBEDDINGS_REEMBED_INTERVAL", default=300)
 EMBEDDINGS_REEMBED_SECONDS = env.float("EMBEDDINGS_REEMBED_SECONDS", default=120.0)
 
 # Background extraction of facts from stored conversations (extraction/background.py), for the agents whose
-# policy says extractFromConversations: every this many seconds (the scheduler
-# process). 0: off.
+# policy says extractFromConversations: every this many seconds (beat sends `extraction.run_background`).
+# 0: off.
 EXTRACTION_INTERVAL = env.int("EXTRACTION_INTERVAL", default=300)
 
 # --- The LLM of Dream's summaries and of extraction (memoryplatform/llm.py) ----------------------------
@@ -359,6 +370,12 @@ LLM_URL = env.str("LLM_URL", default="")
 LLM_API_KEY = env.str("LLM_API_KEY", default="")
 LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=60.0)
 LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=1024)  # of one answer
+# Provider calls (the LLM, the reranker, the openai embedder) one caller may have in flight per process on
+# the request threads (memoryplatform.providercalls): past it, an LLM call is a 429, a rerank or embedding
+# is skipped. Keep it below SERVE_THREADS, so that one agent's slow provider cannot hold every thread.
+PROVIDER_CALLS_PER_AGENT = env.int("PROVIDER_CALLS_PER_AGENT", default=2)
+if PROVIDER_CALLS_PER_AGENT < 1:
+    raise ImproperlyConfigured("PROVIDER_CALLS_PER_AGENT must be at least 1.")
 # Dollars per million tokens, input and output, by model, over the defaults (memoryplatform.llm):
 # {"my-model": [0.15, 0.6]}. A model priced nowhere costs 0.
 LLM_PRICES = env.json("LLM_PRICES", default={})
@@ -390,17 +407,11 @@ SEARCH_LANGUAGE = env.str("SEARCH_LANGUAGE", default="memory_simple")
 # object of memoryplatform.relevance.Calibration's fields, as `python -m bench.calibrate` prints it.
 SEARCH_CALIBRATION = env.str("SEARCH_CALIBRATION", default="")
 
-# The default minScore of the reads that fill an agent's context: a recall by relevance (/visible?q=, a
-# conversation's /context?q=) and the agent tools' search (LLM tools, MCP). 0 keeps everything.
-RECALL_MIN_SCORE = env.float("RECALL_MIN_SCORE", default=0.4)
-# ... and among a few (up to memoryplatform.relevance.SMALL_STORE, 20, rows the caller may read; between 20
-# and LARGE_STORE, 500, a line in the log of the count), where a fact asked in other words scores low: what
-# keeps the fact that answers for most users (bench/RESULTS.md, session 18).
-RECALL_MIN_SCORE_SMALL_STORE = env.float("RECALL_MIN_SCORE_SMALL_STORE", default=0.15)
 
 # --- Reranking: the second stage of a ranked read (memoryplatform/rerank) -------------------------------
-# none (the first stage's calibrated score) | http (POST {RERANK_URL}/rerank: TEI, Jina, Cohere). No local
-# provider: no PyPI wheel ships a cross-encoder's weights (bench/RESULTS.md, session 11).
+# none (the first stage's calibrated score) | http (POST {RERANK_URL}/rerank: TEI, Infinity, Jina, Cohere) |
+# llm (the LLM of LLM_*, paid from the reading agent's budget). No local provider: no PyPI wheel ships a
+# cross-encoder's weights (bench/RESULTS.md, session 11).
 RERANK_PROVIDER = env.str("RERANK_PROVIDER", default="none")
 RERANK_MODEL = env.str("RERANK_MODEL", default="")
 RERANK_URL = env.str("RERANK_URL", default="")
@@ -416,7 +427,8 @@ METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 METRICS_ALLOWED_IPS = env.list("METRICS_ALLOWED_IPS", default=["127.0.0.1", "::1"])
 PROMETHEUS_EXPORT_MIGRATIONS = False
 
-# Dream runs on this crontab ("minute hour day-of-month month day-of-week"), daily at 03:00 by default.
+# Dream runs on this crontab ("minute hour day-of-month month day-of-week"), daily at 03:00 by default: it
+# seeds beat's schedule at the first migrate; after that the admin's Periodic tasks hold it.
 DREAM_SCHEDULE = env.str("DREAM_SCHEDULE", default="0 3 * * *")
 
 
@@ -425,6 +437,60 @@ if len(DREAM_SCHEDULE.split()) != 5 or not croniter.is_valid(DREAM_SCHEDULE):
 # Dream: rows per batch transaction and pause between batches (s).
 DREAM_BATCH_SIZE = env.int("DREAM_BATCH_SIZE", default=2000)
 DREAM_BATCH_PAUSE = env.float("DREAM_BATCH_PAUSE", default=0.0)
+
+# --- Background work: Celery (config/celery.py, docs/background.md) ------------------------------------
+# The broker: Redis where REDIS_URL names one (production), else this PostgreSQL through kombu's SQLAlchemy
+# transport (DATABASE_LISTEN_URL past any pooler, else DATABASE_URL, else the embedded server).
+REDIS_URL = env.str("REDIS_URL", default="")
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="") or broker_url(
+    redis_url=REDIS_URL, database_url=DATABASE_LISTEN_URL or DATABASE_URL, database=DATABASES["default"]
+)
+CELERY_TASK_IGNORE_RESULT = True  # tasks record what they did in the database; no result backend
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+# Acknowledged after the task, and given back to the broker when its worker process dies: nothing is lost.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A worker that loses the broker gives its running late-acked tasks up (the broker delivers them again).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_WORKER_CONCURRENCY = env.int("CELERY_WORKER_CONCURRENCY", default=2)
+# Every task's time limits (each task sets its own from these or its own setting).
+CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=3600)
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=3300)
+# Redis gives an unacknowledged message to another worker after this many seconds: longer than the longest
+# task (its hard time limit), so a slow task is never run twice.
+CELERY_VISIBILITY_TIMEOUT = env.int("CELERY_VISIBILITY_TIMEOUT", default=CELERY_TASK_TIME_LIMIT + 300)
+# (On PostgreSQL the transport's options are SQLAlchemy's engine's: a connection is checked before use.)
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = (
+    {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT}
+    if CELERY_BROKER_URL.startswith(("redis://", "rediss://", "unix://"))
+    else {"pool_pre_ping": True}
+)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_DEFAULT_QUEUE = "default"
+# A queue per kind of job, so that each can have workers of its own (docs/background.md).
+CELERY_TASK_ROUTES = {
+    "vectors.*": {"queue": "vectors"},
+    "dream.*": {"queue": "dream"},
+    "extraction.*": {"queue": "extraction"},
+    "webhooks.*": {"queue": "webhooks"},
+}
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_BEAT_SYNC_EVERY = 1  # each run's last_run_at written as it is sent (the admin and /metrics show it)
+
+# --- Webhooks (events/) ------------------------------------------------------------------------------
+# A webhook URL whose host resolves to a private, loopback, link-local or otherwise non-public address is
+# refused, at subscription and at every delivery, unless this is on (a receiver on the operator's network).
+WEBHOOK_ALLOW_PRIVATE = _strict_bool("WEBHOOK_ALLOW_PRIVATE", False)
+# One delivery's whole request (connect, send, the answer): seconds, total, not per read.
+WEBHOOK_TIMEOUT = env.float("WEBHOOK_TIMEOUT", default=5.0)
+# Tries of one event before the subscription is disabled; the pause before try n is base * 2**(n-1) s.
+WEBHOOK_MAX_ATTEMPTS = env.int("WEBHOOK_MAX_ATTEMPTS", default=8)
+WEBHOOK_RETRY_BASE_SECONDS = env.float("WEBHOOK_RETRY_BASE_SECONDS", default=10.0)
 
 # --- Logging --------------------------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

@@ -40,6 +40,7 @@ urlpatterns = [
     path("", include("dream.api.urls")),
     path("", include("conversations.api.urls")),
     path("", include("activity.api.urls")),
+    path("", include("events.api.urls")),
     re_path(r"^(?!admin/|static/).*$", unknown_path),
 ]
 

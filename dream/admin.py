@@ -13,9 +13,9 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
 from dream.models import DreamRun
-from dream.scheduler import dream_request_cycle
 from dream.selectors import summary_diff
 from dream.services import approve_run
+from dream.tasks import dream_request_cycle
 from memoryplatform import publicids
 from memoryplatform.admin_mixins import ReadOnlyAdminMixin, dollars, flag
 from usermemory.conflicts import conflict_sets_open
@@ -195,11 +195,13 @@ class DreamRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         if not request.user.has_perm("dream.run_dream"):
             raise PermissionDenied
         if dream_request_cycle():
-            messages.success(request, "A Dream cycle was asked for. It appears in this list when it starts.")
+            messages.success(
+                request, "A Dream cycle was queued. It appears in this list when a worker starts it."
+            )
         else:
             messages.error(
                 request,
-                "No scheduler process is running (`manage.py dream_scheduler`, which `manage.py serve` "
-                "starts): nothing would run the cycle. Start it, or run `manage.py dream`.",
+                "The broker did not take the cycle (is Redis, or the database, reachable?). Try again, "
+                "or run `manage.py dream`.",
             )
         return HttpResponseRedirect(reverse("admin:dream_dreamrun_changelist"))

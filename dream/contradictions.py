@@ -7,17 +7,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from dream import metrics
 from dream.batches import Batching, in_batches
 from dream.meaning import ConfirmLimits, dream_meaning_conflicts
 from dream.models import DreamPolicy
-from dream.selectors import dream_current_entries
+from dream.selectors import dream_current_entries, dream_set_disagrees
 from dream.summarize import SummaryTotals
 from memoryplatform.llm import LLMError, build_llm
-from usermemory.conflicts import conflict_sets_of, dismissed_pair
+from usermemory.conflicts import conflict_sets_of
 from usermemory.maintenance import memory_flag_batch
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEvent
 
@@ -33,17 +33,6 @@ class ContradictionResult:
 def scope_q(agent_ids: list[str] | None) -> Q:
     """``None``: every entry (cross-agent maintenance); else the entries these agents own."""
     return Q() if agent_ids is None else Q(source_agent_id__in=agent_ids)
-
-
-def _set_disagrees(exclude: Q | None) -> Exists:
-    """The entry's (user, key) set holds another value (compared by the value's text/JSON form) that staff
-    did not say is no conflict (:class:`usermemory.models.ConflictDismissal`)."""
-    return Exists(
-        dream_current_entries(exclude=exclude)
-        .filter(user_id=OuterRef("user_id"), key=OuterRef("key"))
-        .exclude(value_text=OuterRef("value_text"))
-        .exclude(dismissed_pair())
-    )
 
 
 def _count_sets(ids: set[int]) -> int:
@@ -88,8 +77,8 @@ def dream_detect_contradictions(
     scope = dream_current_entries(exclude=exclude).filter(scope_q(agent_ids))
     # A set of one key that disagrees, or a partner by meaning (dream.meaning) that does.
     by_meaning = ~Q(meaning_conflicts=[])
-    to_flag = scope.filter(conflicted=False).filter(Q(_set_disagrees(exclude)) | by_meaning)
-    to_clear = scope.filter(conflicted=True).exclude(_set_disagrees(exclude)).exclude(by_meaning)
+    to_flag = scope.filter(conflicted=False).filter(Q(dream_set_disagrees(exclude=exclude)) | by_meaning)
+    to_clear = scope.filter(conflicted=True).exclude(dream_set_disagrees(exclude=exclude)).exclude(by_meaning)
     if dry_run:
         return ContradictionResult(
             contradictions=_count_sets(set(to_flag.values_list("id", flat=True))),
@@ -135,13 +124,14 @@ def dream_contradictions_by_meaning(
     details: dict[str, Any],
     dry_run: bool,
     exclude: Q | None,
-) -> None:
+) -> set[int]:
     """Contradictions by meaning (:mod:`dream.meaning`) over the detectors' scope, at the strictest of their
     thresholds; the LLM confirms the pairs when one of them asks, within what the lowest of their
-    ``maxCostPerRun`` leaves after the cycle's ``summaries``, and within the lowest of their call caps
-    (counted with the cycle's summary calls); each call is paid by a confirming agent's LLM budget
-    (:func:`dream.meaning.confirm`). Its cost goes to ``summaries.cost``, its report to
-    ``details["meaning"]``."""
+    ``maxCostPerRun`` leaves (the summaries, after this pass, count what it spent), and within the lowest of
+    their call caps (counted with the cycle's summary calls); each call is paid by a confirming agent's LLM
+    budget (:func:`dream.meaning.confirm`). Its cost goes to ``summaries.cost``, its report to
+    ``details["meaning"]``. Returns the entries of the pairs found (a dry run flags none; its summaries leave
+    them out, as the real cycle's leave the flagged ones)."""
     confirming = [p for p in detectors if p.confirm_contradictions_with_llm]
     llm = None
     limits = None
@@ -168,3 +158,4 @@ def dream_contradictions_by_meaning(
     summaries.cost += result.cost
     metrics.llm_cost_dollars.inc(result.cost)
     details["meaning"] = result.details()
+    return {entry_id for pair in result.pairs for entry_id in pair}

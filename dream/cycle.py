@@ -1,5 +1,6 @@
 """One Dream cycle: the lock, the run record, and the passes of :data:`dream.passes.PASSES` in order (pruning,
-summaries, contradictions, then housekeeping of other apps' rows through their services).
+contradictions, summaries, which never take an entry in conflict, then housekeeping of other apps' rows
+through their services).
 
 A cycle holds a lock for its whole length (:func:`_cycle_start`): a PostgreSQL session advisory lock
 (``LockId.DREAM_CYCLE``), which ends with its holder's connection, so a crashed cycle never blocks the next.
@@ -21,9 +22,11 @@ from dream.erasure import drop_erased
 from dream.models import DreamPolicy, DreamRun
 from dream.passes import Cycle, CycleTotals, ProgressCallback, heartbeat, summary_counts
 from dream.records import error_text
+from events.models import EventType
+from events.services import event_record
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 from memoryplatform.logsafe import safe_traceback
-from usermemory.models import MemoryEntry
+from usermemory.models import MemoryEntry, Visibility
 
 __all__ = ["CYCLE_LOCK_KEY", "ProgressCallback", "dream_run_cycle"]
 
@@ -119,8 +122,31 @@ def _finish(run: DreamRun, totals: CycleTotals, *, status: str, error: str = "")
         list(DreamRun.objects.select_for_update().filter(pk=run.pk).values_list("pk", flat=True))
         run.details = drop_erased(details=totals.details, since=run.started_at)
         updated = _write_finish(run, status=status, error=error, totals=totals)
+        if updated and not run.dry_run:
+            _report_ended(run)
     if not updated:
         logger.warning("Dream run #%s was marked abandoned before it finished as %s", run.pk, status)
+
+
+def _report_ended(run: DreamRun) -> None:
+    """The ``dream.run_ended`` event, in the transaction that records the end: a run of one agent is that
+    agent's to see, a run of every agent everyone's. What it changed has its own events, entry by entry."""
+    event_record(
+        type=EventType.DREAM_RUN_ENDED,
+        user_id="",
+        owner=run.only_agent,
+        visibility=Visibility.SELF if run.only_agent else Visibility.GLOBAL,
+        at=run.finished_at,
+        data={
+            "runId": run.pk,
+            "status": run.status,
+            "trigger": run.trigger,
+            "agentId": run.only_agent or None,
+            "entriesPruned": run.entries_pruned,
+            "entriesFlagged": run.entries_flagged,
+            "contradictionsFound": run.contradictions_found,
+        },
+    )
 
 
 def _write_finish(run: DreamRun, *, status: str, error: str, totals: CycleTotals) -> int:

@@ -1,8 +1,8 @@
 """Dream's Prometheus metrics, in the default registry of the process that runs the cycle.
 
-The web process serves them at /metrics (django-prometheus); the scheduler process, beside ``manage.py
-serve``, through the web's /metrics in multiprocess mode (see memoryplatform/management/commands/serve.py),
-or as a service of its own on ``WORKER_METRICS_PORT``. prometheus_client adds ``_total`` to counter names.
+The web process serves them at /metrics (django-prometheus); a Celery worker's, beside ``manage.py serve``,
+through the web's /metrics in multiprocess mode (see memoryplatform/management/commands/serve.py), or as a
+service of its own on ``WORKER_METRICS_PORT``. prometheus_client adds ``_total`` to counter names.
 """
 
 from prometheus_client import Counter, Histogram

@@ -88,6 +88,9 @@ class Cycle:
     on_progress: ProgressCallback | None
     total_steps: int = 1
     counted: Q | None = None
+    held: frozenset[int] = (
+        frozenset()
+    )  # a dry run: the entries in the pairs by meaning it found (not flagged)
 
     @property
     def actor_id(self) -> str:
@@ -182,6 +185,7 @@ def _summarize(cycle: Cycle, policies: list[DreamPolicy]) -> None:
         totals=totals.summaries,
         details=totals.details,
         dry_run=cycle.dry_run,
+        held=cycle.held,
     )
     heartbeat(cycle.run, totals)
 
@@ -210,7 +214,7 @@ def _contradictions(cycle: Cycle, detectors: list[DreamPolicy]) -> None:
     of them has cross-agent maintenance), as if what a dry run counted as pruned were gone."""
     totals = cycle.totals
     cross = any(p.cross_agent_maintenance for p in detectors)
-    dream_contradictions_by_meaning(
+    paired = dream_contradictions_by_meaning(
         detectors=detectors,
         cross=cross,
         summaries=totals.summaries,
@@ -229,7 +233,9 @@ def _contradictions(cycle: Cycle, detectors: list[DreamPolicy]) -> None:
     totals.contradictions = found.contradictions
     totals.flagged = found.flagged
     totals.unflagged = found.unflagged
-    if not cycle.dry_run:
+    if cycle.dry_run:
+        cycle.held = frozenset(paired)  # the summaries' pass leaves them, as it leaves flagged ones
+    else:
         metrics.contradictions_found.inc(found.contradictions)
 
 
@@ -268,6 +274,15 @@ PASSES: tuple[Pass, ...] = (
         metrics=("dream_entries_pruned",),
     ),
     Pass(
+        name="contradictions",
+        title="Dream: contradictions",
+        policy_fields=("detect_contradictions", "confirm_contradictions_with_llm"),
+        run=_contradictions,
+        takes_part=lambda policy: policy.detect_contradictions,
+        report=_contradictions_report,
+        metrics=("dream_contradictions_found", "dream_llm_cost_dollars"),
+    ),
+    Pass(
         name="summaries",
         title="Dream: summaries",
         policy_fields=(
@@ -282,15 +297,6 @@ PASSES: tuple[Pass, ...] = (
         takes_part=lambda policy: policy.summarize_interactions,
         report=_summaries_report,
         metrics=("dream_entries_summarized", "dream_summarization_failed", "dream_llm_cost_dollars"),
-    ),
-    Pass(
-        name="contradictions",
-        title="Dream: contradictions",
-        policy_fields=("detect_contradictions", "confirm_contradictions_with_llm"),
-        run=_contradictions,
-        takes_part=lambda policy: policy.detect_contradictions,
-        report=_contradictions_report,
-        metrics=("dream_contradictions_found", "dream_llm_cost_dollars"),
     ),
     Pass(name="housekeeping", title="", policy_fields=(), run=_housekeeping, in_dry_run=False),
 )

@@ -3,10 +3,11 @@
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
 
 from dream.models import DreamPolicy, DreamRun
+from usermemory.conflicts import dismissed_pair
 from usermemory.models import MemoryEntry
 from usermemory.selectors import current_q
 
@@ -81,6 +82,17 @@ def dream_entries(*, exclude: Q | None = None) -> QuerySet[MemoryEntry]:
 def dream_current_entries(*, exclude: Q | None = None) -> QuerySet[MemoryEntry]:
     """The entries valid now (superseded and expired ones take part in no contradiction)."""
     return dream_entries(exclude=exclude).filter(current_q())
+
+
+def dream_set_disagrees(*, exclude: Q | None = None) -> Exists:
+    """The entry's (user, key) set holds another current value (compared by the value's text/JSON form) that
+    staff did not say is no conflict (:class:`usermemory.models.ConflictDismissal`), minus ``exclude``."""
+    return Exists(
+        dream_current_entries(exclude=exclude)
+        .filter(user_id=OuterRef("user_id"), key=OuterRef("key"))
+        .exclude(value_text=OuterRef("value_text"))
+        .exclude(dismissed_pair())
+    )
 
 
 def dream_recent_runs(*, limit: int = 5) -> list[DreamRun]:

@@ -1,4 +1,4 @@
-"""Dream's services, the names its doors call (the ``dream`` commands, the admin, the scheduler): a whole
+"""Dream's services, the names its doors call (the ``dream`` commands, the admin, the task): a whole
 cycle (:mod:`dream.cycle`: the lock, the run record, the passes of :data:`dream.passes.PASSES` in order), each
 pass on its own (:mod:`dream.prune`, :mod:`dream.contradictions`, :mod:`dream.summarize`) and staff's approval
 of a run's summaries.

@@ -1,5 +1,5 @@
 """Dream's hand-written statements: the key vectors of contradictions by meaning
-(:class:`dream.models.KeyVector`).
+(:class:`dream.models.KeyVector`), and how close entries are by their own vectors (summaries' groups).
 
 One function per statement, keyword arguments, ``%(name)s`` placeholders filled here, identifiers from the
 models composed with ``psycopg.sql.Identifier``, and a typed result.
@@ -18,13 +18,14 @@ from django.db import connection
 from psycopg import sql
 
 from dream.models import KeyVector
-from usermemory.models import MemoryEntry
+from usermemory.models import EntryEmbedding, MemoryEntry
 
 STORED = np.float32
 SWEEP_BATCH = 5000  # key vectors checked per statement by the orphan sweep
 
 KEY_VECTOR = sql.Identifier(KeyVector._meta.db_table)
 ENTRY = sql.Identifier(MemoryEntry._meta.db_table)
+ENTRY_VECTOR = sql.Identifier(EntryEmbedding._meta.db_table)
 
 # The vectors of %(keys)s for %(model)s.
 _READ = sql.SQL(
@@ -58,6 +59,26 @@ _SWEEP = sql.SQL(
     )
     SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM gone)"""
 ).format(key_vector=KEY_VECTOR, entry=ENTRY)
+
+
+# The pairs of %(ids)s whose vectors of %(model)s are at least %(min)s alike (cosine similarity), each once.
+_SIMILAR_PAIRS = sql.SQL(
+    """SELECT a.entry_id, b.entry_id
+    FROM {vector} a JOIN {vector} b ON a.entry_id < b.entry_id
+    WHERE a.entry_id = ANY(%(ids)s) AND b.entry_id = ANY(%(ids)s)
+        AND a.model = %(model)s AND b.model = %(model)s
+        AND 1 - (a.embedding <=> b.embedding) >= %(min)s"""
+).format(vector=ENTRY_VECTOR)
+
+
+def entry_pairs_alike(*, ids: list[int], model: str, min_similarity: float) -> list[tuple[int, int]]:
+    """The pairs of these entries (first id the lower) whose vectors by ``model`` have a cosine similarity of
+    at least ``min_similarity``; an entry without a vector of that model is in none."""
+    if len(ids) < 2:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(_SIMILAR_PAIRS, {"ids": ids, "model": model, "min": min_similarity})
+        return [(first, second) for first, second in cursor.fetchall()]
 
 
 def key_vectors_read(*, model: str, keys: list[str]) -> dict[str, np.ndarray]:

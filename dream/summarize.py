@@ -3,10 +3,23 @@ and the originals are superseded, never deleted.
 
 A policy with ``summarizeInteractions`` groups the current entries in its scope (its own, or every agent's
 with ``crossAgentMaintenance``) by user, owner, visibility, groups and ``summarizeGroupBy`` (the category or
-the key's prefix), so that a summary is seen by exactly the agents that saw its sources. A group of at least
-``summarizeMinEntries`` entries goes to the LLM, which answers with at most ``summarizeTargetEntries``
-summaries, each naming the entries it replaces (a JSON Schema checks the answer, ids included), and whose
-texts pass the checks every door applies to input (no NUL, no lone surrogate, no blank key or value).
+the key's prefix), so that a summary is seen by exactly the agents that saw its sources. Within such a scope,
+only facts that are related go together (issue 56: a summary consolidates, never buries):
+
+- only entries whose key is opaque or numbered (``memories/1``, ``mem0:<id>``, a uuid:
+  :func:`usermemory.keynames.key_carries_meaning` is false). A fact an agent addresses by a descriptive key
+  (``home_city``, ``trip.hotel``) stays readable by that key: it is never superseded by a summary;
+- never an entry in conflict: flagged, with a partner by meaning, or in a (user, key) set that disagrees (the
+  contradiction pass runs before this one, so a dry run and a real cycle find the same contradictions);
+- by meaning: the entries' own vectors (of ``"key: value"``, the embedder's) at least
+  :data:`RELATED_MIN_SIMILARITY` alike, every pair of a group (complete linkage, so no chain of neighbours
+  joins unrelated facts). An entry without a vector waits for the next cycle; without an embedder nothing is
+  summarised.
+
+A set of at least ``summarizeMinEntries`` related entries goes to the LLM, which answers with at most
+``summarizeTargetEntries`` summaries, each naming the entries it replaces (a JSON Schema checks the answer,
+ids included), and whose texts pass the checks every door applies to input (no NUL, no lone surrogate, no
+blank key or value).
 
 Two steps, so that dry runs and staff approval show exactly what a real cycle writes:
 :func:`propose` asks the LLM and returns a :class:`Proposal` (plain JSON, kept in the run's ``details``);
@@ -36,11 +49,15 @@ from activity.models import LlmSpend
 from dream import metrics
 from dream.models import DreamPolicy, DreamRun
 from dream.records import LlmCalls, error_text, record_failure
+from dream.selectors import dream_set_disagrees
+from dream.store import entry_pairs_alike
 from memoryplatform import publicids
+from memoryplatform.embeddings import get_embedder
 from memoryplatform.llm import LLM, LLMError, build_llm
 from memoryplatform.logsafe import user_ref
 from memoryplatform.text import text_problem
 from usermemory.history import Actor, Scope
+from usermemory.keynames import key_carries_meaning
 from usermemory.maintenance import Replacement, memory_supersede
 from usermemory.models import MemoryEntry, MemoryEvent, SummarizeGroupBy
 from usermemory.searchtext import value_as_text
@@ -50,6 +67,13 @@ logger = logging.getLogger(__name__)
 
 # The entries of one group sent in one call (the oldest first); a larger group is summarised over cycles.
 MAX_ENTRIES_PER_CALL = 100
+# The entries of one scope read per cycle to find related sets in (the oldest first).
+MAX_ENTRIES_READ = 500
+# Two entries are related from this cosine similarity of their vectors. On the local model (multilingual-e5
+# small) unrelated facts of one user reach 0.92, and one fact said again in other words 0.94 to 0.96 (issue
+# 56; bench.dream_recall measures recall after a cycle). Another embedder whose cosines run lower relates
+# fewer entries: summaries then consolidate less, never bury more.
+RELATED_MIN_SIMILARITY = 0.93
 MAX_SUMMARY_KEY = 100
 MAX_SUMMARY_VALUE = 4000
 # The key a summary gets when its own is taken: "<key> (dream <first source's public id>)". A source is
@@ -122,9 +146,12 @@ def _label(group_by: str) -> Func | F:
 
 
 def _candidates(policy: DreamPolicy, sent: set[int]) -> QuerySet[MemoryEntry]:
-    """The entries a policy may summarise: current, not themselves summaries, its own unless cross-agent,
-    and not ``sent`` to the LLM already this cycle."""
-    qs = MemoryEntry.objects.filter(current_q(), provenance__isnull=True)
+    """The entries a policy may summarise: current, not themselves summaries, in no conflict (flagged, with
+    a partner by meaning, or in a (user, key) set that disagrees), its own unless cross-agent, and not
+    ``sent`` to the LLM already this cycle (nor held back by the cycle)."""
+    qs = MemoryEntry.objects.filter(
+        current_q(), provenance__isnull=True, conflicted=False, meaning_conflicts=[]
+    ).exclude(dream_set_disagrees())
     if not policy.cross_agent_maintenance:
         qs = qs.filter(source_agent_id=policy.agent_id)
     if sent:
@@ -132,44 +159,77 @@ def _candidates(policy: DreamPolicy, sent: set[int]) -> QuerySet[MemoryEntry]:
     return qs.annotate(label=_label(policy.summarize_group_by))
 
 
-def find_groups(*, policy: DreamPolicy, sent: set[int] | None = None) -> Iterator[Proposal]:
-    """The groups of at least ``summarizeMinEntries`` entries none of which is in ``sent``, as proposals
-    with their sources and no summaries yet, by user and label. Each group's entries are read when it is
-    reached, so a caller that stops early reads no more."""
-    sent = set(sent or ())
+def related_sets(*, entries: list[MemoryEntry], model: str, min_size: int) -> list[list[MemoryEntry]]:
+    """The sets of at least ``min_size`` of these entries (in their order) every two of which are related
+    (:data:`RELATED_MIN_SIMILARITY`), each of at most :data:`MAX_ENTRIES_PER_CALL`: an entry joins the first
+    set all of whose entries it is related to, else starts one."""
+    pairs = entry_pairs_alike(ids=[e.id for e in entries], model=model, min_similarity=RELATED_MIN_SIMILARITY)
+    related = {pair for first, second in pairs for pair in ((first, second), (second, first))}
+    sets: list[list[MemoryEntry]] = []
+    for entry in entries:
+        home = next(
+            (
+                found
+                for found in sets
+                if len(found) < MAX_ENTRIES_PER_CALL and all((entry.id, e.id) in related for e in found)
+            ),
+            None,
+        )
+        if home is None:
+            sets.append([entry])
+        else:
+            home.append(entry)
+    return [found for found in sets if len(found) >= min_size]
+
+
+def _proposal(group: dict[str, Any], entries: list[MemoryEntry]) -> Proposal:
+    return Proposal(
+        user_id=group["user_id"],
+        owner=group["source_agent_id"],
+        visibility=group["visibility"],
+        group_ids=group["group_ids"],
+        label=group["label"],
+        category=entries[0].category,
+        sources={
+            e.id: {
+                "key": e.key,
+                "value": e.value,
+                "agent": e.source_agent_id,
+                "updatedAt": e.updated_at.isoformat(),
+            }
+            for e in entries
+        },
+    )
+
+
+def find_groups(
+    *, policy: DreamPolicy, sent: set[int] | None = None, held: frozenset[int] = frozenset()
+) -> Iterator[Proposal]:
+    """The sets of at least ``summarizeMinEntries`` related entries with opaque keys, none of which is in
+    ``sent`` or ``held``, as proposals with their sources and no summaries yet, by user and label. Each
+    scope's entries are read when it is reached, so a caller that stops early reads no more."""
+    embedder = get_embedder()
+    if embedder is None:
+        return
+    sent = set(sent or ()) | held
+    min_size = max(policy.summarize_min_entries, 2)
     scope = ("user_id", "source_agent_id", "visibility", "group_ids", "label")
     groups = list(
         _candidates(policy, sent)
         .values(*scope)
         .annotate(n=Count("id"))
-        .filter(n__gte=max(policy.summarize_min_entries, 2))
+        .filter(n__gte=min_size)
         .order_by("user_id", "label", "source_agent_id", "visibility")
     )
     for group in groups:
-        entries = list(
+        read = (
             _candidates(policy, sent)
             .filter(**{name: group[name] for name in scope})
-            .order_by("updated_at", "id")[:MAX_ENTRIES_PER_CALL]
+            .order_by("updated_at", "id")[:MAX_ENTRIES_READ]
         )
-        yield (
-            Proposal(
-                user_id=group["user_id"],
-                owner=group["source_agent_id"],
-                visibility=group["visibility"],
-                group_ids=group["group_ids"],
-                label=group["label"],
-                category=entries[0].category,
-                sources={
-                    e.id: {
-                        "key": e.key,
-                        "value": e.value,
-                        "agent": e.source_agent_id,
-                        "updatedAt": e.updated_at.isoformat(),
-                    }
-                    for e in entries
-                },
-            )
-        )
+        opaque = [e for e in read if not key_carries_meaning(e.key)]
+        for entries in related_sets(entries=opaque, model=embedder.model_id, min_size=min_size):
+            yield _proposal(group, entries)
 
 
 def prompt_of(proposal: Proposal, *, target: int) -> str:
@@ -381,20 +441,29 @@ def _keep(*, policy: DreamPolicy, proposal: Proposal, run_id: int, totals: Summa
     totals.proposals.append(data)
 
 
-def summarize_policy(*, policy: DreamPolicy, llm: LLM, run_id: int, totals: SummaryTotals, mode: str) -> None:
+def summarize_policy(
+    *,
+    policy: DreamPolicy,
+    llm: LLM,
+    run_id: int,
+    totals: SummaryTotals,
+    mode: str,
+    held: frozenset[int] = frozenset(),
+    spent: float = 0.0,
+) -> None:
     """Summarise the policy's groups, one LLM call each, until the next call's estimated prompt cost would
     take the policy's spending this cycle past ``maxCostPerRun``, the agent's LLM budget refuses it
     (:mod:`activity.budget`), or the cycle has made ``maxLlmCallsPerRun`` calls. A group whose user had
     ``maxLlmCallsPerUser`` calls this cycle waits for the next one. Each proposal is kept in
     ``totals.proposals``; ``mode`` :data:`WRITE` applies it now, :data:`APPROVAL` marks it ``pending`` (for
     :func:`approve_run`), :data:`DRY_RUN` only shows it. A failed call or write changes nothing: it is
-    counted, logged and (the first few) kept with the run, and the next group goes on."""
+    counted, logged and (the first few) kept with the run, and the next group goes on. ``spent``: what the
+    cycle spent before (the confirmation of contradictions by meaning); ``held``: entries left out."""
     cap = float(policy.max_cost_per_run)
-    spent = 0.0
     target = max(1, policy.summarize_target_entries)
     calls = totals.calls
     per_run, per_user = policy.max_llm_calls_per_run, policy.max_llm_calls_per_user
-    for proposal in find_groups(policy=policy, sent=calls.sent):
+    for proposal in find_groups(policy=policy, sent=calls.sent, held=held):
         if calls.run_cap_reached(per_run=per_run):
             calls.stopped.append(f"summaries:{policy.agent_id}")
             logger.info("Dream run #%s: %s's summaries stop at maxLlmCallsPerRun", run_id, policy.agent_id)
@@ -434,10 +503,12 @@ def dream_summarize(
     totals: SummaryTotals,
     details: dict[str, Any],
     dry_run: bool,
+    held: frozenset[int] = frozenset(),
 ) -> None:
     """The summaries of the policies that ask for them, with the LLM the settings describe: written now,
     shown (``dry_run``), or kept for approval (``run.approval`` becomes pending). Without an LLM, or with
-    wrong settings, the run says so (in ``totals`` or ``details``) and the cycle goes on."""
+    wrong settings, the run says so (in ``totals`` or ``details``) and the cycle goes on. ``held``: entries
+    no summary may take (those a dry run's contradiction pass would have flagged)."""
     try:
         llm = build_llm()
     except LLMError as exc:
@@ -448,6 +519,7 @@ def dream_summarize(
     if llm is None:
         details["summariesSkipped"] = "summarizeInteractions is on, but LLM_PROVIDER is empty."
         return
+    confirmed = totals.cost  # the confirmation of contradictions by meaning, which ran before
     for policy in policies:
         if dry_run:
             mode = DRY_RUN
@@ -455,7 +527,9 @@ def dream_summarize(
             mode = APPROVAL
         else:
             mode = WRITE
-        summarize_policy(policy=policy, llm=llm, run_id=run.pk, totals=totals, mode=mode)
+        summarize_policy(
+            policy=policy, llm=llm, run_id=run.pk, totals=totals, mode=mode, held=held, spent=confirmed
+        )
     if any(p.get("pending") for p in totals.proposals):
         run.approval = DreamRun.Approval.PENDING
 

@@ -1,6 +1,6 @@
 """Background extraction (issue 28): facts from the stored conversations of the agents whose policy says
-``extractFromConversations``, run every ``EXTRACTION_INTERVAL`` seconds by the
-scheduler process (``manage.py dream_scheduler``), where Dream runs.
+``extractFromConversations``, run every ``EXTRACTION_INTERVAL`` seconds by a Celery worker
+(``extraction.run_background``, extraction/tasks.py; beat's ``extraction-background`` schedule).
 
 For each such agent, each conversation it takes part in (one it may read and has written in), the messages
 it may read past its watermark (:class:`extraction.models.ExtractionWatermark`) are read in batches of
@@ -61,6 +61,7 @@ from extraction.services import (
     extraction_propose,
     extraction_record_failure,
     extraction_record_skip,
+    lock_user_first,
 )
 from memoryplatform.llm import LLM, LLMError, build_llm
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
@@ -199,6 +200,8 @@ def _commit(*, batch: _Batch, conversation: Conversation, agent: Agent, proposed
     moved the watermark first, or the extract door claimed one of the batch's messages meanwhile (nothing
     is written: the next run reads the batch again, without it)."""
     with transaction.atomic():
+        if batch.request is not None:
+            lock_user_first(batch.request.user_id)
         if not watermark_advance(
             conversation_id=conversation.pk, agent_id=agent.id, read=batch.read, to=batch.last
         ):
@@ -225,6 +228,8 @@ def _skip(
         f"maxExtractionCostPerRun (${cap:.2f}); the watermark moved past it."
     )
     with transaction.atomic():
+        if batch.request is not None:
+            lock_user_first(batch.request.user_id)
         if not watermark_advance(
             conversation_id=conversation.pk, agent_id=agent.id, read=batch.read, to=batch.last
         ):

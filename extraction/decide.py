@@ -57,6 +57,14 @@ class Bound:
     most: str
     groups: tuple[str, ...] | None = None
 
+    @classmethod
+    def of(cls, scope: Scope) -> "Bound":
+        """The bound of what is learned from an entry of ``scope`` (only its readers may read it), or of
+        facts written in it: ``group`` without groups is any of the agent's."""
+        return cls(
+            scope.visibility, (scope.group_ids or None) if scope.visibility == Visibility.GROUP else None
+        )
+
     def allows(self, scope: Scope) -> bool:
         if _RANK[scope.visibility] > _RANK[self.most]:
             return False

@@ -10,10 +10,13 @@ then the writes (:func:`extraction_apply`), each fact in its own savepoint: a fa
 messages sent, entry ids among those shown) and each text against the checks every door applies; an answer
 that fails is refused whole and changes nothing, but is recorded and counted with its cost.
 
-**Bounded by every message shown.** Every fact of one call is at most the narrowest scope among all the
+**Bounded by everything shown.** Every fact of one call is at most the narrowest scope among all the
 messages the model was shown (:attr:`ExtractionRequest.bound`), not among those it says it used: a confused or
 prompt-injected model can cite any message for any fact, so a private note (the agent's memory channel) in
-the prompt makes every fact of that call private.
+the prompt makes every fact of that call private. The stored facts in the prompt bound it alike
+(:attr:`Prepared.bound`): a model told to restate them cannot make one wider. Only the entries that every
+reader of the call's facts may read are shown (:func:`_shown`), so that bound narrows nothing the caller
+asked for.
 
 Each written fact says where it came from: the entry's ``source`` is ``"extracted"`` and its ``confidence``
 the model's, and its history event's ``provenance`` names the conversation and messages, the model, the
@@ -34,6 +37,8 @@ from activity.budget import AgentBudget
 from activity.models import LlmSpend
 from apikeys.caller import Caller
 from apikeys.models import Agent, ApiKey
+from events.models import EventType
+from events.services import event_record
 from extraction import metrics
 from extraction.decide import (
     ADD,
@@ -61,6 +66,7 @@ from extraction.prompts import (
 from memoryplatform import publicids
 from memoryplatform.errors import ServiceError
 from memoryplatform.llm import LLM, LLMError, stored_cost
+from memoryplatform.locks import LockId, advisory_xact_lock
 from memoryplatform.text import is_blank, text_problem
 from usermemory.models import DEFAULT_ALLOWED_CATEGORIES, AgentMemoryPolicy, Visibility
 from usermemory.selectors import policy_for_agent
@@ -126,13 +132,15 @@ def messages_bound(messages: list[SourceMessage]) -> Bound:
 
 @dataclass
 class Proposed:
-    """The model's answer, checked: its facts, the call's cost, and what the model was shown."""
+    """The model's answer, checked: its facts, the call's cost, what the model was shown, and the bound of
+    every fact (:attr:`Prepared.bound`)."""
 
     facts: list[dict[str, Any]]
     cost: float
     model: str
     candidates: list[Candidate]
     threshold: float
+    bound: Bound
 
 
 @dataclass
@@ -154,15 +162,22 @@ def _categories(policy: AgentMemoryPolicy, category: str | None) -> list[str]:
 
 
 def _shown(request: ExtractionRequest, candidates: list[Candidate]) -> list[Candidate]:
-    """The stored facts the model may be shown. With a conversation (the background's, or one named at the
-    door) the platform knows who could read each message, and shows only the entries every agent that may
-    see a fact of the call may see (:meth:`Bound.may_show`): a model told to repeat what it was shown
-    cannot make a private fact wider. Without one the caller vouches for its messages and scope (their
-    bound is ``global``), and sees every entry it may read."""
-    if not request.conversation_id:
-        return candidates
-    bound = request.bound
+    """The stored facts the model may be shown: only the entries every agent that may see a fact of the
+    call may see (:meth:`Bound.may_show`, under the messages' bound narrowed to where new facts go), so a
+    model told to repeat what it was shown cannot make a fact wider than it was. Without a conversation the
+    caller vouches for its messages (their bound is ``global``), and the scope it asks for decides: ``self``
+    shows every entry the agent may read, ``global`` only global ones."""
+    bound = request.bound.narrowest(Bound.of(request.scope))
     return [c for c in candidates if bound.may_show(c.scope)]
+
+
+def _shown_bound(request: ExtractionRequest, shown: list[Known], candidates: list[Candidate]) -> Bound:
+    """The bound of every fact of a call: the narrowest of its messages' and of the stored facts it shows."""
+    scopes = {c.entry_id: c.scope for c in candidates}
+    bound = request.bound
+    for known in shown:
+        bound = bound.narrowest(Bound.of(scopes[known.entry_id]))
+    return bound
 
 
 @dataclass
@@ -174,6 +189,7 @@ class Prepared:
     schema: dict[str, Any]
     candidates: list[Candidate]
     threshold: float
+    bound: Bound  # every fact's: the narrowest of the messages and stored facts in the prompt
 
 
 def extraction_prepare(*, request: ExtractionRequest) -> Prepared:
@@ -200,7 +216,8 @@ def extraction_prepare(*, request: ExtractionRequest) -> Prepared:
         known=known,
         categories=categories,
     )
-    return Prepared(prompt, schema, candidates, policy.semantic_contradiction_threshold)
+    bound = _shown_bound(request, known, candidates)
+    return Prepared(prompt, schema, candidates, policy.semantic_contradiction_threshold, bound)
 
 
 def extraction_propose(*, request: ExtractionRequest, llm: LLM, prepared: Prepared | None = None) -> Proposed:
@@ -219,7 +236,7 @@ def extraction_propose(*, request: ExtractionRequest, llm: LLM, prepared: Prepar
             if problem:
                 raise LLMError(f"the model's answer is refused: a fact's {name} {problem}", cost=done.cost)
         facts.append({**fact, "key": key, "value": value})
-    return Proposed(facts, done.cost, llm.model, call.candidates, call.threshold)
+    return Proposed(facts, done.cost, llm.model, call.candidates, call.threshold, call.bound)
 
 
 def extraction_record_failure(
@@ -326,7 +343,7 @@ def _apply_fact(
     *, request: ExtractionRequest, proposed: Proposed, fact: dict[str, Any], meaning: KeyMeaning, run_id: int
 ) -> dict[str, Any]:
     """Decide one fact and (unless a dry run) write it; the operation as the answer shows it."""
-    bound = request.bound
+    bound = proposed.bound
     decision = decide(
         key=fact["key"],
         value=fact["value"],
@@ -413,11 +430,38 @@ def extraction_apply(*, request: ExtractionRequest, proposed: Proposed) -> Outco
     extraction.proposals = outcome.operations
     counts = ["facts_added", "facts_updated", "facts_unchanged", "facts_rejected", "facts_skipped"]
     extraction.save(update_fields=[*counts, "proposals"])
+    if not request.dry_run and extraction.facts_added + extraction.facts_updated:
+        _report_written(request, extraction)
     metrics.cost_dollars.inc(proposed.cost)
     if not request.dry_run:
         for op in (ADD, UPDATE, NOOP, REJECTED, SKIPPED):
             metrics.facts.labels(op=op.lower()).inc(outcome.count(op))
     return outcome
+
+
+def _report_written(request: ExtractionRequest, extraction: Extraction) -> None:
+    """The ``extraction.wrote`` event, in the writes' transaction: seen by the extracting agent (its facts'
+    own events say who else may see each value)."""
+    event_record(
+        type=EventType.EXTRACTION_WROTE,
+        user_id=request.user_id,
+        owner=request.agent.id,
+        visibility=Visibility.SELF,
+        data={
+            "extractionId": publicids.public_str(publicids.EXTRACTION, extraction.pk),
+            "agentId": request.agent.id,
+            "conversationId": request.conversation_id or None,
+            "added": extraction.facts_added,
+            "updated": extraction.facts_updated,
+        },
+    )
+
+
+def lock_user_first(user_id: str) -> None:
+    """The user's lock, which every write to the user's memories holds until commit, taken before the
+    transaction's first write: its id (events' ``txid``) then comes after every earlier write's to that user,
+    so the change feed gives the user's events in the order they were made (:mod:`events.store`)."""
+    advisory_xact_lock(LockId.USER_MEMORY, user_id)
 
 
 def extraction_run(
@@ -434,6 +478,7 @@ def extraction_run(
         raise
     try:
         with transaction.atomic():
+            lock_user_first(request.user_id)
             if before_writes is not None:
                 before_writes()
             return extraction_apply(request=request, proposed=proposed)

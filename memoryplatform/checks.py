@@ -73,7 +73,13 @@ def check_embeddings(app_configs: Any, **kwargs: Any) -> list[Error]:
     try:
         build_embedder()
     except EmbedderError as exc:
-        return [Error(str(exc), hint="See the EMBEDDINGS_* lines of .env.example.", id="memoryplatform.E010")]
+        return [
+            Error(
+                str(exc),
+                hint="See the EMBEDDINGS_* and MAX_QUERY_TOKENS lines of .env.example.",
+                id="memoryplatform.E010",
+            )
+        ]
     return []
 
 
@@ -107,8 +113,7 @@ def check_reranker(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     if model and configured is None and not relevance.is_calibrated(model):
         messages.append(
             Warning(
-                f"The scores of embedder {model!r} are not calibrated: minScore and RECALL_MIN_SCORE mean "
-                "less than they say.",
+                f"The scores of embedder {model!r} are not calibrated: minScore means less than it says.",
                 hint="Run python -m bench.calibrate and set SEARCH_CALIBRATION to its object.",
                 id="memoryplatform.W003",
             )

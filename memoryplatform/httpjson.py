@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from memoryplatform import providercalls
 from memoryplatform.text import json_loads, json_problem
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
@@ -54,17 +55,32 @@ class _TooLarge(Exception):
 
 
 class ProviderClient:
-    """One provider's HTTP client: its headers, its timeout (bounding each whole call), its error class."""
+    """One provider's HTTP client: its headers, its timeout (bounding each whole call), its error class, and
+    the error of a call refused because its caller has its share of calls in flight already (``busy``:
+    :mod:`memoryplatform.providercalls`; the error class when not given)."""
 
-    def __init__(self, *, timeout: float, headers: dict[str, str], error: type[Exception]) -> None:
+    def __init__(
+        self,
+        *,
+        timeout: float,
+        headers: dict[str, str],
+        error: type[Exception],
+        busy: type[Exception] | None = None,
+    ) -> None:
         self.timeout = timeout
         self._error = error
+        self._busy = busy or error
         self._client = httpx.Client(timeout=timeout, headers=headers)
 
     def post_json(self, endpoint: str, body: dict[str, Any]) -> Any:
         """POST ``body`` as JSON and return the 200 answer's JSON, within the timeout; anything else raises
         the error class with a message that names the endpoint (the transport's failure, the status and the
-        first 200 characters answered, or why the answer is not usable JSON)."""
+        first 200 characters answered, or why the answer is not usable JSON). Past the caller's share of
+        calls in flight, the ``busy`` error, before anything is sent."""
+        with providercalls.slot(refuse=self._busy, endpoint=endpoint):
+            return self._post_json(endpoint, body)
+
+    def _post_json(self, endpoint: str, body: dict[str, Any]) -> Any:
         deadline = time.monotonic() + self.timeout
         call = _calls.submit(self._exchange, endpoint, body, deadline)
         try:

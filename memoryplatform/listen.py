@@ -34,7 +34,6 @@ from typing import Any
 import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS
-from django.db import connection as django_connection
 from psycopg import sql
 
 from memoryplatform.logsafe import safe_traceback
@@ -213,23 +212,3 @@ class Listener:
                 if not readable:
                     conn.execute("SELECT 1")  # notifications arriving meanwhile are kept, drained next
                 self._drain(conn)
-
-
-def notify(channel: str, payload: str = "") -> None:
-    """NOTIFY ``channel`` on the default database's connection: sent when the current transaction commits
-    (at once outside one), never if it rolls back."""
-    with django_connection.cursor() as cursor:
-        cursor.execute("SELECT pg_notify(%(channel)s, %(payload)s)", {"channel": channel, "payload": payload})
-
-
-def listeners(name: str) -> int:
-    """How many sessions named ``name`` (their application_name, see :func:`connect`) are connected to this
-    database."""
-    with django_connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity "
-            "WHERE application_name = %(name)s AND datname = current_database()",
-            {"name": name},
-        )
-        row = cursor.fetchone()
-    return int(row[0]) if row else 0

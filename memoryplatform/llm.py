@@ -8,9 +8,11 @@
 a JSON Schema (``jsonschema``). Its cost is computed from the usage the API returned and the model's prices
 (``LLM_PRICES``, dollars per million input and output tokens, over :data:`DEFAULT_PRICES`). Every failure
 (refused, timed out, an HTTP error, an answer that is not JSON, nested too deep, holding ``NaN`` or another
-number JSON does not have, or not matching the schema) is an :class:`LLMError`, which carries the cost of
+number JSON does not have, or not matching the schema, whose integers are JSON integers:
+:mod:`memoryplatform.jsonschemas`) is an :class:`LLMError`, which carries the cost of
 the call when the API answered with its usage: a malformed answer was still paid for. A call made for an
-agent is paid from its LLM budget (a :class:`Spending`: :mod:`activity.budget`), reserved before the call.
+agent is paid from its LLM budget (a :class:`Spending`: :mod:`activity.budget`): the most it may cost is
+reserved before the call, and settled to what it cost after.
 """
 
 import logging
@@ -20,10 +22,11 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from django.conf import settings
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from memoryplatform.httpjson import ProviderClient
+from memoryplatform.jsonschemas import StrictValidator
+from memoryplatform.providercalls import ProviderBusy
 from memoryplatform.text import json_loads, json_problem
 
 logger = logging.getLogger(__name__)
@@ -100,7 +103,7 @@ class Price:
 
 class Spending(Protocol):
     """Who pays for a call (an agent's LLM budget: :class:`activity.budget.AgentBudget`): ``reserve`` is
-    told the call's estimated cost before it is made, and may refuse it by raising; ``settle`` is told what
+    told the most the call may cost before it is made, and may refuse it by raising; ``settle`` is told what
     it cost once it answered or failed (:meth:`LLM.complete_json`)."""
 
     def reserve(self, estimate: float) -> None: ...
@@ -179,7 +182,7 @@ class LLM:
             headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         else:
             headers = {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": api_key} if api_key else {})}
-        self._http = ProviderClient(timeout=timeout, headers=headers, error=LLMError)
+        self._http = ProviderClient(timeout=timeout, headers=headers, error=LLMError, busy=ProviderBusy)
 
     def estimate_cost(self, *, system: str, prompt: str) -> float:
         """What sending this prompt would cost, from its estimated tokens (before any answer)."""
@@ -198,15 +201,19 @@ class LLM:
     ) -> Completion:
         """Ask for a JSON answer matching ``schema``; :class:`LLMError` when there is none: with the call's
         cost from its usage, or, when the usage is not valid, its :meth:`worst_cost`. ``spending`` (unless
-        the model is free) reserves the prompt's estimated cost first, which may refuse the call (its own
-        error, raised before anything is sent), and settles it with the cost, whatever the outcome."""
+        the model is free) reserves the most the call may cost first (:meth:`worst_cost`: the prompt and
+        ``LLM_MAX_TOKENS`` of answer), which may refuse the call (its own error, raised before anything is
+        sent), and settles it with the cost, whatever the outcome: the difference is released."""
         if spending is None or self.price.free:
             return self._complete(system=system, prompt=prompt, schema=schema)
-        spending.reserve(self.estimate_cost(system=system, prompt=prompt))
+        spending.reserve(self.worst_cost(system=system, prompt=prompt))
         try:
             done = self._complete(system=system, prompt=prompt, schema=schema)
         except LLMError as exc:
             spending.settle(exc.cost)
+            raise
+        except ProviderBusy:  # refused before it was sent: nothing spent
+            spending.settle(0.0)
             raise
         spending.settle(done.cost)
         return done
@@ -227,7 +234,7 @@ class LLM:
         cost = self.price.cost(input_tokens=input_tokens, output_tokens=output_tokens)
         data = _json_of(text, cost=cost)
         try:
-            Draft202012Validator(schema).validate(data)
+            StrictValidator(schema).validate(data)
         except ValidationError as exc:
             raise LLMError(f"the model's answer does not match the schema: {exc.message}", cost=cost) from exc
         return Completion(data, input_tokens, output_tokens, cost)
@@ -260,9 +267,9 @@ class LLM:
         return text, usage.get("input_tokens"), usage.get("output_tokens")
 
 
-def build_llm() -> LLM | None:
+def build_llm(*, timeout: float | None = None) -> LLM | None:
     """The LLM the settings describe, or ``None`` when ``LLM_PROVIDER`` is empty; :class:`LLMError` when they
-    are wrong."""
+    are wrong. ``timeout``: a call's, in place of ``LLM_TIMEOUT`` (the LLM reranker's: ``RERANK_TIMEOUT``)."""
     protocol = settings.LLM_PROVIDER
     if not protocol:
         return None
@@ -271,7 +278,7 @@ def build_llm() -> LLM | None:
         url=settings.LLM_URL,
         model=settings.LLM_MODEL,
         api_key=settings.LLM_API_KEY,
-        timeout=settings.LLM_TIMEOUT,
+        timeout=settings.LLM_TIMEOUT if timeout is None else timeout,
         max_tokens=settings.LLM_MAX_TOKENS,
         price=price_of(settings.LLM_MODEL),
     )

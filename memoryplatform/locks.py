@@ -20,6 +20,7 @@ class LockId:
     EMBEDDINGS = 7306  # one re-embedding pass (the scheduled job, `embed --missing`) at a time, by table
     EXTRACTION = 7307  # one background extraction run at a time (its watermarks are compare-and-set anyway)
     LLM_BUDGET = 7308  # one agent's LLM budget: the check and the reservation of a call (activity.budget)
+    WEBHOOK = 7309  # one webhook subscription's deliveries, keyed by its id: one at a time, in order
 
 
 def advisory_xact_lock(namespace: int, key: str) -> None:

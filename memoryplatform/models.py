@@ -76,3 +76,20 @@ class VectorSweep(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.model}"
+
+
+class ErasureFence(models.Model):
+    """How far the primary's WAL had gone when the last GDPR erasure committed (one row, ``id`` 1): until a
+    streaming replica has replayed that far, it may still hold the erased user's rows, and the doors routed
+    to it read from the primary (:mod:`memoryplatform.replica`). Written by :func:`memoryplatform.store.
+    erasure_fence_raise` only."""
+
+    id = models.SmallIntegerField(primary_key=True, default=1)
+    lsn = models.BigIntegerField()  # bytes of WAL: pg_current_wal_lsn() - '0/0'
+    raised_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=models.Q(id=1), name="erasurefence_one_row")]
+
+    def __str__(self) -> str:
+        return f"erasure fence at {self.lsn}"

@@ -40,7 +40,7 @@ HALF_BITS = 26
 HALF_MASK = (1 << HALF_BITS) - 1
 
 
-Kind = Literal["entry", "task", "tool_call", "event", "extraction"]
+Kind = Literal["entry", "task", "tool_call", "event", "extraction", "change"]
 """What a public id names. Plain strings, not an Enum: an Enum member hashes in Python code, about 0.5 us of
 each id's 3 us."""
 ENTRY: Kind = "entry"
@@ -48,6 +48,7 @@ TASK: Kind = "task"
 TOOL_CALL: Kind = "tool_call"
 EVENT: Kind = "event"
 EXTRACTION: Kind = "extraction"  # named in a history event's provenance (issue 44, finding 10)
+CHANGE: Kind = "change"  # an event of the change feed and the webhooks (events.Event), not a history event
 
 
 def master_key() -> bytes:

@@ -9,9 +9,13 @@ primary whatever the door (:class:`DoorRouter`).
 
 Before a routed door reads, the replica's lag decides (:func:`replica_state`, measured at most once a
 second per process, so a routed read costs no extra round trip most of the time): above ``REPLICA_MAX_LAG``
-seconds, or when the replica cannot be reached, the door reads from the primary instead and its response says
-so in ``X-Read-From``. A replica that fails in the middle of a request is probed again, and the request runs
-once more on the primary: a routed read never becomes an error because of the replica.
+seconds, when the replica cannot be reached, or while it has not replayed the last GDPR erasure
+(:func:`erasure_committed`), the door reads from the primary instead and its response says so in
+``X-Read-From``. The measure runs on a thread of its own, and a request waits for it at most
+``PROBE_TIMEOUT``: a replica that hangs (stopped, its host frozen) is found unreachable and skipped until it
+is probed again, and no door waits on another's probe. A replica that fails in the middle of a request is
+probed again, and the request runs once more on the primary: a routed read never becomes an error because of
+the replica.
 
 With ``DATABASE_REPLICA_URL`` unset there is no alias, no router and no middleware: nothing here runs.
 """
@@ -20,9 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,7 +36,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import Counter, Gauge
 
@@ -43,6 +49,8 @@ DOWN_SECONDS = (
     5.0  # an unreachable replica is tried again after this long (each try may wait CONNECT_TIMEOUT)
 )
 CONNECT_TIMEOUT = 2  # seconds (libpq's connect_timeout): a replica that does not answer is soon given up
+PROBE_TIMEOUT = CONNECT_TIMEOUT + 1  # seconds a request waits for a measure of the replica
+STATEMENT_TIMEOUT_MS = 30_000  # the replica's statement_timeout: a routed read slower reads the primary
 READ_METHODS = ("GET", "HEAD")
 # The admin's pages that read from the replica besides every list page: Dream's run reports.
 ADMIN_REPORT_PAGES = frozenset({"dream_dreamrun_change"})
@@ -70,11 +78,16 @@ _route: ContextVar[str | None] = ContextVar("memoryplatform_read_route", default
 
 def replica_database(config: dict[str, Any], *, primary: dict[str, Any]) -> dict[str, Any]:
     """The Django DATABASES entry of the replica: the URL's, with the primary's connection reuse, a short
-    connect timeout (a replica that does not answer sends the reads to the primary soon), and, in a test
-    run, the primary's test database (the replica only reads what the primary holds)."""
+    connect timeout (a replica that does not answer sends the reads to the primary soon), a statement
+    timeout (a read the replica holds up, waiting on its replay, fails there and runs again on the primary),
+    and, in a test run, the primary's test database (the replica only reads what the primary holds)."""
     if config.get("ENGINE") != "django.db.backends.postgresql":
         raise ImproperlyConfigured("DATABASE_REPLICA_URL must be a postgres:// or postgresql:// URL.")
-    options = {"connect_timeout": CONNECT_TIMEOUT, **config.get("OPTIONS", {})}
+    options = {
+        "connect_timeout": CONNECT_TIMEOUT,
+        "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+        **config.get("OPTIONS", {}),
+    }
     entry = {
         **config,
         "OPTIONS": options,
@@ -100,7 +113,8 @@ class ReplicaState:
     lag: float | None  # seconds; None: unknown (unreachable, or nothing replayed yet while behind)
     replayed_at: datetime | None  # the commit time of the last transaction the replica replayed
     measured: float  # time.monotonic() of the measure
-    error: str = ""
+    error: str = ""  # why it cannot be reached: for the log, never for /readyz
+    replayed_lsn: int | None = None  # how far it has replayed (bytes of WAL); None: it is no standby
 
     def usable(self) -> bool:
         return self.reachable and self.lag is not None and self.lag <= settings.REPLICA_MAX_LAG
@@ -113,12 +127,27 @@ class ReplicaState:
 
 
 _state: ReplicaState | None = None
-_state_lock = threading.Lock()
+_state_lock = threading.Lock()  # held to read and replace the state and the probe, never while measuring
 _caught_up_at: float | None = None  # time.monotonic() of the last measure that found the replica caught up
+_probe: Future[ReplicaState] | None = None  # the measure under way, on the probe's thread
+_probe_started = 0.0
+
+
+def _new_prober() -> None:
+    """This process's probe thread. A forked child gets its own (the parent's thread does not exist there)."""
+    global _prober, _probe
+    _prober = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replica-probe")
+    _probe = None
+
+
+_prober: ThreadPoolExecutor
+_new_prober()
+os.register_at_fork(after_in_child=_new_prober)
 
 
 def _measure() -> ReplicaState:
-    """One measure. ``now() - pg_last_xact_replay_timestamp()`` over-states the lag after an idle spell: the
+    """One measure, on the probe's thread (its own connection to the replica). ``now() -
+    pg_last_xact_replay_timestamp()`` over-states the lag after an idle spell: the
     first commit after ten idle seconds, received and not yet replayed, reads as ten seconds behind. What the
     replica has not replayed arrived after the last measure that found it caught up, so the lag is at most
     the time since then: the smaller of the two (close to the truth while routed reads measure every
@@ -141,23 +170,52 @@ def _measure() -> ReplicaState:
     elif _caught_up_at is not None:
         lag = min(lag, now - _caught_up_at) if lag is not None else now - _caught_up_at
     replica_lag.set(lag if lag is not None else -1)
-    return ReplicaState(reachable=True, lag=lag, replayed_at=status.replayed_at, measured=now)
+    return ReplicaState(
+        reachable=True,
+        lag=lag,
+        replayed_at=status.replayed_at,
+        measured=now,
+        replayed_lsn=status.replayed_lsn,
+    )
 
 
 def replica_state(*, fresh: bool = False) -> ReplicaState | None:
     """The replica's reachability and lag, measured at most every CHECK_SECONDS (DOWN_SECONDS while it
-    cannot be reached) per process; ``fresh``: measured now. ``None`` without a replica."""
+    cannot be reached) per process; ``fresh``: measured now. ``None`` without a replica.
+
+    The measure runs on a thread of its own, and a caller waits for it at most PROBE_TIMEOUT seconds from its
+    start: a replica that accepts connections and never answers (stopped, or its host hung) is then
+    unreachable, and skipped until it is probed again. No lock is held while measuring, and one measure at a
+    time is under way: while a hung one still is, past its PROBE_TIMEOUT, every caller is told at once that
+    the replica cannot be reached."""
     global _state
     if not configured():
         return None
     state = _state
     if not fresh and state is not None and _current(state):
         return state
+    probe, started = _probe_now()
+    try:
+        state = probe.result(timeout=max(0.0, started + PROBE_TIMEOUT - time.monotonic()))
+    except TimeoutError:
+        logger.warning("The read replica did not answer its probe within %s s", PROBE_TIMEOUT)
+        replica_lag.set(-1)
+        error = f"no answer within {PROBE_TIMEOUT} s"
+        now = time.monotonic()
+        state = ReplicaState(reachable=False, lag=None, replayed_at=None, measured=now, error=error)
     with _state_lock:
-        state = _state
-        if fresh or state is None or not _current(state):
-            state = _state = _measure()
+        if _state is None or state.measured >= _state.measured:
+            _state = state
     return state
+
+
+def _probe_now() -> tuple[Future[ReplicaState], float]:
+    """The measure under way, or a new one when none is: with the time it started."""
+    global _probe, _probe_started
+    with _state_lock:
+        if _probe is None or _probe.done():
+            _probe, _probe_started = _prober.submit(_measure), time.monotonic()
+        return _probe, _probe_started
 
 
 def _current(state: ReplicaState) -> bool:
@@ -172,7 +230,7 @@ class ReadRoute:
     """Where a door's reads went, and why: ``header`` is the value of ``X-Read-From``."""
 
     alias: str
-    reason: str = ""  # "lag", "unreachable" or "error" (failed on the replica) when they went to the primary
+    reason: str = ""  # "lag", "unreachable", "erasure" (not yet replayed) or "error" (failed on the replica)
     lag: float | None = None
 
     @property
@@ -192,9 +250,34 @@ def _choose() -> ReadRoute:
     state = replica_state()
     if state is None:
         return ReadRoute(DEFAULT_DB_ALIAS)
-    if state.usable():
-        return ReadRoute(REPLICA, lag=state.lag)
-    return ReadRoute(DEFAULT_DB_ALIAS, reason=state.reason(), lag=state.lag)
+    if not state.usable():
+        return ReadRoute(DEFAULT_DB_ALIAS, reason=state.reason(), lag=state.lag)
+    if _behind_erasure(state):
+        return ReadRoute(DEFAULT_DB_ALIAS, reason="erasure", lag=state.lag)
+    return ReadRoute(REPLICA, lag=state.lag)
+
+
+def _behind_erasure(state: ReplicaState) -> bool:
+    """Whether the replica, as last measured, may still hold a user the primary has erased: it had not
+    replayed up to the last erasure's fence. A measure only understates the replay, so a replica found past
+    the fence is past it. One small read of the primary per routed door."""
+    from memoryplatform import store
+
+    if state.replayed_lsn is None:  # no standby: nothing to replay
+        return False
+    fence = store.erasure_fence()
+    return fence is not None and state.replayed_lsn < fence
+
+
+def erasure_committed() -> None:
+    """Call inside a GDPR erasure's transaction: once it commits, the routed doors read from the primary
+    until the replica has replayed it (an erased user is not served from a lagging replica). Without a
+    replica: nothing."""
+    if not configured():
+        return
+    from memoryplatform import store
+
+    transaction.on_commit(store.erasure_fence_raise, robust=True)
 
 
 @contextlib.contextmanager
@@ -352,5 +435,4 @@ def readiness() -> dict[str, Any] | None:
         "lagSeconds": None if state.lag is None else round(state.lag, 3),
         "maxLagSeconds": settings.REPLICA_MAX_LAG,
         "replayedAt": state.replayed_at.isoformat() if state.replayed_at else None,
-        **({"error": state.error} if state.error else {}),
-    }
+    }  # never the error: /readyz needs no key, and it names hosts and sockets (the log says it)

@@ -205,6 +205,7 @@ def server_facts(*, search_language: str, using: str = DEFAULT_DB_ALIAS) -> Serv
 class ReplicaStatus(NamedTuple):
     lag_seconds: float | None  # None: behind, and nothing replayed since the server started
     replayed_at: Any  # datetime | None: the commit time of the last transaction replayed
+    replayed_lsn: int | None  # bytes of WAL replayed (pg_last_wal_replay_lsn()); None: no standby
 
 
 # The lag of a streaming replica. ``now() - pg_last_xact_replay_timestamp()`` alone grows on an idle primary
@@ -217,7 +218,8 @@ _REPLICA_STATUS = sql.SQL(
                 AND EXISTS (SELECT 1 FROM pg_stat_wal_receiver) THEN 0.0
             ELSE extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())::float8
         END,
-        pg_last_xact_replay_timestamp()"""
+        pg_last_xact_replay_timestamp(),
+        (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint"""
 )
 
 
@@ -229,4 +231,73 @@ def replica_status(*, using: str) -> ReplicaStatus:
         row = cursor.fetchone()
     if row is None:  # a SELECT without FROM always returns its one row
         raise RuntimeError("the server returned no row for its replay position")
-    return ReplicaStatus(lag_seconds=None if row[0] is None else max(float(row[0]), 0.0), replayed_at=row[1])
+    return ReplicaStatus(
+        lag_seconds=None if row[0] is None else max(float(row[0]), 0.0),
+        replayed_at=row[1],
+        replayed_lsn=None if row[2] is None else int(row[2]),
+    )
+
+
+# After a GDPR erasure commits: the primary's WAL position now is past the erasure's commit record. Only ever
+# raised, by concurrent erasures too (GREATEST).
+_ERASURE_FENCE_RAISE = sql.SQL(
+    """INSERT INTO memoryplatform_erasurefence (id, lsn, raised_at)
+    VALUES (1, (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint, now())
+    ON CONFLICT (id) DO UPDATE
+        SET lsn = GREATEST(memoryplatform_erasurefence.lsn, EXCLUDED.lsn), raised_at = EXCLUDED.raised_at"""
+)
+
+
+def erasure_fence_raise() -> None:
+    """Record the primary's WAL position as the last erasure's (:class:`memoryplatform.models.ErasureFence`);
+    call it once the erasure has committed."""
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(_ERASURE_FENCE_RAISE, {})
+
+
+_ERASURE_FENCE = sql.SQL("SELECT lsn FROM memoryplatform_erasurefence WHERE id = 1")
+
+
+def erasure_fence() -> int | None:
+    """The last erasure's WAL position on the primary (bytes), ``None`` when there was none."""
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(_ERASURE_FENCE, {})
+        row = cursor.fetchone()
+    return None if row is None else int(row[0])
+
+
+# --- The PostgreSQL broker's tables (kombu's SQLAlchemy transport: kombu_queue, kombu_message) ------------
+
+
+def broker_queue_depths() -> dict[str, int]:
+    """Messages waiting (not yet delivered) per queue, when this database is Celery's broker; empty before the
+    transport made its tables."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT to_regclass('kombu_message') IS NOT NULL AND to_regclass('kombu_queue') IS NOT NULL"
+        )
+        row = cursor.fetchone()
+        if not row or not row[0]:
+            return {}
+        cursor.execute(
+            "SELECT q.name, count(m.id) FROM kombu_queue q "
+            "LEFT JOIN kombu_message m ON m.queue_id = q.id AND m.visible "
+            "GROUP BY q.name"
+        )
+        return {name: int(count) for name, count in cursor.fetchall()}
+
+
+def broker_prune_delivered(*, older_than_seconds: int) -> int:
+    """Delete the messages the transport delivered (``visible`` false: it keeps them) sent (its ``timestamp``
+    column) more than ``older_than_seconds`` ago; returns how many."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass('kombu_message') IS NOT NULL")
+        row = cursor.fetchone()
+        if not row or not row[0]:
+            return 0
+        cursor.execute(
+            "DELETE FROM kombu_message WHERE NOT visible "
+            'AND "timestamp" < now() - make_interval(secs => %(older)s)',
+            {"older": older_than_seconds},
+        )
+        return cursor.rowcount

@@ -5,16 +5,20 @@ PostgreSQL refuses NUL (``\\u0000``) in text and jsonb, and no database can stor
 column stores and no JSON answer can carry. A value nested deeper than :data:`MAX_JSON_DEPTH` is refused too,
 so no later step (rendering, search text, Dream) recurses without bound. A key given twice in one object
 is refused too (:func:`json_loads`): a proxy or an audit log that reads the first one would otherwise see
-another value than the one written. A query longer than :data:`MAX_QUERY_CHARS` is refused at every door,
-before anything embeds or parses it. A text that shows nothing (white space, zero-width and other format
-characters) is blank wherever a door refuses a blank one (:func:`is_blank`).
+another value than the one written. A query longer than :data:`MAX_QUERY_CHARS`, or of more than
+MAX_QUERY_TOKENS tokens to embed, is refused at every door, before anything embeds or parses it. A text that
+shows nothing (white space, zero-width and other format characters) is blank wherever a door refuses a blank
+one (:func:`is_blank`).
 """
 
 import json
 import math
 import unicodedata
-from typing import Any
+from typing import Any, NamedTuple
 
+from django.conf import settings
+
+from memoryplatform.embeddings import query_tokens
 from memoryplatform.errors import BadRequest
 
 MAX_JSON_DEPTH = 64
@@ -28,7 +32,12 @@ MAX_QUERY_CHARS = 1000
 recall by relevance, a conversation's context, conversation search), the LLM tools' ``query`` and MCP's,
 each read from this constant (serializer ``max_length``, the tools' ``maxLength``). The Python client mirrors
 it as ``memoryplatform_client.MAX_QUERY_CHARS`` (a test holds the two equal). A query is embedded whole, so
-this bounds what one search costs; the embedder's own bound is EMBEDDINGS_MAX_CHARS."""
+this bounds what one search costs; the embedder's own bound is EMBEDDINGS_MAX_CHARS. It bounds the query as
+the embedder and the keyword search read it too, normalized (NFKC) and casefolded (:func:`folded_length`):
+U+FDFA is one character and 18 once normalized, so 1,000 of them were 450 tokens to embed, twice what 1,000
+characters of English are (218), and 1,000 of U+3300 were 1,006 (issue 53). Characters still do not bound
+the cost: 1,000 of Chinese are 742 tokens, 500 U+FCDF (1,000 once normalized) 1,006, where 1,000 of English
+are 209-366; so a query is bounded in the embedder's tokens too (the setting MAX_QUERY_TOKENS)."""
 MAX_ID = 2**63 - 1
 """The largest id a 64-bit primary key holds."""
 
@@ -45,19 +54,58 @@ def ascii_int(text: str, *, low: int = 0, high: int = MAX_ID) -> int | None:
     return value if low <= value <= high else None
 
 
+def folded_length(text: str) -> int:
+    """The characters of ``text`` as a search reads it: normalized (NFKC, as the embedder reads it) and
+    casefolded (as the keyword search does). ASCII is its own NFKC form and folds to as many characters."""
+    if text.isascii():
+        return len(text)
+    return len(unicodedata.normalize("NFKC", text).casefold())
+
+
 def query_problem(query: str, *, name: str = "q") -> str | None:
-    """Why ``query`` is refused as a search or recall query (too long), or ``None``."""
+    """Why ``query`` is refused as a search or recall query, or ``None``: :func:`query_refusal`'s words."""
+    refusal = query_refusal(query, name=name)
+    return refusal.message if refusal else None
+
+
+class QueryRefusal(NamedTuple):
+    message: str
+    limit: str
+    max: int
+
+
+def query_refusal(query: str, *, name: str = "q") -> QueryRefusal | None:
+    """Why ``query`` is refused as a search or recall query, or ``None``: too long in characters, as given or
+    as a search reads it (:func:`folded_length`), or in the embedder's tokens (MAX_QUERY_TOKENS: what its
+    cost follows, :func:`memoryplatform.embeddings.query_tokens`). The given length is checked first, so the
+    normalizing and the counting are bounded."""
     if len(query) > MAX_QUERY_CHARS:
-        return f"{name} is {len(query)} characters; a query may have at most {MAX_QUERY_CHARS}."
+        message = f"{name} is {len(query)} characters; a query may have at most {MAX_QUERY_CHARS}."
+        return QueryRefusal(message, "MAX_QUERY_CHARS", MAX_QUERY_CHARS)
+    folded = folded_length(query)
+    if folded > MAX_QUERY_CHARS:
+        message = (
+            f"{name} is {len(query)} characters but {folded} once normalized (NFKC) and casefolded; a query "
+            f"may have at most {MAX_QUERY_CHARS}, counted either way."
+        )
+        return QueryRefusal(message, "MAX_QUERY_CHARS", MAX_QUERY_CHARS)
+    tokens, most = query_tokens(query), settings.MAX_QUERY_TOKENS
+    if tokens is not None and tokens > most:
+        message = (
+            f"{name} is {len(query)} characters but {tokens} tokens as the embedder reads it; a query may "
+            f"have at most {most} tokens."
+        )
+        return QueryRefusal(message, "MAX_QUERY_TOKENS", most)
     return None
 
 
 def check_query(query: str, *, name: str = "q") -> None:
-    """Refuse a query over :data:`MAX_QUERY_CHARS` (:class:`BadRequest`): the selectors' own check, so a door
-    that forgot the limit still never embeds or parses a longer one."""
-    problem = query_problem(query, name=name)
-    if problem:
-        raise BadRequest(problem, details={"limit": "MAX_QUERY_CHARS", "max": MAX_QUERY_CHARS})
+    """Refuse a query over :data:`MAX_QUERY_CHARS`, as given or as a search reads it, or over MAX_QUERY_TOKENS
+    (:class:`BadRequest`): the selectors' own check, so a door that forgot the limit still never embeds or
+    parses a longer one."""
+    refusal = query_refusal(query, name=name)
+    if refusal:
+        raise BadRequest(refusal.message, details={"limit": refusal.limit, "max": refusal.max})
 
 
 def text_problem(text: str) -> str | None:

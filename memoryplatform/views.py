@@ -14,6 +14,7 @@ from django_prometheus.exports import ExportToDjangoView
 from memoryplatform import replica, store
 from memoryplatform.api.errors import envelope
 from memoryplatform.embeddings.consumer import report_backlog
+from memoryplatform.taskmetrics import report_background
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +74,8 @@ def _client_ip(request: HttpRequest) -> str:
 @reads_only
 def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus exposition, for a bearer METRICS_TOKEN or an allowed address only. The vector backlog's
-    gauges are read from the database at each scrape, wherever the consumer runs."""
+    gauges are read from the database at each scrape, wherever the workers run; the queues' depth from the
+    broker, and beat's last runs from its table."""
     token = settings.METRICS_TOKEN
     header = request.headers.get("Authorization", "")
     bearer = token and header.startswith("Bearer ") and hmac.compare_digest(header[7:].strip(), token)
@@ -82,6 +84,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
             report_backlog()  # the vector queues' length and oldest age, as of this scrape
         except DatabaseError as exc:  # the rest of the metrics still answer; /readyz says why
             logger.warning("Reading the vector backlog for /metrics failed: %s", exc)
+        report_background()  # the queues' depth and beat's last runs, as of this scrape
         replica.replica_state(fresh=True)  # database_replica_lag_seconds, as of this scrape
         return ExportToDjangoView(request)
     return JsonResponse(

@@ -6,6 +6,7 @@ fixed: a port from ``tests.helpers.free_port``, files under ``tmp_path``, its da
 ``url_of_the_test_database()`` (never the settings' name), and a DATA_DIR of its own for a server of its own.
 A test that needs a live server shares one (tests/helpers.py says how)."""
 
+import os
 from collections.abc import Callable
 from urllib.parse import quote, urlsplit
 
@@ -14,8 +15,15 @@ from rest_framework.test import APIClient
 
 from apikeys.models import Agent, ApiKey
 from apikeys.services import apikey_create
+from config import celery_app
 from tests.factories import AgentFactory, AgentGroupFactory, policy_set
+from tests.helpers import Broker, database_broker
 from usermemory.models import AgentMemoryPolicy
+
+# The test process enqueues into its own memory: a write's nudge reaches no broker. The tests of real workers
+# (tests/memoryplatform/test_celery_workers.py) point it at theirs (the ``worker`` fixture).
+celery_app.conf.broker_url = "memory://localhost/"
+celery_app.conf.broker_transport_options = {}
 
 
 class KeyedClient(APIClient):
@@ -111,17 +119,25 @@ def _listen_on_the_test_database(settings):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(autouse=True)
-def _no_recall_threshold(settings):  # type: ignore[no-untyped-def]
-    """The role-matrix tests of ranked reads compare whole visible sets, so the reads that fill an agent's
-    context keep every result here; the default threshold (RECALL_MIN_SCORE) has tests of its own
-    (tests/usermemory/test_relevance.py)."""
-    settings.RECALL_MIN_SCORE = 0.0
-    settings.RECALL_MIN_SCORE_SMALL_STORE = 0.0
-
-
-@pytest.fixture(autouse=True)
 def _short_texts_embedded_in_their_request(settings):  # type: ignore[no-untyped-def]
     """The suite's writes of short texts get their vectors in their request (EMBEDDINGS_INLINE_MAX_CHARS), so
     a search right after a write finds it by meaning without a consumer running; the default (0: every
     vector from the background consumer) has tests of its own (tests/usermemory/test_vector_queue.py)."""
     settings.EMBEDDINGS_INLINE_MAX_CHARS = 48
+
+
+@pytest.fixture(params=["postgresql", "redis"])
+def broker(request: pytest.FixtureRequest) -> Broker:
+    """Each broker a worker runs on: the embedded default's (kombu's SQLAlchemy transport on the test
+    database) and Redis (REDIS_URL; skipped without it, unless REQUIRE_REDIS=1, as CI sets), emptied first."""
+    if request.param == "redis":
+        url = os.environ.get("REDIS_URL", "")
+        if not url:
+            if os.environ.get("REQUIRE_REDIS") == "1":
+                pytest.fail("REQUIRE_REDIS=1 but REDIS_URL is not set")
+            pytest.skip("REDIS_URL is not set: no Redis to run a worker on")
+        # A short visibility timeout: a message a dead worker held comes back within seconds.
+        redis = Broker("redis", url, {"REDIS_URL": url, "CELERY_VISIBILITY_TIMEOUT": "5"})
+        redis.purge()
+        return redis
+    return database_broker()

@@ -1,5 +1,5 @@
 """Shared test helpers: the error-envelope assertion, a server process group's end, the test database's URL
-for subprocesses, and a scheduler process on it.
+for subprocesses, and real Celery workers on it (a broker each).
 
 A test that needs a live server shares one: pytest-django's ``live_server`` (one a worker, in process, on the
 test database), or a ``manage.py serve`` subprocess in a fixture of module or package scope
@@ -18,6 +18,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -136,25 +137,127 @@ def public_id(pk: int, kind: str = "entry") -> str:
     return str(publicids.to_public(kind, pk))  # type: ignore[arg-type]  # a Kind's name
 
 
-@contextlib.contextmanager
-def scheduler_process(log: Path, **environ: str) -> Iterator[subprocess.Popen[bytes]]:
-    """``manage.py dream_scheduler`` on the test database (these variables over the environment), ready: it
-    listens for the admin's "Run Dream now"; stopped on leaving."""
-    from dream.scheduler import DREAM_LISTENER
-    from memoryplatform import listen
+QUEUES = ("default", "vectors", "dream", "extraction", "webhooks")
 
-    root = Path(__file__).resolve().parents[1]
-    env = os.environ | {"DATABASE_URL": url_of_the_test_database(), "SECRET_KEY": "scheduler-test"} | environ
-    argv = [sys.executable, "manage.py", "dream_scheduler", "--parent-pid", str(os.getpid())]
-    with log.open("w") as out:
-        process = subprocess.Popen(argv, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)  # noqa: S603
+
+@dataclass(frozen=True)
+class Broker:
+    """A broker a real worker and this process share: its name, URL, and the worker's environment for it."""
+
+    name: str
+    url: str
+    env: dict[str, str]
+
+    @property
+    def transport_options(self) -> dict[str, Any]:
+        """This process's options: on PostgreSQL no pooled connection is kept (the test database is dropped at
+        the end), on Redis the workers' short visibility timeout."""
+        if self.name == "redis":
+            return {"visibility_timeout": 5}
+        from sqlalchemy.pool import NullPool
+
+        return {"poolclass": NullPool}
+
+    def purge(self) -> None:
+        """Empty every queue (and, on Redis, the unacknowledged messages) that an earlier test left."""
+        from kombu import Connection
+
+        with Connection(self.url, transport_options=self.transport_options) as connection:
+            for queue in QUEUES:
+                connection.default_channel.queue_purge(queue)
+        if self.name == "redis":
+            import redis
+
+            client = redis.Redis.from_url(self.url)
+            client.delete("unacked", "unacked_index", "unacked_mutex")
+
+
+def database_broker() -> Broker:
+    """The embedded default's broker: kombu's SQLAlchemy transport on the test database, emptied."""
+    from memoryplatform.broker import broker_url
+
+    url = broker_url(redis_url="", database_url=url_of_the_test_database(), database={})
+    broker = Broker("postgresql", url, {"REDIS_URL": ""})
+    broker.purge()
+    return broker
+
+
+@contextlib.contextmanager
+def publishing_to(broker: Broker) -> Iterator[None]:
+    """This process enqueues into ``broker`` (the suite's default is its own memory): a write's nudge and the
+    admin's button then reach the worker. A Celery app of the same settings on that broker is made the
+    current and the default one, for every thread (a live server's, a nudge's timer): every
+    ``@shared_task`` resolves to it; the project's app is again after."""
+    from celery import Celery
+
+    from config import celery_app
+
+    app = Celery("memoryplatform-test", set_as_current=False)
+    app.config_from_object("django.conf:settings", namespace="CELERY")
+    app.conf.broker_url = broker.url
+    app.conf.broker_transport_options = broker.transport_options
+    app.set_default()
+    app.set_current()
     try:
-        deadline = time.monotonic() + 90
-        while listen.listeners(DREAM_LISTENER) == 0:
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, f"the scheduler did not listen in 90 s:\n{log.read_text()}"
-            time.sleep(0.1)
-        yield process
+        yield
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        celery_app.set_default()
+        celery_app.set_current()
+        app.close()
+
+
+class Worker:
+    """``celery -A config worker`` on the test database, in a process group of its own (so that a SIGKILL can
+    end it whole, pool and all, as the kernel's OOM killer or a lost node would)."""
+
+    def __init__(self, log: Path, broker: Broker, **environ: str) -> None:
+        self.log = log
+        root = Path(__file__).resolve().parents[1]
+        env = os.environ | {"DATABASE_URL": url_of_the_test_database(), "SECRET_KEY": "worker-test"}
+        env = env | {"BACKGROUND_NICE": "0", "CELERY_WORKER_CONCURRENCY": "2"} | broker.env | environ
+        env.pop("CELERY_BROKER_URL", None)
+        queues = ",".join(QUEUES)
+        argv = [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queues, "-l", "INFO"]
+        with log.open("a") as out:
+            self.process = subprocess.Popen(  # noqa: S603
+                argv, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self.wait_for("ready.", seconds=120)
+
+    def wait_for(self, text: str, *, seconds: float = 90, count: int = 1) -> None:
+        """Wait until the worker's log says ``text`` (``count`` times)."""
+        deadline = time.monotonic() + seconds
+        while self.log.read_text(errors="replace").count(text) < count:
+            assert self.process.poll() is None, f"the worker ended:\n{_tail(self.log)}"
+            assert time.monotonic() < deadline, f"no {text!r} in {seconds:.0f} s:\n{_tail(self.log)}"
+            time.sleep(0.1)
+
+    def pool(self) -> list[int]:
+        """The pool's processes (the worker's children)."""
+        import psutil
+
+        return [child.pid for child in psutil.Process(self.process.pid).children()]
+
+    def kill(self) -> None:
+        """SIGKILL the whole worker: its main process and its pool."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def celery_worker(log: Path, broker: Broker, **environ: str) -> Iterator[Worker]:
+    """A real worker (:class:`Worker`), ready; stopped on leaving."""
+    worker = Worker(log, broker, **environ)
+    try:
+        yield worker
+    finally:
+        worker.stop()

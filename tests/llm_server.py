@@ -4,9 +4,10 @@ Anthropic's Messages API (``POST /v1/messages``), with scripted answers and usag
 Each request takes the next :class:`Answer` of the script (the last one repeats): its ``content`` as the
 model's text, its token counts as the usage, or ``status`` as an HTTP error, or a ``delay`` first (for
 timeouts), or its body sent a byte every ``trickle`` seconds (a server slower than a whole call's timeout
-whose every read is quick). A request whose prompt (its last message's text) holds a text of ``when`` gets
-that text's answer instead, as a model answers what it reads. Every request body is recorded in
-``requests``."""
+whose every read is quick), or held until its ``hold`` event is set (a provider that hangs, for as long as a
+test needs). Each request received releases ``received`` once, so a test can wait for calls to arrive. A
+request whose prompt (its last message's text) holds a text of ``when`` gets that text's answer instead, as
+a model answers what it reads. Every request body is recorded in ``requests``."""
 
 import json
 import signal
@@ -30,6 +31,7 @@ class Answer:
     status: int = 200
     delay: float = 0.0
     trickle: float = 0.0
+    hold: threading.Event | None = None
 
 
 @dataclass
@@ -38,6 +40,7 @@ class LLMScript:
     requests: list[dict[str, Any]] = field(default_factory=list)
     url: str = ""
     when: dict[str, Answer] = field(default_factory=dict)  # a text of the prompt -> the answer to it
+    received: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
 
     def answer_to(self, body: dict[str, Any], index: int) -> Answer:
         messages = body.get("messages") or [{}]
@@ -66,6 +69,9 @@ def llm_server(script: LLMScript) -> Iterator[LLMScript]:
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 script.requests.append({"path": self.path, "headers": headers, **body})
                 answer = script.answer_to(body, index)
+            script.received.release()
+            if answer.hold is not None:
+                answer.hold.wait(timeout=120)
             if answer.delay:
                 time.sleep(answer.delay)
             if answer.status != 200:

@@ -18,6 +18,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -92,6 +93,36 @@ class Standby:
 
     def log_tail(self) -> str:
         return (self.workdir / "standby.log").read_text(errors="replace")[-3000:]
+
+    def children(self) -> list[int]:
+        """The processes the standby's postmaster started (backends, the startup process replaying, the WAL
+        receiver)."""
+        assert self.process is not None
+        pids = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                # "pid (comm) state ppid ...": comm may hold spaces, so read after its closing parenthesis
+                ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+                if ppid == self.process.pid:
+                    pids.append(int(stat.parent.name))
+        return pids
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """The whole standby stopped by SIGSTOP for the block (a hung host: its sockets accept, nothing
+        answers), and continued by SIGCONT after it, whatever happens."""
+        assert self.process is not None
+        pids = [self.process.pid]
+        try:
+            os.kill(self.process.pid, signal.SIGSTOP)  # first: it starts no process after this
+            pids += self.children()
+            for pid in pids[1:]:
+                os.kill(pid, signal.SIGSTOP)
+            yield
+        finally:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

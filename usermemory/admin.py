@@ -219,6 +219,7 @@ class MemoryEntryAdmin(admin.ModelAdmin):
         "access_count",
         "created_at",
         "updated_at",
+        "observed_at",
         "last_accessed_at",
         "valid_from",
         "valid_to",
@@ -391,6 +392,7 @@ class MemoryEventAdmin(EventOriginColumns, ReadOnlyAdminMixin, admin.ModelAdmin)
         "visibility",
         "group_ids",
         "created_at",
+        "observed_at",
         *EVENT_ORIGIN_FIELDS,
         "provenance",
     ]

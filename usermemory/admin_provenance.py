@@ -169,5 +169,5 @@ class MemoryEventInline(EventOriginColumns, ReadOnlyAdminMixin, admin.TabularInl
     extra = 0
     can_delete = False
     ordering = ["created_at", "id"]
-    readonly_fields = ("created_at", *EVENT_ORIGIN_FIELDS, *EVENT_CHANGE_FIELDS)
+    readonly_fields = ("created_at", "observed_at", *EVENT_ORIGIN_FIELDS, *EVENT_CHANGE_FIELDS)
     fields = readonly_fields

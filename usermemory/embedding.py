@@ -74,7 +74,7 @@ def memory_embed_missing(
 
 
 def memory_reembed_scheduled() -> str:
-    """The background re-embedding's run (the scheduler process's): one pass over every
+    """The background re-embedding's run (the ``vectors.reembed`` task's): one pass over every
     kind of text (entries, then conversation messages: :func:`jobs.reembed_scheduled`) for at most
     EMBEDDINGS_REEMBED_SECONDS, in EMBEDDINGS_BATCH_SIZE batches. After a change of model it replaces every
     vector over as many runs as it takes. Returns its status: ``done`` (nothing left), ``partial`` (the next

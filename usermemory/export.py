@@ -16,13 +16,15 @@ from django.utils import timezone
 from memoryplatform import publicids, replica
 from usermemory.models import ConflictDismissal, MemoryEntry, MemoryEvent
 
-EXPORT_FORMAT = 3
+EXPORT_FORMAT = 4
 """1: the user's memories, their history (with who could see each value), and each registered app's part.
 Ids are the public ids the API shows (``memoryplatform.publicids``), as integers; before public ids, they were
 the rows' own numbers, in the same field and type. 2: ``conflictDismissals``, the pairs of values staff
 marked "not a conflict" (each key and value text, who, when). 3: ``replicaReplayedAt``, beside
 ``exportedAt``: when the export was read from a streaming replica, the commit time of the last transaction it
-had replayed (the data is as of then, or later); ``null`` when it was read from the primary."""
+had replayed (the data is as of then, or later); ``null`` when it was read from the primary. 4:
+``observedAt`` on each memory (when what its value says was observed) and on each history event (a write's:
+when its new value was observed; ``null`` for other events)."""
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -44,6 +46,7 @@ def _entry(entry: MemoryEntry) -> dict[str, Any]:
         "accessCount": entry.access_count,
         "createdAt": iso(entry.created_at),
         "updatedAt": iso(entry.updated_at),
+        "observedAt": iso(entry.observed_at),
         "lastAccessedAt": iso(entry.last_accessed_at),
         "confidence": entry.confidence,
         "source": entry.source,
@@ -66,6 +69,7 @@ def _event(event: MemoryEvent) -> dict[str, Any]:
         "visibility": event.visibility,
         "groupIds": list(event.group_ids),
         "at": iso(event.created_at),
+        "observedAt": iso(event.observed_at),
     }
 
 

@@ -1,5 +1,7 @@
 """User memory entries (seed 002), their per-group index rows, history events and per-agent policies."""
 
+from datetime import UTC, datetime
+
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector
@@ -9,6 +11,19 @@ from django.db.models.functions import MD5, Now
 
 from apikeys.models import Agent
 from memoryplatform.models import QueuedForVector, StoredEmbedding
+
+# The range of the times a caller gives (observedAt, validTo), checked at every door
+# (usermemory.writerules.checked_time) and held by the database (the CHECK constraints below): a day inside
+# Python's datetime range, so a stored time read in any time zone is still a datetime. PostgreSQL holds far
+# more (4713 BC on), which no read could return.
+EARLIEST_TIME = datetime(1, 1, 2, tzinfo=UTC)
+LATEST_TIME = datetime(9999, 12, 30, tzinfo=UTC)
+
+
+def in_time_range(column: str, *, nullable: bool = False) -> Q:
+    """The condition of a CHECK constraint: ``column`` from :data:`EARLIEST_TIME` to :data:`LATEST_TIME`."""
+    within = Q(**{f"{column}__gte": EARLIEST_TIME, f"{column}__lte": LATEST_TIME})
+    return Q(**{f"{column}__isnull": True}) | within if nullable else within
 
 
 class Visibility(models.TextChoices):
@@ -150,6 +165,10 @@ class MemoryEntry(models.Model):
                 condition=Q(confidence__isnull=True) | Q(confidence__gte=0, confidence__lte=1),
                 name="memory_confidence_range",
                 violation_error_message="confidence is between 0 and 1.",
+            ),
+            models.CheckConstraint(condition=in_time_range("observed_at"), name="memory_observed_at_range"),
+            models.CheckConstraint(
+                condition=in_time_range("valid_to", nullable=True), name="memory_valid_to_range"
             ),
         ]
         indexes = [
@@ -318,9 +337,23 @@ class MemoryEvent(models.Model):
         blank=True,
         help_text="A write's: when what the new value says was observed (the entry's observed_at then).",
     )
+    valid_to = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="A write's: until when its value holds (the entry's valid_to, renewed with its TTL); "
+        "null: until changed. A read as of a later time does not show it.",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=in_time_range("observed_at", nullable=True), name="memory_event_observed_at_range"
+            ),
+            models.CheckConstraint(
+                condition=in_time_range("valid_to", nullable=True), name="memory_event_valid_to_range"
+            ),
+        ]
         indexes = [
             models.Index(fields=["entry_id", "created_at"], name="memory_event_entry_idx"),
             models.Index(fields=["user_id"], name="memory_event_user_idx"),
@@ -362,6 +395,12 @@ class AgentMemoryPolicy(models.Model):
     )
     max_entries_per_user = models.PositiveIntegerField(default=500)
     max_recall_entries = models.PositiveIntegerField(default=50)
+    recall_top_k = models.PositiveIntegerField(
+        default=5,
+        help_text="A recall by relevance (/visible?q=, /context?q=, searchMemory, MCP search) returns the "
+        "best this many the agent may read, with no score cut unless the caller gives minScore; at most "
+        "max_recall_entries",
+    )
     recall_order = models.CharField(
         max_length=16, choices=RecallOrder.choices, default=RecallOrder.MOST_RECENT
     )

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet, Value
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from apikeys.caller import Caller
@@ -37,6 +37,7 @@ from usermemory.models import (
 from usermemory.ranking import RankedSearch
 from usermemory.sql import recall as recall_sql
 from usermemory.sql import search as search_sql
+from usermemory.sql import write as write_sql
 from usermemory.sql.base import EntryRow, RecallScope
 from usermemory.sql.search import NO_FILTERS, Filters
 from usermemory.upsert import (
@@ -158,11 +159,8 @@ def memory_ttl_refresh(
     if len(entry_ids) > MAX_TTL_REFRESH:
         raise BadRequest(f"At most {MAX_TTL_REFRESH} ids per refresh.")
     writable = selectors.memory_writable_for(caller=caller, user_id=user_id, group_ids=group_ids)
-    renew = writable.filter(id__in=entry_ids, ttl_seconds__isnull=False).values("id")
-    until = ExpressionWrapper(
-        Value(timezone.now()) + F("ttl_seconds") * Value(timedelta(seconds=1)), output_field=DateTimeField()
-    )
-    return MemoryEntry.objects.filter(id__in=renew).update(valid_to=until)
+    renew = list(writable.filter(id__in=entry_ids, ttl_seconds__isnull=False).values_list("id", flat=True))
+    return write_sql.ttl_renew(ids=renew, now=timezone.now()) if renew else 0
 
 
 @transaction.atomic
@@ -203,10 +201,17 @@ class _RecallPlan(NamedTuple):
 
 
 def _recall_plan(
-    *, caller: Caller, agent_id: str | None, group_ids: list[str] | None, order: str | None, limit: int | None
+    *,
+    caller: Caller,
+    agent_id: str | None,
+    group_ids: list[str] | None,
+    order: str | None,
+    limit: int | None,
+    by_relevance: bool = False,
 ) -> _RecallPlan:
     """Whom a recall is for (the agent-key rules), its order (the policy's unless given), its limit (the
-    one asked, at most the policy's ``maxRecallEntries``) and when it marks the access."""
+    one asked, else the policy's ``recallTopK`` by relevance and ``maxRecallEntries`` in order; at most
+    ``maxRecallEntries``) and when it marks the access."""
     agent_id, groups = selectors.resolve_read_scope(
         caller=caller, agent_id=agent_id, group_ids=group_ids, require_agent=True
     )
@@ -216,7 +221,8 @@ def _recall_plan(
         raise BadRequest(f"order must be one of {', '.join(RecallOrder.values)}.")
     if limit is not None and not 1 <= limit <= MAX_RECALL_LIMIT:
         raise BadRequest(f"limit must be between 1 and {MAX_RECALL_LIMIT}.")
-    limit = min(limit or policy.max_recall_entries, policy.max_recall_entries)
+    default = policy.recall_top_k if by_relevance else policy.max_recall_entries
+    limit = min(limit or default, policy.max_recall_entries)
     now = timezone.now()
     threshold = now - timedelta(seconds=settings.MEMORY_ACCESS_GRANULARITY)
     return _RecallPlan(agent_id, groups, order, limit, now, threshold)
@@ -296,20 +302,20 @@ def memory_recall_ranked(
     may return (visible to the agent, in ``group_ids``, narrowed by ``filters``), the same limit (at most the
     policy's ``maxRecallEntries``) and the same access marking (``lastAccessedAt``; ``accessCount`` when the
     order, the policy's unless given, is ``most_accessed``), but ranked as the ``hybrid`` (default) or
-    ``semantic`` search ranks them, best first, each with its score (at least ``min_score``, by default
-    ``RECALL_MIN_SCORE``); full text alone when the embedder is down (``fallback``).
+    ``semantic`` search ranks them, best first, each with its score: the best ``limit`` (by default the
+    policy's ``recallTopK``), and only those scoring at least ``min_score`` when it is given (no cut by
+    default: an agent's context would rather hold a few extra facts than miss the one that answers); full
+    text alone when the embedder is down (``fallback``).
 
     Without a reranker one statement ranks, marks and returns the entries
     (:func:`usermemory.sql.search.ranked_recall`), after the user's recall lock, as :func:`memory_recall`
     does. With one, the first stage's candidates are read, reranked, and the chosen ones marked
     (:func:`usermemory.sql.search.mark_recalled`, which keeps only those still visible)."""
-    plan = _recall_plan(caller=caller, agent_id=agent_id, group_ids=group_ids, order=order, limit=limit)
+    plan = _recall_plan(
+        caller=caller, agent_id=agent_id, group_ids=group_ids, order=order, limit=limit, by_relevance=True
+    )
     ranking, fallback = ranking_.search_ranking(
-        query=query,
-        mode=mode,
-        window=plan.limit,
-        min_score=ranking_.recall_min_score(min_score),
-        user_id=user_id,
+        query=query, mode=mode, window=plan.limit, min_score=min_score, user_id=user_id
     )
     scope = plan.scope(caller=caller, user_id=user_id, min_confidence=min_confidence)
     candidates = ranking_.second_stage_window(plan.limit)
@@ -328,7 +334,9 @@ def memory_recall_ranked(
         ranking=ranking.without_threshold(),
         filters=filters,
     )
-    chosen, failed = ranking_.rerank(query=query, candidates=first, min_score=ranking.min_score)
+    chosen, failed = ranking_.rerank(
+        query=query, candidates=first, min_score=ranking.min_score, agent_id=scope.agent_id
+    )
     entries = search_sql.mark_recalled(scope=scope, chosen=chosen[: plan.limit])
     return RankedSearch(entries, ranking_.fallback_of(first=fallback, unreranked=failed))
 

@@ -121,23 +121,16 @@ def _resolve_groups(caller: Caller, write: MemoryWrite, owner: str | None, memo:
     return groups
 
 
-def _cap_refusal(*, caller: Caller, user_id: str, cap: int, count: int, why: str) -> CapacityReached:
-    """The 409 of a full user. The cap counts every entry of the user, whichever agent owns it (EDDI), so an
-    agent key is told the limit but never the count: that would reveal how many entries it cannot see.
-    Admin keys and staff see everything, so they get the numbers."""
-    if caller.is_agent:
-        where = (
-            f"User '{user_id}' is at the limit of {cap} memories (maxEntriesPerUser), counting the entries "
-            f"of every agent, including any this agent cannot see"
-        )
-    else:
-        where = f"User '{user_id}' has {count} memories; the limit (maxEntriesPerUser) is {cap}"
+def _cap_refusal(*, user_id: str, owner: str | None, cap: int, count: int, why: str) -> CapacityReached:
+    """The 409 of a full user. The cap counts only the owner's entries of the user (issue 53): nothing the
+    writing agent cannot see, so the count is told to every caller."""
+    whose = f"agent '{owner}' holds" if owner else "entries with no owning agent number"
+    where = f"For user '{user_id}', {whose} {count}; the limit (maxEntriesPerUser) is {cap}"
     return CapacityReached(f"{where}; {why}", details={"limit": "maxEntriesPerUser", "max": cap})
 
 
 def _make_room(
     *,
-    caller: Caller,
     policy: AgentMemoryPolicy,
     user_id: str,
     owner: str | None,
@@ -145,18 +138,17 @@ def _make_room(
     log: EventLog,
     now: datetime,
 ) -> None:
-    """Before a new entry (user's lock held, ``count`` entries): keep the user at or under the cap, evicting
-    only the owner's oldest entries."""
+    """Before a new entry (user's lock held, ``count`` of the owner's entries of the user): keep the owner at
+    or under the cap, evicting only its oldest entry."""
     cap = policy.max_entries_per_user
     if count < cap:
         return
     if policy.on_cap_reached == OnCapReached.REJECT:
         raise _cap_refusal(
-            caller=caller, user_id=user_id, cap=cap, count=count, why="onCapReached is 'reject'."
+            user_id=user_id, owner=owner, cap=cap, count=count, why="onCapReached is 'reject'."
         )
-    # One entry out per entry in, whatever the count: the user never grows, and an over-cap user (the cap was
-    # lowered) shrinks as entries are replaced. Evicting down to the cap would tell the agent, by what goes,
-    # how many entries the user has, those it cannot see included.
+    # One entry out per entry in, whatever the count: the owner's entries never grow, and an owner over the
+    # cap (it was lowered) shrinks as entries are replaced.
     oldest = (
         MemoryEntry.objects.filter(user_id=user_id, source_agent_id=owner)
         .order_by("updated_at", "id")
@@ -166,10 +158,8 @@ def _make_room(
         else None
     )
     if oldest is None:
-        why = (
-            "evict_oldest cannot make room: it deletes only the writing agent's own entries, and it has none."
-        )
-        raise _cap_refusal(caller=caller, user_id=user_id, cap=cap, count=count, why=why)
+        why = "evict_oldest cannot make room: the write has no owning agent (sourceAgentId) to evict from."
+        raise _cap_refusal(user_id=user_id, owner=owner, cap=cap, count=count, why=why)
     MemoryEntry.objects.filter(id=oldest["id"]).delete()
     log.add(
         MemoryEvent.Action.EVICTED,
@@ -278,7 +268,7 @@ def _upsert_one(
     observed = write.observed_at or timezone.now()
     write = replace(write, observed_at=observed)
     upserted = _write_entry(
-        caller=caller, write=write, owner=owner, groups=groups, text=text, policy=policy, log=log, now=now
+        write=write, owner=owner, groups=groups, text=text, policy=policy, log=log, now=now
     )
     if upserted.kept is not None:  # time order: the stored value is newer, and stays
         stored = MemoryEntry.objects.get(id=upserted.kept.entry_id)
@@ -373,7 +363,6 @@ def _stored_unchanged(
 
 def _write_entry(
     *,
-    caller: Caller,
     write: MemoryWrite,
     owner: str | None,
     groups: list[str],
@@ -419,7 +408,6 @@ def _write_entry(
         return written
     if written.stored is None:  # no entry on the key, and the user is at the cap
         _make_room(
-            caller=caller,
             policy=policy,
             user_id=write.user_id,
             owner=owner,
@@ -432,7 +420,7 @@ def _write_entry(
     if written.stored is None:
         why = f"onCapReached is '{policy.on_cap_reached}'."
         cap = policy.max_entries_per_user
-        raise _cap_refusal(caller=caller, user_id=write.user_id, cap=cap, count=written.count, why=why)
+        raise _cap_refusal(user_id=write.user_id, owner=owner, cap=cap, count=written.count, why=why)
     return written
 
 

@@ -2,14 +2,14 @@
 before :mod:`usermemory.upsert` applies the rules that need the store (owner, groups, cap, turns)."""
 
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 
 from memoryplatform.errors import BadRequest
 from memoryplatform.text import json_problem, text_problem
-from usermemory.models import MAX_SOURCE_CHARS, AgentMemoryPolicy, Visibility
+from usermemory.models import EARLIEST_TIME, LATEST_TIME, MAX_SOURCE_CHARS, AgentMemoryPolicy, Visibility
 
 MAX_TTL_SECONDS = 100 * 365 * 24 * 3600  # a century: any longer is no TTL
 MAX_CLOCK_SKEW = timedelta(minutes=5)  # an observedAt this far ahead of the server's clock is taken as now
@@ -64,11 +64,33 @@ def check_storable(write: MemoryWrite) -> None:
         raise BadRequest(f"value: {problem}.")
 
 
+def checked_time(name: str, value: datetime) -> datetime:
+    """A time a caller gives (``name`` is its field), in UTC: the one check of every time at every door
+    (REST, batches, imports, MCP, the LLM tools, the clients). It needs a time zone, and must lie from
+    :data:`EARLIEST_TIME` to :data:`LATEST_TIME` once in UTC (``0001-01-01T00:00:00+00:01`` is 1 BC there)."""
+    if not isinstance(value, datetime):
+        raise BadRequest(f"{name} must be an ISO 8601 time, e.g. 2026-01-31T12:00:00Z.")
+    if value.utcoffset() is None:
+        raise BadRequest(f"{name} needs a time zone (an ISO 8601 time with Z or an offset).")
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not EARLIEST_TIME <= utc <= LATEST_TIME:
+        raise BadRequest(
+            f"{name} must be a time from {EARLIEST_TIME.date()} to {LATEST_TIME.date()} (UTC).",
+            details={name: value.isoformat()},
+        )
+    return utc
+
+
 def with_expiry(write: MemoryWrite, now: datetime) -> MemoryWrite:
     """The write with its ``valid_to``: the one given (in the future), or ``now`` plus ``ttl_seconds``. The
     one place a TTL becomes a time, whatever the door."""
     ttl = write.ttl_seconds
     if ttl is None:
+        if write.valid_to is not None:
+            write = replace(write, valid_to=checked_time("validTo", write.valid_to))
         if write.valid_to is not None and write.valid_to <= now:
             raise BadRequest("validTo must be in the future: an entry is valid from its write until validTo.")
         return write
@@ -132,11 +154,9 @@ def with_observed_at(write: MemoryWrite, now: datetime) -> MemoryWrite:
     (a value observed in the future would hold its key against every write until then). A write that gives
     none is observed when it is written, once it holds the user's lock (:mod:`usermemory.upsert`), so
     writes that give no time keep the order in which they commit."""
-    observed = write.observed_at
-    if observed is None:
+    if write.observed_at is None:
         return write
-    if observed.tzinfo is None:
-        raise BadRequest("observedAt needs a time zone (an ISO 8601 time with Z or an offset).")
+    observed = checked_time("observedAt", write.observed_at)
     if observed > now + MAX_CLOCK_SKEW:
         raise BadRequest(
             "observedAt must not be in the future: it says when what the value says was observed.",

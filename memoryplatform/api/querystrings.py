@@ -3,6 +3,10 @@ with the one meant when the name is close (``min_score: unknown query parameter;
 as an unknown body field is (:class:`memoryplatform.api.serializers.StrictInput`). Ignored, a guessed or
 misspelt parameter (``min_score``, ``top_k``, ``threshold``) would give an answer that only looks filtered.
 
+A parameter given twice (``visibility=self&visibility=global``, ``minScore=0.99&minScore=0``) is a 400 too,
+unless its operation declares it a list (``type: array``): read as one value, the last one would win, and a
+filter or a threshold the caller gave would be dropped without a word.
+
 One source of truth: the schema drf-spectacular generates, whose operations list the parameters of each
 view's query serializer (``extend_schema(parameters=...)``), FilterSet and paginator. A parameter a view reads
 and the schema does not list is refused too, so the documentation cannot fall behind the code. Besides
@@ -48,10 +52,12 @@ _SAMPLE_VALUE = "0"  # a path value no fixed segment of a route equals, so the r
 
 
 class Accepted(NamedTuple):
-    """The query parameters one GET takes, and the hints that name one of them."""
+    """The query parameters one GET takes, the hints that name one of them, and those that are lists (may be
+    given more than once)."""
 
     names: frozenset[str]
     hints: Mapping[str, str]
+    lists: frozenset[str] = frozenset()
 
 
 def every_get() -> frozenset[str]:
@@ -72,13 +78,15 @@ def accepted_by_view(urlconf: str) -> dict[Callable[..., Any], Accepted]:
             view = resolve(_PLACEHOLDER.sub(_SAMPLE_VALUE, path), urlconf).func
         except Resolver404:  # not served as documented: nothing to check (tests walk every operation)
             continue
-        names = every_get() | {p["name"] for p in operation.get("parameters", ()) if p["in"] == "query"}
+        query = [p for p in operation.get("parameters", ()) if p["in"] == "query"]
+        names = every_get() | {p["name"] for p in query}
+        lists = frozenset(p["name"] for p in query if p.get("schema", {}).get("type") == "array")
         hints = {
             wrong: next(meant for meant in candidates if meant in names)
             for wrong, candidates in HINTS.items()
             if any(meant in names for meant in candidates)
         }
-        table[view] = Accepted(frozenset(names), hints)
+        table[view] = Accepted(frozenset(names), hints, lists)
     return table
 
 
@@ -99,17 +107,23 @@ def accepted_parameters(view: Callable[..., Any]) -> Accepted | None:
     return table.get(view)
 
 
-def unknown_parameters(view: Callable[..., Any], query: QueryDict) -> dict[str, list[str]]:
-    """Each parameter of ``query`` the GET served by ``view`` does not take, with its message."""
+def refused_parameters(view: Callable[..., Any], query: QueryDict) -> dict[str, list[str]]:
+    """Each parameter of ``query`` the GET served by ``view`` does not take, or takes once and is given more
+    than once, with its message."""
     accepted = accepted_parameters(view)
     if accepted is None:
         return {}
-    return unknown_names(query, accepted=accepted.names, hints=accepted.hints, what="query parameter")
+    errors = unknown_names(query, accepted=accepted.names, hints=accepted.hints, what="query parameter")
+    for name, values in query.lists():
+        if len(values) > 1 and name not in accepted.lists and name not in errors:
+            errors[name] = [f"given {len(values)} times; this query parameter takes one value."]
+    return errors
 
 
 class StrictQueryMiddleware:
-    """A GET of the REST API with a query parameter its operation does not list: a 400 in the envelope,
-    ``details.fields`` naming each unknown parameter (as for a body's unknown fields)."""
+    """A GET of the REST API with a query parameter its operation does not list, or one given more than
+    once that is no list: a 400 in the envelope, ``details.fields`` naming each (as for a body's unknown
+    fields)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -122,7 +136,7 @@ class StrictQueryMiddleware:
     ) -> HttpResponse | None:
         if request.method not in CHECKED_METHODS or not request.META.get("QUERY_STRING"):
             return None
-        errors = unknown_parameters(view, request.GET)
+        errors = refused_parameters(view, request.GET)
         if not errors:
             return None
         return JsonResponse(invalid_input(errors), status=400)

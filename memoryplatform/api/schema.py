@@ -31,6 +31,11 @@ AREAS: list[tuple[str, str, tuple[str, ...]]] = [
     ("groups", "Agent groups, which group memories are shared with.", ("/v1/groups",)),
     ("tasks", "Tasks between agents; a done task's result may become the assignee's memory.", ("/v1/tasks",)),
     ("activity", "The tool-call log: what each agent's tools did.", ("/v1/activity",)),
+    (
+        "events",
+        "Memory events: the change feed (what a key may read, oldest first), signed webhooks (admin keys).",
+        ("/v1/events", "/v1/webhooks"),
+    ),
     ("tools", "The LLM tools, as OpenAI function-calling schemas, and invoking them.", ("/v1/tools",)),
     (
         "propertiesstore (legacy)",

@@ -17,6 +17,10 @@ window of it:
   (``MAX_QUERY_CHARS``); an entry may be longer, and its vector is of its head.
 - The local model also takes at most EMBEDDINGS_MAX_TOKENS tokens of it (its one 512-token window: what a
   character costs varies 20 times, by script, so characters do not bound the time; tokens do).
+
+A query is also refused whole, before anything embeds it, when it holds more than MAX_QUERY_TOKENS tokens
+(:func:`query_tokens`, read by every door's query check, :func:`memoryplatform.text.check_query`): the
+local model counts them with its own tokenizer, a remote one estimates them (four bytes a token).
 """
 
 import unicodedata
@@ -48,6 +52,12 @@ class Embedder(Protocol):
 
     def embed_query(self, text: str) -> list[float]:
         """The vector of a search query."""
+        ...
+
+    def query_tokens(self, text: str) -> int:
+        """The tokens the model reads of a search query (as bounded, :func:`bounded`): counted by its own
+        tokenizer where it runs here, else estimated. Cheap: a query is refused by it before it is
+        embedded."""
         ...
 
 
@@ -84,6 +94,30 @@ class BoundedEmbedder:
         if key not in memo:
             memo[key] = self.inner.embed_query(key[1])
         return memo[key]
+
+    def query_tokens(self, text: str) -> int:
+        return self.inner.query_tokens(bounded(text))
+
+
+def query_tokens(query: str) -> int | None:
+    """The tokens the configured embedder reads of ``query`` (MAX_QUERY_TOKENS bounds them); ``None`` when
+    nothing would embed it (provider ``none``, or a local model that cannot load: the search answers by
+    full text)."""
+    embedder = get_embedder()
+    if embedder is None:
+        return None
+    try:
+        return embedder.query_tokens(query)
+    except EmbedderError:
+        return None
+
+
+def estimated_tokens(text: str) -> int:
+    """A provider's tokens of ``text`` where its tokenizer is not at hand: one for every four bytes of UTF-8,
+    the usual rule for English (1,000 characters of English words: 250; the local model counts 209-366).
+    A character of a script the tokenizers split finer costs more bytes: 1,000 of Chinese are 750 tokens
+    (the local model: 742), 500 U+FCDF (1,000 Arabic letters once in NFKC form) are 500 (1,006)."""
+    return -(-len(text.encode("utf-8")) // 4)
 
 
 # Within :func:`one_embedding_per_query`: the query vectors already computed, by (model id, text).
@@ -128,6 +162,11 @@ def build_embedder() -> Embedder | None:
         return None
     if settings.EMBEDDINGS_MAX_CHARS < 1:
         raise EmbedderError(f"EMBEDDINGS_MAX_CHARS must be at least 1; got {settings.EMBEDDINGS_MAX_CHARS}.")
+    if settings.MAX_QUERY_TOKENS < MIN_TOKENS:
+        raise EmbedderError(
+            f"MAX_QUERY_TOKENS must be at least {MIN_TOKENS} (a query's prefix and the model's special "
+            f"tokens take 5); got {settings.MAX_QUERY_TOKENS}."
+        )
     if provider == "local":
         from memoryplatform.embeddings.local import LocalEmbedder
 

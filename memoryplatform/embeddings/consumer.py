@@ -1,21 +1,20 @@
-"""The background consumer of the vector queue: the one place where a write's texts get their vectors, off the
-request path and out of the serving processes (issue 31, issue 34).
+"""The vector queue's consumer: the one place where a write's texts get their vectors, off the request path
+and out of the serving processes (issue 31, issue 34, issue 57).
 
 - A write queues its texts in its own transaction (triggers: ``usermemory`` migration 0020, ``conversations``
-  0005) and notifies channel :data:`CHANNEL` as it commits. Nothing of the embedding runs in the request: no
-  broker message, no thread.
-- The consumer, a process of its own (``manage.py embed --follow``; under ``manage.py serve``, a thread of the
-  background process beside the server), waits on that channel (or :setting:`EMBEDDINGS_POLL_SECONDS` at
-  most), claims a batch per kind (:mod:`memoryplatform.embeddings.store`), embeds it, writes the vectors and
-  removes what it embedded. Several consumers share the work (``SKIP LOCKED``); one that dies loses nothing.
-- It yields to requests: :func:`yield_to_requests` lowers its process's scheduling priority
+  0005); as it commits, it enqueues the ``vectors.drain`` task (memoryplatform/embeddings/nudge.py). Nothing
+  of the embedding runs in the request.
+- The task (memoryplatform/tasks.py), in a Celery worker, :func:`drain`s: claims a batch per kind
+  (:mod:`memoryplatform.embeddings.store`), embeds it, writes the vectors and removes what it embedded.
+  Several workers share the work (``SKIP LOCKED``); one that dies loses nothing, and beat's sweep (the same
+  task every EMBEDDINGS_SWEEP_INTERVAL seconds) catches a nudge that never came.
+- It yields to requests: :func:`yield_to_requests` lowers the worker's scheduling priority
   (``BACKGROUND_NICE``) and caps the local model's threads (``BACKGROUND_EMBEDDINGS_THREADS``) before the
   model loads. Beyond that, the operating system's own means (``CPUWeight=``, another node) divide the node
-  (docs/operations.md, bench/RESULTS.md, issue 48). The serving processes embed only their requests'
-  queries, never behind a backlog.
+  (docs/background.md).
 - An embedder failure backs the batch off (``EMBEDDINGS_RETRY_SECONDS``) and is counted; the texts stay
   queued. Until its vector arrives a text is found by its words.
-- A text whose claim never came back (its consumer died or hung) is then embedded alone, and parked after
+- A text whose claim never came back (its worker died or hung) is then embedded alone, and parked after
   ``EMBEDDINGS_MAX_ATTEMPTS`` such claims (:mod:`memoryplatform.embeddings.store`), so one text cannot stop
   every vector for good.
 """
@@ -23,24 +22,18 @@ request path and out of the serving processes (issue 31, issue 34).
 import logging
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
-import psycopg
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 from prometheus_client import Gauge, Histogram
 
-from memoryplatform import listen
 from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
 from memoryplatform.embeddings.jobs import VectorKind, compute, registered
 from memoryplatform.embeddings.store import queue_back_off, queue_backlog, queue_claim, queue_done
 from memoryplatform.logsafe import exception_summary
 
 logger = logging.getLogger(__name__)
-
-CHANNEL = "memoryplatform_vectors"
 
 vector_lag = Histogram(
     "embedding_vector_lag_seconds",
@@ -80,7 +73,8 @@ class Consumed:
 
 
 def yield_to_requests() -> None:
-    """Make this process a background one (call it before it starts threads: they inherit it):
+    """Make this process a background one (the worker calls it before its pool starts: its processes inherit
+    it):
 
     - scheduling priority BACKGROUND_NICE (unless already lower), as ``nice -n`` would start it;
     - few threads for the local model (set before it loads; OMP_NUM_THREADS already set in the environment
@@ -135,7 +129,7 @@ def consume_once(*, batch_size: int | None = None) -> Consumed:
 
 def drain(*, batch_size: int | None = None, deadline: float | None = None) -> Consumed:
     """Consume until no kind has a text to claim (those backed off wait), or past ``deadline``
-    (``time.monotonic()``). Tests, ``manage.py embed --drain``, and the scheduled run without a consumer."""
+    (``time.monotonic()``): the ``vectors.drain`` task, ``manage.py embed --drain``, tests."""
     total = Consumed()
     while True:
         done = consume_once(batch_size=batch_size)
@@ -153,40 +147,3 @@ def report_backlog() -> None:
         age = (now - backlog.oldest).total_seconds() if backlog.oldest is not None else 0.0
         queue_oldest.labels(kind=kind.name).set(max(age, 0.0))
         queue_parked.labels(kind=kind.name).set(backlog.parked)
-
-
-def listen_connection() -> psycopg.Connection:
-    """A connection of its own, past any pooler (memoryplatform.listen), that LISTENs on :data:`CHANNEL`."""
-    listener = listen.connect(name="memoryplatform-vectors")
-    listener.execute(f"LISTEN {CHANNEL}")
-    return listener
-
-
-def follow(*, should_stop: Callable[[], bool], poll_seconds: float | None = None) -> None:
-    """Consume as texts are queued, until ``should_stop()``: a batch after another while there is work,
-    else wait for a notification or ``poll_seconds``. A lost connection or a failing embedder pauses it
-    (EMBEDDINGS_RETRY_SECONDS), never ends it."""
-    poll = poll_seconds if poll_seconds is not None else settings.EMBEDDINGS_POLL_SECONDS
-    listener: psycopg.Connection | None = None
-    while not should_stop():
-        try:
-            if listener is None or listener.closed:
-                listener = listen_connection()
-            close_old_connections()
-            done = consume_once()
-            if done.claimed and done.claimed != done.failed:
-                continue
-            if done.failed:
-                time.sleep(min(settings.EMBEDDINGS_RETRY_SECONDS, poll))
-                continue
-            connection.close()  # no idle connection held while waiting
-            listen.notifications(listener, timeout=poll)
-        except (psycopg.Error, DatabaseError, EmbedderError, OSError) as exc:
-            logger.warning("The vector consumer paused: %s", exception_summary(exc))
-            if listener is not None:
-                listener.close()
-            listener = None
-            connection.close()
-            time.sleep(settings.EMBEDDINGS_RETRY_SECONDS)
-    if listener is not None:
-        listener.close()

@@ -28,6 +28,7 @@ from django.utils import timezone
 from prometheus_client import Counter, Gauge
 
 from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
+from memoryplatform.embeddings.nudge import nudge_on_commit
 from memoryplatform.embeddings.store import (
     QueueTable,
     queue_clock,
@@ -187,14 +188,16 @@ def embed_missing(
 
 
 def schedule(*, kind: VectorKind, ids: list[TextId]) -> None:
-    """With the local model and EMBEDDINGS_INLINE_MAX_CHARS above 0, embed the short ones of these texts in
-    the request once the current transaction commits, so that a search right after the write finds them by
-    meaning. Every text is queued for the consumer anyway (the write's trigger), which skips those found
-    current."""
-    if not ids or settings.EMBEDDINGS_PROVIDER != "local" or settings.EMBEDDINGS_INLINE_MAX_CHARS <= 0:
+    """Once the current transaction commits, nudge the vector queue's task (every text is queued anyway, by
+    the write's trigger); and with the local model and EMBEDDINGS_INLINE_MAX_CHARS above 0, embed the short
+    ones of these texts in the request, so that a search right after the write finds them by meaning (the
+    task skips those found current)."""
+    if not ids or settings.EMBEDDINGS_PROVIDER == "none":
         return
-    wanted = list(ids)
-    transaction.on_commit(lambda: _embed_short_now(kind, wanted), robust=True)
+    if settings.EMBEDDINGS_PROVIDER == "local" and settings.EMBEDDINGS_INLINE_MAX_CHARS > 0:
+        wanted = list(ids)
+        transaction.on_commit(lambda: _embed_short_now(kind, wanted), robust=True)
+    nudge_on_commit()  # after the inline vectors: the task finds only the others
 
 
 def _embed_short_now(kind: VectorKind, ids: list[TextId]) -> None:

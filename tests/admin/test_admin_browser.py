@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 
 from apikeys.models import Agent, ApiKey
 from tests.factories import AgentFactory
-from tests.helpers import scheduler_process
+from tests.helpers import celery_worker, database_broker, publishing_to
 from usermemory.models import MemoryEntry, MemoryEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -161,15 +161,15 @@ def test_run_dream_now(page, tmp_path):
         updated_at=long_ago,
     )
 
-    quiet = {"EMBEDDINGS_REEMBED_INTERVAL": "0", "EXTRACTION_INTERVAL": "0"}
-    with scheduler_process(tmp_path / "scheduler.log", **quiet):  # what `manage.py serve` starts beside it
+    broker = database_broker()  # the embedded default's, as `manage.py serve` runs a worker on it
+    with celery_worker(tmp_path / "worker.log", broker), publishing_to(broker):
         page.goto(f"{page.base}/admin/dream/dreamrun/")
         page.click("text=Run Dream now")
         page.wait_for_selector(".messagelist .success")
         page.shot("dream-queued")
         deadline = time.monotonic() + 90
         while not DreamRun.objects.filter(trigger="admin").exclude(status="running").exists():
-            assert time.monotonic() < deadline, "the scheduler ran no cycle in 90 s"
+            assert time.monotonic() < deadline, "the worker ran no cycle in 90 s"
             time.sleep(0.1)
     run = DreamRun.objects.get(trigger="admin")
     assert run.status == "succeeded" and run.entries_pruned == 1

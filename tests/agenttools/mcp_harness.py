@@ -108,8 +108,6 @@ def mcp_env(tmp_path_factory, django_db_setup, django_db_blocker) -> Iterator[Mc
         "SECRET_KEY": settings.SECRET_KEY,
         "DEBUG": "false",
         "PROMETHEUS_MULTIPROC_DIR": str(tmp / "prometheus"),  # serve's, not the checkout's var/prometheus
-        "RECALL_MIN_SCORE": "0",  # as tests/conftest.py: role matrices compare whole visible sets
-        "RECALL_MIN_SCORE_SMALL_STORE": "0",
         "EMBEDDINGS_INLINE_MAX_CHARS": "48",  # as tests/conftest.py: a search right after a write finds it
     }
     (tmp / "prometheus").mkdir()
@@ -145,7 +143,7 @@ def _served(env: dict[str, str], argv: list[str], log_path: Path) -> Iterator[st
 @pytest.fixture(scope="package")
 def http_url(mcp_env: McpEnv) -> Iterator[str]:
     """``manage.py serve`` (uvicorn, config.asgi: Django, and the MCP app under /mcp), a free port."""
-    argv = [PYTHON, "manage.py", "serve", "--port", "{port}", "--workers", "1", "--no-dream-scheduler"]
+    argv = [PYTHON, "manage.py", "serve", "--port", "{port}", "--workers", "1", "--no-background"]
     with _served(mcp_env.env, argv, mcp_env.tmp / "serve.log") as base:
         yield base
 

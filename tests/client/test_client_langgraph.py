@@ -113,10 +113,11 @@ def test_the_docs_namespace_layout_and_values_as_put(client_for, support):
     store.put(DOCS, "a/b%c", [1, 2])  # a key with the separator and the escape character
     first.put(("u2", "chitchat", "prefs"), "tone", {"short": True})
     store.put(("u2", "memories", "global"), "name", {"first": "Ada"})
-    store.put(("memories", "u2"), "food", {"likes": "soup"})  # the other layout: another namespace
-
     assert store.get(DOCS, "food").value == {"likes": "pizza"}
-    assert store.get(("memories", "u2"), "food").value == {"likes": "soup"}
+    # The other layout of LangGraph's docs names the same place, as its own spelling (issue 56).
+    store.put(("memories", "u2"), "food", {"likes": "soup"})
+    assert store.get(DOCS, "food").value == store.get(("memories", "u2"), "food").value == {"likes": "soup"}
+    assert store.get(("memories", "u2"), "food").namespace == ("memories", "u2")
     note = store.get(DOCS, "note")
     assert note.value == "a plain string" and note.namespace == DOCS  # a string stays a string
     assert store.get(DOCS, "a/b%c").value == [1, 2]
@@ -129,7 +130,6 @@ def test_the_docs_namespace_layout_and_values_as_put(client_for, support):
         ("memories/a%2Fb%25c", "fact", "self"),
         ("chitchat/prefs/tone", "fact", "self"),
         ("memories/name", "fact", "global"),
-        ("food", "fact", "self"),
     }
     # And back: each item under the namespace it was put in, whatever the prefix searched.
     found = {(i.namespace, i.key) for i in first.search(("u2",), limit=20)}
@@ -139,14 +139,12 @@ def test_the_docs_namespace_layout_and_values_as_put(client_for, support):
         (DOCS, "a/b%c"),
         (("u2", "chitchat", "prefs"), "tone"),
         (("u2", "memories", "global"), "name"),
-        (("u2",), "food"),  # the first layout's entry, spelled as asked
     }
     assert {i.key for i in store.search(DOCS)} == {"food", "note", "a/b%c", "name"}
     assert [i.key for i in store.search(("u2", "memories", "global"))] == ["name"]
     assert [i.key for i in first.search(("u2", "chitchat"))] == ["tone"]
     assert first.search(("u2", "chit")) == []  # a label is whole, not a text prefix
     assert first.list_namespaces(prefix=("u2",)) == [
-        ("u2",),
         ("u2", "chitchat", "prefs"),
         DOCS,
         ("u2", "memories", "global"),
@@ -277,7 +275,11 @@ def test_without_user_index_a_layout_that_hides_its_user_is_refused(client_for, 
     store.put(("memories", "u7"), "food", {"likes": "soup"})
     store.put(("u7", "memories"), "drink", {"likes": "tea"})
     store.put(("u7", "memories", "work"), "employer", {"name": "Acme"})
-    assert {e["key"] for e in api.list_memories("u7")} == {"food", "memories/drink", "memories/work/employer"}
+    assert {e["key"] for e in api.list_memories("u7")} == {
+        "memories/food",
+        "memories/drink",
+        "memories/work/employer",
+    }
     # The others are refused before any request, naming the option; none lands on a user "profiles".
     hiding = (("profiles", "u7"), ("users", "u7", "memories"), ("u7", "prefs"), ("u7",), ("*", "memories"))
     for hidden in hiding:
@@ -352,11 +354,13 @@ def test_list_namespaces_with_wildcards_matched_by_the_server(server_url, key_fo
     ]
     assert store.list_namespaces(prefix=("u6", "*", "nothing")) == []
     assert recording.seen[-1][2] == 0
-    # The docs' layout spells the same places ("memories", user, ...).
-    assert MemoryPlatformStore(client).list_namespaces(prefix=("memories", "u6", "*", "prefs")) == [
-        ("memories", "u6", "chitchat", "prefs"),
-        ("memories", "u6", "travel", "prefs"),
+    # LangGraph's docs' spelling ("memories", user, ...): "memories" is a label like the others (issue 56).
+    docs = MemoryPlatformStore(client)
+    assert docs.list_namespaces(prefix=("memories", "u6", "*")) == [
+        ("memories", "u6", "global"),
+        ("memories", "u6", "group", "support"),
     ]
+    assert docs.list_namespaces(prefix=("memories", "u6", "*", "prefs")) == []
     with pytest.raises(ValueError, match="user_index"):
         store.list_namespaces(prefix=("*", "memories"))  # every user: not one store's question
     client.close()
@@ -378,3 +382,52 @@ def test_a_store_has_no_turns_so_a_loop_of_puts_meets_no_turn_limit(client_for, 
     ]
     assert all(text.startswith("✅") for text in said[:10])
     assert "10 memory writes per turn" in said[10] and api.count_memories("u2") == 70
+
+
+LAYOUTS = [  # each documented layout, with the store option it needs
+    (("u8", "memories"), None),
+    (("memories", "u8"), None),
+    (("memories", "u8", "prefs"), None),
+    (("u8", "memories", "global"), None),
+    (("memories", "u8", "group", "support"), None),
+    (("profiles", "u8"), 1),
+    (("users", "u8", "memories"), 1),
+    (("u8", "chitchat", "prefs"), 0),
+]
+
+
+@pytest.mark.parametrize(("namespace", "user_index"), LAYOUTS, ids=["/".join(ns) for ns, _ in LAYOUTS])
+def test_each_documented_layout_round_trips(client_for, support, namespace, user_index):
+    """A put, then search and get, give back the namespace put (issue 56: ``(u, "memories")`` came back
+    from ``search(("memories", u))`` as ``("memories", u, "memories")``)."""
+    store = MemoryPlatformStore(client_for(support[0]), user_index=user_index)
+    store.put(namespace, "diet", {"eats": "vegetables"})
+
+    assert store.get(namespace, "diet").namespace == namespace
+    assert [(i.namespace, i.key) for i in store.search(namespace)] == [(namespace, "diet")]
+    if user_index is None:  # LangGraph's docs' two spellings name one place, each answered as asked
+        other = (namespace[1], namespace[0], *namespace[2:])
+        assert [(i.namespace, i.key) for i in store.search(other)] == [(other, "diet")]
+
+
+def test_a_reserved_word_where_the_user_is_is_refused(client_for, support):
+    """With ``user_index=0``, ``("memories", "u-77")`` wrote to the user ``memories`` (issue 56); a word
+    the layouts reserve is never a user: refused before any request."""
+    api = client_for(support[0])
+    first = MemoryPlatformStore(api, user_index=0)
+    store = MemoryPlatformStore(api)
+    for refused_by, namespace in (
+        (first, ("memories", "u-77")),
+        (first, ("global", "u-77")),
+        (first, ("group", "support")),
+        (store, ("memories", "memories")),
+        (store, ("memories", "global")),
+        (store, ("group", "memories")),
+    ):
+        with pytest.raises(ValueError, match="reserves") as refused:
+            refused_by.put(namespace, "x", {"v": 1})
+        assert repr(namespace) in str(refused.value)
+        with pytest.raises(ValueError, match="reserves"):
+            refused_by.search(namespace)
+    assert api.list_memories("memories") == [] and api.list_memories("global") == []
+    assert api.list_memories("group") == []

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dream.models import DreamRun
+from tests.helpers import Broker, publishing_to
 from usermemory.models import MemoryEntry
 
 pytestmark = pytest.mark.django_db
@@ -64,16 +65,17 @@ def test_run_detail_is_read_only(staff_client, finished_run):
     assert staff_client.get(reverse("admin:dream_dreamrun_add")).status_code == 403
 
 
-def test_run_now_says_so_when_no_scheduler_runs(staff_client, agent_a, dream_policy, memory):
-    """The button asks the scheduler process (tests/dream/test_scheduler_process.py runs the whole way); with
-    none listening, nothing would run the cycle, and the page says so."""
+def test_run_now_says_so_when_the_broker_does_not_take_the_cycle(staff_client, agent_a, dream_policy, memory):
+    """The button enqueues the cycle (tests/dream/test_tasks.py runs it on real workers); a broker that does
+    not answer (nothing listens on this Redis port) takes nothing, and the page says so."""
     dream_policy(agent_a)
     memory(agent_a, "old", updated_days=60)
 
-    response = staff_client.post(reverse("admin:dream_dreamrun_run_now"), follow=True)
+    with publishing_to(Broker("redis", "redis://127.0.0.1:1/0", {})):
+        response = staff_client.post(reverse("admin:dream_dreamrun_run_now"), follow=True)
 
     assert response.status_code == 200
-    assert "No scheduler process is running" in unescape(response.content.decode())
+    assert "The broker did not take the cycle" in unescape(response.content.decode())
     assert not DreamRun.objects.exists()
 
 

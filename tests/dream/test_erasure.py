@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.db import connection
 from django.urls import reverse
 
@@ -28,19 +29,19 @@ TOPICS = ["hotel", "flight", "train", "museum"]  # not numbers: trip.zqa1/trip.z
 
 
 def write(client: Any, user: str, prefix: str) -> list[int]:
-    """Four context entries of ``user``, their keys and values marked with ``prefix``."""
+    """Eight context entries of ``user``, their keys and values marked with ``prefix``: four under
+    descriptive keys (Dream's pairs by meaning), and four notes under numbered keys, related, which a summary
+    may take (issue 56: never an entry in conflict, never a descriptive key). Returns the notes' ids."""
     ids = []
-    for n, topic in enumerate(TOPICS):
-        body = {
-            "userId": user,
-            "key": f"trip.{prefix}.{topic}",
-            "value": f"{prefix}-value-{n}",
-            "category": "context",
-        }
+    facts = [(f"trip.{prefix}.{topic}", f"{prefix}-value-{n}") for n, topic in enumerate(TOPICS)]
+    notes = [(f"trip/{prefix}/{n}", f"{prefix} trip note {n}") for n in range(4)]
+    for key, value in facts + notes:
+        body = {"userId": user, "key": key, "value": value, "category": "context"}
         response = client.put(BASE, body, format="json")
         assert response.status_code == 201, response.content
         ids.append(internal_id(response.json()["id"]))  # the scripted model sees row ids
-    return ids
+    call_command("embed", "--drain")
+    return ids[len(facts) :]
 
 
 def summary(ids: list[int], value: str) -> Answer:
@@ -106,7 +107,7 @@ def test_after_an_erasure_a_dump_of_the_database_holds_nothing_of_the_users_entr
     page_url = reverse("admin:dream_dreamrun_change", args=[dreamt["run"].pk])
     before = pg_dump()
     assert "zqa-value-0" in before and "zqb-value-0" in before and "zqs summary" in before  # the control
-    assert "zqa-value-0" in staff_client.get(page_url).content.decode()
+    assert "zqa trip note 0" in staff_client.get(page_url).content.decode()  # the proposal's source
 
     erased = admin_api.delete(f"{BASE}/{U}").json()
 
@@ -119,9 +120,12 @@ def test_after_an_erasure_a_dump_of_the_database_holds_nothing_of_the_users_entr
     }
     after = pg_dump()
     assert "zqa" not in after and "zqb" not in after and "zqs" not in after
-    # The one line naming the user is the `erased` event the erasure leaves (no key, no value).
-    naming = [line for line in after.splitlines() if U in line]
-    assert len(naming) == 1 and "\terased\t" in naming[0], naming
+    # The lines naming the user are the `erased` history event the erasure leaves (no key, no value) and its
+    # `user.erased` event for subscribers (events/, the user's id only).
+    naming = sorted(line for line in after.splitlines() if U in line)
+    assert len(naming) == 2, naming
+    assert sum("\terased\t" in line for line in naming) == 1
+    assert sum("\tuser.erased\t" in line for line in naming) == 1
     assert "keepme-value-0" in after and "keepme summary" in after  # another user's records stay
     page = staff_client.get(page_url).content.decode()
     assert U not in page and "zqa" not in page and "keepme summary" in page
@@ -140,7 +144,7 @@ def test_the_export_lists_what_dream_holds_and_the_admins_erase_removes_it(dream
     dry = runs[dreamt["run"].pk]
     (proposal,) = dry["proposals"]
     assert proposal["userId"] == U and proposal["summaries"][0]["value"] == "zqs summary"
-    assert {s["value"] for s in proposal["sources"].values()} == {f"zqa-value-{n}" for n in range(4)}
+    assert {s["value"] for s in proposal["sources"].values()} == {f"zqa trip note {n}" for n in range(4)}
     assert dry["failures"][0]["userId"] == U
     assert any(r["error"] and U in r["error"] for r in runs.values())
     assert (

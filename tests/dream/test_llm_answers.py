@@ -55,7 +55,7 @@ def test_an_unstorable_answer_fails_its_group_and_the_cycle_goes_on(
     llm, bad, agent_a, agent_b, agent_a_api, dream_policy, memory
 ):
     groups = _groups(agent_a_api)
-    memory(agent_a, "lang", "English", user="other")  # a contradiction for the pass after the summaries
+    memory(agent_a, "lang", "English", user="other")  # a contradiction, found before the summaries
     memory(agent_b, "lang", "German", user="other")
     dream_policy(agent_a, prune_stale_after_days=0, summarize_interactions=True, summarize_min_entries=3)
     first = {"summaries": [{**bad, "sources": [internal_id(i) for i in groups["context"]]}]}
@@ -71,11 +71,11 @@ def test_an_unstorable_answer_fails_its_group_and_the_cycle_goes_on(
     assert (run.status, run.summarization_failures, run.summaries_written) == ("succeeded", 1, 2)
     (failure,) = run.details["summaries"]["failures"]
     assert "refused" in failure["error"] and run.details["summaries"]["failureCount"] == 1
-    # The passes after the summaries ran: contradictions (agent-a's "lang" disagrees), retention.
+    # The other passes ran: contradictions (agent-a's "lang" disagrees), retention.
     assert MemoryEntry.objects.get(user_id="other", source_agent=agent_a).conflicted
     assert "toolCallsDeleted" in run.details
     keys = {e["key"] for e in agent_a_api.get(f"{BASE}/{U}").json()}
-    assert keys == {"facts", "p", *(f"context.{n}" for n in range(4))}
+    assert keys == {"facts", "p", *(f"context/{n}" for n in range(4))}
     assert not MemoryEntry.objects.filter(key="").exists()
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.core.management import call_command
 from django.test import override_settings
 from django.urls import reverse
 from prometheus_client import REGISTRY
@@ -31,23 +32,13 @@ def write(client: Any, facts: list[tuple[str, str, str]]) -> list[str]:
         response = client.put(BASE, body, format="json", headers={"X-Turn-Id": f"{key}-turn"})
         assert response.status_code == 201, response.content
         ids.append(response.json()["id"])
+    call_command("embed", "--drain")  # summaries group entries by their vectors
     return ids
 
 
-TRIP = [
-    ("trip.city", "Lisbon", "context"),
-    ("trip.month", "May", "context"),
-    ("trip.hotel", "Hotel Avenida", "context"),
-    ("trip.flight", "TP 1234 from Berlin", "context"),
-    ("trip.budget", "2000 EUR", "context"),
-    ("trip.companion", "travels with her sister", "context"),
-    ("trip.food", "wants to try pastel de nata", "context"),
-    ("trip.museum", "Gulbenkian museum on day two", "context"),
-    ("trip.transport", "prefers trams over taxis", "context"),
-    ("trip.weather", "worried about rain", "context"),
-    ("trip.return", "flies back on the 14th", "context"),
-    ("trip.insurance", "has travel insurance", "context"),
-]
+# Twelve notes of one trip under numbered keys: related by meaning (a summary takes only related entries
+# under opaque or numbered keys, issue 56), so the model is sent all of them.
+TRIP = [(f"trip/{n}", f"the Lisbon trip in May, note {n}", "context") for n in range(1, 13)]
 
 
 def summaries_of(ids: list[str]) -> dict[str, Any]:
@@ -114,7 +105,7 @@ def test_twelve_related_entries_become_three_summaries_and_nothing_is_lost(
     # History shows both: the original's write and its superseding, the summary's creation by Dream.
     original = agent_a_api.get(f"{BASE}/entry/{ids[0]}/history").json()
     assert [e["action"] for e in original] == ["created", "superseded"]
-    assert original[1]["actorType"] == "dream" and original[1]["oldValue"] == "Lisbon"
+    assert original[1]["actorType"] == "dream" and original[1]["oldValue"] == TRIP[0][1]
     created = agent_a_api.get(f"{BASE}/entry/{plan['id']}/history").json()
     assert [(e["action"], e["actorType"]) for e in created] == [("created", "dream")]
     # A second cycle finds nothing left to summarise: summaries are not summarised again.
@@ -132,7 +123,7 @@ def _groups(client: Any) -> dict[str, list[str]]:
     """Three groups of four entries, by category."""
     groups = {}
     for category in ("context", "fact", "preference"):
-        facts = [(f"{category}.{n}", f"{category} number {n}", category) for n in range(4)]
+        facts = [(f"{category}/{n}", f"{category} number {n}", category) for n in range(4)]
         groups[category] = write(client, facts)
     return groups
 
@@ -164,7 +155,7 @@ def test_the_cost_cap_stops_a_cycle_part_way_with_nothing_half_done(llm, agent_a
     assert run.details["summaries"]["stoppedByCostCap"] == ["agent-a"]
     assert "stopped at maxCostPerRun" in out
     current = {e["key"] for e in agent_a_api.get(f"{BASE}/{U}").json()}
-    assert current == {"ctx", "facts", *(f"preference.{n}" for n in range(4))}
+    assert current == {"ctx", "facts", *(f"preference/{n}" for n in range(4))}
     untouched = MemoryEntry.objects.filter(id__in=groups["preference"])
     assert all(e.superseded_by_id is None and e.valid_to is None for e in untouched)
 
@@ -217,7 +208,7 @@ def test_a_failure_does_not_stop_the_other_groups(llm, agent_a, agent_a_api, dre
     run = DreamRun.objects.get()
     assert (run.summarization_failures, run.entries_summarized, run.summaries_written) == (1, 8, 2)
     keys = {e["key"] for e in agent_a_api.get(f"{BASE}/{U}").json()}
-    assert keys == {"facts", "prefs", *(f"context.{n}" for n in range(4))}
+    assert keys == {"facts", "prefs", *(f"context/{n}" for n in range(4))}
 
 
 def test_without_an_llm_the_cycle_says_so_and_goes_on(agent_a, agent_a_api, dream_policy):
@@ -264,12 +255,14 @@ def test_a_dry_run_shows_the_diff_in_the_command_and_the_admin_and_changes_nothi
     assert run.dry_run and run.entries_summarized == 12 and run.summaries_written == 3
     assert "entries would be summarized: 12 into 3 summaries" in out
     assert "+ traveller 'trip.plan': Lisbon in May" in out
-    assert f"- [{internal_id(ids[0])}] 'trip.city': Lisbon" in out  # staff see the rows' own ids
+    assert (
+        f"- [{internal_id(ids[0])}] 'trip/1': the Lisbon trip in May, note 1" in out
+    )  # staff see the rows' own ids
     assert len(agent_a_api.get(f"{BASE}/{U}").json()) == 12
     assert not MemoryEntry.objects.filter(superseded_by__isnull=False).exists()
     page = staff_client.get(reverse("admin:dream_dreamrun_change", args=[run.pk])).content.decode()
     assert "trip.plan" in page and "Hotel Avenida" in page and "not applied" in page
-    assert f"[{internal_id(ids[0])}] <code>trip.city</code>: Lisbon" in page
+    assert f"[{internal_id(ids[0])}] <code>trip/1</code>: the Lisbon trip in May, note 1" in page
     assert "Approve summaries" not in page
 
 

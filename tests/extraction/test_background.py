@@ -1,6 +1,6 @@
 """Background extraction from stored conversations (``manage.py extract_conversations``, the service the
-worker and the scheduler run) against the scripted LLM: the visibility matrix of extracted facts, each
-message read once per agent, the budget, and a failure between batches."""
+command and the ``extraction.run_background`` task run) against the scripted LLM: the visibility matrix of
+extracted facts, each message read once per agent, the budget, and a failure between batches."""
 
 import json
 from io import StringIO

@@ -1,7 +1,9 @@
 """Malformed answers of the model (issue 44, finding 6): JSON nested far deeper than any answer needs, and
 numbers JSON does not have (``NaN``, ``Infinity``, ``1e400``), through the extract door (one 502 in the
 envelope, recorded, nothing changed) and a background run (one counted failure, recorded; the run goes on
-with the next conversation). And the provider's usage (finding 15): token counts that are not integers from
+with the next conversation). Every other shape a model can send (issue 53, finding 3: a float where the
+schema says integer, ``"sources": [0.0]``, was a 500 and aborted the background run) is the same. And the
+provider's usage (finding 15): token counts that are not integers from
 0 to 10^9 are a malformed answer charged at the call's most; a cost past its column is stored as the most
 it holds."""
 
@@ -37,6 +39,20 @@ MALFORMED = {
     "Infinity": _with_confidence("Infinity"),
     "-Infinity": _with_confidence("-Infinity"),
     "1e400": _with_confidence("1e400"),
+    # Shapes: JSON Schema 2020-12 counts 0.0 and 1e0 as integers; a source is a message's number.
+    "a float source": json.dumps({"facts": [fact("diet", "vegan", sources=[0.0])]}),
+    "a source in exponent form": '{"facts": ['
+    + json.dumps(fact("diet", "vegan")).replace("[0]", "[1e0]")
+    + "]}",
+    "a boolean source": json.dumps({"facts": [fact("diet", "vegan", sources=[True])]}),
+    "a source as text": json.dumps({"facts": [fact("diet", "vegan", sources=["0"])]}),
+    "a boolean confidence": json.dumps({"facts": [fact("diet", "vegan", confidence=True)]}),
+    "a number for a key": json.dumps({"facts": [fact("diet", "vegan") | {"key": 7}]}),
+    "facts as an object": json.dumps({"facts": {"diet": "vegan"}}),
+    "a fact as a list": json.dumps({"facts": [["diet", "vegan"]]}),
+    "a list, not an object": json.dumps([fact("diet", "vegan")]),
+    "a bare number": "0.0",
+    "null": "null",
 }
 
 
@@ -54,7 +70,17 @@ def test_a_malformed_answer_is_a_502_recorded_and_nothing_changes(llm, agent_a, 
     assert float(record.cost) == pytest.approx(0.12)  # the answer was paid for: counted with its cost
 
 
-@pytest.mark.parametrize("case", ["nested 1,000 levels", "NaN"])
+@pytest.mark.parametrize("case", ["a float source", "a boolean source", "facts as an object"])
+def test_a_malformed_answer_to_a_dry_run_is_a_502_too(llm, agent_a, agent_a_api, case):
+    llm.answers = [Answer(MALFORMED[case])]
+
+    body = assert_envelope(extract(agent_a_api, dryRun=True), 502, "upstream_failed")
+
+    assert "nothing changed" in body["error"]
+    assert Extraction.objects.get().status == "failed"
+
+
+@pytest.mark.parametrize("case", ["nested 1,000 levels", "NaN", "a float source"])
 def test_a_malformed_answer_in_a_background_run_is_one_counted_failure(
     openai_llm, agent_a, admin_api, agent_a_api, set_policy, case
 ):

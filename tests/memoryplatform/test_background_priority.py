@@ -1,6 +1,6 @@
 """Background processes yield the cores to requests (issues 34, 48): at nice BACKGROUND_NICE, with
-BACKGROUND_EMBEDDINGS_THREADS for the local model. Each case runs in a process of its own, as the consumer
-and the Dream scheduler do at start."""
+BACKGROUND_EMBEDDINGS_THREADS for the local model. Each case runs in a process of its own, as a Celery
+worker does at start (config/celery.py, worker_init)."""
 
 import os
 import subprocess

@@ -111,7 +111,7 @@ def servers(bouncer, tmp_path) -> Iterator[tuple[Server, Server, dict[str, str],
     try:
         for name in ("a", "b"):
             port = free_port()
-            argv = ["manage.py", "serve", "--port", str(port), "--workers", "1", "--no-dream-scheduler"]
+            argv = ["manage.py", "serve", "--port", str(port), "--workers", "1", "--no-background"]
             with (tmp_path / f"serve-{name}.log").open("w") as log:
                 process = subprocess.Popen(  # noqa: S603
                     [sys.executable, *argv],

@@ -18,6 +18,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,14 +115,12 @@ def start_server(standby, tmp_path) -> Iterator[Callable[..., Server]]:
             "REPLICA_MAX_LAG": str(max_lag),
             "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
             "EMBEDDINGS_INLINE_MAX_CHARS": "48",
-            "RECALL_MIN_SCORE": "0",
-            "RECALL_MIN_SCORE_SMALL_STORE": "0",
         }
         for name in ("REDIS_URL", "DATABASE_POOLER", "DATABASE_LISTEN_URL", "MEMORYPLATFORM_API_KEY"):
             env.pop(name, None)
         (tmp_path / "metrics").mkdir(exist_ok=True)
         log_path = tmp_path / "serve.log"
-        argv = ["manage.py", "serve", "--port", str(port), "--workers", "1", "--no-dream-scheduler"]
+        argv = ["manage.py", "serve", "--port", str(port), "--workers", "1", "--no-background"]
         with log_path.open("w") as log:
             process = subprocess.Popen(  # noqa: S603
                 [sys.executable, *argv],
@@ -231,6 +230,70 @@ def test_a_stopped_replica_sends_the_routed_reads_to_the_primary(standby, keys, 
     ready = server.call("GET", "/readyz")
     assert ready.status == 200, ready.body  # the process still serves: its routed reads go to the primary
     assert ready.body["replica"]["status"] == "unreachable"
+    assert "error" not in ready.body["replica"]  # /readyz needs no key: no connection error, no socket path
+    assert str(standby.socket_dir) not in json.dumps(ready.body)
+
+
+def test_a_hung_replica_stalls_no_door(standby, keys, start_server):
+    """The standby stopped whole by SIGSTOP (it accepts connections and answers nothing): /readyz, the routed
+    doors and an agent's read of the primary all answer while it is stopped, several at once."""
+    server = start_server(max_lag=3600)
+    _write(server, keys["agent"], "first", "one")
+    _replicated(standby)
+    assert server.call("GET", f"{MEMORIES}/{USER}/export", keys["admin"]).headers["x-read-from"] == "replica"
+
+    with standby.frozen():
+        deadline = time.monotonic() + 60
+        while True:  # each answers (urllib's timeout is 20 s); the first measure past the stop says so
+            ready = server.call("GET", "/readyz")
+            assert ready.status == 200, ready.body
+            if ready.body["replica"]["status"] == "unreachable":
+                break
+            assert time.monotonic() < deadline, "the stopped replica was never found unreachable"
+            time.sleep(0.1)
+        doors = [
+            ("GET", f"{MEMORIES}/{USER}/export", keys["admin"]),
+            ("GET", "/v1/memories/search?q=one", keys["admin"]),
+            ("GET", "/readyz", ""),
+            ("GET", f"{MEMORIES}/{USER}/key/first", keys["agent"]),  # the primary's only
+        ]
+        with ThreadPoolExecutor(max_workers=len(doors)) as pool:
+            export, search, ready, by_key = pool.map(lambda door: server.call(*door), doors)
+        assert export.status == 200 and export.headers["x-read-from"] == "primary; reason=unreachable"
+        assert _exported_keys(export) == {"first"}
+        assert search.status == 200 and search.headers["x-read-from"] == "primary; reason=unreachable"
+        assert ready.status == 200 and ready.body["replica"]["status"] == "unreachable"
+        assert by_key.status == 200 and by_key.body["value"] == "one", by_key.body
+        assert "x-read-from" not in by_key.headers
+
+
+def test_an_erased_user_is_not_read_from_a_replica_behind_the_erasure(standby, keys, start_server):
+    server = start_server(max_lag=3600)
+    _write(server, keys["agent"], "secret", "a violet diary")
+    _replicated(standby)
+    standby.pause_replay()  # the standby keeps the user's data: it replays none of what follows
+    assert _exported_keys(server.call("GET", f"{MEMORIES}/{USER}/export", keys["admin"])) == {"secret"}
+
+    erased = server.call("DELETE", f"{MEMORIES}/{USER}", keys["admin"])
+    assert erased.status == 200 and erased.body["entriesDeleted"] == 1, erased.body
+    export = server.call("GET", f"{MEMORIES}/{USER}/export", keys["admin"])
+    assert export.headers["x-read-from"] == "primary; reason=erasure"
+    assert _exported_keys(export) == set()
+    search = server.call("GET", "/v1/memories/search?q=violet", keys["admin"])
+    assert search.status == 200 and search.headers["x-read-from"] == "primary; reason=erasure"
+    assert search.body == []
+    log = server.call("GET", "/v1/activity/tool-calls", keys["admin"])
+    assert log.status == 200 and log.headers["x-read-from"] == "primary; reason=erasure", log.body
+
+    standby.resume_replay()
+    _replicated(standby)  # the standby has replayed the erasure: its doors read from it again
+    deadline = time.monotonic() + 30
+    while (export := server.call("GET", f"{MEMORIES}/{USER}/export", keys["admin"])).headers[
+        "x-read-from"
+    ] != "replica":
+        assert time.monotonic() < deadline, "the replica was never used again after it replayed the erasure"
+        time.sleep(0.1)
+    assert _exported_keys(export) == set()
 
 
 def test_a_lagging_replica_is_bypassed_past_the_bound(standby, keys, start_server):

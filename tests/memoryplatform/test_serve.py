@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 from django.conf import settings
 
@@ -28,6 +29,7 @@ from tests.helpers import stop_process_group, url_of_the_test_database, wait_rea
 
 BASE_DIR = Path(settings.BASE_DIR)
 PYTHON = sys.executable
+HANG_GUARD = 180  # seconds: ends only a hang, never a slow start
 STREAMS = 16
 SLOW_POSTS = 16
 
@@ -75,7 +77,7 @@ def test_serve_refuses_a_port_in_use(db, tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         result = subprocess.run(  # noqa: S603
-            [PYTHON, "manage.py", "serve", "--port", str(port), "--no-dream-scheduler"],
+            [PYTHON, "manage.py", "serve", "--port", str(port), "--no-background"],
             cwd=BASE_DIR,
             env=env,
             capture_output=True,
@@ -105,21 +107,37 @@ def live(transactional_db, tmp_path) -> Iterator[Live]:
     keys = json.loads(next(line for line in output.splitlines() if line.startswith("KEYS="))[5:])
     port = _free_port()
     log_path = tmp_path / "serve.log"
-    with log_path.open("w") as log:
-        server = subprocess.Popen(  # noqa: S603
-            [PYTHON, "manage.py", "serve", "--port", str(port), "--workers", "2", "--no-dream-scheduler"],
-            cwd=BASE_DIR,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: the workers are stopped with it
-        )
+    server = _serve(env, port, log_path, workers=2)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_ready(server, base, log_path)
         yield Live(base=base, port=port, keys=keys, process=server, log_path=log_path)
     finally:
         stop_process_group(server)
+
+
+NO_SCHEDULER = "--no-background"
+
+
+def _serve(env: dict[str, str], port: int, log_path: Path, *, workers: int) -> subprocess.Popen[bytes]:
+    with log_path.open("w") as log:
+        return subprocess.Popen(  # noqa: S603
+            [
+                PYTHON,
+                "manage.py",
+                "serve",
+                "--port",
+                str(port),
+                "--workers",
+                str(workers),
+                "--no-background",
+            ],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: the workers are stopped with it
+        )
 
 
 def _open(live: Live, head: str, body: bytes = b"") -> socket.socket:
@@ -289,3 +307,88 @@ def test_a_stop_ends_every_worker_cleanly(live: Live):
     assert live.process.wait(timeout=60) == 0, live.log_path.read_text()[-3000:]
     log = live.log_path.read_text()
     assert log.count("Application shutdown complete.") == 2, log[-3000:]
+
+
+def _descendants(pid: int) -> list[int]:
+    return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_serve_runs_a_worker_and_beat_and_ctrl_c_leaves_nothing(transactional_db, tmp_path):
+    """``make run`` (``serve``): once the web answers, a Celery worker and beat start beside it; SIGINT to
+    ``serve`` alone (as a terminal's Ctrl-C reaches it) stops every process it started, pools included."""
+    env = _server_env(tmp_path) | {"DATABASE_URL": url_of_the_test_database(), "REDIS_URL": ""}
+    port = _free_port()
+    log_path = tmp_path / "serve.log"
+    with log_path.open("w") as log:
+        server = subprocess.Popen(  # noqa: S603
+            [PYTHON, "manage.py", "serve", "--port", str(port), "--workers", "1"],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # the test's own Ctrl-C reaches none of them
+        )
+    try:
+        wait_ready(server, f"http://127.0.0.1:{port}", log_path)
+        deadline = time.monotonic() + HANG_GUARD
+        while not ("celery@" in log_path.read_text() and "beat: Starting" in log_path.read_text()):
+            assert server.poll() is None, log_path.read_text()[-3000:]
+            assert time.monotonic() < deadline, log_path.read_text()[-3000:]
+            time.sleep(0.2)
+        started = _descendants(server.pid)
+        commands = [" ".join(psutil.Process(pid).cmdline()) for pid in started]
+        assert any("celery -A config worker" in c for c in commands), commands
+        assert any("celery -A config beat" in c for c in commands), commands
+        assert any("uvicorn" in c for c in commands), commands
+
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=60) == 0, log_path.read_text()[-3000:]
+        assert [pid for pid in started if _alive(pid)] == []
+    finally:
+        stop_process_group(server)
+
+
+HEALTHZ_COUNT = re.compile(
+    r'^django_http_requests_latency_seconds_by_view_method_count\{method="GET",view="healthz"\} (\S+)$', re.M
+)
+
+
+def _healthz_counted(base: str) -> float | None:
+    """How many ``/healthz`` requests the server's /metrics counts (None: no such series)."""
+    with urllib.request.urlopen(f"{base}/metrics", timeout=30) as response:  # noqa: S310
+        found = HEALTHZ_COUNT.search(response.read().decode())
+    return float(found[1]) if found else None
+
+
+def test_a_second_server_on_the_same_data_dir_keeps_the_first_ones_metrics(transactional_db, tmp_path):
+    """Issue 53, finding 9: a second ``manage.py serve`` on the same DATA_DIR emptied DATA_DIR/prometheus, so
+    the running server's /metrics lost the series its workers had counted. Now it joins the directory as it
+    is, and says so; the first server's series stay (the second one only asks /readyz)."""
+    env = {k: v for k, v in _server_env(tmp_path).items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    env |= {"DATA_DIR": str(tmp_path / "data"), "DATABASE_URL": url_of_the_test_database()}
+    servers = []
+    try:
+        first = f"http://127.0.0.1:{_free_port()}"
+        servers.append(_serve(env, int(first.rsplit(":", 1)[1]), tmp_path / "first.log", workers=1))
+        wait_ready(servers[0], first, tmp_path / "first.log")
+        for _ in range(5):
+            urllib.request.urlopen(f"{first}/healthz", timeout=30).close()  # noqa: S310
+        assert _healthz_counted(first) == 5
+
+        second = f"http://127.0.0.1:{_free_port()}"
+        servers.append(_serve(env, int(second.rsplit(":", 1)[1]), tmp_path / "second.log", workers=1))
+        wait_ready(servers[1], second, tmp_path / "second.log")
+
+        assert _healthz_counted(first) == 5  # on main: None, the series gone with the files
+        assert "Another server uses" in (tmp_path / "second.log").read_text()
+        assert (tmp_path / "data" / "prometheus").is_dir()
+    finally:
+        for server in servers:
+            stop_process_group(server)

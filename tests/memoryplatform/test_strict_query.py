@@ -3,6 +3,7 @@ not list is a 400 naming it, with the one meant; every parameter the operation l
 
 import re
 import uuid
+from urllib.parse import urlencode
 
 import pytest
 
@@ -170,3 +171,49 @@ def test_pages_outside_the_rest_api_keep_their_query_strings(client, admin_user)
     assert client.get("/api/docs/", {"x": "1"}).status_code == 200
     client.force_login(admin_user)
     assert client.get("/admin/usermemory/memoryentry/", {"q": "x", "o": "1"}).status_code == 200
+
+
+# --- A parameter given twice (issue 53, finding 10) --------------------------------------------------------
+
+
+def _repeated_names(response):
+    if response.status_code != 400:
+        return set()
+    return {
+        name
+        for name, messages in response.json()["details"].get("fields", {}).items()
+        if any("this query parameter takes one value" in str(message) for message in messages)
+    }
+
+
+def test_every_get_refuses_a_parameter_given_twice_unless_it_is_a_list(admin_api, get_operations):
+    """Each parameter an operation lists, given twice with its sample value: a 400 naming it, unless the
+    operation declares it a list (``groupId``, ``category``, ``keyPattern``), which takes both."""
+    wrong = []
+    lists = 0
+    for url, query in get_operations:
+        for parameter in query:
+            name, value = parameter["name"], _sample(parameter)
+            named = _repeated_names(admin_api.get(f"{url}?{urlencode([(name, value), (name, value)])}"))
+            is_list = parameter["schema"].get("type") == "array"
+            lists += is_list
+            if named != (set() if is_list else {name}):
+                wrong.append((url, name, named))
+    assert wrong == [] and lists >= 5
+
+
+def test_a_filter_and_a_threshold_given_twice_are_refused_not_dropped(agent_a_api):
+    """``visibility=self&visibility=global`` read as its last value dropped the first filter, and
+    ``minScore=0.99&minScore=0`` the threshold: each is a 400 in the envelope, naming the parameter."""
+    agent_a_api.put(ENTRIES, {"userId": "u1", "key": "lang", "value": "German"}, format="json")
+    cases = [
+        (f"{ENTRIES}/u1/visible", "q=German&visibility=self&visibility=global", "visibility"),
+        (f"{ENTRIES}/u1/search", "q=German&mode=hybrid&minScore=0.99&minScore=0", "minScore"),
+    ]
+    for path, query, name in cases:
+        answer = assert_envelope(agent_a_api.get(f"{path}?{query}"), 400, "bad_request")
+        assert answer["details"] == {
+            "fields": {name: ["given 2 times; this query parameter takes one value."]}
+        }
+    both = agent_a_api.get(f"{ENTRIES}/u1/visible?q=German&category=fact&category=preference")
+    assert both.status_code == 200, both.content  # a list takes each value

@@ -178,3 +178,21 @@ def test_the_admin_shows_superseded_entries_and_filters_by_validity(admin_client
     assert "Dream (summary)" in shown and '<a href="/admin/dream/dreamrun/7/change/">run #7</a>' in shown
     old_link = f'<a href="/admin/usermemory/memoryentry/{old.id}/change/">{public_id(old.id)}</a>'
     assert old_link in shown and "$0.0021" in shown
+
+
+@pytest.mark.django_db
+def test_the_admin_shows_when_a_value_was_observed_on_the_page_and_in_its_history(admin_client, agent_a_api):
+    """Staff see time order (issue 56): the entry's observedAt and each write's, as the write gave them."""
+    body = {"userId": "u-obs", "key": "city", "value": "Leeds", "observedAt": "2025-03-04T05:06:07Z"}
+    response = agent_a_api.put("/usermemorystore/memories", body, format="json")
+    assert response.status_code == 201, response.content
+    entry = MemoryEntry.objects.get(user_id="u-obs")
+
+    page = admin_client.get(f"/admin/usermemory/memoryentry/{entry.id}/change/").content.decode()
+    at = page.index("js-inline-admin-formset")  # the history inline follows the entry's fields
+    history = page[at:]
+    assert "Observed at" in page[:at] and "Observed at" in history
+    assert page.count("2025-03-04 05:06:07") >= 2 and "2025-03-04 05:06:07" in history
+    event = MemoryEvent.objects.get(entry=entry)
+    event_page = admin_client.get(f"/admin/usermemory/memoryevent/{event.id}/change/").content.decode()
+    assert "Observed at" in event_page and "2025-03-04 05:06:07" in event_page

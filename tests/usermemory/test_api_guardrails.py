@@ -121,7 +121,7 @@ def test_reject_refuses_new_entries_at_the_cap(agent_a, agent_a_api, put, set_po
 
 
 def test_evict_oldest_deletes_only_own_oldest(agent_a, agent_a_api, agent_b_api, put, set_policy):
-    set_policy(agent_a, max_entries_per_user=3, on_cap_reached="evict_oldest")
+    set_policy(agent_a, max_entries_per_user=2, on_cap_reached="evict_oldest")
     put(agent_b_api, userId=U, key="b-entry", value="b")
     put(agent_a_api, userId=U, key="old", value="1")
     put(agent_a_api, userId=U, key="new", value="2")
@@ -131,13 +131,17 @@ def test_evict_oldest_deletes_only_own_oldest(agent_a, agent_a_api, agent_b_api,
     assert evicted.key == "old" and evicted.old_value == "1"
 
 
-def test_evict_oldest_refuses_when_it_cannot_make_room(agent_a, agent_a_api, agent_b_api, put, set_policy):
+def test_another_agents_entries_take_none_of_the_writers_room(
+    agent_a, agent_a_api, agent_b_api, put, set_policy
+):
+    """The cap counts the writer's own entries (issue 53): agent b's, even global ones agent a reads, neither
+    refuse agent a's writes nor are evicted by them."""
     set_policy(agent_a, max_entries_per_user=2, on_cap_reached="evict_oldest")
-    put(agent_b_api, userId=U, key="b1", value="b")
+    put(agent_b_api, userId=U, key="b1", value="b", visibility="global")
     put(agent_b_api, userId=U, key="b2", value="b")
-    body = assert_envelope(put(agent_a_api, userId=U, key="a", value="1"), 409, "capacity")
-    assert "evict_oldest cannot make room" in body["error"]
-    assert set(MemoryEntry.objects.values_list("key", flat=True)) == {"b1", "b2"}
+    for key in ("a1", "a2", "a3"):
+        assert put(agent_a_api, userId=U, key=key, value="1").status_code == 201
+    assert set(MemoryEntry.objects.values_list("key", flat=True)) == {"b1", "b2", "a2", "a3"}
 
 
 @pytest.mark.parametrize("hidden", [2, 6])

@@ -84,24 +84,35 @@ def test_export_and_erasure_cover_history(admin_api, agent_a_api, put):
 
 def test_export_has_a_versioned_format_of_its_own(admin_api, agent_a_api, put):
     """The legal export names its format and its own fields, whatever the API's serializers call them."""
-    put(agent_a_api, userId=U, key="a", value="one", visibility="group", groupIds=["team"])
+    observed = "2026-01-02T03:04:05+00:00"
+    put(
+        agent_a_api,
+        userId=U,
+        key="a",
+        value="one",
+        visibility="group",
+        groupIds=["team"],
+        observedAt=observed,
+    )
     response = admin_api.get(f"{BASE}/{U}/export")
     assert "X-Read-From" not in response  # no replica configured: nothing routes, nothing is said
     export = response.json()
-    assert export["format"] == 3
+    assert export["format"] == 4
     assert export["replicaReplayedAt"] is None  # one node: read from the primary
     (memory,) = export["memories"]
     assert set(memory) == {
         "id", "key", "value", "category", "visibility", "ownerAgentId", "groupIds", "sourceConversationId",
-        "conflicted", "accessCount", "createdAt", "updatedAt", "lastAccessedAt", "confidence", "source",
+        "conflicted", "accessCount", "createdAt", "updatedAt", "observedAt", "lastAccessedAt", "confidence",
+        "source",
     }  # fmt: skip
     assert (memory["ownerAgentId"], memory["groupIds"], memory["value"]) == ("agent-a", ["team"], "one")
     (event,) = export["history"]
     assert set(event) == {
         "id", "entryId", "key", "action", "actorType", "actorId", "oldValue", "newValue", "ownerAgentId",
-        "oldVisibility", "oldGroupIds", "visibility", "groupIds", "at",
+        "oldVisibility", "oldGroupIds", "visibility", "groupIds", "at", "observedAt",
     }  # fmt: skip
     assert (event["action"], event["entryId"], event["visibility"]) == ("created", memory["id"], "group")
+    assert memory["observedAt"] == event["observedAt"] == observed  # the time order, as the write gave it
 
 
 def test_legacy_properties(agent_a_api, agent_b_api, admin_api, put):

@@ -1,10 +1,13 @@
 """No answer reveals what the caller may not see (issue 16): delete and history of hidden entries, history
 across visibility changes, capacity refusals, the conflicted flag, and recall's side effects."""
 
+import pytest
+
 from agenttools.mcp_server import tool_call
 from apikeys.caller import Caller
 from tests.factories import AgentFactory, AgentGroupFactory
 from tests.helpers import assert_envelope
+from usermemory.models import MemoryEntry, MemoryEvent
 
 BASE = "/usermemorystore/memories"
 U = "user-leak"
@@ -41,7 +44,7 @@ def test_an_entry_the_caller_reads_but_does_not_own_is_a_403(agent_a_api, agent_
     assert agent_a_api.get(f"{BASE}/{U}/count").json()["count"] == 2
 
 
-# --- Capacity refusals: the limit, never the number of entries the agent cannot see -----------------------
+# --- The cap: nothing an agent is told, or sees go, depends on entries it cannot see (issue 53) -----------
 
 
 def _fill_with_hidden_entries(agent_b_api, put, count):
@@ -49,35 +52,43 @@ def _fill_with_hidden_entries(agent_b_api, put, count):
         assert put(agent_b_api, userId=U, key=f"b{n}", value="private").status_code == 201
 
 
-def test_a_reject_refusal_to_an_agent_names_the_limit_but_not_the_hidden_count(
-    agent_a, agent_a_api, agent_b_api, admin_api, put, set_policy
+@pytest.mark.parametrize("hidden", [0, 7])
+def test_eviction_at_the_cap_is_the_same_whatever_the_agent_cannot_see(
+    agent_a, agent_a_api, agent_b_api, put, set_policy, hidden
+):
+    """Agent a writes 12 entries under a cap of 10. Counting agent b's entries, which agent a cannot see,
+    its own writes began to vanish at the fourth (10 - 7): the count of the hidden ones, told by eviction.
+    The cap counts agent a's own entries: the same two go, and the same history, with 0 hidden or 7."""
+    set_policy(agent_a, max_entries_per_user=10, on_cap_reached="evict_oldest", max_writes_per_turn=20)
+    _fill_with_hidden_entries(agent_b_api, put, hidden)
+
+    statuses = [put(agent_a_api, userId=U, key=f"a{n:02}", value=str(n)).status_code for n in range(12)]
+
+    assert statuses == [201] * 12
+    seen = agent_a_api.get(f"{BASE}/{U}", {"limit": 50}).json()
+    assert sorted(entry["key"] for entry in seen) == [f"a{n:02}" for n in range(2, 12)]
+    evicted = MemoryEvent.objects.filter(user_id=U, action="evicted").order_by("id")
+    assert [event.key for event in evicted] == ["a00", "a01"]
+    assert MemoryEntry.objects.filter(user_id=U, source_agent_id="agent-b").count() == hidden
+
+
+@pytest.mark.parametrize("hidden", [0, 7])
+def test_a_reject_refusal_counts_only_the_writers_entries(
+    agent_a, agent_a_api, agent_b_api, admin_api, put, set_policy, hidden
 ):
     set_policy(agent_a, max_entries_per_user=5, on_cap_reached="reject")
-    _fill_with_hidden_entries(agent_b_api, put, 7)
-    assert agent_a_api.get(f"{BASE}/{U}/count").json()["count"] == 0
-    body = assert_envelope(put(agent_a_api, userId=U, key="a", value="1"), 409, "capacity")
-    assert body["error"] == (
-        f"User '{U}' is at the limit of 5 memories (maxEntriesPerUser), counting the entries of every agent, "
-        f"including any this agent cannot see; onCapReached is 'reject'."
-    )
-    assert body["details"] == {"limit": "maxEntriesPerUser", "max": 5}
-    # An admin sees every entry, so it is told the count.
-    body = assert_envelope(
-        put(admin_api, userId=U, key="a", value="1", sourceAgentId="agent-a"), 409, "capacity"
-    )
-    assert f"User '{U}' has 7 memories" in body["error"]
+    _fill_with_hidden_entries(agent_b_api, put, hidden)
+    for n in range(5):
+        assert put(agent_a_api, userId=U, key=f"a{n}", value="1").status_code == 201
 
+    body = assert_envelope(put(agent_a_api, userId=U, key="a5", value="1"), 409, "capacity")
 
-def test_an_evict_oldest_refusal_to_an_agent_names_no_count(
-    agent_a, agent_a_api, agent_b_api, put, set_policy
-):
-    set_policy(agent_a, max_entries_per_user=5, on_cap_reached="evict_oldest")
-    _fill_with_hidden_entries(agent_b_api, put, 7)
-    body = assert_envelope(put(agent_a_api, userId=U, key="a", value="1"), 409, "capacity")
-    assert "evict_oldest cannot make room" in body["error"]
-    assert "including any this agent cannot see" in body["error"]
-    assert not any(digit in body["error"].replace("5 memories", "") for digit in "0123456789")
+    limit = "the limit (maxEntriesPerUser) is 5; onCapReached is 'reject'."
+    told = f"For user '{U}', agent 'agent-a' holds 5; {limit}"
+    assert body["error"] == told
     assert body["details"] == {"limit": "maxEntriesPerUser", "max": 5}
+    as_agent = put(admin_api, userId=U, key="a5", value="1", sourceAgentId="agent-a")
+    assert assert_envelope(as_agent, 409, "capacity")["error"] == told
 
 
 # --- The conflicted flag: true for an agent only when a conflicting entry is visible to it ----------------

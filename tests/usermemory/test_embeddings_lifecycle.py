@@ -1,5 +1,5 @@
 """The life of entry vectors: a change of model is re-embedded in the background (the scheduled job's public
-entries: the service, and the scheduler process's loop), one pass at a time across processes, while
+entries: the service, and the `vectors.reembed` task), one pass at a time across processes, while
 search keeps working; and GDPR erasure removes the erased user's vectors, and only theirs."""
 
 import threading
@@ -79,8 +79,8 @@ def test_a_change_of_local_model_is_re_embedded_by_the_scheduled_task_and_search
 @pytest.mark.django_db(transaction=True)
 def test_a_remote_model_change_is_re_embedded_in_batches_over_runs_until_done(agent_a_api, put, monkeypatch):
     """Provider openai against a real HTTP server: model A's vectors, then model B's. With a time budget of
-    zero each run does one batch, and the scheduler's loop runs the next at once, until none is left."""
-    from dream.management.commands import dream_scheduler
+    zero each run of the ``vectors.reembed`` task does one batch (and sends the next), until none is left."""
+    from usermemory.tasks import vectors_reembed
 
     texts = [f"{key}: {value}" for key, value in FACTS.items()]
     model_a = Script(vectors={t: [1.0, 0.0, 0.0] for t in texts})
@@ -103,9 +103,9 @@ def test_a_remote_model_change_is_re_embedded_in_batches_over_runs_until_done(ag
         EMBEDDINGS_BATCH_SIZE=2, EMBEDDINGS_REEMBED_SECONDS=0,
     ):  # fmt: skip
         partial, done = _runs("partial"), _runs("done")
-        passes: list[bool] = []
-        dream_scheduler.reembed_loop(300, should_stop=lambda: passes.append(True) or len(passes) > 3)
-        assert (_runs("partial"), _runs("done")) == (partial + 2, done + 1)  # one firing, three runs
+        statuses = [vectors_reembed.apply().get() for _ in range(3)]  # the task, run here
+        assert statuses == ["partial", "partial", "done"]
+        assert (_runs("partial"), _runs("done")) == (partial + 2, done + 1)
         assert _models() == ["openai/model-b"]
         passages = [r["input"] for r in model_b.requests if r["input"][0] in texts]
         assert passages == [texts[:2], texts[2:]]  # each entry embedded once, in batches of two
@@ -176,7 +176,7 @@ def test_after_a_pass_reaches_the_end_the_scheduled_one_scans_again_only_for_ano
         assert _models() == [OTHER_LOCAL] and EntryEmbedding.objects.count() == 2
 
 
-def test_a_down_embedder_fails_the_run_not_the_scheduler(agent_a_api, put):
+def test_a_down_embedder_fails_the_run_not_the_worker(agent_a_api, put):
     put(agent_a_api, userId=U, key="food", value="spicy ramen")
     script = Script(vectors={}, fail_with=503)
     with (
@@ -192,31 +192,6 @@ def test_a_down_embedder_fails_the_run_not_the_scheduler(agent_a_api, put):
         assert memory_reembed_scheduled() == "failed"
         assert _runs("failed") == failed + 1
     assert not EntryEmbedding.objects.exists()
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_embedded_scheduler_re_embeds_at_start(agent_a_api, put, monkeypatch):
-    """The scheduler process's re-embedding loop runs a pass at once."""
-    from dream.management.commands import dream_scheduler
-
-    with override_settings(EMBEDDINGS_PROVIDER="none"):  # written without a vector
-        put(agent_a_api, userId=U, key="food", value="spicy ramen")
-    assert not EntryEmbedding.objects.exists()
-    passes: list[str] = []
-    checks: list[None] = []
-    reembed = dream_scheduler.memory_reembed_scheduled
-
-    def counted() -> str:
-        passes.append(status := reembed())
-        return status
-
-    def should_stop() -> bool:  # after the first pass (or, should it fail, a moment later)
-        checks.append(None)
-        return bool(passes) or len(checks) > 3
-
-    monkeypatch.setattr(dream_scheduler, "memory_reembed_scheduled", counted)
-    dream_scheduler.reembed_loop(300, should_stop=should_stop)
-    assert passes == ["done"] and _models() == [LOCAL]
 
 
 def test_gdpr_erasure_removes_the_user_vectors_and_only_theirs(

@@ -1,19 +1,17 @@
 """The vector queue (issue 31): a write queues its entry in its own transaction and nothing of the embedding
-runs in its request (the default, EMBEDDINGS_INLINE_MAX_CHARS=0); the consumer embeds it, woken by the
-write's notification; a text changed while it was being embedded is embedded again; the queue's rows go with
-their entries; the backlog is exported."""
+runs in its request (the default, EMBEDDINGS_INLINE_MAX_CHARS=0); the drain task embeds it; a text changed
+while it was being embedded is embedded again; the queue's rows go with their entries; the backlog is
+exported."""
 
 import os
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
 from django.conf import settings as django_settings
 from django.core.management import call_command
-from django.db import connection, transaction
+from django.db import transaction
 from django.test import override_settings
 from prometheus_client import REGISTRY
 
@@ -44,28 +42,20 @@ def _sample(name: str, **labels: str) -> float:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_committed_write_is_queued_not_embedded_and_the_following_consumer_embeds_it(agent_a_api, put):
-    stop = threading.Event()
+def test_a_committed_write_is_queued_not_embedded_and_the_drain_task_embeds_it(agent_a_api, put):
+    """The write queues its entry and embeds nothing; the ``vectors.drain`` task (run here; a worker runs it
+    when the write's commit enqueues it: tests/usermemory/test_vector_tasks.py) embeds it."""
+    from memoryplatform.tasks import vectors_drain
+
     lags = _sample("embedding_vector_lag_seconds_count", kind=ENTRIES.name)
-    follower = threading.Thread(
-        target=lambda: (consumer.follow(should_stop=stop.is_set, poll_seconds=30), connection.close())
-    )
-    follower.start()
-    try:
-        started = time.monotonic()
-        response = put(agent_a_api, userId=U, key="drink", value="green tea, no sugar")
-        assert response.status_code == 201, response.content
-        entry_id = internal_id(response.json()["id"])
-        # Woken by the write's notification, not by the 30 s poll.
-        while not EntryEmbedding.objects.filter(entry_id=entry_id).exists():
-            assert time.monotonic() - started < 25, "the consumer did not embed the entry"
-            time.sleep(0.05)
-    finally:
-        stop.set()
-        with connection.cursor() as cursor:
-            cursor.execute("NOTIFY memoryplatform_vectors")  # wake it to see the stop
-        follower.join(timeout=30)
-    assert not follower.is_alive()
+    response = put(agent_a_api, userId=U, key="drink", value="green tea, no sugar")
+    assert response.status_code == 201, response.content
+    entry_id = internal_id(response.json()["id"])
+    assert _queued() == {entry_id} and not EntryEmbedding.objects.exists()
+
+    done = vectors_drain.apply().get()
+
+    assert (done["claimed"], done["written"], done["more"]) == (1, 1, False)
     assert EntryEmbedding.objects.get(entry_id=entry_id).text_hash == text_hash("drink: green tea, no sugar")
     assert _queued() == set()
     assert _sample("embedding_vector_lag_seconds_count", kind=ENTRIES.name) == lags + 1

@@ -26,7 +26,10 @@ _SEEN = """(
 
 
 @cache
-def _seen(*, old: bool) -> sql.Composed:
+def seen_by_agent(*, old: bool) -> sql.Composed:
+    """Whether the agent ``%(agent)s`` could see a row's old value (``old``) or new value, from the row's
+    ``owner``, ``[old_]visibility`` and ``[old_]group_ids``: history's rule, which the change feed and the
+    webhooks (:mod:`events.store`) apply to their rows too, never a copy of it."""
     prefix = "old_" if old else ""
     return sql.SQL(_SEEN).format(
         visibility=sql.Identifier(f"{prefix}visibility"),
@@ -54,8 +57,8 @@ ORDER BY created_at, id LIMIT %(limit)s"""
 def _events_seen_sql() -> sql.Composed:
     return sql.SQL(_EVENTS_SEEN).format(
         columns=sql.SQL(", ").join([sql.Identifier(str(f.column)) for f in EVENT_FIELDS]),
-        seen_old=_seen(old=True),
-        seen_new=_seen(old=False),
+        seen_old=seen_by_agent(old=True),
+        seen_new=seen_by_agent(old=False),
         event=EVENT,
     )
 
@@ -112,10 +115,12 @@ class PastEntry:
     updated_at: datetime | None
     category: str
     observed_at: datetime | None = None  # its last write's (None: history holds no write of it)
+    valid_to: datetime | None = None  # until when its last write's value held (None: until changed)
 
 
 # Each entry's last event by %(as_of)s that left it holding a value, with when it was created and last
-# written; {seen}: only the values the agent could see (TRUE for a viewer or an admin).
+# written, unless that write's value had expired by then (its valid_to, which a TTL's renewal moves on);
+# {seen}: only the values the agent could see (TRUE for a viewer or an admin).
 _AS_OF = """WITH past AS (
     SELECT * FROM {event} WHERE user_id = %(user)s AND entry_id IS NOT NULL AND created_at <= %(as_of)s
 ), last AS (
@@ -124,22 +129,25 @@ _AS_OF = """WITH past AS (
     SELECT entry_id, min(created_at) AS created,
         max(created_at) FILTER (WHERE action = ANY(%(writes)s)) AS updated,
         (array_agg(observed_at ORDER BY created_at DESC, id DESC) FILTER (WHERE action = ANY(%(writes)s)))[1]
-            AS observed
+            AS observed,
+        (array_agg(valid_to ORDER BY created_at DESC, id DESC) FILTER (WHERE action = ANY(%(writes)s)))[1]
+            AS valid_to
     FROM past GROUP BY entry_id
 ), live AS (
     SELECT * FROM last WHERE action = ANY(%(live)s) AND {seen}
 )
 SELECT live.entry_id, live.key, live.new_value, live.visibility, NULLIF(live.owner, ''), live.group_ids,
-    written.created, written.updated, COALESCE(e.category, ''), written.observed
+    written.created, written.updated, COALESCE(e.category, ''), written.observed, written.valid_to
 FROM live JOIN written ON written.entry_id = live.entry_id
 LEFT JOIN {entry} e ON e.id = live.entry_id
+WHERE written.valid_to IS NULL OR written.valid_to > %(as_of)s
 ORDER BY written.updated DESC NULLS LAST, live.entry_id DESC LIMIT %(limit)s OFFSET %(offset)s"""
 
 
 @cache
 def _as_of_sql(*, agent: bool) -> sql.Composed:
     return sql.SQL(_AS_OF).format(
-        event=EVENT, seen=_seen(old=False) if agent else sql.SQL("TRUE"), entry=ENTRY
+        event=EVENT, seen=seen_by_agent(old=False) if agent else sql.SQL("TRUE"), entry=ENTRY
     )
 
 
@@ -147,7 +155,8 @@ def entries_as_of(
     *, user_id: str, agent_id: str | None, as_of: datetime, limit: int, offset: int
 ) -> list[PastEntry]:
     """One page of the user's entries as history knew them at ``as_of``, newest write first: each entry
-    whose last event by then left it holding a value (:data:`LIVE_ACTIONS`), with that value. For an agent
+    whose last event by then left it holding a value (:data:`LIVE_ACTIONS`), with that value, unless the
+    value had expired by then (its write's ``valid_to``: a TTL or a validTo, renewed). For an agent
     (``agent_id``), only the values it could see when they were written (the scope the event recorded met
     by the agent's groups now, as in :func:`events_seen_by_agent`). The category is the entry's current one
     (history does not record it), "" for an entry gone since."""
@@ -163,16 +172,13 @@ def entries_as_of(
     rows = fetch_all(_as_of_sql(agent=agent_id is not None), params)
     return [
         PastEntry(
-            entry_id,
-            key,
-            json.loads(value) if isinstance(value, str) else value,
-            visibility,
-            owner,
-            json.loads(groups) if isinstance(groups, str) else groups,
-            created,
-            updated,
-            category,
-            observed,
+            row[0],
+            row[1],
+            json.loads(row[2]) if isinstance(row[2], str) else row[2],
+            row[3],
+            row[4],
+            json.loads(row[5]) if isinstance(row[5], str) else row[5],
+            *row[6:],
         )
-        for entry_id, key, value, visibility, owner, groups, created, updated, category, observed in rows
+        for row in rows
     ]

@@ -106,7 +106,8 @@ class Kept:
 @dataclass(frozen=True)
 class Upserted:
     """What one upsert statement did. ``kept``: nothing was written, the stored value is newer. Else
-    ``stored is None``: the cap stopped a new entry (``count`` is the user's number of entries then).
+    ``stored is None``: the cap stopped a new entry (``count`` is the owner's number of entries of the user
+    then: those with no owner when it has none).
     ``old_groups is None``: there was no entry on the key."""
 
     old_groups: list[str] | None
@@ -115,7 +116,8 @@ class Upserted:
     kept: Kept | None = None
 
 
-# old: the entry on the upsert key ({on_key}); room: the user's number of entries when there is none; up: the
+# old: the entry on the upsert key ({on_key}); room: the owner's number of entries of the user when there is
+# none (the cap counts nothing the writer cannot see, so a refusal or an eviction tells it nothing); up: the
 # insert or update, only if the entry exists or there is room under %(cap)s ({conflict}: the upsert key's
 # unique index; {set_visibility}: a global entry stays global and keeps its owner; time order: the update only
 # when the stored value was observed no later than this one, decided on the row the conflict locked, so
@@ -124,7 +126,8 @@ class Upserted:
 _UPSERT = """WITH old AS (
     SELECT id, value, category, group_ids, visibility, observed_at FROM {entry} WHERE {on_key}
 ), room AS (
-    SELECT count(*) AS n FROM {entry} WHERE user_id = %(user)s AND NOT EXISTS (SELECT 1 FROM old)
+    SELECT count(*) AS n FROM {entry}
+    WHERE user_id = %(user)s AND {owned_by} AND NOT EXISTS (SELECT 1 FROM old)
 ), up AS (
     INSERT INTO {entry} (
         user_id, key, value, value_text, key_folded, text_folded, category, visibility, source_agent_id,
@@ -149,14 +152,14 @@ _UPSERT = """WITH old AS (
 ), event AS (
     INSERT INTO {event} (
         entry_id, user_id, key, action, actor_type, actor_id, key_prefix, old_value, new_value, owner,
-        old_visibility, old_group_ids, visibility, group_ids, created_at, provenance, observed_at
+        old_visibility, old_group_ids, visibility, group_ids, created_at, provenance, observed_at, valid_to
     )
     SELECT up.id, %(user)s, %(key)s,
         CASE WHEN EXISTS (SELECT 1 FROM old) THEN %(updated)s ELSE %(created)s END,
         %(actor_type)s, %(actor_id)s, %(key_prefix)s, (SELECT value FROM old), %(value)s::jsonb,
         COALESCE(up.source_agent_id, ''), COALESCE((SELECT visibility FROM old), %(visibility)s),
         COALESCE((SELECT group_ids FROM old), %(groups)s::jsonb), %(visibility)s, %(groups)s::jsonb, %(now)s,
-        %(provenance)s::jsonb, %(observed)s
+        %(provenance)s::jsonb, %(observed)s, %(valid_to)s
     FROM up
 )
 SELECT (SELECT group_ids FROM old), (SELECT n FROM room), (SELECT id FROM old), (SELECT observed_at FROM old),
@@ -174,11 +177,17 @@ _OWNED_KEY = sql.SQL(
 _OWNED_CONFLICT = sql.SQL("(user_id, key, source_agent_id) WHERE NOT (visibility = 'global')")
 
 
+# The entries the cap counts: the owner's (%(owner)s), or, for a write with no owner, those with none.
+_OWNED_BY = sql.SQL("source_agent_id = %(owner)s")
+_OWNED_BY_NONE = sql.SQL("source_agent_id IS NULL")
+
+
 @cache
-def _upsert_sql(*, is_global: bool) -> sql.Composed:
+def _upsert_sql(*, is_global: bool, owned: bool) -> sql.Composed:
     return sql.SQL(_UPSERT).format(
         entry=ENTRY,
         event=EVENT,
+        owned_by=_OWNED_BY if owned else _OWNED_BY_NONE,
         on_key=_GLOBAL_KEY if is_global else _OWNED_KEY,
         conflict=_GLOBAL_CONFLICT if is_global else _OWNED_CONFLICT,
         set_visibility=sql.SQL("" if is_global else ", visibility = excluded.visibility"),
@@ -187,10 +196,11 @@ def _upsert_sql(*, is_global: bool) -> sql.Composed:
 
 def upsert_with_event(write: EntryWrite) -> Upserted:
     """The whole write of one entry in one statement (:data:`_UPSERT`), run while the user's lock is held:
-    read the entry on the upsert key, count the user's entries when there is none, insert or update only if
-    the entry exists or the count is under ``cap``, and write the history event of what it did. A write on
-    a superseded entry makes it current again, with the new value. A write observed before the stored value
-    was (``observed_at``) writes nothing and no event: ``kept`` says so, with the stored value's time."""
+    read the entry on the upsert key, count the owner's entries of the user when there is none, insert or
+    update only if the entry exists or the count is under ``cap``, and write the history event of what it
+    did. A write on a superseded entry makes it current again, with the new value. A write observed before
+    the stored value was (``observed_at``) writes nothing and no event: ``kept`` says so, with the stored
+    value's time."""
     columns = search_columns(key=write.key, text=write.text)
     params: dict[str, Any] = {
         "user": write.user_id,
@@ -219,7 +229,8 @@ def upsert_with_event(write: EntryWrite) -> Upserted:
         "provenance": None if write.provenance is None else json.dumps(write.provenance),
         "observed": write.observed_at or write.now,
     }
-    row = prepared_row(_upsert_sql(is_global=write.visibility == "global"), params)
+    statement = _upsert_sql(is_global=write.visibility == "global", owned=write.owner is not None)
+    row = prepared_row(statement, params)
     old_groups, count, old_id, old_observed, *stored = row
     if isinstance(old_groups, str):  # Django's connection reads jsonb as text; JSONField parses it
         old_groups = json.loads(old_groups)
@@ -290,3 +301,34 @@ def delete_entries(*, ids: list[int]) -> int:
     with connection.cursor() as cursor:
         cursor.execute(statement, {"ids": ids})
         return cursor.rowcount
+
+
+# renewed: each entry of %(ids)s that a write gave a TTL, valid again until %(now)s plus it; then the event
+# of its value's write (its last created or updated one) holds the same valid_to, so a read as of a past time
+# knows how long that value held (usermemory.sql.history.entries_as_of).
+_TTL_RENEW = """WITH renewed AS (
+    UPDATE {entry} SET valid_to = %(now)s + ttl_seconds * interval '1 second'
+    WHERE id = ANY(%(ids)s) AND ttl_seconds IS NOT NULL
+    RETURNING id, valid_to
+), written AS (
+    SELECT DISTINCT ON (e.entry_id) e.id, renewed.valid_to
+    FROM {event} e JOIN renewed ON e.entry_id = renewed.id
+    WHERE e.action = ANY(%(writes)s) ORDER BY e.entry_id, e.created_at DESC, e.id DESC
+), events AS (
+    UPDATE {event} SET valid_to = written.valid_to FROM written WHERE {event}.id = written.id
+)
+SELECT count(*) FROM renewed"""
+
+
+def ttl_renew(*, ids: list[int], now: datetime) -> int:
+    """Renew the TTL of the entries ``ids`` that a write gave one (``valid_to`` becomes ``now`` plus it), and
+    of their values' write events, in one statement. Returns how many entries were renewed."""
+    statement = sql.SQL(_TTL_RENEW).format(entry=ENTRY, event=EVENT)
+    params: dict[str, Any] = {
+        "ids": ids,
+        "now": now,
+        "writes": [MemoryEvent.Action.CREATED, MemoryEvent.Action.UPDATED],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return int(cursor.fetchone()[0])

@@ -9,6 +9,7 @@ import type * as o from "./options.js";
 import type {
   Agent,
   ApiKey,
+  ChangeEventPage,
   Checkpoint,
   ContentBlock,
   Context,
@@ -362,6 +363,16 @@ export class MemoryPlatform {
       body: { calls },
     });
     return answer.calls;
+  }
+
+  /**
+   * Memory events after `after`, oldest first: an agent key those about entries it may read. The cursor
+   * never skips an event; keep `next` and pass it as `after` next time.
+   */
+  listEvents(options: o.EventListOptions = {}): Promise<ChangeEventPage> {
+    const { types, ...rest } = options;
+    const query = types && types.length ? { ...rest, types: types.join(",") } : rest;
+    return this.send({ method: "GET", path: "/v1/events", query });
   }
 
   listToolCalls(options: o.ToolCallListOptions = {}): Promise<ToolCallPage> {

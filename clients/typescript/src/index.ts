@@ -12,5 +12,11 @@ export {
   VERSION,
 } from "./core.js";
 export * from "./errors.js";
+export {
+  DEFAULT_TOLERANCE_SECONDS,
+  type VerifyWebhookOptions,
+  verifyWebhook,
+  WebhookVerificationError,
+} from "./webhooks.js";
 export type * from "./options.js";
 export type * from "./types.js";

@@ -8,10 +8,11 @@
  *   ...]` or `[userId, "memories", ...]`. Any other layout (`["profiles", userId]`, `["users", userId,
  *   "memories"]`, `[userId, "prefs"]`) is refused with an `InvalidNamespaceError` naming `userIndex`, never
  *   guessed; `userIndex: n` takes the user from position `n` of every namespace, every other element a label;
- * - the labels: the other elements (the root `"memories"` before the user excepted), as the key's prefix,
- *   each followed by `/` (a `/` or `%` inside one written `%2F` or `%25`): `put([userId, "memories"], "food",
- *   v)` writes the key `memories/food` of user `userId`; `["memories", userId]` and `[userId]` name the same
- *   place, the user's keys without a prefix;
+ * - the labels: the other elements (`"memories"` too), as the key's prefix, each followed by `/` (a `/` or
+ *   `%` inside one written `%2F` or `%25`): `put([userId, "memories"], "food", v)` and `put(["memories",
+ *   userId], "food", v)` write the key `memories/food` of user `userId`, one item, read back in the spelling
+ *   asked (each layout round-trips); a word the layouts reserve (`memories`, `global`, `group`) where the
+ *   user is, is refused (`["memories", "u-77"]` with `userIndex: 0` is no user `memories`);
  * - the scope: a namespace ending in `"global"` holds the user's `global` entries (every agent reads them),
  *   one ending in `["group", groupId]` that group's `group` entries; any other, the agent's own (`self`).
  *
@@ -47,6 +48,8 @@ import { NotFoundError } from "./errors.js";
 import type { MemoryEntry, Visibility } from "./types.js";
 
 const ROOT = "memories";
+/** Never a user: the layouts' root and scopes. */
+const RESERVED = [ROOT, "global", "group"];
 const SEP = "/";
 const WILDCARD = "*";
 const SCAN_LIMIT = 1000; // the server's largest page
@@ -104,8 +107,6 @@ export class Place {
     /** `null`: any (a prefix that says none). */
     readonly visibility: Visibility | null,
     readonly groupId: string | null,
-    /** The layout's root before the user that is no label (`["memories"]` or none). */
-    readonly head: string[],
     /** The user's position among the labels. */
     readonly userAt: number,
   ) {}
@@ -121,8 +122,13 @@ export class Place {
         `This store's namespaces name the user at position ${index} (userIndex): got ${JSON.stringify(namespace)}.`,
       );
     }
-    const head = options.userIndex === undefined && index === 1 ? [ROOT] : [];
-    let rest = [...namespace.slice(head.length, index), ...namespace.slice(index + 1)];
+    if (RESERVED.includes(namespace[index])) {
+      throw new InvalidNamespaceError(
+        `${JSON.stringify(namespace)} names the user "${namespace[index]}" at position ${index}, a word the ` +
+          `layout reserves (${RESERVED.join(", ")}): put the user where the layout says (userIndex).`,
+      );
+    }
+    let rest = [...namespace.slice(0, index), ...namespace.slice(index + 1)];
     let visibility: Visibility | null = options.prefix ? null : "self";
     let group: string | null = null;
     if (rest.at(-1) === "global") {
@@ -136,7 +142,7 @@ export class Place {
       visibility = "group";
       rest = rest.slice(0, -1);
     }
-    return new Place(namespace[index], rest, visibility, group, head, index - head.length);
+    return new Place(namespace[index], rest, visibility, group, index);
   }
 
   get keyPrefix(): string {
@@ -172,7 +178,7 @@ export class Place {
     const labels = entry.key.split(SEP).map(unescape);
     const key = labels.pop() as string;
     const at = Math.min(this.userAt, labels.length);
-    const base = [...this.head, ...labels.slice(0, at), entry.userId, ...labels.slice(at)];
+    const base = [...labels.slice(0, at), entry.userId, ...labels.slice(at)];
     if (entry.visibility === "global") return [[[...base, "global"]], key];
     if (entry.visibility === "group") return [(entry.groupIds ?? []).map((g) => [...base, "group", g]), key];
     return [[base], key];
@@ -212,7 +218,7 @@ function readings(path: readonly string[]): [string[], boolean][] {
 }
 
 /** The key patterns (any of them) of every entry whose namespace meets the conditions (`prefix` and
- * `suffix` without the user and the root); `null`: too many to ask for. */
+ * `suffix` without the user); `null`: too many to ask for. */
 export function keyPatterns(prefix: readonly string[], suffix: readonly string[]): string[] | null {
   const patterns: string[] = [];
   const ends: [string[], boolean][] = suffix.length ? readings(suffix) : [[[], false]];
@@ -235,17 +241,17 @@ export function keyPatterns(prefix: readonly string[], suffix: readonly string[]
   return unique.length <= MAX_PATTERNS ? unique : null;
 }
 
-/** The prefix's and the suffix's elements that are labels or scope: the prefix without the root and the
+/** The prefix's and the suffix's elements that are labels or scope: the prefix without the
  * user, the suffix from after its last element that may be the user (`*` or the user id, near its start). */
 function conditionLabels(place: Place, conditions: readonly MatchCondition[]): [string[], string[]] {
   const prefix = conditions.find((c) => c.matchType === "prefix")?.path ?? [];
-  const at = place.head.length + place.userAt;
+  const at = place.userAt;
   const suffix = conditions.find((c) => c.matchType === "suffix")?.path ?? [];
   let cut = 0;
   suffix.forEach((part, i) => {
     if ((part === WILDCARD || part === place.userId) && i <= at) cut = i + 1;
   });
-  return [[...prefix.slice(place.head.length, at), ...prefix.slice(at + 1)], suffix.slice(cut)];
+  return [[...prefix.slice(0, at), ...prefix.slice(at + 1)], suffix.slice(cut)];
 }
 
 // --- The store ---------------------------------------------------------------------------------------------

@@ -83,8 +83,8 @@ export interface SearchOptions extends ReadOptions, PageOptions, RankedFilters {
 }
 
 /**
- * With `q`: recalled by relevance, at least `minScore` relevant (the server's default when left out), narrowed
- * by the filters; `sourceAgentId`: only the entries this agent wrote. Without `q`: the policy's order.
+ * With `q`: recalled by relevance, the best `limit` (the agent's `recallTopK` when left out), at least `minScore`
+ * relevant when given (no cut when left out), narrowed by the filters; `sourceAgentId`: only the entries this agent wrote. Without `q`: the policy's order.
  */
 export interface RecallOptions extends RankedFilters {
   /** Admin and viewer keys: the agent recalling. */
@@ -167,6 +167,14 @@ export interface AgentFields {
 export interface AgentListOptions extends PageOptions {
   capability?: string;
   status?: AgentStatus;
+}
+
+export interface EventListOptions {
+  /** The `next` cursor of the previous page; none: the oldest event. */
+  after?: string;
+  /** Only these event types (`memory.created`, ...); none: every type. */
+  types?: string[];
+  limit?: number;
 }
 
 export interface ToolCallListOptions {

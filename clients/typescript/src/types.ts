@@ -302,3 +302,29 @@ export interface ToolCallPage {
   results: ToolCall[];
   next: string | null;
 }
+
+/**
+ * A memory event: what the change feed lists and a webhook receives. `value`/`oldValue` are null when the
+ * reader may not see them; a `user.erased` event holds `id`, `type`, `occurredAt` and `userId` only.
+ */
+export interface ChangeEvent {
+  id: string;
+  type: string;
+  occurredAt: string;
+  userId: string;
+  key?: string | null;
+  entryId?: string | null;
+  visibility?: string;
+  groupIds?: string[];
+  sourceAgent?: string | null;
+  value?: unknown;
+  oldValue?: unknown;
+  valueHidden?: boolean;
+  data?: Record<string, unknown> | null;
+}
+
+/** Events oldest first; pass `next` as `after` for the next page (the same cursor when none came). */
+export interface ChangeEventPage {
+  results: ChangeEvent[];
+  next: string;
+}

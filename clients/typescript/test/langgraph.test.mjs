@@ -46,7 +46,7 @@ test("the docs' layouts: [userId, 'memories'] and ['memories', userId], put, get
   // On the platform, as the Python store writes them: labels as the key's prefix, "global" as the scope.
   const stored = (await clients.nova.listMemories(user)).map((e) => [e.key, e.visibility]).sort();
   assert.deepEqual(stored, [
-    ["city", "self"],
+    ["memories/city", "self"], // ["memories", user] and [user, "memories"] name one place
     ["memories/drink", "self"],
     ["memories/food", "self"],
     ["memories/name", "global"],
@@ -216,10 +216,9 @@ test("listNamespaces' wildcards are matched by the server", async () => {
   assert.deepEqual(await store.listNamespaces({ prefix: [user, "*", "nothing"] }), []);
   assert.equal(seen.at(-1)[2], 0);
   const docs = new MemoryPlatformStore(client);
-  assert.deepEqual(await docs.listNamespaces({ prefix: ["memories", user, "*", "prefs"] }), [
-    ["memories", user, "chitchat", "prefs"],
-    ["memories", user, "travel", "prefs"],
-  ]);
+  // LangGraph's docs' spelling: "memories" is a label like the others, in either place
+  assert.deepEqual(await docs.listNamespaces({ prefix: ["memories", user, "*"] }), [["memories", user, "global"]]);
+  assert.deepEqual(await docs.listNamespaces({ prefix: ["memories", user, "*", "prefs"] }), []);
   await assert.rejects(docs.listNamespaces({ prefix: ["*", "memories"] }), /userIndex/);
 });
 
@@ -267,7 +266,7 @@ test("the Python and the JS store share one namespace: each reads what the other
   );
   const store = new MemoryPlatformStore(clients.nova, { category: "fact" });
   assert.deepEqual((await store.get([user, "memories"], "food")).value, { likes: "pizza" });
-  assert.deepEqual((await store.get(["memories", user, "memories", "global"], "name")).value, { first: "Ada" });
+  assert.deepEqual((await store.get(["memories", user, "global"], "name")).value, { first: "Ada" });
   assert.deepEqual((await store.get(["memories", user], "city")).value, { value: "Lisbon" });
   const entry = await clients.nova.getMemoryByKey(user, "profiles/tone"); // its TTL as put (a store's read renews it)
   assert.equal((Date.parse(entry.validTo) - Date.parse(entry.validFrom)) / 60_000, 60);
@@ -292,10 +291,70 @@ test("the Python and the JS store share one namespace: each reads what the other
   );
   assert.deepEqual(read, {
     items: [
+      [[user, "memories"], "city", "Lisbon"],
       [[user, "memories"], "drink", { likes: "tea" }],
       [[user, "memories"], "food", { likes: "pizza" }],
       [[user, "memories", "global"], "name", { first: "Ada" }],
     ],
     tone: { short: false },
   });
+});
+
+const LAYOUTS = [
+  // each documented layout, with the userIndex it needs
+  [(u) => [u, "memories"], undefined],
+  [(u) => ["memories", u], undefined],
+  [(u) => ["memories", u, "prefs"], undefined],
+  [(u) => [u, "memories", "global"], undefined],
+  [(u, group) => ["memories", u, "group", group], undefined],
+  [(u) => ["profiles", u], 1],
+  [(u) => ["users", u, "memories"], 1],
+  [(u) => [u, "chitchat", "prefs"], 0],
+];
+
+test("each documented layout round-trips: put, then get and search give back its namespace", async () => {
+  const { clients, group } = await team("nova");
+  for (const [layout, userIndex] of LAYOUTS) {
+    const user = fresh("user");
+    const namespace = layout(user, group);
+    const store = new MemoryPlatformStore(clients.nova, { category: "fact", userIndex });
+    await store.put(namespace, "diet", { eats: "vegetables" });
+    assert.deepEqual((await store.get(namespace, "diet")).namespace, namespace);
+    assert.deepEqual(
+      (await store.search(namespace)).map((i) => [i.namespace, i.key]),
+      [[namespace, "diet"]],
+    );
+    if (userIndex === undefined) {
+      // LangGraph's docs' two spellings name one place, each answered as asked (issue 56)
+      const other = [namespace[1], namespace[0], ...namespace.slice(2)];
+      assert.deepEqual(
+        (await store.search(other)).map((i) => [i.namespace, i.key]),
+        [[other, "diet"]],
+      );
+    }
+  }
+});
+
+test("a word the layouts reserve where the user is, is refused, never a user", async () => {
+  const { clients } = await team("nova");
+  const first = new MemoryPlatformStore(clients.nova, { category: "fact", userIndex: 0 });
+  const docs = new MemoryPlatformStore(clients.nova, { category: "fact" });
+  for (const [store, namespace] of [
+    [first, ["memories", "u-77"]],
+    [first, ["global", "u-77"]],
+    [first, ["group", "support"]],
+    [docs, ["memories", "memories"]],
+    [docs, ["memories", "global"]],
+    [docs, ["group", "memories"]],
+  ]) {
+    await assert.rejects(store.put(namespace, "x", { v: 1 }), (error) => {
+      assert.ok(error instanceof InvalidNamespaceError);
+      assert.match(error.message, /reserves/);
+      return true;
+    });
+    await assert.rejects(store.search(namespace), /reserves/);
+  }
+  for (const user of ["memories", "global", "group"]) {
+    assert.deepEqual(await clients.nova.listMemories(user), []);
+  }
 });

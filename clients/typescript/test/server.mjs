@@ -85,7 +85,7 @@ async function startDjango(llm) {
   const logPath = join(env.DATA_DIR, "server.log");
   const log = openSync(logPath, "w");
   const args = ["serve", "--host", "127.0.0.1", "--port", String(port), "--workers", "1", "--threads", "4"];
-  const child = spawn(PYTHON, [join(ROOT, "manage.py"), ...args, "--no-dream-scheduler"], {
+  const child = spawn(PYTHON, [join(ROOT, "manage.py"), ...args, "--no-background"], {
     cwd: ROOT,
     env,
     stdio: ["ignore", log, log],

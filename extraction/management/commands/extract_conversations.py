@@ -9,8 +9,8 @@ from extraction.background import BATCH_SIZE, extraction_run_background
 class Command(BaseCommand):
     help = (
         "Run one background extraction now: facts from the new messages of the conversations of the agents "
-        "whose policy has extractFromConversations (the scheduler process runs it every "
-        "EXTRACTION_INTERVAL seconds). Prints the run's counts as JSON."
+        "whose policy has extractFromConversations (a worker runs it every EXTRACTION_INTERVAL "
+        "seconds: beat's extraction-background). Prints the run's counts as JSON."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

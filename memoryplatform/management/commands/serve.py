@@ -1,8 +1,7 @@
 import errno
+import logging
 import os
-import shutil
 import socket
-import subprocess
 import sys
 from argparse import BooleanOptionalAction
 from pathlib import Path
@@ -12,30 +11,36 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS
 
-from memoryplatform.metricsdir import server_metrics_dir
+from memoryplatform.broker import broker_kind
+from memoryplatform.management.processes import (
+    READY_TIMEOUT,
+    ProcessGroup,
+    celery_beat_argv,
+    celery_worker_argv,
+)
+from memoryplatform.metricsdir import hold_server_metrics_dir, server_metrics_dir
+
+logger = logging.getLogger(__name__)
 
 
 def prepare_metrics_dir() -> str:
-    """Put prometheus_client in multiprocess mode for the server's workers and the Dream scheduler, so the
-    web's /metrics shows every process's counters (the scheduler's Dream counters included). Uses
+    """Put prometheus_client in multiprocess mode for the server's workers and the Celery worker and beat, so
+    the web's /metrics shows every process's counters (the tasks' and Dream's included). Uses
     PROMETHEUS_MULTIPROC_DIR when set; otherwise ``DATA_DIR/prometheus`` (:func:`server_metrics_dir`), emptied
-    at each start, which ``manage.py dream`` and ``embed`` then count into too (``manage.py``)."""
+    at a start unless another server on the same DATA_DIR uses it (:func:`hold_server_metrics_dir`), which
+    ``manage.py dream`` and ``embed`` then count into too (``manage.py``)."""
     configured = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
     if configured:
         Path(configured).mkdir(parents=True, exist_ok=True)
         return configured
     directory = server_metrics_dir()
-    shutil.rmtree(directory, ignore_errors=True)
-    directory.mkdir(parents=True)
+    if not hold_server_metrics_dir(directory):
+        logger.warning(
+            "Another server uses %s (same DATA_DIR): this one counts into it too, without emptying it.",
+            directory,
+        )
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
     return str(directory)
-
-
-def scheduler_argv(parent_pid: int) -> list[str]:
-    """The Dream scheduler beside the web server, under its supervisor (started again if it dies), stopping
-    when the server does."""
-    manage = str(Path(settings.BASE_DIR) / "manage.py")
-    return [sys.executable, manage, "dream_scheduler", "--parent-pid", str(parent_pid), "--supervise"]
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -87,8 +92,9 @@ def uvicorn_argv(*, host: str, port: int, workers: int) -> list[str]:
 class Command(BaseCommand):
     help = (
         "Serve the API, the admin and the MCP server (static files through WhiteNoise, no DEBUG needed) with "
-        "uvicorn: config.asgi in worker processes, and the background work in one scheduler process "
-        "beside them (--no-dream-scheduler: not)."
+        "uvicorn: config.asgi in worker processes; and, once it answers, the background work beside it: a "
+        "Celery worker and beat (--no-background: not, where services of their own run them). Ctrl-C stops "
+        "them all."
     )
     # Checked in handle(), after the port: a port in use is the first thing said. The checks include the
     # database ones (PostgreSQL 15+ with pgvector), which cost one connection.
@@ -110,12 +116,11 @@ class Command(BaseCommand):
             help="Only check that the address is free (exit 1 if it is in use), then exit.",
         )
         parser.add_argument(
-            "--dream-scheduler",
+            "--background",
             action=BooleanOptionalAction,
             default=True,
-            help="Run the background work (manage.py dream_scheduler: the vector consumer, Dream, the "
-            "re-embedding, the extraction) in a child process (default: on; off where a service of its own "
-            "runs it).",
+            help="Run a Celery worker (every queue) and beat beside the server (default: on; off where "
+            "services of their own run them).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -124,15 +129,18 @@ class Command(BaseCommand):
         if options["check_port"]:
             return
         self.check(databases=[DEFAULT_DB_ALIAS])
-        argv = uvicorn_argv(host=host, port=port, workers=workers)
         os.environ["SERVE_THREADS"] = str(options["threads"])  # read by config.asgi
         prepare_metrics_dir()
-        if options["dream_scheduler"]:
-            # This pid carries on as the server's master after execv, so the child stops with the server.
-            subprocess.Popen(scheduler_argv(os.getpid()), cwd=settings.BASE_DIR)  # noqa: S603
-            self.stdout.write(
-                f"Background work (Dream on '{settings.DREAM_SCHEDULE}') runs in a scheduler process."
-            )
+        group = ProcessGroup(cwd=str(settings.BASE_DIR))
+        group.start("web", uvicorn_argv(host=host, port=port, workers=workers))
         self.stdout.write(f"Serving on http://{host}:{port} (Ctrl-C stops)")
         self.stdout.flush()
-        os.execv(sys.executable, argv)  # noqa: S606  (replaces this process with the server)
+        if options["background"] and group.wait_ready(f"http://{host}:{port}/readyz", timeout=READY_TIMEOUT):
+            group.start("worker", celery_worker_argv())
+            group.start("beat", celery_beat_argv())
+            self.stdout.write(
+                "Background work: a Celery worker and beat "
+                f"(broker: {broker_kind(settings.CELERY_BROKER_URL)}; Dream on beat's 'dream-cycle' schedule)"
+            )
+            self.stdout.flush()
+        sys.exit(group.run())

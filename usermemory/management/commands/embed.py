@@ -1,5 +1,3 @@
-import contextlib
-import os
 from typing import Any
 
 from django.conf import settings
@@ -8,33 +6,23 @@ from tqdm import tqdm
 
 from memoryplatform.embeddings import EmbedderError, consumer, get_embedder, jobs
 from memoryplatform.management.progress import Unended
-from memoryplatform.metricsdir import serve_metrics_port
 
 
 class Command(BaseCommand):
     help = (
-        "Compute the vectors of memory entries and conversation messages. --follow runs the background "
-        "consumer of the vector queue (what writes queue), at a lower priority, until stopped; --drain "
-        "embeds what is queued now and stops. --missing embeds every text whose "
-        "vector is missing, of another text, or of another model than EMBEDDINGS_MODEL, in batches, with a "
-        "progress bar (entries first, then messages). "
-        "Idempotent; safe to run beside writes. One pass at a time: it stops with a message while another "
-        "(the background re-embedding) runs."
+        "Compute the vectors of memory entries and conversation messages by hand (a worker's `vectors.drain` "
+        "task does it as writes commit). --drain embeds what is queued now and stops. --missing embeds "
+        "every text whose vector is missing, of another text, or of another model than EMBEDDINGS_MODEL, "
+        "in batches, with a progress bar (entries first, then messages). Idempotent; safe to run beside "
+        "writes. One pass at a time: it stops with a message while another (the background re-embedding) "
+        "runs."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--missing", action="store_true", help="Embed missing and stale vectors (required)."
         )
-        parser.add_argument(
-            "--follow",
-            action="store_true",
-            help="Run the vector consumer: embed queued texts as writes queue them, until stopped.",
-        )
         parser.add_argument("--drain", action="store_true", help="Embed every queued text, then stop.")
-        parser.add_argument(
-            "--parent-pid", type=int, default=None, help="With --follow: stop when this process is gone."
-        )
         parser.add_argument(
             "--batch-size",
             type=int,
@@ -44,9 +32,9 @@ class Command(BaseCommand):
         parser.add_argument("--no-progress", action="store_true", help="No progress bar.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        modes = [m for m in ("missing", "follow", "drain") if options[m]]
+        modes = [m for m in ("missing", "drain") if options[m]]
         if len(modes) != 1:
-            raise CommandError("Say what to embed: one of --follow, --drain or --missing.")
+            raise CommandError("Say what to embed: one of --drain or --missing.")
         batch_size = options["batch_size"] or settings.EMBEDDINGS_BATCH_SIZE
         if not 1 <= batch_size <= 10_000:
             raise CommandError("--batch-size must be between 1 and 10000.")
@@ -56,9 +44,6 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         if embedder is None:
             raise CommandError("EMBEDDINGS_PROVIDER is 'none': there is nothing to embed with.")
-        if options["follow"]:
-            self._follow(options["parent_pid"])
-            return
         if options["drain"]:
             done = consumer.drain(batch_size=batch_size)
             self.stdout.write(
@@ -71,20 +56,6 @@ class Command(BaseCommand):
         for kind in jobs.registered():
             quiet = options["no_progress"]
             self._embed(kind, embedder_id=embedder.model_id, batch_size=batch_size, quiet=quiet)
-
-    def _follow(self, parent: int | None) -> None:
-        consumer.yield_to_requests()
-        port = os.environ.get("WORKER_METRICS_PORT", "").strip()
-        if port:  # a process apart from the web server (docker-compose.yml's embedder)
-            serve_metrics_port(int(port))
-        priority = f"nice +{settings.BACKGROUND_NICE}"
-        self.stdout.write(
-            f"Vector consumer: embedding queued texts as they are written ({priority}, "
-            f"waking on notifications or every {settings.EMBEDDINGS_POLL_SECONDS:g} s)"
-        )
-        self.stdout.flush()
-        with contextlib.suppress(KeyboardInterrupt):
-            consumer.follow(should_stop=lambda: parent is not None and os.getppid() != parent)
 
     def _embed(self, kind: jobs.VectorKind, *, embedder_id: str, batch_size: int, quiet: bool) -> None:
         bar = tqdm(

@@ -25,6 +25,7 @@ from memoryplatform_client.errors import (
     ServerError,
     UnavailableError,
 )
+from memoryplatform_client.webhooks import WebhookVerificationError, verify_webhook
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -44,8 +45,10 @@ __all__ = [
     "RateLimitedError",
     "ServerError",
     "UnavailableError",
+    "WebhookVerificationError",
     "__version__",
     "memory_input",
     "message_input",
     "text_content",
+    "verify_webhook",
 ]

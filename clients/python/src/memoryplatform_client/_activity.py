@@ -1,13 +1,21 @@
-"""The activity calls (tool calls an agent reports, and tasks), built as :mod:`memoryplatform_client._calls`
-builds the others: each function returns the :class:`Call` that the sync and the async client send."""
+"""The activity calls (tool calls an agent reports, tasks, and the change feed of memory events), built as
+:mod:`memoryplatform_client._calls` builds the others: each function returns the :class:`Call` that the sync
+and the async client send."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from memoryplatform_client._core import Call, body, iso_time, query, segment
-from memoryplatform_client._options import TaskCreateOptions, TaskListOptions, TaskUpdate, ToolCallListOptions
+from memoryplatform_client._options import (
+    EventListOptions,
+    TaskCreateOptions,
+    TaskListOptions,
+    TaskUpdate,
+    ToolCallListOptions,
+)
 from memoryplatform_client.types import (
+    ChangeEventPage,
     OffsetPage,
     Task,
     ToolCall,
@@ -71,3 +79,13 @@ def update_task(task_id: str, update: TaskUpdate) -> Call[Task]:
     if "result" in update:
         payload["result"] = update["result"]
     return Call("PATCH", f"/v1/tasks/{segment(task_id)}", json=payload)
+
+
+def list_events(options: EventListOptions) -> Call[ChangeEventPage]:
+    types = options.get("types")
+    params = query(
+        after=options.get("after"),
+        types=",".join(types) if types else None,
+        limit=options.get("limit"),
+    )
+    return Call("GET", "/v1/events", params=params)

@@ -269,6 +269,11 @@ class AsyncMemoryPlatform(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport
                 return
             options["after"] = page["next"]
 
+    async def list_events(self, **options: Unpack[opts.EventListOptions]) -> api.ChangeEventPage:
+        """Memory events after ``after``, oldest first: an agent key those about entries it may read. The
+        cursor never skips an event; keep ``next`` and pass it as ``after`` next time."""
+        return await self.send(activity.list_events(options))
+
     async def create_task(self, title: str, **options: Unpack[opts.TaskCreateOptions]) -> api.Task:
         return await self.send(activity.create_task(title, options))
 

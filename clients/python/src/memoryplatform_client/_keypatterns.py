@@ -28,7 +28,7 @@ def _unify(left: Sequence[str], right: Sequence[str]) -> list[str] | None:
 
 
 def _readings(path: Sequence[str]) -> list[tuple[tuple[str, ...], bool]]:
-    """The labels a condition's path (the user and the layout's root taken out) may end or start with:
+    """The labels a condition's path (the user taken out) may end or start with:
     ``(labels, exact)``. All of it (more labels may follow it in a prefix, precede it in a suffix); and,
     where its last elements may be a scope rather than labels, the labels before them, the whole labels
     (``exact``) of a prefix: ``global`` (or ``*``) is one element, ``("group", id)`` two, ``group`` alone
@@ -43,7 +43,7 @@ def _readings(path: Sequence[str]) -> list[tuple[tuple[str, ...], bool]]:
 
 def key_patterns(prefix: Sequence[str], suffix: Sequence[str] | None) -> list[str] | None:
     """The key patterns (any of them) of every entry whose namespace meets the conditions: ``prefix`` and
-    ``suffix`` without the user and the layout's root (a suffix from after its last element that may be the
+    ``suffix`` without the user (a suffix from after its last element that may be the
     user); the store checks each namespace exactly after. ``None``: too many to ask for."""
     patterns: list[str] = []
     for start, exact in _readings(prefix):

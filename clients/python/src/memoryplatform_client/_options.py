@@ -106,8 +106,9 @@ class SearchOptions(ListOptions, RankedFilters, total=False):
 
 
 class RecallOptions(RankedFilters, total=False):
-    """With ``q``: recalled by relevance, at least ``min_score`` relevant (the server's default when left
-    out), narrowed by the filters; ``source_agent_id``: only the entries this agent wrote."""
+    """With ``q``: recalled by relevance, the best ``limit`` (the agent's ``recallTopK`` when left out), at
+    least ``min_score`` relevant when given (no cut when left out), narrowed by the filters;
+    ``source_agent_id``: only the entries this agent wrote."""
 
     agent_id: str
     group_ids: list[str]
@@ -178,6 +179,14 @@ class ToolCallListOptions(TypedDict, total=False):
     success: bool
     task_id: str
     tool: str
+
+
+class EventListOptions(TypedDict, total=False):
+    after: str
+    """The ``next`` cursor of the previous page; none: the oldest event."""
+    types: list[str]
+    """Only these event types (``memory.created``, ...); none: every type."""
+    limit: int
 
 
 class TaskCreateOptions(TypedDict, total=False):

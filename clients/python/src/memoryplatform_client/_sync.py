@@ -255,6 +255,11 @@ class MemoryPlatform(ClientBase[httpx.Client, httpx.BaseTransport]):
                 return
             options["after"] = page["next"]
 
+    def list_events(self, **options: Unpack[opts.EventListOptions]) -> api.ChangeEventPage:
+        """Memory events after ``after``, oldest first: an agent key those about entries it may read. The
+        cursor never skips an event; keep ``next`` and pass it as ``after`` next time."""
+        return self.send(activity.list_events(options))
+
     def create_task(self, title: str, **options: Unpack[opts.TaskCreateOptions]) -> api.Task:
         return self.send(activity.create_task(title, options))
 

@@ -8,7 +8,7 @@ docs' layouts that say where the user is, next to ``"memories"``, are read as th
 | namespace | user | labels |
 |---|---|---|
 | ``(user_id, "memories", ...)`` (LangGraph's docs) | ``user_id`` | ``("memories", ...)`` |
-| ``("memories", user_id, ...)`` (LangGraph's docs; LangMem's) | ``user_id`` | what follows |
+| ``("memories", user_id, ...)`` (LangGraph's docs; LangMem's) | ``user_id`` | ``("memories", ...)`` |
 | ``("profiles", user_id)``, with ``user_index=1`` | ``user_id`` | ``("profiles",)`` |
 | ``("users", user_id, "memories")``, with ``user_index=1`` | ``user_id`` | ``("users", "memories")`` |
 | ``(user_id, "chitchat", "prefs")``, with ``user_index=0`` | ``user_id`` | ``("chitchat", "prefs")`` |
@@ -26,9 +26,12 @@ On the platform: ``userId`` is the user; the labels are the key's prefix, each f
 item's key ends it (``(u, "memories")``, ``"food"`` is key ``memories/food`` of user ``u``); the category is
 the store's (``fact``). Labels and keys are written with ``%`` as ``%25`` and ``/`` as ``%2F``, so the key
 splits back into labels and key: the mapping is reversible (the TypeScript store maps the same way, so both
-read what the other wrote). ``("memories", u, "prefs")`` and, with ``user_index=0``, ``(u, "prefs")`` name the
-same entries; an answer uses the spelling asked. A user id spelled ``"memories"`` is read as the root: put it
-second, ``("memories", "memories")``.
+read what the other wrote). Every element but the user is a label, ``"memories"`` too:
+``("memories", u, "prefs")`` and ``(u, "memories", "prefs")`` name the same entries (keys
+``memories/prefs/...``), and an answer uses the spelling asked, so each layout round-trips (a ``put``, then
+``search`` and ``get`` give back its namespace). A namespace maps to one user and one key, or is refused: the
+user's position may not hold a word the layout reserves (``memories``, ``global``, ``group``), which would
+make ``("memories", "u-77")`` with ``user_index=0`` the user ``memories`` (:data:`RESERVED`).
 
 Values round-trip as put: a dict stays a dict, a string a string. Each ``put`` is a turn of its own (a
 store has no turns): a loop of puts meets no ``maxWritesPerTurn``, which bounds an LLM's writes in one turn.
@@ -90,6 +93,7 @@ from memoryplatform_client.types import ExtractMessage, ExtractOperation, Memory
 logger = logging.getLogger(__name__)
 
 ROOT = "memories"
+RESERVED = (ROOT, "global", "group")  # never a user: the layouts' root and scopes
 SCAN_LIMIT = 1000  # the server's largest page
 
 T = TypeVar("T")
@@ -105,14 +109,12 @@ def _key_prefix(labels: Sequence[str]) -> str:
 @dataclass(frozen=True)
 class Place:
     """Where a namespace (or a prefix of one) puts items: the user, the labels, the visibility and group
-    (``None``: any, in a prefix), and the spelling: ``head``, the layout's root before the user that is no
-    label (``("memories",)`` or none), and ``user_at``, the user's position among the labels."""
+    (``None``: any, in a prefix), and the spelling: ``user_at``, the user's position among the labels."""
 
     user_id: str
     labels: tuple[str, ...]
     visibility: Visibility | None
     group_id: str | None
-    head: tuple[str, ...] = ()
     user_at: int = 0
 
     @classmethod
@@ -126,8 +128,12 @@ class Place:
             raise ValueError(
                 f"This store's namespaces name the user at position {index} (user_index): got {namespace!r}."
             )
-        head = (ROOT,) if user_index is None and index == 1 else ()
-        rest = namespace[len(head) : index] + namespace[index + 1 :]
+        if namespace[index] in RESERVED:
+            raise ValueError(
+                f"{namespace!r} names the user {namespace[index]!r} at position {index}, a word the layout "
+                f"reserves ({', '.join(RESERVED)}): put the user where the layout says (user_index)."
+            )
+        rest = namespace[:index] + namespace[index + 1 :]
         visibility: Visibility | None = None if prefix else "self"
         group: str | None = None
         if rest[-1:] == ("global",):
@@ -136,7 +142,7 @@ class Place:
             visibility, group, rest = "group", rest[-1], rest[:-2]
         elif prefix and rest[-1:] == ("group",):
             visibility, rest = "group", rest[:-1]
-        return cls(namespace[index], rest, visibility, group, head, index - len(head))
+        return cls(namespace[index], rest, visibility, group, index)
 
     @property
     def key_prefix(self) -> str:
@@ -171,7 +177,7 @@ class Place:
         groups), and the item's key."""
         *labels, key = (unescape_label(part) for part in entry["key"].split(SEP))
         at = min(self.user_at, len(labels))
-        base = (*self.head, *labels[:at], entry["userId"], *labels[at:])
+        base = (*labels[:at], entry["userId"], *labels[at:])
         if entry["visibility"] == "global":
             return [(*base, "global")], key
         if entry["visibility"] == "group":
@@ -312,16 +318,16 @@ def _search(op: SearchOp, user_index: int | None) -> Plan[list[SearchItem]]:
 def _condition_labels(
     place: Place, conditions: Sequence[MatchCondition]
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The prefix's and the suffix's elements that are labels or scope: the prefix without the layout's
-    root and the user, the suffix from after its last element that may be the user (``*`` or the user id,
-    close enough to its start)."""
+    """The prefix's and the suffix's elements that are labels or scope: the prefix without the user, the
+    suffix from after its last element that may be the user (``*`` or the user id, close enough to its
+    start)."""
     prefix = next(tuple(c.path) for c in conditions if c.match_type == "prefix")
-    at = len(place.head) + place.user_at
+    at = place.user_at
     suffix = next((tuple(c.path) for c in conditions if c.match_type == "suffix"), ())
     # the user is preceded by the root and the labels before it, at most: so is it in the suffix
     could_be_user = (i for i, part in enumerate(suffix) if part in (WILDCARD, place.user_id) and i <= at)
     cut = max((i + 1 for i in could_be_user), default=0)
-    return prefix[len(place.head) : at] + prefix[at + 1 :], suffix[cut:]
+    return prefix[:at] + prefix[at + 1 :], suffix[cut:]
 
 
 def _list_namespaces(op: ListNamespacesOp, user_index: int | None) -> Plan[list[tuple[str, ...]]]:

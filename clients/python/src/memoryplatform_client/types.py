@@ -314,3 +314,31 @@ class ToolCallPage(TypedDict):
 
     results: list[ToolCall]
     next: str | None
+
+
+class ChangeEvent(TypedDict, total=False):
+    """A memory event: what the change feed lists and a webhook receives. ``value``/``oldValue`` are
+    ``None`` when the reader may not see them; a ``user.erased`` event holds ``id``, ``type``,
+    ``occurredAt`` and ``userId`` only."""
+
+    id: str
+    type: str
+    occurredAt: str
+    userId: str
+    key: str | None
+    entryId: str | None
+    visibility: str
+    groupIds: list[str]
+    sourceAgent: str | None
+    value: Any
+    oldValue: Any
+    valueHidden: bool
+    data: dict[str, Any] | None
+
+
+class ChangeEventPage(TypedDict):
+    """Events oldest first; pass ``next`` as ``after`` for the next page (the same cursor when none came:
+    poll again with it later)."""
+
+    results: list[ChangeEvent]
+    next: str

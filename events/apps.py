@@ -1,0 +1,25 @@
+from django.apps import AppConfig
+
+
+class EventsConfig(AppConfig):
+    name = "events"
+    verbose_name = "Events and webhooks"
+
+    def ready(self) -> None:
+        from events import services
+        from usermemory.services import register_user_data
+
+        # GDPR erasure removes the user's events (and their values) with the rest of their data; the erasure's
+        # own history event then becomes the one ``user.erased`` event (the outbox trigger).
+        register_user_data("events", eraser=services.event_erase_user, exporter=services.event_export_user)
+        # The webhook deliveries' sweep (events/tasks.py): what an event's own enqueue missed.
+        from memoryplatform.schedules import Schedule, schedule_register
+
+        schedule_register(
+            Schedule(
+                name="webhooks-sweep",
+                task="webhooks.deliver_due",
+                description="Deliver every due webhook subscription's pending events.",
+                every_seconds=lambda: 60,
+            )
+        )

@@ -1,0 +1,305 @@
+"""The events app's writes: events that no history row reports (an extraction's, a Dream run's), webhook
+subscriptions (admin keys over REST, staff in the admin), their deliveries, and a user's erasure.
+
+Memory events need no call here: history's inserts fire the outbox trigger (migration 0002), in the
+transaction of the change.
+"""
+
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+from uuid import UUID
+
+import orjson
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from apikeys.caller import Caller
+from apikeys.models import Agent
+from events import delivery, store
+from events.models import DeliveryAttempt, Event, EventType, WebhookSubscription
+from events.payload import event_payload
+from memoryplatform import publicids
+from memoryplatform.errors import BadRequest, Forbidden, NotFound
+from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
+from usermemory.models import Visibility
+
+logger = logging.getLogger(__name__)
+
+EVENT_TYPES = tuple(EventType.values)
+
+
+def event_record(
+    *,
+    type: str,
+    user_id: str,
+    data: dict[str, Any],
+    owner: str = "",
+    visibility: str = Visibility.SELF,
+    group_ids: list[str] | None = None,
+    at: datetime | None = None,
+) -> Event:
+    """An event that no history row reports (an extraction wrote, a Dream run ended), in the caller's
+    transaction. ``owner``/``visibility``/``group_ids`` say who may see it, as an entry's do."""
+    scope = {"owner": owner, "visibility": visibility, "group_ids": group_ids or []}
+    return Event.objects.create(
+        type=type,
+        user_id=user_id,
+        occurred_at=at or timezone.now(),
+        data=data,
+        old_visibility=visibility,
+        old_group_ids=scope["group_ids"],
+        **scope,
+    )
+
+
+def event_erase_user(user_id: str) -> dict[str, int]:
+    """GDPR erasure: the user's events, with their values (their delivery attempts go with them)."""
+    deleted, _ = Event.objects.filter(user_id=user_id).delete()
+    return {"eventsDeleted": deleted}
+
+
+def event_export_user(user_id: str) -> dict[str, Any]:
+    """GDPR export: the user's events by id, type and time (their values are history's, exported there)."""
+    rows = (
+        Event.objects.filter(user_id=user_id).order_by("txid", "id").values_list("id", "type", "occurred_at")
+    )
+    return {
+        "events": [
+            {"id": publicids.public_str(publicids.CHANGE, pk), "type": kind, "occurredAt": at.isoformat()}
+            for pk, kind, at in rows
+        ]
+    }
+
+
+# --- Subscriptions --------------------------------------------------------------------------------------
+
+
+def _admin(caller: Caller) -> None:
+    if not caller.is_admin:
+        raise Forbidden("Webhooks are managed with an admin key.")
+
+
+def webhook_check_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BadRequest("A webhook URL is http:// or https:// with a host.", details={"field": "url"})
+    if parts.username or parts.password:
+        raise BadRequest("A webhook URL holds no user or password.", details={"field": "url"})
+    try:
+        delivery.resolve(url, allow_private=settings.WEBHOOK_ALLOW_PRIVATE)
+    except delivery.AddressRefused as exc:
+        raise BadRequest(str(exc), details={"field": "url"}) from exc
+    return url
+
+
+def _checked_types(event_types: list[str]) -> list[str]:
+    unknown = sorted(set(event_types) - set(EVENT_TYPES))
+    if unknown:
+        raise BadRequest(
+            f"Unknown event types: {', '.join(unknown)}.",
+            details={"field": "eventTypes", "known": EVENT_TYPES},
+        )
+    return sorted(set(event_types))
+
+
+def new_secret() -> str:
+    return "whsec_" + secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True)
+class CreatedSubscription:
+    """A new subscription and its secret, which no answer shows again."""
+
+    subscription: WebhookSubscription
+    secret: str
+
+
+def webhook_create(
+    *, caller: Caller, url: str, agent_id: str, event_types: list[str], description: str = ""
+) -> CreatedSubscription:
+    """A subscription to the events ``agent_id`` may read, from now on. Admin only."""
+    _admin(caller)
+    if not Agent.objects.filter(pk=agent_id).exists():
+        raise BadRequest(f"No agent {agent_id!r}.", details={"field": "agentId"})
+    txid, event_id = store.start_position()
+    subscription = WebhookSubscription.objects.create(
+        url=webhook_check_url(url),
+        agent_id=agent_id,
+        event_types=_checked_types(event_types),
+        description=description,
+        secret=new_secret(),
+        cursor_txid=txid,
+        cursor_id=event_id,
+    )
+    return CreatedSubscription(subscription, subscription.secret)
+
+
+def webhook_update(
+    *,
+    caller: Caller,
+    subscription_id: UUID,
+    url: str | None = None,
+    event_types: list[str] | None = None,
+    description: str | None = None,
+    enabled: bool | None = None,
+) -> WebhookSubscription:
+    """Change a subscription; enabling it again clears its failures, and it resumes where it stopped."""
+    _admin(caller)
+    with transaction.atomic():
+        subscription = WebhookSubscription.objects.select_for_update().filter(pk=subscription_id).first()
+        if subscription is None:
+            raise NotFound("No such webhook.")
+        if url is not None:
+            subscription.url = webhook_check_url(url)
+        if event_types is not None:
+            subscription.event_types = _checked_types(event_types)
+        if description is not None:
+            subscription.description = description
+        if enabled is not None and enabled != subscription.enabled:
+            subscription.enabled = enabled
+            subscription.failures = 0
+            subscription.next_attempt_at = None
+            subscription.disabled_reason = "" if enabled else "disabled by an admin"
+        subscription.save()
+    return subscription
+
+
+def webhook_delete(*, caller: Caller, subscription_id: UUID) -> None:
+    _admin(caller)
+    deleted, _ = WebhookSubscription.objects.filter(pk=subscription_id).delete()
+    if not deleted:
+        raise NotFound("No such webhook.")
+
+
+def webhook_send_again(*, subscription_id: UUID) -> None:
+    """Staff's "send again": enable the subscription, clear its failures, and try its next event now."""
+    WebhookSubscription.objects.filter(pk=subscription_id).update(
+        enabled=True, failures=0, next_attempt_at=None, disabled_reason=""
+    )
+
+
+# --- Deliveries -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeliveryReport:
+    """What one delivery run did: events delivered, whether more wait (``more``), or when to try again."""
+
+    delivered: int = 0
+    more: bool = False
+    retry_in: float | None = None
+    busy: bool = False
+
+
+def _backoff(failures: int) -> float:
+    return float(settings.WEBHOOK_RETRY_BASE_SECONDS * 2 ** (failures - 1))
+
+
+def _record(subscription: WebhookSubscription, event: Event, answer: delivery.Answer, at: datetime) -> None:
+    DeliveryAttempt.objects.create(
+        subscription=subscription,
+        event=event,
+        attempted_at=at,
+        succeeded=answer.ok,
+        status=answer.status,
+        answer=answer.text[:500],
+        error=answer.error[:200],
+        duration_ms=answer.duration_ms,
+    )
+
+
+def _delivered(
+    subscription: WebhookSubscription, event: Event, answer: delivery.Answer, at: datetime
+) -> bool:
+    """Move the subscription past ``event`` (compare-and-set on its position); ``False`` if it moved
+    meanwhile (changed or deleted), and the run stops."""
+    moved = WebhookSubscription.objects.filter(
+        pk=subscription.pk, cursor_txid=subscription.cursor_txid, cursor_id=subscription.cursor_id
+    ).update(
+        cursor_txid=event.txid,
+        cursor_id=event.pk,
+        failures=0,
+        next_attempt_at=None,
+        last_attempt_at=at,
+        last_status=answer.status,
+        last_answer=answer.text[:500],
+        delivered=F("delivered") + 1,
+    )
+    subscription.cursor_txid, subscription.cursor_id = event.txid, event.pk
+    return moved == 1
+
+
+def _failed(subscription: WebhookSubscription, answer: delivery.Answer, at: datetime) -> float | None:
+    """Count a failed try; disable the subscription after the last. The pause before the next, if any."""
+    failures = subscription.failures + 1
+    last = failures >= settings.WEBHOOK_MAX_ATTEMPTS
+    pause = None if last else _backoff(failures)
+    WebhookSubscription.objects.filter(pk=subscription.pk).update(
+        failures=failures,
+        enabled=not last,
+        disabled_reason=f"{failures} failed tries of one event" if last else "",
+        next_attempt_at=None if pause is None else at + timedelta(seconds=pause),
+        last_attempt_at=at,
+        last_status=answer.status,
+        last_answer=(answer.text or answer.error)[:500],
+    )
+    if last:
+        logger.warning("Webhook %s disabled after %s failed tries", subscription.pk, failures)
+    return pause
+
+
+def webhook_deliver(*, subscription_id: UUID | str, max_events: int = 100) -> DeliveryReport:
+    """Deliver a subscription's next events, in order, one request each, until one fails or ``max_events``
+    went. Outside any transaction: each delivered event moves the subscription's position in its own
+    commit, after the receiver's 2xx, so a process that dies between the two sends that event again (at
+    least once; the receiver drops it by its ``Webhook-Id``). One run per subscription at a time (a session
+    advisory lock, released if the process dies)."""
+    key = str(subscription_id)
+    if not advisory_session_try_lock(LockId.WEBHOOK, key):
+        return DeliveryReport(busy=True)
+    try:
+        return _deliver(key, max_events=max_events)
+    finally:
+        advisory_session_unlock(LockId.WEBHOOK, key)
+
+
+def _deliver(subscription_id: str, *, max_events: int) -> DeliveryReport:
+    subscription = WebhookSubscription.objects.filter(pk=subscription_id, enabled=True).first()
+    if subscription is None:
+        return DeliveryReport()
+    now = timezone.now()
+    if subscription.next_attempt_at is not None and subscription.next_attempt_at > now:
+        return DeliveryReport(retry_in=(subscription.next_attempt_at - now).total_seconds())
+    batch = store.events_after(
+        agent_id=subscription.agent_id,
+        types=subscription.event_types,
+        txid=subscription.cursor_txid,
+        event_id=subscription.cursor_id,
+        limit=max_events,
+    )
+    delivered = 0
+    for seen in batch:
+        body = orjson.dumps(event_payload(seen))
+        answer = delivery.post(
+            subscription.url,
+            body=body,
+            event_id=publicids.public_str(publicids.CHANGE, seen.event.pk) or "",
+            secret=subscription.secret,
+            timeout=settings.WEBHOOK_TIMEOUT,
+            allow_private=settings.WEBHOOK_ALLOW_PRIVATE,
+        )
+        at = timezone.now()
+        with transaction.atomic():  # the attempt and the position it moves: one commit
+            _record(subscription, seen.event, answer, at)
+            if not answer.ok:
+                return DeliveryReport(delivered=delivered, retry_in=_failed(subscription, answer, at))
+            if not _delivered(subscription, seen.event, answer, at):
+                return DeliveryReport(delivered=delivered)
+        delivered += 1
+    return DeliveryReport(delivered=delivered, more=len(batch) == max_events)

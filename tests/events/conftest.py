@@ -1,0 +1,53 @@
+"""Events fixtures: every test commits (the feed reads committed transactions only), a receiver on
+loopback, and a subscription made over REST by an admin key."""
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from tests.events.receiver import Receiver, receiving
+from tests.extraction.conftest import openai_llm  # noqa: F401 (a fixture: the scripted LLM)
+
+BASE = "/usermemorystore/memories"
+
+
+@pytest.fixture(autouse=True)
+def _webhook_settings(settings):  # type: ignore[no-untyped-def]
+    settings.WEBHOOK_ALLOW_PRIVATE = True  # the receivers are on loopback
+    settings.WEBHOOK_RETRY_BASE_SECONDS = 0  # a failed try is due again at once: no test waits on a clock
+    settings.WEBHOOK_TIMEOUT = 10.0
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with receiving() as running:
+        yield running
+
+
+@pytest.fixture
+def subscribe(admin_api: Any) -> Callable[..., dict[str, Any]]:
+    """``subscribe(url, agent_id, **more)``: a subscription made over REST; its answer (with the secret)."""
+
+    def _subscribe(url: str, agent_id: str, **more: Any) -> dict[str, Any]:
+        response = admin_api.post("/v1/webhooks", {"url": url, "agentId": agent_id, **more}, format="json")
+        assert response.status_code == 201, response.content
+        return response.json()
+
+    return _subscribe
+
+
+@pytest.fixture
+def put() -> Callable[..., dict[str, Any]]:
+    def _put(client: Any, **body: Any) -> dict[str, Any]:
+        response = client.put(BASE, body, format="json")
+        assert response.status_code in (200, 201), response.content
+        return response.json()
+
+    return _put
+
+
+def deliver() -> None:
+    """Every due subscription's events, as the delivery command delivers them."""
+    call_command("deliver_webhooks")

@@ -1,0 +1,82 @@
+"""GET /v1/events: the change feed, oldest first, page by page; a cursor that never skips an event, even one
+whose transaction took a lower id and committed later; a bad cursor or type is a 400."""
+
+import threading
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+
+from apikeys.caller import Caller
+from tests.helpers import assert_envelope
+from usermemory.services import MemoryWrite, memory_upsert
+
+pytestmark = pytest.mark.django_db(transaction=True)
+U = "u1"
+
+
+def _page(client: Any, **query: Any) -> dict[str, Any]:
+    response = client.get("/v1/events", query)
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def test_pages_follow_each_other_oldest_first(agent_a_api, put):
+    for n in range(5):
+        put(agent_a_api, userId=U, key=f"k{n}", value=n)
+    first = _page(agent_a_api, limit=2)
+    second = _page(agent_a_api, limit=2, after=first["next"])
+    third = _page(agent_a_api, limit=2, after=second["next"])
+    keys = [e["key"] for page in (first, second, third) for e in page["results"]]
+    assert keys == [f"k{n}" for n in range(5)]
+    caught_up = _page(agent_a_api, after=third["next"])
+    assert caught_up == {"results": [], "next": third["next"]}  # nothing new: the same cursor
+    put(agent_a_api, userId=U, key="k5", value=5)
+    assert [e["key"] for e in _page(agent_a_api, after=third["next"])["results"]] == ["k5"]
+
+
+def test_types_filter_the_feed(agent_a_api, put):
+    put(agent_a_api, userId=U, key="city", value="Porto")
+    put(agent_a_api, userId=U, key="city", value="Lisbon")
+    (update,) = _page(agent_a_api, types="memory.updated")["results"]
+    assert (update["value"], update["oldValue"]) == ("Lisbon", "Porto")
+
+
+def test_a_transaction_that_commits_later_is_not_skipped(agent_a, agent_a_api, put):
+    """Transaction T1 writes first (the lower event id) and commits last. A reader that had moved past the
+    higher id would skip it for ever; this feed holds T2's event back until T1 ends, then gives both."""
+    written, release = threading.Event(), threading.Event()
+
+    def slow_writer() -> None:
+        try:
+            with transaction.atomic():
+                write = MemoryWrite(user_id=U, key="slow", value="first written, last committed")
+                memory_upsert(caller=Caller(role="agent", agent=agent_a), write=write)
+                written.set()
+                assert release.wait(timeout=120)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=slow_writer)
+    thread.start()
+    try:
+        assert written.wait(timeout=120)
+        put(agent_a_api, userId="u2", key="fast", value="written later, committed first")  # not U: its lock
+        held = _page(agent_a_api)
+        assert held["results"] == []  # T1 is open: nothing at or after it is given yet
+    finally:
+        release.set()
+        thread.join()
+    after = _page(agent_a_api, after=held["next"])
+    assert [e["key"] for e in after["results"]] == ["slow", "fast"]
+
+
+@pytest.mark.parametrize("cursor", ["garbage", "1.2", "-1", "4503599627370496", "9" * 40])
+def test_a_cursor_the_feed_did_not_give_is_a_400(agent_a_api, cursor):
+    assert_envelope(agent_a_api.get("/v1/events", {"after": cursor}), 400, "bad_request")
+
+
+def test_an_unknown_type_or_parameter_is_a_400(agent_a_api, anon_api):
+    assert_envelope(agent_a_api.get("/v1/events", {"types": "memory.creatd"}), 400, "bad_request")
+    assert_envelope(agent_a_api.get("/v1/events", {"afer": "0"}), 400, "bad_request")
+    assert anon_api.get("/v1/events").status_code == 401

@@ -1,0 +1,36 @@
+"""GDPR: erasing a user removes the user's events with their values; subscribers and the feed then hold one
+``user.erased`` event naming only the user id; another user's events stay."""
+
+import pytest
+
+from events.models import Event
+from tests.events.conftest import BASE, deliver
+from tests.events.receiver import receiving
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_erasure_leaves_one_event_naming_only_the_user(
+    agent_a, agent_a_api, admin_api, viewer_api, subscribe, put
+):
+    with receiving() as receiver:
+        subscribe(receiver.url, agent_a.id)
+        put(agent_a_api, userId="gone", key="diagnosis", value="something private")
+        put(agent_a_api, userId="kept", key="city", value="Lisbon")
+        erased = admin_api.delete(f"{BASE}/gone")
+        assert erased.status_code == 200, erased.content
+        assert erased.json()["events"] == {"eventsDeleted": 1}
+        deliver()
+        received = [d.event for d in receiver.wait_for(2)]
+
+    assert [(e["type"], e["userId"]) for e in received] == [
+        ("memory.created", "kept"),
+        ("user.erased", "gone"),
+    ]
+    assert set(received[1]) == {"id", "type", "occurredAt", "userId"}
+    assert b"something private" not in b"".join(d.body for d in receiver.deliveries)
+    feed = viewer_api.get("/v1/events").json()["results"]
+    assert [(e["type"], e["userId"]) for e in feed] == [("memory.created", "kept"), ("user.erased", "gone")]
+    assert list(Event.objects.filter(user_id="gone").values_list("type", "value", "old_value")) == [
+        ("user.erased", None, None)
+    ]
