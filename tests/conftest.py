@@ -42,19 +42,6 @@ def _client_for(role: str, agent: Agent | None = None, **key_options: object) ->
     return client
 
 
-# The fixtures whose tests share one pytest-xdist worker (a group, ``--dist loadgroup``), so that what the
-# fixture starts is started once, not once a worker: the MCP harness's database (a migrate of its own) and
-# its servers (tests/agenttools/mcp_harness.py).
-SHARED_BY_ONE_WORKER = {"mcp_env": "mcp"}
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        for fixture in SHARED_BY_ONE_WORKER.keys() & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group(SHARED_BY_ONE_WORKER[fixture]))
-
-
 @pytest.fixture
 def make_api_client(db: None) -> Callable[..., KeyedClient]:
     return _client_for
