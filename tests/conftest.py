@@ -1,4 +1,10 @@
-"""Role fixtures: one API client per role, each with a real key, so a permission boundary is one line."""
+"""Role fixtures: one API client per role, each with a real key, so a permission boundary is one line.
+
+The suite runs in parallel (``make test``: pytest-xdist workers, each with a test database of its own on the
+one PostgreSQL server; ``PARALLEL=0`` runs it serially). A test stays parallel-safe when it names nothing
+fixed: a port from ``tests.helpers.free_port``, files under ``tmp_path``, its database from
+``url_of_the_test_database()`` (never the settings' name), and a DATA_DIR of its own for a server of its own.
+A test that needs a live server shares one (tests/helpers.py says how)."""
 
 import os
 from collections.abc import Callable
