@@ -5,7 +5,8 @@
 #               (uvicorn, WORKERS processes of THREADS threads, and a Celery worker and beat beside it; a port in
 #               use stops it before it says it serves)
 #   make test   install (with dev tools) and run the whole suite on the embedded PostgreSQL (or on the PostgreSQL
-#               that DATABASE_URL names)
+#               that DATABASE_URL names), in PARALLEL pytest-xdist workers, a test database each (default:
+#               the machine's cores; PARALLEL=0 runs it serially, in one process)
 
 PYTHON ?= python3
 VENV   := .venv
@@ -14,6 +15,8 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 WORKERS ?= 2
 THREADS ?= 4
+# The suite's workers (pytest-xdist): as many as the cores this process may use, unless said.
+PARALLEL ?= $(shell $(PYTHON) -c "import os; print(len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count())")
 
 .PHONY: run test install install-dev lint docs migrate serve clean
 
@@ -68,8 +71,10 @@ run: migrate
 	@$(PY) manage.py bootstrap --url http://$(HOST):$(PORT)
 	@$(PY) manage.py serve --host $(HOST) --port $(PORT) --workers $(WORKERS) --threads $(THREADS)
 
+# Each worker has a test database of its own on the one server (pytest-django names it per worker);
+# loadgroup keeps the tests marked xdist_group(name) on one worker (the streaming standby's, tests/standby.py).
 test: install-dev
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest $(if $(filter 0,$(PARALLEL)),,--numprocesses $(PARALLEL) --dist loadgroup) $(PYTEST_ARGS)
 
 lint: install-dev
 	$(VENV)/bin/ruff check .

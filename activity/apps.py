@@ -6,8 +6,9 @@ class ActivityConfig(AppConfig):
     verbose_name = "Agent activity"
 
     def ready(self) -> None:
-        from activity import export, services
+        from activity import budget, export, services
         from activity.policy import ACTIVITY_POLICY
+        from memoryplatform.rerank.llm import register_spending
         from usermemory.policies import register_policy_part
         from usermemory.services import register_user_data
 
@@ -16,3 +17,5 @@ class ActivityConfig(AppConfig):
             "activity", eraser=services.activity_erase_user, exporter=export.activity_export_user
         )
         register_policy_part(ACTIVITY_POLICY)
+        # The kernel's LLM reranker pays its calls from the reading agent's budget, as every LLM call does.
+        register_spending(budget.rerank_spending)

@@ -163,3 +163,8 @@ class AgentBudget:
     def settle(self, cost: float) -> None:
         if self.spend_id is not None:
             llm_spend_settle(spend_id=self.spend_id, cost=cost)
+
+
+def rerank_spending(agent_id: str) -> AgentBudget:
+    """The spending of one LLM rerank call for ``agent_id`` (:func:`memoryplatform.llm.register_spending`)."""
+    return AgentBudget(agent_id=agent_id, use=LlmSpend.Use.RERANK)

@@ -145,6 +145,7 @@ class LlmSpend(models.Model):
         EXTRACTION = "extraction", "extraction"
         SUMMARY = "summary", "Dream summary"
         CONFIRMATION = "confirmation", "Dream confirmation"
+        RERANK = "rerank", "rerank (RERANK_PROVIDER=llm)"
 
     # No index of its own: the index below leads with the agent.
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+", db_index=False)
@@ -163,7 +164,8 @@ class LlmSpend(models.Model):
         verbose_name_plural = "LLM spending"
         constraints = [
             models.CheckConstraint(
-                condition=Q(use__in=["extraction", "summary", "confirmation"]), name="llmspend_use_valid"
+                condition=Q(use__in=["extraction", "summary", "confirmation", "rerank"]),
+                name="llmspend_use_valid",
             ),
             models.CheckConstraint(condition=Q(cost__gte=0), name="llmspend_cost_not_negative"),
         ]

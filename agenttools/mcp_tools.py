@@ -110,17 +110,18 @@ def _search(caller: Caller, args: dict[str, Any]) -> Any:
         "user_id": args["userId"],
         "query": args["query"],
         "group_ids": given_group_ids(args),
-        "limit": args.get("limit", DEFAULT_LIST),
         "offset": args.get("offset", 0),
         "filters": filters,
     }
     mode = args.get("mode", SEARCH_DEFAULT_MODE)
+    # by relevance, the best recallTopK (what an agent's context takes) unless a limit is given
+    default_limit = DEFAULT_LIST if mode == "keyword" else selectors.recall_top_k_for(caller=caller)
+    search["limit"] = args.get("limit", default_limit)
     if mode == "keyword":
         if "minScore" in args:
             raise BadRequest("keyword search does not score: use mode hybrid.")
         return _entries(selectors.memory_search(**search))
-    min_score = ranking.recall_min_score(args.get("minScore"))
-    ranked = selectors.memory_search_ranked(mode=mode, min_score=min_score, **search)
+    ranked = selectors.memory_search_ranked(mode=mode, min_score=args.get("minScore"), **search)
     entries = list(ScoredMemoryEntryOutputSerializer(ranked.entries, many=True).data)
     if not ranked.fallback:
         return entries
@@ -180,6 +181,7 @@ def _extract(caller: Caller, args: dict[str, Any]) -> Any:
         message_ids=args.get("messageIds"),
         dry_run=args.get("dryRun", False),
         turn_id=args.get("turnId"),
+        key_prefix=args.get("keyPrefix"),
     )
     return outcome_as_json(outcome)
 
@@ -348,10 +350,14 @@ TOOLS: dict[str, McpTool] = {
                         "minimum": 0,
                         "maximum": 1,
                         "description": "hybrid and semantic: only results at least this relevant (the score "
-                        "is the probability of relevance). Default: the platform's RECALL_MIN_SCORE.",
+                        "is the probability of relevance). Default: no cut, the best limit.",
                     },
                     "groupIds": GROUP_IDS,
-                    "limit": LIMIT,
+                    "limit": {
+                        **LIMIT,
+                        "description": "At most this many (default: hybrid and semantic, the agent's "
+                        f"recallTopK, the best 5 unless its policy says otherwise; keyword {DEFAULT_LIST}).",
+                    },
                     "offset": OFFSET,
                 },
                 ["userId", "query"],
@@ -469,6 +475,12 @@ TOOLS: dict[str, McpTool] = {
                     },
                     "dryRun": {"type": "boolean", "default": False},
                     "turnId": {"type": ["string", "null"], "maxLength": 128},
+                    "keyPrefix": {
+                        "type": ["string", "null"],
+                        "maxLength": MAX_KEY_CHARS - 1,
+                        "description": "The facts' place, a key's start ending with '/': each fact's key "
+                        "goes under it, compared only with the entries under it in the new facts' scope.",
+                    },
                 },
                 ["userId"],
             ),

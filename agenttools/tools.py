@@ -447,10 +447,11 @@ def _search(context: ToolContext, arguments: dict[str, Any]) -> str:
     mode = _string(arguments, "mode", required=False) or SEARCH_DEFAULT_MODE
     if mode not in ranking.SEARCH_MODES:
         raise InvalidArguments(f"mode must be one of {', '.join(ranking.SEARCH_MODES)}.")
-    # As long a list as recall would give: the agent's maxRecallEntries bounds what reaches the prompt.
-    limit = selectors.policy_for_caller(
-        caller=context.caller, agent_id=context.caller.agent_id
-    ).max_recall_entries
+    # As long a list as a recall by relevance gives: the best recallTopK (keyword: maxRecallEntries, newest
+    # first), no score cut unless the model asks one (minScore).
+    policy = selectors.policy_for_caller(caller=context.caller, agent_id=context.caller.agent_id)
+    top_k = selectors.recall_top_k_for(caller=context.caller)
+    limit = policy.max_recall_entries if mode == "keyword" else top_k
     scope: dict[str, Any] = {
         "caller": context.caller,
         "user_id": context.user_id,
@@ -469,9 +470,7 @@ def _search(context: ToolContext, arguments: dict[str, Any]) -> str:
             raise InvalidArguments("keyword search does not score: use mode hybrid.")
         entries = selectors.memory_search(**scope)
     else:
-        ranked = selectors.memory_search_ranked(
-            mode=mode, min_score=ranking.recall_min_score(min_score), **scope
-        )
+        ranked = selectors.memory_search_ranked(mode=mode, min_score=min_score, **scope)
         entries, fallback = [scored.entry for scored in ranked.entries], ranked.fallback
     text = format_entries(entries) if entries else f"No memories found matching '{query}'."
     notes = [FALLBACK_NOTES[part] for part in fallback.split(",")] if fallback else []

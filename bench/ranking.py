@@ -15,7 +15,7 @@ For each threshold of a grid, the report gives hit@5 counting only results at or
 number of off-topic results at or above it (of the first 50), so that a default ``minScore`` can be read off:
 the highest threshold whose hit@5 is within 0.02 of no threshold, and whether the median off-topic question
 then finds nothing. The column ``default`` asks each question again through the recall by relevance (the
-service of ``/visible?q=``) with no minScore: the platform's default threshold for that store's size."""
+service of ``/visible?q=``) with no minScore: the platform's default, the best ``recallTopK`` (5), no cut."""
 
 import argparse
 import json
@@ -61,8 +61,8 @@ def ask(platform: Platform, user_id: str, question: str, *, mode: str, limit: in
 
 
 def recall(platform: Platform, user_id: str, question: str, *, mode: str) -> list[str]:
-    """The keys a recall by relevance gives at the platform's default threshold (``/visible?q=``'s service:
-    the threshold by the store's size, memoryplatform.relevance.THRESHOLD)."""
+    """The keys a recall by relevance gives by default (``/visible?q=``'s service: the best ``recallTopK``,
+    no cut)."""
     from usermemory import services
 
     found = services.memory_recall_ranked(caller=platform.caller, user_id=user_id, query=question, mode=mode)

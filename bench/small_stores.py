@@ -12,9 +12,11 @@ REST (Django's test client: the whole request path in process, with the agent's 
 
 - ``GET .../{userId}/search?q=...&mode=hybrid&minScore=0``: hit@1 and hit@3 (the fact asked about among the
   first 1 or 3);
-- ``GET .../{userId}/visible?q=...`` at the default threshold (by the store's size, or ``--min-score``): the
-  fact kept (what fills ``/context``, ``searchMemory`` and MCP), and how many results came with it;
-- the same for each off-topic question: the share that returns nothing.
+- ``GET .../{userId}/visible?q=...`` as an agent's context gets it by default (the best ``recallTopK``, no
+  cut; or at ``--min-score``): the fact kept (what fills ``/context``, ``searchMemory`` and MCP), and how many
+  results came with it;
+- the same for each off-topic question: the share that returns nothing, and the mean score of its top row
+  beside the mean score of the top row of the questions with an answer.
 
 Each figure overall and per key style: descriptive (``home_city``), numbered (``1``, ``memories/1``) and
 opaque (``m-7f3a``, ``k-09``, a uuid), told from the user's keys. Nothing here is fitted: the scores are the
@@ -85,6 +87,7 @@ class Tally:
     off_asked: int = 0
     off_empty: int = 0
     fact_scores: list[float] = field(default_factory=list)  # each question's fact's score (0: not found)
+    top_scores: list[float] = field(default_factory=list)  # each question's top row's score
     off_scores: list[float] = field(default_factory=list)  # each off-topic question's best score
 
     def row(self) -> dict[str, float]:
@@ -96,6 +99,8 @@ class Tally:
             "results a question": round(self.returned / max(self.asked, 1), 2),
             "off-topic": self.off_asked,
             "off-topic empty": round(self.off_empty / max(self.off_asked, 1), 3),
+            "top-row score, answerable (mean)": _mean(self.top_scores),
+            "top-row score, off-topic (mean)": _mean(self.off_scores),
         }
 
     def at(self, threshold: float) -> tuple[float, float]:
@@ -103,6 +108,10 @@ class Tally:
         kept = sum(score >= threshold for score in self.fact_scores) / max(len(self.fact_scores), 1)
         empty = sum(score < threshold for score in self.off_scores) / max(len(self.off_scores), 1)
         return round(kept, 3), round(empty, 3)
+
+
+def _mean(values: list[float]) -> float:
+    return round(sum(values) / max(len(values), 1), 3)
 
 
 def write(platform: Platform, users: list[User]) -> None:
@@ -148,6 +157,7 @@ def ask(
             for tally in (tallies["all"], tallies[user.style]):
                 tally.asked += 1
                 tally.fact_scores.append(score)
+                tally.top_scores.append(found[0]["score"] if found else 0.0)
                 tally.hit1 += ranked[:1] == [key]
                 tally.hit3 += key in ranked[:3]
                 tally.kept += key in [e["key"] for e in visible]
@@ -166,7 +176,7 @@ def report(tallies: dict[str, Tally], threshold: str) -> str:
     styles = [s for s in ("all", "descriptive", "numbered", "opaque") if s in tallies]
     rows = {style: tallies[style].row() for style in styles}
     names = list(rows["all"])
-    lines = [f"threshold of /visible: {threshold}", "", "| | " + " | ".join(styles) + " |"]
+    lines = [f"/visible?q=: {threshold}", "", "| | " + " | ".join(styles) + " |"]
     lines.append("|---|" + "---|" * len(styles))
     for name in names:
         lines.append(f"| {name} | " + " | ".join(str(rows[style][name]) for style in styles) + " |")
@@ -182,7 +192,7 @@ def report(tallies: dict[str, Tally], threshold: str) -> str:
 def stability(platform: Platform, users: list[User], sizes: list[int]) -> str:
     """Each user's first fact, asked by each of its questions, in stores of each size: the fact, then the
     other users' facts (their keys suffixed, cycled) up to the size. The fact's score in each, its spread, and
-    whether the default threshold kept it (``/visible?q=``)."""
+    whether the default recall by relevance kept it (``/visible?q=``)."""
     from django.test import Client
 
     from usermemory import services
@@ -238,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         "--db-url", default="", help="a PostgreSQL server (default: DATABASE_URL, or embedded)"
     )
     parser.add_argument(
-        "--min-score", type=float, default=None, help="the threshold of /visible (default: the platform's)"
+        "--min-score", type=float, default=None, help="a minScore for /visible (default: none)"
     )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument(
@@ -250,17 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     users = [user for path in args.data for user in load(path)]
     platform = Platform(args.db_url or os.environ.get("DATABASE_URL", ""), name=DB_NAME)
-    from django.conf import settings
-
     log(f"{len(users)} users, {sum(len(u.facts) for u in users)} facts; writing and embedding")
     write(platform, users)
     tallies = ask(platform, users, args.min_score)
-    threshold = (
-        f"the default (RECALL_MIN_SCORE_SMALL_STORE {settings.RECALL_MIN_SCORE_SMALL_STORE} in these small "
-        f"stores, RECALL_MIN_SCORE {settings.RECALL_MIN_SCORE} in large ones)"
-        if args.min_score is None
-        else f"minScore {args.min_score}"
-    )
+    default = "the default (the best recallTopK, no cut)"
+    threshold = default if args.min_score is None else f"minScore {args.min_score}"
     print(report(tallies, threshold))
     if args.store_sizes:
         print(stability(platform, users, [int(n) for n in args.store_sizes.split(",")]))

@@ -407,17 +407,11 @@ SEARCH_LANGUAGE = env.str("SEARCH_LANGUAGE", default="memory_simple")
 # object of memoryplatform.relevance.Calibration's fields, as `python -m bench.calibrate` prints it.
 SEARCH_CALIBRATION = env.str("SEARCH_CALIBRATION", default="")
 
-# The default minScore of the reads that fill an agent's context: a recall by relevance (/visible?q=, a
-# conversation's /context?q=) and the agent tools' search (LLM tools, MCP). 0 keeps everything.
-RECALL_MIN_SCORE = env.float("RECALL_MIN_SCORE", default=0.4)
-# ... and among a few (up to memoryplatform.relevance.SMALL_STORE, 20, rows the caller may read; between 20
-# and LARGE_STORE, 500, a line in the log of the count), where a fact asked in other words scores low: what
-# keeps the fact that answers for most users (bench/RESULTS.md, session 18).
-RECALL_MIN_SCORE_SMALL_STORE = env.float("RECALL_MIN_SCORE_SMALL_STORE", default=0.15)
 
 # --- Reranking: the second stage of a ranked read (memoryplatform/rerank) -------------------------------
-# none (the first stage's calibrated score) | http (POST {RERANK_URL}/rerank: TEI, Jina, Cohere). No local
-# provider: no PyPI wheel ships a cross-encoder's weights (bench/RESULTS.md, session 11).
+# none (the first stage's calibrated score) | http (POST {RERANK_URL}/rerank: TEI, Infinity, Jina, Cohere) |
+# llm (the LLM of LLM_*, paid from the reading agent's budget). No local provider: no PyPI wheel ships a
+# cross-encoder's weights (bench/RESULTS.md, session 11).
 RERANK_PROVIDER = env.str("RERANK_PROVIDER", default="none")
 RERANK_MODEL = env.str("RERANK_MODEL", default="")
 RERANK_URL = env.str("RERANK_URL", default="")

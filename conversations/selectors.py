@@ -19,7 +19,7 @@ from conversations.models import Channel, Checkpoint, Conversation, Message, Mes
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
 from memoryplatform.ranked import STORED_CONFIG
 from memoryplatform.text import ascii_int, check_query
-from usermemory.ranking import RANKED_MODES, SEARCH_MODES, Threshold, recall_min_score, search_ranking
+from usermemory.ranking import RANKED_MODES, SEARCH_MODES, search_ranking
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
@@ -384,7 +384,7 @@ def message_search_ranked(
     mode: str,
     limit: int,
     offset: int = 0,
-    min_score: float | Threshold | None = None,
+    min_score: float | None = None,
 ) -> MessageSearch:
     """The messages of ``scope`` by relevance to ``query`` (``semantic`` or ``hybrid``), as memory search
     ranks entries (:func:`usermemory.ranking.search_ranking`: the same embedder, calibration, threshold and
@@ -414,7 +414,7 @@ def messages_relevant_in(
     """The messages of ``conversation`` most relevant to ``query`` (hybrid) that ``agent_id`` may read and
     that are not among ``given`` (what its context already holds): its history as the agent sees it
     (:func:`_seen_by`) and the case log, best first, at most ``limit``, each scoring at least ``min_score``
-    (``RECALL_MIN_SCORE`` when not given, as a recall by relevance)."""
+    when given (no cut by default, as a recall by relevance)."""
     scope = store.MessageScope(
         agent=agent_id,
         isolated=True,
@@ -422,6 +422,4 @@ def messages_relevant_in(
         conversation_id=str(conversation.pk),
         exclude=[str(m.id) for m in given],
     )
-    return message_search_ranked(
-        scope=scope, query=query, mode="hybrid", limit=limit, min_score=recall_min_score(min_score)
-    )
+    return message_search_ranked(scope=scope, query=query, mode="hybrid", limit=limit, min_score=min_score)

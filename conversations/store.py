@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 
 from apikeys.models import AgentGroup
 from conversations.models import Channel, Checkpoint, Conversation, Message, MessageEmbedding
-from memoryplatform import ranked, relevance
+from memoryplatform import ranked
 from memoryplatform.embeddings.jobs import PendingText
 from memoryplatform.ranked import Ranking
 from memoryplatform.store import instances_from_rows, query_text, tuples_from_rows
@@ -477,9 +477,9 @@ _PARSED_LEXEMES = "conversations_message_document(%(config)s::regconfig, m.conte
 VECTORS = ranked.VectorTable(EMBEDDING, sql.Identifier(MessageEmbedding._meta.get_field("message").column))
 
 # One page, best first by the calibrated probability of relevance (:mod:`memoryplatform.ranked`), each at
-# least the threshold (by the count of what the caller may read: memoryplatform.relevance.THRESHOLD).
+# least the caller's minScore (0 by default: no cut).
 _RANKED = """WITH {ctes}
-SELECT id, score, cos, bm25 FROM ranked WHERE score >= {threshold}
+SELECT id, score, cos, bm25 FROM ranked WHERE score >= %(min_score)s
 ORDER BY score DESC, id LIMIT %(limit)s OFFSET %(offset)s"""
 
 
@@ -492,7 +492,7 @@ def _ranked_sql(*, semantic: bool, fulltext: bool, stored: bool) -> sql.Composed
         takes_part=_takes_part("agent"),
     )
     ctes = ranked.ranked_ctes(candidates=candidates, vectors=VECTORS, semantic=semantic, fulltext=fulltext)
-    return sql.SQL(_RANKED).format(ctes=ctes, threshold=relevance.THRESHOLD)
+    return sql.SQL(_RANKED).format(ctes=ctes)
 
 
 class ScoredMessageId(NamedTuple):

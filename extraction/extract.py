@@ -32,7 +32,7 @@ from memoryplatform import publicids
 from memoryplatform.errors import BadRequest, Forbidden, NotFound, Unavailable, UpstreamFailed
 from memoryplatform.llm import LLM, LLMError, build_llm
 from memoryplatform.text import is_blank, text_problem
-from usermemory.models import DEFAULT_ALLOWED_CATEGORIES, Visibility
+from usermemory.models import DEFAULT_ALLOWED_CATEGORIES, MAX_KEY_CHARS, Visibility
 from usermemory.selectors import policy_for_agent
 
 ROLES = ("user", "assistant", "system", "tool")
@@ -226,6 +226,19 @@ def _scope(*, visibility: str | None, group_ids: list[str] | None, bound: Bound,
     return Scope(Visibility.GROUP, bound.groups) if bound.groups else Scope(Visibility.SELF)
 
 
+def _check_key_prefix(key_prefix: str | None) -> None:
+    """A key prefix is a key's start, as keys are checked (storable text, not blank, bounded), that ends
+    with ``/``: the facts' keys follow it."""
+    if key_prefix is None:
+        return
+    problem = text_problem(key_prefix)
+    if is_blank(key_prefix) or len(key_prefix) >= MAX_KEY_CHARS or not key_prefix.endswith("/") or problem:
+        raise BadRequest(
+            f"keyPrefix is the start of a key that ends with '/' (like 'memories/'), at most "
+            f"{MAX_KEY_CHARS - 1} characters of storable text{': it ' + problem if problem else ''}."
+        )
+
+
 def _llm() -> LLM:
     try:
         llm = build_llm()
@@ -286,6 +299,7 @@ def memory_extract(
     message_ids: list[str] | None = None,
     dry_run: bool = False,
     turn_id: str | None = None,
+    key_prefix: str | None = None,
 ) -> Outcome:
     """Extract the facts about ``user_id`` from ``messages``, or from the stored messages of
     ``conversation_id`` (those past what this agent extracted, past ``after_message_id``, or those of
@@ -294,7 +308,8 @@ def memory_extract(
     with the writes, which moves the background's watermark past them. 409 without an LLM
     (``LLM_PROVIDER`` empty) or when a message was extracted meanwhile; 429 before the call when the agent's
     LLM budget is spent (:mod:`activity.budget`); 502 when the call fails or its answer is refused,
-    recorded, and nothing changed."""
+    recorded, and nothing changed. ``key_prefix``: the facts' place
+    (:attr:`extraction.services.ExtractionRequest.key_prefix`)."""
     agent = _agent_of(caller, agent_id)
     if is_blank(user_id) or len(user_id) > 255 or text_problem(user_id):
         raise BadRequest("userId is 1 to 255 characters of storable text.")
@@ -305,6 +320,7 @@ def memory_extract(
         message_ids=message_ids,
     )
     _check_choices(agent=agent, category=category, visibility=visibility)
+    _check_key_prefix(key_prefix)
     sources = _sources(
         agent=agent,
         user_id=user_id,
@@ -329,6 +345,7 @@ def memory_extract(
         conversation_id=conversation_id,
         dry_run=dry_run,
         turn_id=turn_id,
+        key_prefix=key_prefix,
     )
     outcome = _run(request, llm, sources) if request.messages else _nothing_to_read(request, llm, sources)
     outcome.already = sources.already

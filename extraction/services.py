@@ -98,7 +98,9 @@ class SourceMessage:
 class ExtractionRequest:
     """One extraction as a door (or the background run) asks for it. ``scope``: where new facts go, within
     the call's :attr:`bound`; ``category``: every fact's, or ``None`` for the model's choice among the agent's
-    ``allowedCategories``."""
+    ``allowedCategories``. ``key_prefix``: the facts' place (a LangGraph namespace's, say): each fact's key
+    is put under it (one the model reuses from those shown, already under it, stays as it is), and the facts
+    are compared only with the entries under it in :attr:`scope` (:meth:`in_place`), the only ones shown."""
 
     agent: Agent
     user_id: str
@@ -109,11 +111,29 @@ class ExtractionRequest:
     dry_run: bool = False
     trigger: str = Extraction.Trigger.API
     turn_id: str | None = None
+    key_prefix: str | None = None
 
     @property
     def caller(self) -> Caller:
         """The agent the facts are written as: its guardrails, caps and scope apply, whatever key asked."""
         return Caller(role=ApiKey.Role.AGENT, agent=self.agent)
+
+    def placed(self, key: str) -> str:
+        """A fact's key, put under :attr:`key_prefix`."""
+        prefix = self.key_prefix or ""
+        return key if key.startswith(prefix) else prefix + key
+
+    def in_place(self, candidate: Candidate) -> bool:
+        """Whether a stored entry is of the facts' place: everyone's, or, with a :attr:`key_prefix`, those
+        under it in :attr:`scope` (its visibility, and for ``group`` each of its groups)."""
+        if self.key_prefix is None:
+            return True
+        scope = self.scope
+        return (
+            candidate.key.startswith(self.key_prefix)
+            and candidate.visibility == scope.visibility
+            and set(scope.group_ids) <= set(candidate.group_ids)
+        )
 
     @property
     def bound(self) -> Bound:
@@ -196,7 +216,8 @@ def extraction_prepare(*, request: ExtractionRequest) -> Prepared:
     """The call for ``request``, built as it will be sent (each text cut as the prompt cuts it), so what it
     costs can be estimated before it is made (:meth:`memoryplatform.llm.LLM.estimate_cost`)."""
     policy = policy_for_agent(agent_id=request.agent.id)
-    candidates = visible_candidates(user_id=request.user_id, agent_id=request.agent.id)
+    visible = visible_candidates(user_id=request.user_id, agent_id=request.agent.id)
+    candidates = [c for c in visible if request.in_place(c)]
     known = [Known(c.entry_id, c.key, c.text) for c in _shown(request, candidates)[:MAX_KNOWN]]
     categories = _categories(policy, request.category)
     max_value = min(policy.max_value_length, settings.MEMORY_MAX_VALUE_CHARS)
@@ -235,7 +256,7 @@ def extraction_propose(*, request: ExtractionRequest, llm: LLM, prepared: Prepar
             problem = "is blank" if is_blank(text) else text_problem(text)
             if problem:
                 raise LLMError(f"the model's answer is refused: a fact's {name} {problem}", cost=done.cost)
-        facts.append({**fact, "key": key, "value": value})
+        facts.append({**fact, "key": request.placed(key), "value": value})
     return Proposed(facts, done.cost, llm.model, call.candidates, call.threshold, call.bound)
 
 

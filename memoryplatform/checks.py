@@ -113,8 +113,7 @@ def check_reranker(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     if model and configured is None and not relevance.is_calibrated(model):
         messages.append(
             Warning(
-                f"The scores of embedder {model!r} are not calibrated: minScore and RECALL_MIN_SCORE mean "
-                "less than they say.",
+                f"The scores of embedder {model!r} are not calibrated: minScore means less than it says.",
                 hint="Run python -m bench.calibrate and set SEARCH_CALIBRATION to its object.",
                 id="memoryplatform.W003",
             )

@@ -267,9 +267,9 @@ class LLM:
         return text, usage.get("input_tokens"), usage.get("output_tokens")
 
 
-def build_llm() -> LLM | None:
+def build_llm(*, timeout: float | None = None) -> LLM | None:
     """The LLM the settings describe, or ``None`` when ``LLM_PROVIDER`` is empty; :class:`LLMError` when they
-    are wrong."""
+    are wrong. ``timeout``: a call's, in place of ``LLM_TIMEOUT`` (the LLM reranker's: ``RERANK_TIMEOUT``)."""
     protocol = settings.LLM_PROVIDER
     if not protocol:
         return None
@@ -278,7 +278,7 @@ def build_llm() -> LLM | None:
         url=settings.LLM_URL,
         model=settings.LLM_MODEL,
         api_key=settings.LLM_API_KEY,
-        timeout=settings.LLM_TIMEOUT,
+        timeout=settings.LLM_TIMEOUT if timeout is None else timeout,
         max_tokens=settings.LLM_MAX_TOKENS,
         price=price_of(settings.LLM_MODEL),
     )

@@ -13,9 +13,9 @@ A store gives two things and keeps the rest of its statement:
 
 :func:`ranked_ctes` composes the CTEs from ``visible`` to ``ranked(id, cos, bm25, score)``: the features of
 each candidate (``cos`` NULL without a vector, ``bm25`` 0 outside the full-text list) and its calibrated
-score. The store joins ``ranked`` to its rows, keeps those at least :data:`relevance.THRESHOLD` and pages
-them. :func:`ranking_params` fills the kit's placeholders. ``tests/memoryplatform/sql/`` holds each
-composed statement as text (``test_ranked_sql.py``)."""
+score. The store joins ``ranked`` to its rows, keeps those scoring at least the ranking's ``min_score`` (0
+unless the caller gives one: no default cut) and pages them. :func:`ranking_params` fills the kit's
+placeholders. ``tests/memoryplatform/sql/`` holds each composed statement as text (``test_ranked_sql.py``)."""
 
 from typing import Any, NamedTuple
 
@@ -38,10 +38,8 @@ class Ranking(NamedTuple):
     ``fulltext`` by BM25 of the query's lexemes in ``config`` (any of them); both: the candidates of either
     list (its first ``depth``), each scored by the calibrated logistic model of both features
     (:mod:`memoryplatform.relevance`). The score is the probability of relevance; ties break by id. Rows
-    scoring under the threshold are left out: ``min_score``, or in a store of a few rows ``small_min_score``
-    (:data:`memoryplatform.relevance.THRESHOLD`; the two are equal unless the default threshold of an
-    agent's context applies). ``config`` :data:`STORED_CONFIG` reads the stored ``search_vector``; any other
-    parses the text."""
+    scoring under ``min_score`` (the caller's; 0 by default) are left out. ``config`` :data:`STORED_CONFIG`
+    reads the stored ``search_vector``; any other parses the text."""
 
     query: str
     vector: str | None
@@ -51,11 +49,10 @@ class Ranking(NamedTuple):
     depth: int
     calibration: Calibration
     min_score: float = 0.0
-    small_min_score: float = 0.0
 
     def without_threshold(self) -> "Ranking":
         """The same ranking keeping every row (a second stage's candidates: it applies the threshold)."""
-        return self._replace(min_score=0.0, small_min_score=0.0)
+        return self._replace(min_score=0.0)
 
     @property
     def semantic(self) -> bool:
@@ -76,14 +73,11 @@ class VectorTable(NamedTuple):
 
 
 def ranking_params(ranking: Ranking) -> dict[str, Any]:
-    """The kit's placeholders: each field of the ranking by its name, the calibration's weights and the
-    threshold's."""
+    """The kit's placeholders: each field of the ranking by its name (``min_score`` the threshold) and the
+    calibration's weights."""
     params = ranking._asdict()
     del params["calibration"]
-    thresholds = relevance.threshold_params(
-        min_score=ranking.min_score, small_min_score=ranking.small_min_score
-    )
-    return {**params, **ranking.calibration.params(), **thresholds}
+    return {**params, **ranking.calibration.params()}
 
 
 # Exact cosine similarity over the candidates with a vector of the current model. The query's literal is typed

@@ -56,33 +56,6 @@ _SEMANTIC = sql.SQL("%(cal_semantic_cos)s * {cos} + %(cal_semantic_bias)s")
 _HYBRID = sql.SQL("%(cal_hybrid_cos)s * {cos} + %(cal_hybrid_bm25)s * ln(1 + {bm25}) + %(cal_hybrid_bias)s")
 
 
-# The default threshold of the reads that fill an agent's context, by the number of rows the caller may read
-# (the candidates, ``visible``): ``small_min_score`` up to SMALL_STORE rows, ``min_score`` from LARGE_STORE,
-# and between them a line in the logarithm of the count. A store of a few facts asked in other words scores
-# its answer low, as e5's cosines of paraphrases are (0.15 keeps it, bench/RESULTS.md, session 18); among
-# hundreds of rows, chance alone gives some row that much, and an off-topic question would always find
-# something. Given explicitly, both are the caller's minScore, and the count changes nothing.
-SMALL_STORE = 20
-LARGE_STORE = 500
-THRESHOLD = sql.SQL(
-    """(SELECT CASE WHEN n <= %(small_store)s THEN %(small_min_score)s
-        WHEN n >= %(large_store)s THEN %(min_score)s
-        ELSE %(small_min_score)s + (%(min_score)s - %(small_min_score)s)
-            * ln(n / %(small_store)s) / ln(%(large_store)s::float8 / %(small_store)s) END
-    FROM (SELECT count(*)::float8 AS n FROM visible) AS store)"""
-)
-
-
-def threshold_params(*, min_score: float, small_min_score: float) -> dict[str, float]:
-    """The placeholders of :data:`THRESHOLD`."""
-    return {
-        "min_score": min_score,
-        "small_min_score": small_min_score,
-        "small_store": SMALL_STORE,
-        "large_store": LARGE_STORE,
-    }
-
-
 def fulltext_score(*, bm25: sql.Composable) -> sql.Composed:
     return _SIGMOID.format(logit=_FULLTEXT.format(bm25=bm25))
 

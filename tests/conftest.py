@@ -1,4 +1,10 @@
-"""Role fixtures: one API client per role, each with a real key, so a permission boundary is one line."""
+"""Role fixtures: one API client per role, each with a real key, so a permission boundary is one line.
+
+The suite runs in parallel (``make test``: pytest-xdist workers, each with a test database of its own on the
+one PostgreSQL server; ``PARALLEL=0`` runs it serially). A test stays parallel-safe when it names nothing
+fixed: a port from ``tests.helpers.free_port``, files under ``tmp_path``, its database from
+``url_of_the_test_database()`` (never the settings' name), and a DATA_DIR of its own for a server of its own.
+A test that needs a live server shares one (tests/helpers.py says how)."""
 
 import os
 from collections.abc import Callable
@@ -97,15 +103,6 @@ def _listen_on_the_test_database(settings):  # type: ignore[no-untyped-def]
         url = urlsplit(settings.DATABASE_LISTEN_URL)
         name = quote(connection.settings_dict["NAME"])
         settings.DATABASE_LISTEN_URL = url._replace(path=f"/{name}").geturl()
-
-
-@pytest.fixture(autouse=True)
-def _no_recall_threshold(settings):  # type: ignore[no-untyped-def]
-    """The role-matrix tests of ranked reads compare whole visible sets, so the reads that fill an agent's
-    context keep every result here; the default threshold (RECALL_MIN_SCORE) has tests of its own
-    (tests/usermemory/test_relevance.py)."""
-    settings.RECALL_MIN_SCORE = 0.0
-    settings.RECALL_MIN_SCORE_SMALL_STORE = 0.0
 
 
 @pytest.fixture(autouse=True)

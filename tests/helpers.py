@@ -1,5 +1,12 @@
 """Shared test helpers: the error-envelope assertion, a server process group's end, the test database's URL
-for subprocesses, and real Celery workers on it (a broker each)."""
+for subprocesses, and real Celery workers on it (a broker each).
+
+A test that needs a live server shares one: pytest-django's ``live_server`` (one a worker, in process, on the
+test database), or a ``manage.py serve`` subprocess in a fixture of module or package scope
+(tests/agenttools/mcp_harness.py), started on a :func:`free_port` and waited for with :func:`wait_ready`
+(``/readyz``), never a sleep. Only a test that changes the server itself (its settings, its environment, a
+stop) starts one of its own. Each pytest-xdist worker starts its own copy of a shared fixture, so a fixture
+of module scope costs one start a worker that runs any of the module's tests."""
 
 import contextlib
 import os

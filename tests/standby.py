@@ -6,10 +6,17 @@ It takes a base backup of the primary over its Unix socket (the replication conn
 server's ``initdb --auth trust`` allows locally), writes ``standby.signal`` and ``primary_conninfo``
 (``pg_basebackup -R``), and starts ``postgres`` on it in hot standby, streaming, with a Unix socket in a
 directory of its own. As the embedded server, it runs as that server's system user when we are root.
+
+The backup creates a replication slot of the standby's own on the primary (``--create-slot``; ``-R`` names
+it in ``primary_slot_name``), dropped when the standby stops: the primary keeps every WAL segment the standby
+has not received. Without it, a primary busy with other writers (the suite's parallel workers, each migrating
+a test database of its own) recycles a segment between the backup's end and the standby's start, and the
+standby never streams ("requested WAL segment ... has already been removed").
 """
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -24,11 +31,11 @@ from urllib.parse import quote
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from memoryplatform.embedded_db.server import SUPERUSER, SYSTEM_USER, bin_dir
-from tests.helpers import stop_process
+from memoryplatform.embedded_db.server import SUPERUSER, SYSTEM_USER, bin_dir, pid_alive
+from tests.helpers import HANG_GUARD_SECONDS, stop_process
 
 PORT = 5432
-START_TIMEOUT_SECONDS = 60.0
+SLOT_PREFIX = "mp_standby_"  # then the pid of the process that made it, and a random suffix
 
 
 def available() -> bool:
@@ -68,9 +75,11 @@ class Standby:
         with self.connect() as conn:
             conn.execute("SELECT pg_wal_replay_resume()")
 
-    def wait_replayed(self, lsn: str, *, seconds: float = 30.0) -> None:
-        """Wait until the standby has replayed the primary's WAL up to ``lsn``."""
-        deadline = time.monotonic() + seconds
+    def wait_replayed(self, lsn: str) -> None:
+        """Wait until the standby has replayed the primary's WAL up to ``lsn``, for as long as it runs: its
+        slot keeps that WAL on the primary, so a busy machine replays it later, not never
+        (:data:`~tests.helpers.HANG_GUARD_SECONDS` ends only a hang)."""
+        deadline = time.monotonic() + HANG_GUARD_SECONDS
         with self.connect() as conn:
             while True:
                 row = conn.execute(
@@ -78,10 +87,12 @@ class Standby:
                 ).fetchone()
                 if row and row[0]:
                     return
-                assert time.monotonic() < deadline, (
-                    f"the standby did not replay up to {lsn} in {seconds:.0f} s"
-                )
+                assert self.process is not None and self.process.poll() is None, self.log_tail()
+                assert time.monotonic() < deadline, f"not replayed up to {lsn}:\n{self.log_tail()}"
                 time.sleep(0.02)
+
+    def log_tail(self) -> str:
+        return (self.workdir / "standby.log").read_text(errors="replace")[-3000:]
 
     def children(self) -> list[int]:
         """The processes the standby's postmaster started (backends, the startup process replaying, the WAL
@@ -127,10 +138,10 @@ def current_lsn(conninfo: str) -> str:
 
 
 def _wait_streaming(standby: Standby) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    deadline = time.monotonic() + HANG_GUARD_SECONDS  # no start-up clock: only a hang ends the wait
     while True:
         assert standby.process is not None
-        assert standby.process.poll() is None, (standby.workdir / "standby.log").read_text()[-3000:]
+        assert standby.process.poll() is None, standby.log_tail()
         with contextlib.suppress(psycopg.OperationalError), standby.connect() as conn:
             row = conn.execute(
                 "SELECT pg_is_in_recovery(), EXISTS (SELECT 1 FROM pg_stat_wal_receiver "
@@ -138,7 +149,7 @@ def _wait_streaming(standby: Standby) -> None:
             ).fetchone()
             if row == (True, True):
                 return
-        assert time.monotonic() < deadline, (standby.workdir / "standby.log").read_text()[-3000:]
+        assert time.monotonic() < deadline, standby.log_tail()
         time.sleep(0.05)
 
 
@@ -146,6 +157,9 @@ def _wait_streaming(standby: Standby) -> None:
 def standby_of(*, host: str, port: int | str = PORT, user: str = SUPERUSER) -> Iterator[Standby]:
     """Take a base backup of the server at ``host`` (its socket directory) and run it as a streaming hot
     standby until the end of the block."""
+    primary = make_conninfo(host=host, port=port or PORT, user=user, dbname="postgres")
+    _drop_abandoned_slots(primary)
+    slot = f"{SLOT_PREFIX}{os.getpid()}_{secrets.token_hex(4)}"
     workdir = Path(tempfile.mkdtemp(prefix="mp-standby-"))
     as_user = _as_server_user()
     if as_user:
@@ -161,6 +175,7 @@ def standby_of(*, host: str, port: int | str = PORT, user: str = SUPERUSER) -> I
                     str(bin_dir() / "pg_basebackup"),
                     *("--host", host, "--port", str(port or PORT), "--username", user),
                     *("--pgdata", str(cluster), "--wal-method", "stream", "--write-recovery-conf"),
+                    *("--create-slot", "--slot", slot),
                     "--checkpoint=fast",
                     "--no-sync",
                 ],
@@ -191,3 +206,36 @@ def standby_of(*, host: str, port: int | str = PORT, user: str = SUPERUSER) -> I
     finally:
         standby.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+        _drop_slot(primary, slot)
+
+
+def _drop_slot(primary: str, slot: str) -> None:
+    """Drop the standby's slot on the primary once its WAL sender has gone (the standby has stopped)."""
+    deadline = time.monotonic() + HANG_GUARD_SECONDS
+    with psycopg.connect(primary, autocommit=True) as conn:
+        while True:
+            row = conn.execute(
+                "SELECT active FROM pg_replication_slots WHERE slot_name = %(slot)s", {"slot": slot}
+            ).fetchone()
+            if row is None:
+                return  # the backup failed before it made the slot
+            if not row[0]:
+                conn.execute("SELECT pg_drop_replication_slot(%(slot)s)", {"slot": slot})
+                return
+            assert time.monotonic() < deadline, f"the slot {slot} is still in use"
+            time.sleep(0.05)
+
+
+def _drop_abandoned_slots(primary: str) -> None:
+    """Drop the inactive slots of standbys whose process has died (killed before its block ended): a slot
+    left behind would keep the primary's WAL forever."""
+    with psycopg.connect(primary, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT slot_name FROM pg_replication_slots "
+            "WHERE NOT active AND starts_with(slot_name, %(prefix)s)",
+            {"prefix": SLOT_PREFIX},
+        ).fetchall()
+        for (slot,) in rows:
+            pid = slot.removeprefix(SLOT_PREFIX).split("_")[0]
+            if pid.isdigit() and not pid_alive(int(pid)):
+                conn.execute("SELECT pg_drop_replication_slot(%(slot)s)", {"slot": slot})

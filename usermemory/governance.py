@@ -39,7 +39,7 @@ RECALL_ORDERS = frozenset(RecallOrder.values)
 # Usermemory's part of the policy, in the groups (and order) the admin shows them. The apps above add theirs
 # (usermemory.policies), each in its own table; the service writes every part, in one transaction.
 POLICY_FIELD_GROUPS: FieldGroups = (
-    (None, ("max_entries_per_user", "max_recall_entries", "recall_order", "on_cap_reached")),
+    (None, ("max_entries_per_user", "max_recall_entries", "recall_top_k", "recall_order", "on_cap_reached")),
     ("Guardrails", ("max_key_length", "max_value_length", "max_writes_per_turn", "allowed_categories")),
     ("Keys by meaning", ("semantic_contradiction_threshold",)),
 )
@@ -47,8 +47,8 @@ POLICY_FIELD_GROUPS: FieldGroups = (
 
 def check_memory_policy(policy: AgentMemoryPolicy) -> None:
     """Usermemory's part holds together (the REST serializer bounds each field; this holds at every door)."""
-    if policy.max_recall_entries < 1 or policy.max_entries_per_user < 1:
-        raise BadRequest("maxRecallEntries and maxEntriesPerUser must be at least 1.")
+    if min(policy.max_recall_entries, policy.max_entries_per_user, policy.recall_top_k) < 1:
+        raise BadRequest("maxRecallEntries, recallTopK and maxEntriesPerUser must be at least 1.")
     if policy.recall_order not in RECALL_ORDERS:
         raise BadRequest(f"recallOrder must be one of {', '.join(RecallOrder.values)}.")
     if policy.on_cap_reached not in OnCapReached.values:

@@ -395,6 +395,12 @@ class AgentMemoryPolicy(models.Model):
     )
     max_entries_per_user = models.PositiveIntegerField(default=500)
     max_recall_entries = models.PositiveIntegerField(default=50)
+    recall_top_k = models.PositiveIntegerField(
+        default=5,
+        help_text="A recall by relevance (/visible?q=, /context?q=, searchMemory, MCP search) returns the "
+        "best this many the agent may read, with no score cut unless the caller gives minScore; at most "
+        "max_recall_entries",
+    )
     recall_order = models.CharField(
         max_length=16, choices=RecallOrder.choices, default=RecallOrder.MOST_RECENT
     )

@@ -55,25 +55,6 @@ class RankedSearch(NamedTuple):
     fallback: str | None
 
 
-class Threshold(NamedTuple):
-    """A ranked read's threshold: ``min_score``, or in a store of a few rows ``small_min_score``
-    (:data:`memoryplatform.relevance.THRESHOLD`: by the count of rows the caller may read)."""
-
-    min_score: float
-    small_min_score: float
-
-
-def recall_min_score(min_score: float | None) -> Threshold:
-    """The threshold of a read for an agent's context (a recall by relevance, the agent tools' search):
-    ``min_score`` when given, whatever the store; else ``RECALL_MIN_SCORE`` among hundreds of rows and
-    ``RECALL_MIN_SCORE_SMALL_STORE`` among a few, measured so that the fact that answers a question in other
-    words is kept in a small store and an off-topic question finds nothing in a large one (bench/RESULTS.md,
-    session 18)."""
-    if min_score is None:
-        return Threshold(settings.RECALL_MIN_SCORE, settings.RECALL_MIN_SCORE_SMALL_STORE)
-    return Threshold(min_score, min_score)
-
-
 def check_min_score(min_score: float | None) -> float:
     """``minScore`` as a ranking takes it: 0 when absent; a BadRequest outside [0, 1]."""
     if min_score is None:
@@ -105,6 +86,17 @@ _NOT_A_NAME = frozenset(
     {"user", "users", "usr", "cust", "customer", "client", "member", "account", "acct", "id", "test"}
 )
 _THE_USER = frozenset({"user", "users", "user's", "users'"})
+# In a read of one user's facts, a third person singular is the user ("is she married?"): what each reads as.
+_PRONOUNS = {
+    "she": "the user",
+    "he": "the user",
+    "her": "the user",
+    "him": "the user",
+    "herself": "the user",
+    "himself": "the user",
+    "his": "the user's",
+    "hers": "the user's",
+}
 _WORD = re.compile(r"[^\W\d_]+(?:'s)?", re.UNICODE)
 
 
@@ -117,23 +109,27 @@ def user_names(user_id: str | None) -> frozenset[str]:
     return frozenset(w for w in words if len(w) >= 2 and w not in _NOT_A_NAME)
 
 
-def about_the_user(query: str, names: frozenset[str]) -> tuple[str, str]:
-    """What the two sides of a ranked read take of ``query`` about one user: the text to embed, with the
-    user's own name written "the user" (``does ana have a car`` reads ``does the user have a car``), and the
-    words for full text, without the name nor "user". In a store of one user's facts the name is in the
-    question and in the values alike: it says nothing of which fact answers, yet a value that names the user
-    would outrank one that answers (issue 45)."""
-    if not names:
+def about_the_user(query: str, names: frozenset[str], *, one_user: bool = True) -> tuple[str, str]:
+    """What the two sides of a ranked read take of ``query`` about one user (``one_user``): the text to
+    embed, with the user's own name and a third person singular written "the user" (``does ana have a car``
+    and ``does she have a car`` read ``does the user have a car``), and the words for full text, without
+    them nor "user". In a store of one user's facts the name is in the question and in the values alike: it
+    says nothing of which fact answers, yet a value that names the user would outrank one that answers
+    (issue 45); "she" and "he" are the user too, and the embedder reads "the user" closest to the facts."""
+    pronouns = _PRONOUNS if one_user else {}
+    if not names and not pronouns:
         return query, _without(query, _THE_USER)
 
     def named(match: re.Match[str]) -> str:
         word = match.group(0)
         bare = word[:-2] if word.endswith("'s") else word
+        if word.casefold() in pronouns:
+            return pronouns[word.casefold()]
         if bare.casefold() not in names:
             return word
         return "the user's" if word.endswith("'s") else "the user"
 
-    return _WORD.sub(named, query), _without(query, names | _THE_USER)
+    return _WORD.sub(named, query), _without(query, names | _THE_USER | frozenset(pronouns))
 
 
 def _without(query: str, words: frozenset[str]) -> str:
@@ -150,7 +146,7 @@ def search_ranking(
     query: str,
     mode: str,
     window: int,
-    min_score: float | Threshold | None = None,
+    min_score: float | None = None,
     user_id: str | None = None,
 ) -> tuple[Ranking, str | None]:
     """The first stage of a ``semantic`` or ``hybrid`` read of ``window`` results (limit + offset), and its
@@ -162,13 +158,7 @@ def search_ranking(
     if not query:
         raise BadRequest("q is required: the text to search for.")
     check_query(query)
-    if isinstance(min_score, Threshold):
-        threshold = Threshold(
-            check_min_score(min_score.min_score), check_min_score(min_score.small_min_score)
-        )
-    else:
-        threshold = Threshold(check_min_score(min_score), check_min_score(min_score))
-    meaning, words = about_the_user(query, user_names(user_id))
+    meaning, words = about_the_user(query, user_names(user_id), one_user=user_id is not None)
     embedded = _query_vector(meaning)
     fallback = None
     if embedded is None:
@@ -183,8 +173,7 @@ def search_ranking(
         config=settings.SEARCH_LANGUAGE,
         depth=max(FUSION_CANDIDATES, window) if mode == "hybrid" else window,
         calibration=calibration_for(model),
-        min_score=threshold.min_score,
-        small_min_score=threshold.small_min_score,
+        min_score=check_min_score(min_score),
     )
     return ranking, fallback
 
@@ -202,16 +191,19 @@ def entry_document(scored: ScoredEntry) -> str:
     return f"{scored.entry.key}: {value_as_text(scored.entry.value)}"
 
 
-def rerank(*, query: str, candidates: list[ScoredEntry], min_score: float) -> tuple[list[ScoredEntry], bool]:
+def rerank(
+    *, query: str, candidates: list[ScoredEntry], min_score: float, agent_id: str | None = None
+) -> tuple[list[ScoredEntry], bool]:
     """The first ``RERANK_DEPTH`` candidates rescored by the reranker and sorted by it, then the rest in the
     first stage's order, each kept if it scores at least ``min_score``; and whether the reranker failed (the
-    first stage's order and scores then answer, counted in ``memory_rerank_fallbacks_total``)."""
+    first stage's order and scores then answer, counted in ``memory_rerank_fallbacks_total``). ``agent_id``:
+    the agent reading, whose LLM budget pays an ``llm`` reranker's call."""
     reranker = get_reranker()
     head, tail = candidates[: settings.RERANK_DEPTH], candidates[settings.RERANK_DEPTH :]
     failed = False
     if reranker is not None and head:
         try:
-            scores = reranker.scores(query, [entry_document(scored) for scored in head])
+            scores = reranker.scores(query, [entry_document(scored) for scored in head], agent_id=agent_id)
         except RerankerError as exc:
             logger.warning(
                 "search: the reranker failed (%s); answering with the first stage", exception_summary(exc)

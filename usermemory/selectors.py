@@ -40,7 +40,7 @@ from usermemory import ranking as ranking_
 from usermemory.keynames import key_pattern_regex
 from usermemory.models import AgentMemoryPolicy, MemoryEntry, MemoryEntryGroup, MemoryEvent, Visibility
 from usermemory.policies import policy_parts
-from usermemory.ranking import RankedSearch, Threshold
+from usermemory.ranking import RankedSearch
 from usermemory.sql import history as history_sql
 from usermemory.sql import search as search_sql
 from usermemory.sql.search import NO_FILTERS, Filters
@@ -92,6 +92,15 @@ def policy_for_caller(*, caller: Caller, agent_id: str | None) -> AgentMemoryPol
         except AgentMemoryPolicy.DoesNotExist:
             return AgentMemoryPolicy(agent_id=agent_id)
     return policy_for_agent(agent_id=agent_id)
+
+
+def recall_top_k_for(*, caller: Caller) -> int:
+    """How many results a read by relevance for an agent's context returns by default: the agent's
+    ``recallTopK`` (at most its ``maxRecallEntries``); a viewer's or admin's, the policy's default."""
+    if caller.agent_id is None:
+        return AgentMemoryPolicy(agent_id="").recall_top_k
+    policy = policy_for_caller(caller=caller, agent_id=caller.agent_id)
+    return min(policy.recall_top_k, policy.max_recall_entries)
 
 
 # A read's groups: the ones named, or ``ALL_OF_AGENT``: every group the agent is a member of, which the query
@@ -422,7 +431,7 @@ def memory_search_ranked(
     offset: int = 0,
     include_superseded: bool = False,
     min_confidence: float | None = None,
-    min_score: float | Threshold | None = None,
+    min_score: float | None = None,
     filters: Filters = NO_FILTERS,
 ) -> RankedSearch:
     """``semantic``: the entries nearest the query's meaning (cosine similarity of the current model's
@@ -452,7 +461,9 @@ def memory_search_ranked(
     )
     if candidates is None:
         return RankedSearch(entries, fallback)
-    reranked, failed = ranking_.rerank(query=query, candidates=entries, min_score=ranking.min_score)
+    reranked, failed = ranking_.rerank(
+        query=query, candidates=entries, min_score=ranking.min_score, agent_id=agent_id
+    )
     return RankedSearch(
         reranked[offset : offset + limit], ranking_.fallback_of(first=fallback, unreranked=failed)
     )

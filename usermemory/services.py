@@ -202,10 +202,17 @@ class _RecallPlan(NamedTuple):
 
 
 def _recall_plan(
-    *, caller: Caller, agent_id: str | None, group_ids: list[str] | None, order: str | None, limit: int | None
+    *,
+    caller: Caller,
+    agent_id: str | None,
+    group_ids: list[str] | None,
+    order: str | None,
+    limit: int | None,
+    by_relevance: bool = False,
 ) -> _RecallPlan:
     """Whom a recall is for (the agent-key rules), its order (the policy's unless given), its limit (the
-    one asked, at most the policy's ``maxRecallEntries``) and when it marks the access."""
+    one asked, else the policy's ``recallTopK`` by relevance and ``maxRecallEntries`` in order; at most
+    ``maxRecallEntries``) and when it marks the access."""
     agent_id, groups = selectors.resolve_read_scope(
         caller=caller, agent_id=agent_id, group_ids=group_ids, require_agent=True
     )
@@ -215,7 +222,8 @@ def _recall_plan(
         raise BadRequest(f"order must be one of {', '.join(RecallOrder.values)}.")
     if limit is not None and not 1 <= limit <= MAX_RECALL_LIMIT:
         raise BadRequest(f"limit must be between 1 and {MAX_RECALL_LIMIT}.")
-    limit = min(limit or policy.max_recall_entries, policy.max_recall_entries)
+    default = policy.recall_top_k if by_relevance else policy.max_recall_entries
+    limit = min(limit or default, policy.max_recall_entries)
     now = timezone.now()
     threshold = now - timedelta(seconds=settings.MEMORY_ACCESS_GRANULARITY)
     return _RecallPlan(agent_id, groups, order, limit, now, threshold)
@@ -295,20 +303,20 @@ def memory_recall_ranked(
     may return (visible to the agent, in ``group_ids``, narrowed by ``filters``), the same limit (at most the
     policy's ``maxRecallEntries``) and the same access marking (``lastAccessedAt``; ``accessCount`` when the
     order, the policy's unless given, is ``most_accessed``), but ranked as the ``hybrid`` (default) or
-    ``semantic`` search ranks them, best first, each with its score (at least ``min_score``, by default
-    ``RECALL_MIN_SCORE``); full text alone when the embedder is down (``fallback``).
+    ``semantic`` search ranks them, best first, each with its score: the best ``limit`` (by default the
+    policy's ``recallTopK``), and only those scoring at least ``min_score`` when it is given (no cut by
+    default: an agent's context would rather hold a few extra facts than miss the one that answers); full
+    text alone when the embedder is down (``fallback``).
 
     Without a reranker one statement ranks, marks and returns the entries
     (:func:`usermemory.sql.search.ranked_recall`), after the user's recall lock, as :func:`memory_recall`
     does. With one, the first stage's candidates are read, reranked, and the chosen ones marked
     (:func:`usermemory.sql.search.mark_recalled`, which keeps only those still visible)."""
-    plan = _recall_plan(caller=caller, agent_id=agent_id, group_ids=group_ids, order=order, limit=limit)
+    plan = _recall_plan(
+        caller=caller, agent_id=agent_id, group_ids=group_ids, order=order, limit=limit, by_relevance=True
+    )
     ranking, fallback = ranking_.search_ranking(
-        query=query,
-        mode=mode,
-        window=plan.limit,
-        min_score=ranking_.recall_min_score(min_score),
-        user_id=user_id,
+        query=query, mode=mode, window=plan.limit, min_score=min_score, user_id=user_id
     )
     scope = plan.scope(caller=caller, user_id=user_id, min_confidence=min_confidence)
     candidates = ranking_.second_stage_window(plan.limit)
@@ -327,7 +335,9 @@ def memory_recall_ranked(
         ranking=ranking.without_threshold(),
         filters=filters,
     )
-    chosen, failed = ranking_.rerank(query=query, candidates=first, min_score=ranking.min_score)
+    chosen, failed = ranking_.rerank(
+        query=query, candidates=first, min_score=ranking.min_score, agent_id=scope.agent_id
+    )
     entries = search_sql.mark_recalled(scope=scope, chosen=chosen[: plan.limit])
     return RankedSearch(entries, ranking_.fallback_of(first=fallback, unreranked=failed))
 

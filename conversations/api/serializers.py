@@ -388,7 +388,7 @@ class ContextOutputSerializer(serializers.Serializer):
 
 class ContextQuerySerializer(RecallQuerySerializer, RankedFiltersSerializer):
     """``q``: the user memories recalled by relevance to it (hybrid), narrowed by the filters of every ranked
-    read, and the conversation's most relevant messages not in the context already; ``minScore`` (default
-    RECALL_MIN_SCORE): the threshold of both."""
+    read, and the conversation's most relevant messages not in the context already; ``minScore`` (no cut
+    when absent): the threshold of both."""
 
     minScore = _min_score("memories and messages")

@@ -304,7 +304,7 @@ class ContextView(ConversationView):
             f"`relevantMessages` adds at most {services.CONTEXT_RELEVANT} messages of the conversation that "
             "the agent may read and the context does not hold (earlier history as the agent sees it, older "
             "case log), most relevant first, each with its score (the probability of relevance). `minScore` "
-            "leaves out memories and messages that score under it (default RECALL_MIN_SCORE). "
+            "leaves out memories and messages that score under it (no cut when absent). "
             "X-Search-Fallback: fulltext when the embedder is down."
         ),
     )

@@ -8,7 +8,7 @@ from rest_framework import serializers
 from extraction.extract import MAX_CONTENT_CHARS, ROLES, GivenMessage
 from extraction.services import MAX_MESSAGES
 from memoryplatform.api.serializers import StrictCharField
-from usermemory.models import Visibility
+from usermemory.models import MAX_KEY_CHARS, Visibility
 
 
 class StrictBooleanField(serializers.BooleanField):
@@ -99,6 +99,16 @@ class ExtractInputSerializer(StrictSerializer):
     )
     dryRun = StrictBooleanField(required=False, default=False)
     turnId = StrictCharField(max_length=128, required=False, allow_null=True, default=None)
+    keyPrefix = StrictCharField(
+        max_length=MAX_KEY_CHARS - 1,
+        required=False,
+        allow_null=True,
+        default=None,
+        trim_whitespace=False,
+        help_text="The facts' place, a key's start ending with '/' (a LangGraph namespace's, say): each "
+        "fact's key goes under it, and the facts are compared only with the entries under it in the scope "
+        "new facts go to.",
+    )
 
     def given_messages(self) -> list[GivenMessage] | None:
         messages = self.validated_data["messages"]

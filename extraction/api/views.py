@@ -42,5 +42,6 @@ class MemoryExtractView(APIView):
             message_ids=body["messageIds"],
             dry_run=body["dryRun"],
             turn_id=turn_id_of(request, request.data),
+            key_prefix=body["keyPrefix"],
         )
         return Response(outcome_as_json(outcome))

@@ -278,7 +278,8 @@ def _postmaster_pid(data_dir: Path) -> int | None:
         return None
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether the process ``pid`` runs (a zombie does not); tests/standby.py asks it too."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except FileNotFoundError:
@@ -339,7 +340,7 @@ def watchdog(data_dir: Path) -> int:
         _give(data_dir / "pg.log", user)
         postmaster: subprocess.Popen[bytes] | None = None
         adopted = _postmaster_pid(data_dir)
-        if adopted is not None and not (_pid_alive(adopted) and _accepts(data_dir, dbname="postgres")):
+        if adopted is not None and not (pid_alive(adopted) and _accepts(data_dir, dbname="postgres")):
             adopted = None
         if adopted is None:
             _initdb(data_dir, user, log)
@@ -376,7 +377,7 @@ def watchdog(data_dir: Path) -> int:
             time.sleep(POLL_SECONDS)
             if postmaster is not None and postmaster.poll() is not None:
                 return 0  # the server died (kill -9): the next user starts a new one
-            if adopted is not None and not _pid_alive(adopted):
+            if adopted is not None and not pid_alive(adopted):
                 return 0
             try:
                 fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)

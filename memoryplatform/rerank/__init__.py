@@ -2,8 +2,10 @@
 probability that the candidate is relevant, chosen by the ``RERANK_*`` settings.
 
 ``RERANK_PROVIDER``: ``none`` (the default: the first stage's calibrated score answers,
-:mod:`memoryplatform.relevance`) or ``http`` (the rerank protocol of TEI, Jina and Cohere:
-:mod:`memoryplatform.rerank.http`), for a cross-encoder served where there is the compute for it. There is no
+:mod:`memoryplatform.relevance`), ``http`` (the rerank protocol of TEI, Jina and Cohere:
+:mod:`memoryplatform.rerank.http`), for a cross-encoder served where there is the compute for it, or ``llm``
+(the LLM of ``LLM_*`` reads the question and the candidates, paid from the reading agent's LLM budget:
+:mod:`memoryplatform.rerank.llm`). There is no
 ``local`` provider: no PyPI package ships a cross-encoder's weights inside its wheel (surveyed in session 11,
 bench/RESULTS.md), and a model is never downloaded at run time. The first
 ``RERANK_DEPTH`` candidates of the first stage are reranked; the rest follow in the first stage's order, with
@@ -21,15 +23,16 @@ class RerankerError(Exception):
 
 
 class Reranker(Protocol):
-    """Scores documents against a query: one probability of relevance in [0, 1] per document, in order."""
+    """Scores documents against a query: one probability of relevance in [0, 1] per document, in order.
+    ``agent_id``: the agent reading, who pays for a call that costs (the ``llm`` reranker's)."""
 
     @property
     def model_id(self) -> str: ...
 
-    def scores(self, query: str, documents: list[str]) -> list[float]: ...
+    def scores(self, query: str, documents: list[str], *, agent_id: str | None = None) -> list[float]: ...
 
 
-PROVIDERS = ("none", "http")
+PROVIDERS = ("none", "http", "llm")
 
 
 @cache
@@ -62,4 +65,19 @@ def build_reranker() -> Reranker | None:
             api_key=settings.RERANK_API_KEY,
             timeout=settings.RERANK_TIMEOUT,
         )
+    if provider == "llm":
+        return _llm_reranker()
     raise RerankerError(f"RERANK_PROVIDER must be one of {', '.join(PROVIDERS)}; got {provider!r}.")
+
+
+def _llm_reranker() -> Reranker:
+    from memoryplatform.llm import LLMError, build_llm
+    from memoryplatform.rerank.llm import LlmReranker
+
+    try:
+        llm = build_llm(timeout=settings.RERANK_TIMEOUT)
+    except LLMError as exc:
+        raise RerankerError(f"RERANK_PROVIDER=llm: {exc}") from exc
+    if llm is None:
+        raise RerankerError("RERANK_PROVIDER=llm needs an LLM: set LLM_PROVIDER and LLM_MODEL.")
+    return LlmReranker(llm=llm)

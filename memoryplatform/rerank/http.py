@@ -27,7 +27,7 @@ class HttpReranker:
     def model_id(self) -> str:
         return f"http/{self._model or self._endpoint}"
 
-    def scores(self, query: str, documents: list[str]) -> list[float]:
+    def scores(self, query: str, documents: list[str], *, agent_id: str | None = None) -> list[float]:
         if not documents:
             return []
         body: dict[str, Any] = {"query": query, "documents": documents, "texts": documents}

@@ -108,8 +108,6 @@ def mcp_env(tmp_path_factory, django_db_setup, django_db_blocker) -> Iterator[Mc
         "SECRET_KEY": settings.SECRET_KEY,
         "DEBUG": "false",
         "PROMETHEUS_MULTIPROC_DIR": str(tmp / "prometheus"),  # serve's, not the checkout's var/prometheus
-        "RECALL_MIN_SCORE": "0",  # as tests/conftest.py: role matrices compare whole visible sets
-        "RECALL_MIN_SCORE_SMALL_STORE": "0",
         "EMBEDDINGS_INLINE_MAX_CHARS": "48",  # as tests/conftest.py: a search right after a write finds it
     }
     (tmp / "prometheus").mkdir()

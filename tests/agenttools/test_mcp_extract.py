@@ -52,6 +52,28 @@ def test_an_agent_extracts_facts_through_the_mcp_tool(mcp_env: McpEnv, scripted_
     assert scripted_llm.requests[0]["path"] == "/v1/messages" and len(scripted_llm.requests) == 2
 
 
+def test_the_mcp_tool_places_the_facts_under_a_key_prefix(mcp_env: McpEnv, scripted_llm: LLMScript):
+    """Issue 56, finding 3: ``keyPrefix``, as REST and both clients take it: the facts' keys go under it,
+    written by the one extraction (its provenance on each)."""
+    user = "mcp-prefix"
+    scripted_llm.answers = [facts(fact("home_city", "Lisbon"))]
+    messages = [{"role": "user", "content": "I live in Lisbon.", "id": "m1"}]
+
+    async def main() -> None:
+        async with stdio_session(mcp_env, "agent-a", **_llm_env(scripted_llm)) as client:
+            done = await ok(client, "extract_memories", userId=user, messages=messages, keyPrefix="memories/")
+            assert [(o["op"], o["key"]) for o in done["operations"]] == [("ADD", "memories/home_city")]
+            entry = await ok(client, "get_memory_by_key", userId=user, key="memories/home_city")
+            assert (entry["value"], entry["source"]) == ("Lisbon", "extracted")
+            refused, is_error = await call(
+                client, "extract_memories", userId=user, messages=messages, keyPrefix="memories"
+            )
+            assert is_error and "keyPrefix" in refused["error"]
+
+    run(main)
+    assert len(scripted_llm.requests) == 1
+
+
 def test_the_mcp_tool_stops_at_the_agents_llm_budget(mcp_env: McpEnv, scripted_llm: LLMScript):
     """The same budget as REST (issue 44, finding 5): refused before the call, naming it. As agent-b: the
     package's database is shared, and agent-a spent in the test above."""

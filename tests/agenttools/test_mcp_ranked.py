@@ -163,3 +163,41 @@ def test_min_score_and_filters_in_search_user_memories(connect, transport):
     assert [e["key"] for e in found["category"]] == ["job"]
     assert [e["key"] for e in found["prefix"]] == ["pet"]
     assert "minScore" in errors[0] and "keyword" in errors[1]
+
+
+def test_the_default_is_the_best_recall_top_k_with_no_cut(connect, transport):
+    """By relevance, search_user_memories returns the agent's recallTopK (5) best, with no score cut, even
+    for a question about something never said; minScore cuts when given (issue 55)."""
+    user = f"{transport}-top-k"
+    found: dict[str, list[dict]] = {}
+    facts = {
+        "home_town": "Hamburg",
+        "native_language": "speaks German and some Spanish",
+        "pet": "a grey cat called Moritz",
+        "job": "works as a nurse at night",
+        "coffee": "drinks oat milk flat whites",
+        "partner_name": "Tom",
+        "car": "a red Volvo estate",
+    }
+
+    async def main() -> None:
+        async with sessions(connect, "agent-a") as (client,):
+            for key, value in facts.items():
+                await ok(client, "upsert_user_memory", userId=user, key=key, value=value)
+            for name, query in (
+                ("answered", "which language does the user speak"),
+                ("never", "does the user ski"),
+            ):
+                found[name] = await ok(client, "search_user_memories", userId=user, query=query)
+                found[f"{name} cut"] = await ok(
+                    client, "search_user_memories", userId=user, query=query, minScore=0.99
+                )
+            found["keyword"] = await ok(
+                client, "search_user_memories", userId=user, query="a", mode="keyword"
+            )
+
+    run(main)
+    assert len(found["answered"]) == len(found["never"]) == 5
+    assert found["answered"][0]["key"] == "native_language"
+    assert found["answered cut"] == found["never cut"] == []
+    assert len(found["keyword"]) == 7  # a literal match keeps its own default: every match

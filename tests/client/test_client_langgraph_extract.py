@@ -3,11 +3,17 @@ namespace (LangGraph's docs' ``(user_id, "memories")`` by default, or any layout
 HTTP, with the scripted LLM proposing the facts."""
 
 import pytest
+from django.contrib.auth.models import User
+from django.urls import reverse
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.store.base import BaseStore
+from memoryplatform_client.errors import BadRequestError
 from memoryplatform_client.langgraph import MemoryPlatformStore, extraction_node
 
+from extraction.models import Extraction
 from tests.extraction.conftest import fact, facts
+from tests.extraction.test_admin import _cells
+from tests.helpers import internal_id, public_id
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -143,3 +149,74 @@ def test_the_graphs_store_decides_where_the_user_is(openai_llm, client_for, supp
     assert done["messages"][-1].content == "diet: vegetarian"  # the graph read it back from its store
     assert [e["key"] for e in nova.list_memories("u5")] == ["users/memories/diet"]
     assert nova.list_memories("users") == []
+
+
+def test_the_nodes_facts_carry_the_extractions_provenance_and_the_admin_shows_no_dry_run(
+    openai_llm, client_for, support, client
+):
+    """Issue 56, finding 3: the node's writes are one real extraction's, as every door's: each fact's
+    history names the model, the extraction and the messages, and the admin shows a run that wrote."""
+    nova = client_for(support[0])
+    openai_llm.answers = [
+        facts(fact("diet", "vegetarian"), fact("home_city", "Lisbon", sources=[0, 1], category="context"))
+    ]
+
+    run_turn(
+        extraction_node(nova), "I'm vegetarian and I live in Lisbon.", reply="Lisbon, noted.", user_id="u1"
+    )
+
+    entries = {e["key"]: e for e in nova.list_memories("u1")}
+    assert set(entries) == {"memories/diet", "memories/home_city"}
+    (written,) = nova.get_memory_history(entries["memories/home_city"]["id"])
+    provenance = written["provenance"]
+    assert provenance is not None
+    assert (provenance["model"], provenance["source"], provenance["messageIndexes"]) == (
+        "test-model",
+        "extracted",
+        [0, 1],
+    )
+    record = Extraction.objects.get()
+    assert provenance["extraction"] == public_id(record.pk, "extraction")
+    assert (record.dry_run, record.facts_added, record.model) == (False, 2, "test-model")
+
+    staff = User.objects.create_superuser("boss", "boss@example.com", "pw-for-tests-only")
+    client.force_login(staff)
+    listed = client.get(reverse("admin:extraction_extraction_changelist")).content.decode()
+    assert _cells(listed, "dry_run_flag") == [""] and _cells(listed, "facts") == ["2 added"]
+    entry_page = client.get(
+        reverse("admin:usermemory_memoryentry_change", args=[internal_id(entries["memories/diet"]["id"])])
+    ).content.decode()
+    assert "test-model" in entry_page
+    assert reverse("admin:extraction_extraction_change", args=[record.pk]) in entry_page
+
+
+def test_the_extract_door_places_facts_under_a_key_prefix_compared_only_there(
+    openai_llm, client_for, support
+):
+    """``key_prefix``: the facts' keys go under it, a key reused from there stays as it is, and a stored fact
+    elsewhere (another key, or the prefix's key in another scope) is neither shown nor updated."""
+    nova = client_for(support[0])
+    nova.upsert_memory("u1", "home_city", "Porto")
+    nova.upsert_memory("u1", "memories/diet", "vegan", visibility="global")
+    openai_llm.answers = [facts(fact("home_city", "Lisbon"), fact("memories/diet", "vegetarian"))]
+
+    done = nova.extract(
+        "u1", [{"role": "user", "content": "I live in Lisbon; vegetarian."}], key_prefix="memories/"
+    )
+
+    assert [(o["op"], o["key"]) for o in done["operations"]] == [
+        ("ADD", "memories/home_city"),
+        ("ADD", "memories/diet"),
+    ]
+    prompt = openai_llm.requests[0]["messages"][-1]["content"]
+    assert "Porto" not in prompt and "vegan" not in prompt  # not of the place: not shown
+    assert nova.get_memory_by_key("u1", "home_city")["value"] == "Porto"
+    stored = {(e["key"], e["visibility"]): e["value"] for e in nova.list_memories("u1")}
+    assert (
+        stored[("memories/diet", "global")] == "vegan" and stored[("memories/diet", "self")] == "vegetarian"
+    )
+
+    for bad in ("memories", "", "x" * 300 + "/"):
+        with pytest.raises(BadRequestError, match="keyPrefix"):
+            nova.extract("u1", [{"role": "user", "content": "hi"}], key_prefix=bad)
+    assert len(openai_llm.requests) == 1  # refused before any call

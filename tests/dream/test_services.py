@@ -1,5 +1,7 @@
 """Dream's services: set-based batches, dry runs, and the advisory locks that keep one cycle at a time."""
 
+import time
+
 import pytest
 from django.db import connection
 from prometheus_client import REGISTRY
@@ -8,6 +10,7 @@ from dream import services
 from dream.models import DreamRun
 from dream.services import Batching, dream_detect_contradictions, dream_prune_stale, dream_run_cycle
 from memoryplatform.locks import LockId
+from tests.helpers import HANG_GUARD_SECONDS
 from usermemory.models import MemoryEntry, MemoryEntryGroup, MemoryEvent
 from usermemory.sql import write as store
 
@@ -284,6 +287,22 @@ def other_session():  # type: ignore[no-untyped-def]
     )
 
 
+def close_session(other) -> None:  # type: ignore[no-untyped-def]
+    """Close a second connection and wait until its server process has exited: its session's advisory locks
+    go with that process, which on a busy machine ends a moment after ``close()`` returns."""
+    pid = other.info.backend_pid
+    other.close()
+    deadline = time.monotonic() + HANG_GUARD_SECONDS
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")  # the view is read once a transaction otherwise
+            cursor.execute("SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)", [pid])
+            if not cursor.fetchone()[0]:
+                return
+            assert time.monotonic() < deadline, f"the session {pid} did not end"
+            time.sleep(0.01)
+
+
 def hold_cycle_lock_elsewhere():  # type: ignore[no-untyped-def]
     """What a live cycle in another process looks like to this one."""
     other = other_session()
@@ -298,7 +317,7 @@ def test_a_second_cycle_is_skipped_while_one_runs(agent_a, dream_policy, memory)
     try:
         run = dream_run_cycle()
     finally:
-        other.close()
+        close_session(other)
 
     assert run.status == DreamRun.Status.SKIPPED
     assert "Another Dream cycle is running" in run.error
@@ -341,7 +360,7 @@ def test_a_live_run_in_another_process_is_not_taken_for_abandoned(agent_a, dream
     try:
         run = dream_run_cycle(dry_run=True)
     finally:
-        other.close()
+        close_session(other)
 
     live.refresh_from_db()
     assert live.status == DreamRun.Status.RUNNING
@@ -359,7 +378,7 @@ def test_a_cycle_leaves_no_lock_behind(agent_a, dream_policy, memory):
             [LockId.DREAM_CYCLE, services.CYCLE_LOCK_KEY, LockId.DREAM_RUN, str(run.pk)],
         ).fetchone()
     finally:
-        other.close()
+        close_session(other)
     assert free == (True, True)
 
 
@@ -370,7 +389,7 @@ def test_dry_runs_do_not_take_the_lock(agent_a, dream_policy, memory):
     try:
         dry = dream_run_cycle(dry_run=True)
     finally:
-        other.close()
+        close_session(other)
 
     assert dry.status == DreamRun.Status.SUCCEEDED and dry.entries_pruned == 1
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -32,6 +33,10 @@ from django.db import connection
 from apikeys.services import agent_create, apikey_create
 from tests import standby as standbys
 from tests.helpers import free_port, manage, stop_process_group, url_of_the_test_database, wait_ready
+
+# Under pytest-xdist (make test) these tests share one worker: each standby is a base backup of the whole
+# server, every worker's test database in it, and one at a time is enough for the machine.
+pytestmark = pytest.mark.xdist_group("standby")
 
 BASE_DIR = Path(settings.BASE_DIR)
 USER = "u-replica"
@@ -110,8 +115,6 @@ def start_server(standby, tmp_path) -> Iterator[Callable[..., Server]]:
             "REPLICA_MAX_LAG": str(max_lag),
             "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
             "EMBEDDINGS_INLINE_MAX_CHARS": "48",
-            "RECALL_MIN_SCORE": "0",
-            "RECALL_MIN_SCORE_SMALL_STORE": "0",
         }
         for name in ("REDIS_URL", "DATABASE_POOLER", "DATABASE_LISTEN_URL", "MEMORYPLATFORM_API_KEY"):
             env.pop(name, None)
@@ -349,3 +352,19 @@ def test_a_dream_dry_run_reads_the_replica_and_records_its_run_on_the_primary(st
     assert "agents processed:     1" in output, output  # the policy, read from the standby
     (run,) = DreamRun.objects.all()
     assert run.dry_run and run.status == DreamRun.Status.SUCCEEDED
+
+
+def test_the_standby_streams_through_a_slot_of_its_own(standby):
+    """The primary keeps the WAL its standby has not received (a replication slot, named in the standby's
+    ``primary_slot_name``): a primary busy with other writers (the suite's parallel workers, each migrating a
+    test database) never recycles a segment before the standby streams it (tests/standby.py drops the slot
+    when the standby stops)."""
+    with standby.connect() as conn:
+        row = conn.execute("SHOW primary_slot_name").fetchone()
+    assert row is not None and row[0].startswith(standbys.SLOT_PREFIX), row
+    with psycopg.connect(url_of_the_test_database(), autocommit=True) as primary:
+        slot = primary.execute(
+            "SELECT active, restart_lsn IS NOT NULL FROM pg_replication_slots WHERE slot_name = %(name)s",
+            {"name": row[0]},
+        ).fetchone()
+    assert slot == (True, True), slot

@@ -41,6 +41,7 @@ def test_a_refused_part_leaves_every_part_unchanged(admin_api, agent_a):
     before = admin_api.get(URL).json()["memoryPolicy"]
     body = {
         "maxRecallEntries": 9,
+        "recallTopK": 4,
         "guardrails": {"maxKeyLength": 20},
         "extractionConfig": {"visibility": "group"},
         "toolCallRetentionDays": 3,
@@ -56,6 +57,7 @@ def test_every_part_is_written_and_read_back(admin_api, agent_a):
     body = {
         "maxEntriesPerUser": 40,
         "maxRecallEntries": 9,
+        "recallTopK": 4,
         "recallOrder": "most_accessed",
         "onCapReached": "reject",
         "guardrails": {

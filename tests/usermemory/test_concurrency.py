@@ -156,7 +156,8 @@ def test_a_recall_queues_on_its_users_recall_lock(agent_a_api, agent_b, query):
             for _ in range(200):  # until the recall's backend waits on that advisory lock
                 cursor.execute(
                     "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
-                    "AND classid = %s AND objsubid = 2",
+                    "AND classid = %s AND objsubid = 2 "  # this database's: pg_locks shows every database's
+                    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
                     [LockId.USER_RECALL],
                 )
                 waiting = cursor.fetchone()[0]

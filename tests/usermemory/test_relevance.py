@@ -1,12 +1,10 @@
 """Scores that mean relevance (``memoryplatform.relevance``): in [0, 1], the same scale for every query, so
 that ``minScore`` means one thing at every door; no statistic over rows the caller cannot read; the filters of
-every ranked read, in the same statement as visibility; the default threshold of the reads that fill an
-agent's context."""
+every ranked read, in the same statement as visibility. What the reads that fill an agent's context return by
+default (the best k, no cut): ``test_top_k.py``."""
 
 import pytest
 
-from config import settings as defaults
-from tests.conversations.utils import create
 from tests.helpers import assert_envelope
 from tests.usermemory.ranked import BASE, QUESTION, SEEN, U
 
@@ -29,12 +27,6 @@ def facts(agent_a_api, put, django_capture_on_commit_callbacks):
             category = "context" if key in ("home_town", "job") else "fact"
             body = {"userId": U, "key": key, "value": value, "category": category, "visibility": "global"}
             assert put(agent_a_api, **body).status_code == 201
-
-
-def use_the_default_thresholds(settings):
-    """The platform's own defaults (the suite's are 0: tests/conftest.py)."""
-    settings.RECALL_MIN_SCORE = defaults.RECALL_MIN_SCORE
-    settings.RECALL_MIN_SCORE_SMALL_STORE = defaults.RECALL_MIN_SCORE_SMALL_STORE
 
 
 def search(client, **params):
@@ -99,49 +91,6 @@ def test_a_recall_filter_without_q_is_a_400(agent_a_api):
         assert name in response.content.decode()
 
 
-def test_visible_q_uses_the_default_threshold(facts, agent_a_api, settings):
-    use_the_default_thresholds(settings)
-    found = agent_a_api.get(VISIBLE, {"q": "which language does the user speak"}).json()
-    assert [e["key"] for e in found] == ["native_language"]
-    assert agent_a_api.get(VISIBLE, {"q": "what is the user's favourite football team"}).json() == []
-    every = agent_a_api.get(VISIBLE, {"q": "which language does the user speak", "minScore": 0}).json()
-    assert len(every) == len(FACTS)
-
-
-@pytest.mark.parametrize(
-    ("question", "found"),
-    [
-        ("what does the user drink", ["drink"]),
-        ("does the user like green tea", ["drink"]),
-        ("what is the user's favourite football team", []),
-    ],
-)
-def test_a_lone_memory_is_scored_as_one_among_many(
-    agent_a_api, put, settings, django_capture_on_commit_callbacks, question, found
-):
-    # BM25's document count is taken as at least 20: a word of a user's only memory weighs as it would among
-    # 20, so the default threshold finds it by a question that names it, and nothing for another question
-    use_the_default_thresholds(settings)
-    lone = "lone-fact-user"
-    body = {"userId": lone, "key": "drink", "value": "green tea, no sugar", "visibility": "global"}
-    with django_capture_on_commit_callbacks(execute=True):
-        assert put(agent_a_api, **body).status_code == 201
-    answer = agent_a_api.get(f"{BASE}/{lone}/visible", {"q": question})
-    assert answer.status_code == 200, answer.content
-    assert [e["key"] for e in answer.json()] == found
-
-
-def test_context_q_takes_min_score(facts, agent_a_api, settings):
-    use_the_default_thresholds(settings)
-    conversation = create(agent_a_api, U)
-    path = f"/v1/conversations/{conversation}/context"
-    found = agent_a_api.get(path, {"q": "which language does the user speak"}).json()["userMemories"]
-    assert [e["key"] for e in found] == ["native_language"]
-    every = agent_a_api.get(path, {"q": "which language does the user speak", "minScore": 0}).json()
-    assert len(every["userMemories"]) == len(FACTS)
-    assert_envelope(agent_a_api.get(path, {"q": "x", "minScore": 2}), 400, "bad_request")
-
-
 # --- Filters ---------------------------------------------------------------------------------------------
 
 
@@ -180,18 +129,15 @@ def test_visible_q_filters(facts, agent_a_api):
     assert keys_of(found) == {"pet"}
 
 
-def test_search_tool_uses_the_default_threshold_and_takes_min_score(facts, agent_a_api, settings):
-    use_the_default_thresholds(settings)
-
+def test_search_tool_takes_min_score(facts, agent_a_api):
     def invoke(**arguments):
         body = {"userId": U, "arguments": arguments}
         return agent_a_api.post("/v1/tools/searchMemory/invoke", body, format="json")
 
-    off_topic = invoke(query="what is the user's favourite football team").json()["result"]
-    assert off_topic.startswith("No memories found")
-    on_topic = invoke(query="which language does the user speak").json()["result"]
+    top = search(agent_a_api, q="which language does the user speak")[0]["score"]
+    on_topic = invoke(query="which language does the user speak", minScore=top).json()["result"]
     assert "native_language" in on_topic and "pet" not in on_topic
-    every = invoke(query="which language does the user speak", minScore=0).json()["result"]
+    every = invoke(query="which language does the user speak").json()["result"]
     assert all(key in every for key in FACTS)
     for bad, says in (
         ({"minScore": 2}, "minScore"),

@@ -1,20 +1,18 @@
 """Recall on the stores most users have: a handful of facts, asked in other words (issue 45). Through REST,
-with the local model (real vectors) and the platform's own default threshold.
+with the local model (real vectors) and the platform's own defaults.
 
-- The user's own name lifts nothing: a question that names the user ranks and scores the user's facts
-  exactly as the same question saying "the user" does, so values that name the user no longer outrank the
-  fact that answers.
+- The user's own name lifts nothing, and "she" or "he" reads as "the user": a question that names the user
+  ranks and scores the user's facts exactly as the same question saying "the user" does, so values that name
+  the user no longer outrank the fact that answers.
 - Opaque keys (numbers, ``memories/1``, uuids) rank by value as descriptive keys do.
 - The same fact and question in stores of 1, 8 and 100 entries: the score moves by at most 0.1 and the
-  default threshold keeps it in each.
+  default recall by relevance (the best five) keeps it.
 """
 
 from typing import Any
 
 import pytest
 from django.core.management import call_command
-
-from config import settings as defaults
 
 BASE = "/usermemorystore/memories"
 
@@ -63,6 +61,19 @@ def test_the_users_own_name_lifts_nothing(agent_a_api):
         plain = _search(agent_a_api, "ana", question.replace("ana", "the user"))
         assert [(e["key"], e["score"]) for e in named] == [(e["key"], e["score"]) for e in plain], question
         assert named[0]["key"] == key, (question, [e["key"] for e in named])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_she_and_he_are_the_user(agent_a_api):
+    """In a read of one user's facts, "she" and "he" read as "the user" does (issue 55)."""
+    _write(agent_a_api, "ana", ANA)
+    for question, plain in (
+        ("what does she do for work", "what does the user do for work"),
+        ("is he a vegetarian", "is the user a vegetarian"),
+        ("where is his home", "where is the user's home"),
+    ):
+        said = [(e["key"], e["score"]) for e in _search(agent_a_api, "ana", question)]
+        assert said == [(e["key"], e["score"]) for e in _search(agent_a_api, "ana", plain)], question
 
 
 @pytest.mark.django_db(transaction=True)
@@ -115,13 +126,10 @@ def _fillers(count: int) -> dict[str, str]:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_facts_score_holds_from_one_entry_to_a_hundred_and_the_default_keeps_it_in_a_small_store(
-    agent_a_api, settings
+    agent_a_api,
 ):
-    """The score moves by at most 0.1 from 1 to 100 entries; the default threshold, low among a few entries
-    and rising with the store (memoryplatform.relevance.THRESHOLD), keeps it in the small stores; among a
-    hundred it keeps it when the question shares its word."""
-    settings.RECALL_MIN_SCORE = defaults.RECALL_MIN_SCORE
-    settings.RECALL_MIN_SCORE_SMALL_STORE = defaults.RECALL_MIN_SCORE_SMALL_STORE
+    """The score moves by at most 0.1 from 1 to 100 entries; the default recall by relevance (the best five,
+    no cut) keeps it in the small stores; among a hundred it keeps it when the question shares its word."""
     home = {"home_city": "Hamburg"}
     scores: dict[str, list[float]] = {"where does the user live": [], "which city is home to the user": []}
     for size in (1, 8, 100):

@@ -32,6 +32,13 @@ def _memory_policy_fields() -> dict[str, serializers.Field]:
             source="max_entries_per_user", min_value=1, max_value=1_000_000
         ),
         "maxRecallEntries": AsciiIntegerField(source="max_recall_entries", min_value=1, max_value=1000),
+        "recallTopK": AsciiIntegerField(
+            source="recall_top_k",
+            min_value=1,
+            max_value=1000,
+            help_text="A recall by relevance returns the best this many (at most maxRecallEntries), no score "
+            "cut unless minScore is given.",
+        ),
         "recallOrder": serializers.ChoiceField(source="recall_order", choices=RecallOrder.choices),
         "onCapReached": serializers.ChoiceField(source="on_cap_reached", choices=OnCapReached.choices),
         "guardrails": GuardrailsSerializer(source="*"),

@@ -13,7 +13,7 @@ from django.db.models import BooleanField, Q
 from django.db.models.expressions import RawSQL
 from psycopg import sql
 
-from memoryplatform import ranked, relevance
+from memoryplatform import ranked
 from memoryplatform.ranked import Ranking
 from usermemory.models import EntryEmbedding, MemoryEntry
 from usermemory.sql.base import (
@@ -186,7 +186,7 @@ VECTORS = ranked.VectorTable(EMBEDDING, sql.Identifier(EntryEmbedding._meta.get_
 # One page of a ranked list, best first, with each row's score and features.
 _RANKED = """WITH {ctes}
 SELECT {columns}, s.score, s.cos, s.bm25 FROM ranked s JOIN {entry} ON {entry}.id = s.id
-WHERE s.score >= {threshold}
+WHERE s.score >= %(min_score)s
 ORDER BY s.score DESC, {entry}.id LIMIT %(limit)s OFFSET %(offset)s"""
 
 # A ranked recall: the first page of the ranked list, its access marked as a recall marks it.
@@ -218,7 +218,6 @@ def _ranked_sql(
         ctes=ctes,
         columns=entry_columns(agent_view=agent_view, all_of_agent=all_of_agent),
         entry=ENTRY,
-        threshold=relevance.THRESHOLD,
     )
 
 

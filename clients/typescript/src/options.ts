@@ -83,8 +83,8 @@ export interface SearchOptions extends ReadOptions, PageOptions, RankedFilters {
 }
 
 /**
- * With `q`: recalled by relevance, at least `minScore` relevant (the server's default when left out), narrowed
- * by the filters; `sourceAgentId`: only the entries this agent wrote. Without `q`: the policy's order.
+ * With `q`: recalled by relevance, the best `limit` (the agent's `recallTopK` when left out), at least `minScore`
+ * relevant when given (no cut when left out), narrowed by the filters; `sourceAgentId`: only the entries this agent wrote. Without `q`: the policy's order.
  */
 export interface RecallOptions extends RankedFilters {
   /** Admin and viewer keys: the agent recalling. */
@@ -103,6 +103,8 @@ export interface RecallOptions extends RankedFilters {
 /**
  * `conversationId` alone (no messages): the server reads the conversation's stored messages this agent has not
  * extracted yet; `afterMessageId` or `messageIds` say which. `dryRun`: the operations, nothing written.
+ * `keyPrefix` (`"memories/"`): the facts' place: each fact's key goes under it, and the facts are compared only
+ * with the entries under it in the scope new facts go to.
  */
 export interface ExtractOptions {
   agentId?: string;
@@ -114,6 +116,7 @@ export interface ExtractOptions {
   messageIds?: string[];
   dryRun?: boolean;
   turnId?: string;
+  keyPrefix?: string;
 }
 
 export interface CategoryOptions extends ReadOptions, PageOptions {}

@@ -272,6 +272,7 @@ def extract_memories(
         messageIds=options.get("message_ids"),
         dryRun=options.get("dry_run"),
         turnId=options.get("turn_id"),
+        keyPrefix=options.get("key_prefix"),
     )
     return Call("POST", f"{_user(user_id)}/extract", json=payload)
 

@@ -40,7 +40,9 @@ class UpsertOptions(TypedDict, total=False):
 
 class ExtractOptions(TypedDict, total=False):
     """``conversation_id`` alone (no messages): the server reads the conversation's stored messages this
-    agent has not extracted yet; ``after_message_id`` or ``message_ids`` say which."""
+    agent has not extracted yet; ``after_message_id`` or ``message_ids`` say which. ``key_prefix``
+    (``"memories/"``): the facts' place: each fact's key goes under it, and the facts are compared only
+    with the entries under it in the scope new facts go to."""
 
     agent_id: str
     visibility: Visibility
@@ -51,6 +53,7 @@ class ExtractOptions(TypedDict, total=False):
     message_ids: list[str]
     dry_run: bool
     turn_id: str
+    key_prefix: str
 
 
 class Narrowing(TypedDict, total=False):
@@ -106,8 +109,9 @@ class SearchOptions(ListOptions, RankedFilters, total=False):
 
 
 class RecallOptions(RankedFilters, total=False):
-    """With ``q``: recalled by relevance, at least ``min_score`` relevant (the server's default when left
-    out), narrowed by the filters; ``source_agent_id``: only the entries this agent wrote."""
+    """With ``q``: recalled by relevance, the best ``limit`` (the agent's ``recallTopK`` when left out), at
+    least ``min_score`` relevant when given (no cut when left out), narrowed by the filters;
+    ``source_agent_id``: only the entries this agent wrote."""
 
     agent_id: str
     group_ids: list[str]

@@ -87,8 +87,8 @@ from memoryplatform_client._async import AsyncMemoryPlatform
 from memoryplatform_client._core import Call
 from memoryplatform_client._keypatterns import SEP, WILDCARD, escape_label, key_patterns, unescape_label
 from memoryplatform_client._sync import MemoryPlatform
-from memoryplatform_client.errors import APIError, MemoryPlatformError, NotFoundError, RateLimitedError
-from memoryplatform_client.types import ExtractMessage, ExtractOperation, MemoryEntry, Visibility
+from memoryplatform_client.errors import APIError, MemoryPlatformError, NotFoundError
+from memoryplatform_client.types import ExtractMessage, MemoryEntry, Visibility
 
 logger = logging.getLogger(__name__)
 
@@ -465,40 +465,7 @@ def turn_messages(messages: Sequence[Any]) -> list[ExtractMessage]:
     return turn[-50:]
 
 
-FACT_SOURCE = "extracted"  # the entry's source, as the server's own extraction writes it
 DOCS_NAMESPACE = ("{user_id}", "memories")  # LangGraph's docs' layout, as a template
-
-
-def _agree(stored: Any, value: str) -> bool:
-    """The stored value says the fact already (the server's rule: the same text, ignoring case and the
-    surrounding spaces)."""
-    return isinstance(stored, str) and stored.strip().casefold() == value.strip().casefold()
-
-
-def _item_key(fact_key: str) -> str:
-    """A fact's item key: the model names a fact (``diet``), or reuses a stored fact's platform key, which
-    holds its namespace's labels (``memories/diet``): the item is its last part, unescaped."""
-    return unescape_label(fact_key.rsplit(SEP, 1)[-1])
-
-
-def _put_fact(place: Place, fact: ExtractOperation, options: calls.UpsertOptions) -> Plan[bool]:
-    """Write one extracted fact as an item of ``place``, with the fact's category, confidence and source,
-    unless that item holds it already. Whether it wrote."""
-    key = _item_key(fact["key"])
-    stored = yield from _find(place, key)
-    if stored is not None and _agree(stored["value"], fact["value"]):
-        return False
-    written: calls.UpsertOptions = {
-        **options,
-        "category": fact["category"],
-        "visibility": place.visibility or "self",
-        "confidence": fact["confidence"],
-        "source": FACT_SOURCE,
-    }
-    if place.group_ids:
-        written["group_ids"] = place.group_ids
-    yield calls.upsert_memory(place.user_id, place.key(key), fact["value"], written)
-    return True
 
 
 def _namespace_of(template: tuple[str, ...], configurable: dict[str, Any]) -> tuple[str, ...] | None:
@@ -527,14 +494,15 @@ def extraction_node(
     ``"global"`` or ``("group", group_id)`` for those scopes, mapped as ``store`` maps it (its
     ``user_index``; default: the graph's store when it is a :class:`MemoryPlatformStore`, else the default
     layouts). The writes are the ``client``'s key's, all of one run in one turn (``turn_id``, else a new
-    one). ``options`` as :meth:`MemoryPlatform.extract` takes them, but the namespace decides the
-    visibility and the groups; ``dry_run=True`` writes nothing. It changes no state; a failed extraction or
-    write is logged and never fails the run."""
-    for decided in ("visibility", "group_ids"):
+    one). It is one extraction on the server, each fact with its provenance (the model, the extraction, the
+    messages) in its history, as every door's. ``options`` as :meth:`MemoryPlatform.extract` takes them, but
+    the namespace decides the visibility, the groups and the key prefix; ``dry_run=True`` writes nothing.
+    It changes no state; a failed extraction or write is logged and never fails the run."""
+    for decided in ("visibility", "group_ids", "key_prefix"):
         if decided in options:
             raise ValueError(
-                f"extraction_node: the namespace decides {decided}; end it with 'global' or "
-                "('group', group_id) instead."
+                f"extraction_node: the namespace decides {decided}; its labels are the key prefix, and "
+                "ending it with 'global' or ('group', group_id) sets those scopes."
             )
 
     def node(state: dict[str, Any]) -> dict[str, Any]:
@@ -544,40 +512,29 @@ def extraction_node(
             return {}
         graph_store = get_store()  # None when the graph has none
         layout = store or (graph_store if isinstance(graph_store, MemoryPlatformStore) else None)
-        writer = MemoryPlatformStore(client, user_index=layout.user_index if layout else None)
-        _extract_into(writer, writer.place(spelled), turn, options)
+        place = Place.of(spelled, user_index=layout.user_index if layout else None)
+        _extract_into(client, place, turn, options)
         return {}
 
     return node
 
 
 def _extract_into(
-    writer: MemoryPlatformStore, place: Place, turn: list[ExtractMessage], options: calls.ExtractOptions
+    client: MemoryPlatform, place: Place, turn: list[ExtractMessage], options: calls.ExtractOptions
 ) -> None:
-    """Extract the facts of ``turn`` as a dry run (the server proposes them, bounded to the place's scope,
-    and writes nothing), then write each through the store's mapping, all in one turn of writes."""
-    asked: calls.ExtractOptions = {**options, "dry_run": True, "visibility": place.visibility or "self"}
+    """One extraction of ``turn`` into ``place``: the server puts each fact's key under the place's labels
+    (``key_prefix``) in its scope, compares them with the entries there, and writes them with the
+    extraction's provenance (the model, the extraction, the messages), all in one turn of writes."""
+    asked: calls.ExtractOptions = {
+        **options,
+        "visibility": place.visibility or "self",
+        "turn_id": options.get("turn_id") or f"extract-{uuid.uuid4().hex}",
+    }
+    if place.labels:
+        asked["key_prefix"] = place.key_prefix
     if place.group_ids:
         asked["group_ids"] = place.group_ids
     try:
-        done = writer.client.send(calls.extract_memories(place.user_id, turn, asked))
+        client.extract(place.user_id, turn, **asked)
     except MemoryPlatformError as exc:
         logger.warning("Extraction after the turn failed: %s", exc)
-        return
-    if options.get("dry_run"):
-        return
-    written: calls.UpsertOptions = {"turn_id": options.get("turn_id") or f"extract-{uuid.uuid4().hex}"}
-    if "conversation_id" in options:
-        written["source_conversation_id"] = options["conversation_id"]
-    if "agent_id" in options:
-        written["source_agent_id"] = options["agent_id"]
-    for fact in done["operations"]:
-        if fact["op"] == "REJECTED":
-            continue
-        try:
-            writer._run(_put_fact(place, fact, written))
-        except RateLimitedError as exc:  # the turn's writes are spent: the others would be refused too
-            logger.warning("Extracted facts not written: %s", exc)
-            return
-        except MemoryPlatformError as exc:
-            logger.warning("An extracted fact was not written (%s): %s", fact["key"], exc)
