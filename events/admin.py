@@ -98,13 +98,13 @@ class WebhookSubscriptionAdmin(admin.ModelAdmin):
         obj.pk = created.subscription.pk
         self.message_user(request, f"The signing secret, shown this once: {created.secret}", messages.WARNING)
 
-    @admin.action(description="Send again: enable, clear failures, deliver the next event at once")
+    @admin.action(description="Send again: enable, clear failures, queue the next event's delivery")
     def send_again(self, request: HttpRequest, queryset: QuerySet[WebhookSubscription]) -> None:
         for subscription_id in queryset.values_list("pk", flat=True):
             services.webhook_send_again(subscription_id=subscription_id)
         self.message_user(
             request,
-            f"{queryset.count()} subscription(s) will be sent again by the next delivery sweep.",
+            f"{queryset.count()} subscription(s) queued: a worker sends the next event again now.",
             messages.SUCCESS,
         )
 

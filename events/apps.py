@@ -6,13 +6,15 @@ class EventsConfig(AppConfig):
     verbose_name = "Events and webhooks"
 
     def ready(self) -> None:
-        from events import services
-        from usermemory.services import register_user_data
+        from events import nudge, services
+        from usermemory.services import register_history_listener, register_user_data
 
         # GDPR erasure removes the user's events (and their values) with the rest of their data; the erasure's
         # own history event then becomes the one ``user.erased`` event (the outbox trigger).
         register_user_data("events", eraser=services.event_erase_user, exporter=services.event_export_user)
-        # The webhook deliveries' sweep (events/tasks.py): what an event's own enqueue missed.
+        # History's rows become events (the outbox trigger): their commit nudges the deliveries.
+        register_history_listener(nudge.nudger.request)
+        # The webhook deliveries' sweep (events/tasks.py): what an event's own nudge missed.
         from memoryplatform.schedules import Schedule, schedule_register
 
         schedule_register(

@@ -21,7 +21,8 @@ MAX_FEED_PAGE = 500
 
 @dataclass(frozen=True)
 class FeedPage:
-    """Events oldest first, and the cursor after the last (the one given, when none came)."""
+    """Events oldest first, and the cursor after the last event scanned, shown or not (the one given, when
+    none was)."""
 
     events: list[dict[str, Any]]
     next: str
@@ -56,11 +57,10 @@ def event_feed(*, caller: Caller, after: str | None, types: list[str], limit: in
     of every read (values it may not see are ``null``), a viewer's or an admin's all of them."""
     txid, event_id = position_of(after)
     agent_id = caller.agent_id if caller.is_agent else None
-    seen = store.events_after(agent_id=agent_id, types=types, txid=txid, event_id=event_id, limit=limit)
-    if seen:
-        last = seen[-1].event
-        txid, event_id = last.txid, last.pk
-    return FeedPage([event_payload(s) for s in seen], cursor_of(txid, event_id))
+    read = store.events_after(agent_id=agent_id, types=types, txid=txid, event_id=event_id, limit=limit)
+    if read.position is not None:  # past the events it scanned, those it may not see too
+        txid, event_id = read.position
+    return FeedPage([event_payload(s) for s in read.events], cursor_of(txid, event_id))
 
 
 def _admin(caller: Caller) -> None:

@@ -7,7 +7,7 @@ transaction of the change.
 
 import logging
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from apikeys.caller import Caller
 from apikeys.models import Agent
-from events import delivery, store
+from events import delivery, nudge, store
 from events.models import DeliveryAttempt, Event, EventType, WebhookSubscription
 from events.payload import event_payload
 from memoryplatform import publicids
@@ -45,8 +45,10 @@ def event_record(
     at: datetime | None = None,
 ) -> Event:
     """An event that no history row reports (an extraction wrote, a Dream run ended), in the caller's
-    transaction. ``owner``/``visibility``/``group_ids`` say who may see it, as an entry's do."""
+    transaction (its commit nudges the deliveries). ``owner``/``visibility``/``group_ids`` say who may see
+    it, as an entry's do."""
     scope = {"owner": owner, "visibility": visibility, "group_ids": group_ids or []}
+    nudge.nudge_on_commit()
     return Event.objects.create(
         type=type,
         user_id=user_id,
@@ -166,6 +168,8 @@ def webhook_update(
             subscription.failures = 0
             subscription.next_attempt_at = None
             subscription.disabled_reason = "" if enabled else "disabled by an admin"
+            if enabled:
+                nudge.deliver_on_commit(str(subscription.pk))
         subscription.save()
     return subscription
 
@@ -177,11 +181,15 @@ def webhook_delete(*, caller: Caller, subscription_id: UUID) -> None:
         raise NotFound("No such webhook.")
 
 
+@transaction.atomic
 def webhook_send_again(*, subscription_id: UUID) -> None:
-    """Staff's "send again": enable the subscription, clear its failures, and try its next event now."""
-    WebhookSubscription.objects.filter(pk=subscription_id).update(
+    """Staff's "send again": enable the subscription, clear its failures, and try its next event now (a
+    delivery task, once this commits)."""
+    changed = WebhookSubscription.objects.filter(pk=subscription_id).update(
         enabled=True, failures=0, next_attempt_at=None, disabled_reason=""
     )
+    if changed:
+        nudge.deliver_on_commit(str(subscription_id))
 
 
 # --- Deliveries -----------------------------------------------------------------------------------------
@@ -189,12 +197,15 @@ def webhook_send_again(*, subscription_id: UUID) -> None:
 
 @dataclass(frozen=True)
 class DeliveryReport:
-    """What one delivery run did: events delivered, whether more wait (``more``), or when to try again."""
+    """What one delivery run did: events delivered, whether more wait (``more``), or when to try again;
+    ``position``, the subscription's position after a run that went through its events (``None``: it
+    stopped early, or did not run)."""
 
     delivered: int = 0
     more: bool = False
     retry_in: float | None = None
     busy: bool = False
+    position: tuple[int, int] | None = None
 
 
 def _backoff(failures: int) -> float:
@@ -235,6 +246,19 @@ def _delivered(
     return moved == 1
 
 
+def _moved_past(subscription: WebhookSubscription, position: tuple[int, int] | None) -> bool:
+    """Move the subscription past the events its read scanned but may not send it (another agent's, a type
+    it did not ask for), so that the next read starts after them (compare-and-set, as :func:`_delivered`);
+    ``False`` if it moved meanwhile."""
+    if position is None or position == (subscription.cursor_txid, subscription.cursor_id):
+        return True
+    moved = WebhookSubscription.objects.filter(
+        pk=subscription.pk, cursor_txid=subscription.cursor_txid, cursor_id=subscription.cursor_id
+    ).update(cursor_txid=position[0], cursor_id=position[1])
+    subscription.cursor_txid, subscription.cursor_id = position
+    return moved == 1
+
+
 def _failed(subscription: WebhookSubscription, answer: delivery.Answer, at: datetime) -> float | None:
     """Count a failed try; disable the subscription after the last. The pause before the next, if any."""
     failures = subscription.failures + 1
@@ -259,14 +283,22 @@ def webhook_deliver(*, subscription_id: UUID | str, max_events: int = 100) -> De
     went. Outside any transaction: each delivered event moves the subscription's position in its own
     commit, after the receiver's 2xx, so a process that dies between the two sends that event again (at
     least once; the receiver drops it by its ``Webhook-Id``). One run per subscription at a time (a session
-    advisory lock, released if the process dies)."""
+    advisory lock, released if the process dies; a run that finds it held goes away).
+
+    A run that went through its events looks once more after it let the lock go: a run asked for by a
+    commit while this one held the lock went away, and the events of that commit are this one's to hand on
+    (``more``), or they would wait for beat's sweep."""
     key = str(subscription_id)
     if not advisory_session_try_lock(LockId.WEBHOOK, key):
         return DeliveryReport(busy=True)
     try:
-        return _deliver(key, max_events=max_events)
+        report = _deliver(key, max_events=max_events)
     finally:
         advisory_session_unlock(LockId.WEBHOOK, key)
+    if report.position is None or report.more:
+        return report
+    txid, event_id = report.position
+    return replace(report, more=store.events_exist_after(txid=txid, event_id=event_id))
 
 
 def _deliver(subscription_id: str, *, max_events: int) -> DeliveryReport:
@@ -276,7 +308,7 @@ def _deliver(subscription_id: str, *, max_events: int) -> DeliveryReport:
     now = timezone.now()
     if subscription.next_attempt_at is not None and subscription.next_attempt_at > now:
         return DeliveryReport(retry_in=(subscription.next_attempt_at - now).total_seconds())
-    batch = store.events_after(
+    read = store.events_after(
         agent_id=subscription.agent_id,
         types=subscription.event_types,
         txid=subscription.cursor_txid,
@@ -284,7 +316,7 @@ def _deliver(subscription_id: str, *, max_events: int) -> DeliveryReport:
         limit=max_events,
     )
     delivered = 0
-    for seen in batch:
+    for seen in read.events:
         body = orjson.dumps(event_payload(seen))
         answer = delivery.post(
             subscription.url,
@@ -302,4 +334,7 @@ def _deliver(subscription_id: str, *, max_events: int) -> DeliveryReport:
             if not _delivered(subscription, seen.event, answer, at):
                 return DeliveryReport(delivered=delivered)
         delivered += 1
-    return DeliveryReport(delivered=delivered, more=len(batch) == max_events)
+    if not _moved_past(subscription, read.position):
+        return DeliveryReport(delivered=delivered)
+    position = (subscription.cursor_txid, subscription.cursor_id)
+    return DeliveryReport(delivered=delivered, more=read.more, position=position)

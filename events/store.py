@@ -25,6 +25,7 @@ EVENT_TABLE = sql.Identifier(Event._meta.db_table)
 EVENT_FIELDS = tuple(Event._meta.concrete_fields)
 HORIZON = sql.SQL("pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
 LAST_ID = 2**63 - 1  # a position after every id of a transaction
+TXID, ID = (EVENT_FIELDS.index(Event._meta.get_field(name)) for name in ("txid", "id"))
 
 
 @dataclass(frozen=True)
@@ -36,11 +37,41 @@ class SeenEvent:
     new_value_hidden: bool
 
 
-_AFTER = """SELECT {columns}, NOT {seen_old}, NOT {seen_new} FROM {event}
-WHERE (txid, id) > (%(txid)s, %(id)s) AND txid < {horizon}
-  AND (cardinality(%(types)s::text[]) = 0 OR type = ANY(%(types)s::text[]))
-  AND ({seen_old} OR {seen_new})
-ORDER BY txid, id LIMIT %(limit)s"""
+@dataclass(frozen=True)
+class EventsRead:
+    """The events a read gave, and how far it read: ``position``, the last event it scanned (shown or not;
+    ``None`` when it scanned none), from which the next read goes on; ``more``, whether it stopped at one of
+    its bounds (the page or the scan) rather than at the horizon."""
+
+    events: list[SeenEvent]
+    position: tuple[int, int] | None
+    more: bool
+
+
+SCAN_ROWS = 2000
+"""At most this many events are scanned by one read, seen or not: a reader that may see few of them (an
+agent's view, a few types) moves past the rest in steps of this size instead of scanning the whole unseen
+tail again at every poll. At least the largest page (the feed's 500)."""
+
+# The events after a position below the horizon, in order, at most %(scan)s of them: each with whether the
+# reader sees it (``shown``: its type is asked for, and the agent could see its old or new value) and the
+# running count of those shown (``nth``). Rows are read while ``nth <= %(limit)s``, so the last row read is
+# just before the first event that would not fit the page: every event up to it was scanned and every shown
+# one returned, and the next read starts after it without skipping one (PostgreSQL stops the scan there: a
+# running count under a bound is a window "run condition").
+_AFTER = """SELECT * FROM (
+    SELECT scanned.*, count(*) FILTER (WHERE shown) OVER (ORDER BY txid, id ROWS UNBOUNDED PRECEDING) AS nth
+    FROM (
+        SELECT {columns}, NOT {seen_old} AS old_hidden, NOT {seen_new} AS new_hidden,
+            (cardinality(%(types)s::text[]) = 0 OR type = ANY(%(types)s::text[]))
+                AND ({seen_old} OR {seen_new}) AS shown
+        FROM {event}
+        WHERE (txid, id) > (%(txid)s, %(id)s) AND txid < {horizon}
+        ORDER BY txid, id LIMIT %(scan)s
+    ) AS scanned
+) AS counted
+WHERE nth <= %(limit)s
+ORDER BY txid, id"""
 
 
 @cache
@@ -57,29 +88,47 @@ def _after_sql(*, agent_view: bool) -> sql.Composed:
 
 def events_after(
     *, agent_id: str | None, types: list[str], txid: int, event_id: int, limit: int
-) -> list[SeenEvent]:
+) -> EventsRead:
     """The first ``limit`` events after position ``(txid, event_id)`` below the horizon, oldest first, of
     ``types`` (empty: all), in which ``agent_id`` could see the old or the new value (``None``: every
-    event, every value: a viewer's or an admin's feed)."""
+    event, every value: a viewer's or an admin's feed), among at most :data:`SCAN_ROWS` scanned; and the
+    position of the last one scanned."""
     params: dict[str, Any] = {
         "txid": txid,
         "id": event_id,
         "types": types,
         "agent": agent_id,
         "limit": limit,
+        "scan": max(SCAN_ROWS, limit),
     }
     with connection.cursor() as cursor:
         cursor.execute(query_text(_after_sql(agent_view=agent_id is not None)), params)
         rows = cursor.fetchall()
-    events = instances_from_rows(Event, EVENT_FIELDS, [row[:-2] for row in rows])
+    width = len(EVENT_FIELDS)
+    shown = [row for row in rows if row[width + 2]]
+    events = instances_from_rows(Event, EVENT_FIELDS, [row[:width] for row in shown])
     seen = []
-    for event, (*_, old_hidden, new_hidden) in zip(events, rows, strict=True):
+    for event, row in zip(events, shown, strict=True):
+        old_hidden, new_hidden = row[width], row[width + 1]
         if old_hidden:
             event.old_value = None
         if new_hidden:
             event.value = None
         seen.append(SeenEvent(event, old_hidden, new_hidden))
-    return seen
+    position = (rows[-1][TXID], rows[-1][ID]) if rows else None
+    return EventsRead(seen, position, more=len(rows) == params["scan"] or len(seen) == limit)
+
+
+def events_exist_after(*, txid: int, event_id: int) -> bool:
+    """Whether any event (of any type, whoever may see it) lies after position ``(txid, event_id)`` below
+    the horizon: one probe of the feed's index."""
+    statement = sql.SQL(
+        "SELECT EXISTS (SELECT 1 FROM {event} WHERE (txid, id) > (%(txid)s, %(id)s) AND txid < {horizon})"
+    ).format(event=EVENT_TABLE, horizon=HORIZON)
+    with connection.cursor() as cursor:
+        cursor.execute(query_text(statement), {"txid": txid, "id": event_id})
+        row = cursor.fetchone()
+    return bool(row and row[0])
 
 
 def start_position() -> tuple[int, int]:

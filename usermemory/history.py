@@ -3,10 +3,12 @@
 read it: what made each change (:func:`origin_of`) and the event that wrote an entry's value
 (:func:`entry_value_event`)."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.db import transaction
 from django.db.models import F, Q
 
 from apikeys.caller import Caller
@@ -101,9 +103,30 @@ class EventLog:
         )
 
     def flush(self) -> None:
+        """Write the gathered events, and announce the call's history (:func:`history_announce`): an
+        upsert's own statement wrote its event already."""
         if self.events:
             MemoryEvent.objects.bulk_create(self.events)
             self.events.clear()
+        history_announce()
+
+
+HistoryListener = Callable[[], None]
+_HISTORY_LISTENERS: list[HistoryListener] = []
+
+
+def register_history_listener(listener: HistoryListener) -> None:
+    """Call ``listener`` after each commit that wrote history: the events app's delivery nudge (its outbox
+    trigger turns history rows into events), so that usermemory, below that app, names none of it."""
+    if listener not in _HISTORY_LISTENERS:
+        _HISTORY_LISTENERS.append(listener)
+
+
+def history_announce() -> None:
+    """The current transaction wrote history: once it commits, call every listener (``robust``: one that
+    raises is logged by Django, never the write's failure)."""
+    for listener in _HISTORY_LISTENERS:
+        transaction.on_commit(listener, robust=True)
 
 
 def provenance_shown(provenance: dict[str, Any] | None) -> dict[str, Any] | None:

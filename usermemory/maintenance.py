@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from memoryplatform.locks import LockId, advisory_xact_lock
 from usermemory.embedding import embeddings_schedule
-from usermemory.history import Actor, EventLog, Scope
+from usermemory.history import Actor, EventLog, Scope, history_announce
 from usermemory.models import MemoryEntry, MemoryEntryGroup, MemoryEvent, TurnWriteCount, Visibility
 from usermemory.searchtext import search_columns, value_as_text
 from usermemory.selectors import current_q
@@ -32,6 +32,7 @@ def memory_prune_batch(*, ids: list[int], actor_id: str, at: datetime) -> int:
         actor_id=actor_id,
         at=at,
     )
+    history_announce()
     return write.delete_entries(ids=ids)
 
 
@@ -47,6 +48,7 @@ def memory_flag_batch(*, ids: list[int], conflicted: bool, actor_id: str, at: da
         actor_id=actor_id,
         at=at,
     )
+    history_announce()
     return MemoryEntry.objects.filter(id__in=ids).update(conflicted=conflicted)
 
 

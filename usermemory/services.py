@@ -27,7 +27,7 @@ from usermemory.governance import (
     policy_update,
     register_user_data,
 )
-from usermemory.history import SCOPE_FIELDS, Actor, EventLog, Scope
+from usermemory.history import SCOPE_FIELDS, Actor, EventLog, Scope, register_history_listener
 from usermemory.models import (
     MemoryEntry,
     MemoryEvent,
@@ -86,6 +86,7 @@ __all__ = [
     "properties_delete",
     "properties_merge",
     "recall_split",
+    "register_history_listener",
     "register_user_data",
     "value_as_text",
 ]

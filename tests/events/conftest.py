@@ -51,3 +51,14 @@ def put() -> Callable[..., dict[str, Any]]:
 def deliver() -> None:
     """Every due subscription's events, as the delivery command delivers them."""
     call_command("deliver_webhooks")
+
+
+@pytest.fixture
+def worker_env(settings: Any) -> dict[str, str]:  # type: ignore[misc]
+    """What a real worker needs to deliver to this test's receivers: loopback allowed, and this process's
+    keys (so its events' public ids are the ones this process shows)."""
+    return {
+        "WEBHOOK_ALLOW_PRIVATE": "true",
+        "SECRET_KEY": settings.SECRET_KEY,
+        "PUBLIC_ID_KEY": settings.PUBLIC_ID_KEY,
+    }

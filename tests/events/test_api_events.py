@@ -8,6 +8,7 @@ import pytest
 from django.db import connection, transaction
 
 from apikeys.caller import Caller
+from events import store
 from tests.helpers import assert_envelope
 from usermemory.services import MemoryWrite, memory_upsert
 
@@ -80,3 +81,31 @@ def test_an_unknown_type_or_parameter_is_a_400(agent_a_api, anon_api):
     assert_envelope(agent_a_api.get("/v1/events", {"types": "memory.creatd"}), 400, "bad_request")
     assert_envelope(agent_a_api.get("/v1/events", {"afer": "0"}), 400, "bad_request")
     assert anon_api.get("/v1/events").status_code == 401
+
+
+def test_a_page_of_events_the_key_may_not_see_still_moves_the_cursor(agent_a_api, agent_b_api, put):
+    """An agent that may see none of the newest events is not made to scan them again at every poll: the
+    cursor moves past every event the page scanned; an event it may see, written after them, still comes."""
+    for n in range(3):
+        put(agent_b_api, userId=U, key=f"b{n}", value=n)  # agent B's own: agent A may not see them
+    unseen = _page(agent_a_api)
+    assert unseen["results"] == [] and unseen["next"] != "0"
+    assert _page(agent_a_api, after=unseen["next"]) == {"results": [], "next": unseen["next"]}
+    put(agent_b_api, userId=U, key="shared", value="for all", visibility="global")
+    assert [e["key"] for e in _page(agent_a_api, after=unseen["next"])["results"]] == ["shared"]
+
+
+def test_a_page_scans_a_bounded_stretch_and_skips_no_visible_event(
+    monkeypatch, agent_a_api, agent_b_api, put
+):
+    """A page reads at most ``SCAN_ROWS`` events (3 here), seen or not; a full page stops just before the
+    next event it would show. Page after page, every event agent A may see comes, once, in order."""
+    monkeypatch.setattr(store, "SCAN_ROWS", 3)
+    for key in ["b0", "a0", "b1", "a1", "b2", "b3", "b4", "a2"]:
+        put(agent_a_api if key[0] == "a" else agent_b_api, userId=U, key=key, value=key)
+    pages, cursor = [], "0"
+    for _ in range(4):
+        page = _page(agent_a_api, after=cursor, limit=1)
+        pages.append([e["key"] for e in page["results"]])
+        cursor = page["next"]
+    assert pages == [["a0"], ["a1"], ["a2"], []]

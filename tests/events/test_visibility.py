@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from events.models import WebhookSubscription
 from tests.events.conftest import deliver
 from tests.events.receiver import receiving
 from tests.factories import AgentFactory, AgentGroupFactory
@@ -58,3 +59,22 @@ def test_the_feed_shows_each_key_what_it_may_read(agent_a_api, agent_b_api, view
     assert [e["key"] for e in _feed(agent_b_api)] == SEEN_BY_B
     everything = _feed(viewer_api)
     assert len(everything) == 5 and everything[0]["value"] == "b's secret"  # a viewer reads every value
+
+
+def test_a_subscription_moves_past_the_events_its_agent_may_not_read(
+    agent_a, agent_a_api, agent_b_api, subscribe, put
+):
+    """A delivery run that finds only events its agent may not read moves the subscription past them, so the
+    next run does not scan them again; what the agent may read later still arrives."""
+    with receiving() as for_a:
+        subscription = subscribe(for_a.url, agent_a.id)
+        stored = WebhookSubscription.objects.get(pk=subscription["id"])
+        start = (stored.cursor_txid, stored.cursor_id)
+        for n in range(3):
+            put(agent_b_api, userId=U, key=f"b{n}", value=n)
+        deliver()
+        stored.refresh_from_db()
+        assert (stored.cursor_txid, stored.cursor_id) > start and stored.delivered == 0
+        put(agent_a_api, userId=U, key="a-self", value="a's own")
+        deliver()
+        assert [d.event["key"] for d in for_a.wait_for(1)] == ["a-self"]

@@ -337,10 +337,20 @@ class CountOutputSerializer(serializers.Serializer):
     count = serializers.IntegerField()
 
 
+class ErasedEventsSerializer(serializers.Serializer):
+    eventsDeleted = serializers.IntegerField(help_text="The user's events, with their values and deliveries.")
+
+
 class EraseOutputSerializer(serializers.Serializer):
+    """What erasure removed: usermemory's counts, and a part per app that keeps the user's data."""
+
     userId = serializers.CharField()
     entriesDeleted = serializers.IntegerField()
-    eventsDeleted = serializers.IntegerField()
+    eventsDeleted = serializers.IntegerField(help_text="History events.")
+    conflictDismissalsDeleted = serializers.IntegerField()
+    events = ErasedEventsSerializer(
+        help_text="The change feed's and the webhooks' part; then one `user.erased` event names the user."
+    )
 
 
 def _group_ids() -> serializers.ListField:

@@ -174,7 +174,9 @@ class MemoryUserView(MemoryView):
         )
         return _page(qs, query)
 
-    @extend_schema(responses=EraseOutputSerializer, summary="GDPR erasure of every trace of the user (admin)")
+    @extend_schema(
+        responses={200: EraseOutputSerializer}, summary="GDPR erasure of every trace of the user (admin)"
+    )
     def delete(self, request: Request, user_id: str) -> Response:
         return Response(services.memory_erase_user(caller=request_caller(request), user_id=user_id))
 

@@ -1,0 +1,47 @@
+"""An event's commit nudges its delivery: once the transaction that wrote events commits (history's, through
+usermemory's listener; an extraction's or a Dream run's, :func:`events.services.event_record`), the sweep
+``webhooks.deliver_due`` is enqueued, and it sends a delivery task for every due subscription. At most one
+nudge per window per process (:class:`memoryplatform.nudge.Nudger`): one sweep covers every event committed
+before it reads. beat's ``webhooks-sweep`` catches a nudge that never reached a broker.
+"""
+
+import logging
+
+from django.db import transaction
+
+from memoryplatform.nudge import Nudger
+
+logger = logging.getLogger(__name__)
+
+
+def send() -> None:
+    """Enqueue one ``webhooks.deliver_due``; a broker that does not answer is logged (beat's sweep runs)."""
+    from events.tasks import webhooks_deliver_due
+
+    try:
+        webhooks_deliver_due.apply_async(retry=False)
+    except Exception as exc:  # the broker: a write is never failed by its nudge
+        logger.warning("Could not enqueue the webhook deliveries (%s); beat's sweep will", type(exc).__name__)
+
+
+nudger = Nudger(send)
+
+
+def nudge_on_commit() -> None:
+    """Nudge the deliveries once the current transaction commits (at once outside one)."""
+    transaction.on_commit(nudger.request, robust=True)
+
+
+def deliver_on_commit(subscription_id: str) -> None:
+    """Enqueue one subscription's ``webhooks.deliver`` once the current transaction commits (staff's "send
+    again", an admin's enabling it again); a broker that does not answer leaves it to beat's sweep."""
+
+    def enqueue() -> None:
+        from events.tasks import webhook_deliver
+
+        try:
+            webhook_deliver.apply_async((subscription_id,), retry=False)
+        except Exception as exc:  # the broker: the change stands, the sweep delivers
+            logger.warning("Could not enqueue webhook %s (%s)", subscription_id, type(exc).__name__)
+
+    transaction.on_commit(enqueue, robust=True)
