@@ -182,6 +182,7 @@ def test_policy_read_and_patch(admin_api, agent_a):
         "maxEntriesPerUser": 500,
         "maxRecallEntries": 50,
         "recallOrder": "most_recent",
+        "recallTopK": 5,
         "onCapReached": "evict_oldest",
         "guardrails": {
             "maxKeyLength": 100,

@@ -42,9 +42,5 @@ SELECT "usermemory_memoryentry"."id", "usermemory_memoryentry"."user_id", "userm
             ))
         ) AND (%(all_times)s OR (superseded_by_id IS NULL AND (valid_to IS NULL OR valid_to > now())))
         ) ELSE false END, "usermemory_memoryentry"."meaning_conflicts", "usermemory_memoryentry"."access_count", "usermemory_memoryentry"."created_at", "usermemory_memoryentry"."updated_at", "usermemory_memoryentry"."last_accessed_at", "usermemory_memoryentry"."valid_from", "usermemory_memoryentry"."valid_to", "usermemory_memoryentry"."observed_at", "usermemory_memoryentry"."ttl_seconds", "usermemory_memoryentry"."superseded_by_id", "usermemory_memoryentry"."provenance", "usermemory_memoryentry"."confidence", "usermemory_memoryentry"."source", s.score, s.cos, s.bm25 FROM ranked s JOIN "usermemory_memoryentry" ON "usermemory_memoryentry".id = s.id
-WHERE s.score >= (SELECT CASE WHEN n <= %(small_store)s THEN %(small_min_score)s
-        WHEN n >= %(large_store)s THEN %(min_score)s
-        ELSE %(small_min_score)s + (%(min_score)s - %(small_min_score)s)
-            * ln(n / %(small_store)s) / ln(%(large_store)s::float8 / %(small_store)s) END
-    FROM (SELECT count(*)::float8 AS n FROM visible) AS store)
+WHERE s.score >= %(min_score)s
 ORDER BY s.score DESC, "usermemory_memoryentry".id LIMIT %(limit)s OFFSET %(offset)s

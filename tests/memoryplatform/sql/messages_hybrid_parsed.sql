@@ -41,9 +41,5 @@ WITH visible AS MATERIALIZED (
         WHERE e."message_id" = c.id AND e.model = %(model)s
     ) x ON true
 ), ranked AS (SELECT id, cos, bm25, CASE WHEN cos IS NULL THEN (1 / (1 + exp(least(50, greatest(-50, -(%(cal_fulltext_bm25)s * ln(1 + bm25) + %(cal_fulltext_bias)s))))))::float8 ELSE (1 / (1 + exp(least(50, greatest(-50, -(%(cal_hybrid_cos)s * cos + %(cal_hybrid_bm25)s * ln(1 + bm25) + %(cal_hybrid_bias)s))))))::float8 END AS score FROM features)
-SELECT id, score, cos, bm25 FROM ranked WHERE score >= (SELECT CASE WHEN n <= %(small_store)s THEN %(small_min_score)s
-        WHEN n >= %(large_store)s THEN %(min_score)s
-        ELSE %(small_min_score)s + (%(min_score)s - %(small_min_score)s)
-            * ln(n / %(small_store)s) / ln(%(large_store)s::float8 / %(small_store)s) END
-    FROM (SELECT count(*)::float8 AS n FROM visible) AS store)
+SELECT id, score, cos, bm25 FROM ranked WHERE score >= %(min_score)s
 ORDER BY score DESC, id LIMIT %(limit)s OFFSET %(offset)s

@@ -15,9 +15,5 @@ WITH visible AS MATERIALIZED (
     FROM visible v JOIN "conversations_messageembedding" e ON e."message_id" = v.id AND e.model = %(model)s
     ORDER BY e.embedding <=> %(vector)s::vector, v.id LIMIT %(depth)s
 ), features AS (SELECT id, score AS cos, 0::float8 AS bm25 FROM sem), ranked AS (SELECT id, cos, bm25, (1 / (1 + exp(least(50, greatest(-50, -(%(cal_semantic_cos)s * cos + %(cal_semantic_bias)s))))))::float8 AS score FROM features)
-SELECT id, score, cos, bm25 FROM ranked WHERE score >= (SELECT CASE WHEN n <= %(small_store)s THEN %(small_min_score)s
-        WHEN n >= %(large_store)s THEN %(min_score)s
-        ELSE %(small_min_score)s + (%(min_score)s - %(small_min_score)s)
-            * ln(n / %(small_store)s) / ln(%(large_store)s::float8 / %(small_store)s) END
-    FROM (SELECT count(*)::float8 AS n FROM visible) AS store)
+SELECT id, score, cos, bm25 FROM ranked WHERE score >= %(min_score)s
 ORDER BY score DESC, id LIMIT %(limit)s OFFSET %(offset)s
