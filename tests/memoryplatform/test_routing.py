@@ -65,6 +65,7 @@ def test_every_documented_operation_answers_with_and_without_a_trailing_slash(ad
         "prefix": "00000000",
         "name": "rememberFact",
         "task_id": public_id(987654, "task"),
+        "subscription_id": str(uuid.uuid4()),
     }
     checked = 0
     for path, operations in schema.json()["paths"].items():
