@@ -86,17 +86,6 @@ _NOT_A_NAME = frozenset(
     {"user", "users", "usr", "cust", "customer", "client", "member", "account", "acct", "id", "test"}
 )
 _THE_USER = frozenset({"user", "users", "user's", "users'"})
-# In a read of one user's facts, a third person singular is the user ("is she married?"): what each reads as.
-_PRONOUNS = {
-    "she": "the user",
-    "he": "the user",
-    "her": "the user",
-    "him": "the user",
-    "herself": "the user",
-    "himself": "the user",
-    "his": "the user's",
-    "hers": "the user's",
-}
 _WORD = re.compile(r"[^\W\d_]+(?:'s)?", re.UNICODE)
 
 
@@ -109,27 +98,23 @@ def user_names(user_id: str | None) -> frozenset[str]:
     return frozenset(w for w in words if len(w) >= 2 and w not in _NOT_A_NAME)
 
 
-def about_the_user(query: str, names: frozenset[str], *, one_user: bool = True) -> tuple[str, str]:
-    """What the two sides of a ranked read take of ``query`` about one user (``one_user``): the text to
-    embed, with the user's own name and a third person singular written "the user" (``does ana have a car``
-    and ``does she have a car`` read ``does the user have a car``), and the words for full text, without
-    them nor "user". In a store of one user's facts the name is in the question and in the values alike: it
-    says nothing of which fact answers, yet a value that names the user would outrank one that answers
-    (issue 45); "she" and "he" are the user too, and the embedder reads "the user" closest to the facts."""
-    pronouns = _PRONOUNS if one_user else {}
-    if not names and not pronouns:
+def about_the_user(query: str, names: frozenset[str]) -> tuple[str, str]:
+    """What the two sides of a ranked read take of ``query`` about one user: the text to embed, with the
+    user's own name written "the user" (``does ana have a car`` reads ``does the user have a car``), and the
+    words for full text, without the name nor "user". In a store of one user's facts the name is in the
+    question and in the values alike: it says nothing of which fact answers, yet a value that names the user
+    would outrank one that answers (issue 45)."""
+    if not names:
         return query, _without(query, _THE_USER)
 
     def named(match: re.Match[str]) -> str:
         word = match.group(0)
         bare = word[:-2] if word.endswith("'s") else word
-        if word.casefold() in pronouns:
-            return pronouns[word.casefold()]
         if bare.casefold() not in names:
             return word
         return "the user's" if word.endswith("'s") else "the user"
 
-    return _WORD.sub(named, query), _without(query, names | _THE_USER | frozenset(pronouns))
+    return _WORD.sub(named, query), _without(query, names | _THE_USER)
 
 
 def _without(query: str, words: frozenset[str]) -> str:
@@ -158,7 +143,7 @@ def search_ranking(
     if not query:
         raise BadRequest("q is required: the text to search for.")
     check_query(query)
-    meaning, words = about_the_user(query, user_names(user_id), one_user=user_id is not None)
+    meaning, words = about_the_user(query, user_names(user_id))
     embedded = _query_vector(meaning)
     fallback = None
     if embedded is None:

@@ -41,7 +41,10 @@ CROSS_USER_INDEXES = {
     ("activity_task", "task_assignee_idx"): "an agent's task inbox",
     ("activity_task", "task_creator_idx"): "the tasks an agent created",
     ("activity_task", "task_status_idx"): "staff task lists",
-    ("events_event", "events_event_feed_idx"): "the change feed and the webhooks, in commit order across users",
+    (
+        "events_event",
+        "events_event_feed_idx",
+    ): "the change feed and the webhooks, in commit order across users",
 }
 # Tables whose primary key is a bigint id alone (Citus would need (user_id, id)).
 ID_PRIMARY_KEYS = {

@@ -64,19 +64,6 @@ def test_the_users_own_name_lifts_nothing(agent_a_api):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_she_and_he_are_the_user(agent_a_api):
-    """In a read of one user's facts, "she" and "he" read as "the user" does (issue 55)."""
-    _write(agent_a_api, "ana", ANA)
-    for question, plain in (
-        ("what does she do for work", "what does the user do for work"),
-        ("is he a vegetarian", "is the user a vegetarian"),
-        ("where is his home", "where is the user's home"),
-    ):
-        said = [(e["key"], e["score"]) for e in _search(agent_a_api, "ana", question)]
-        assert said == [(e["key"], e["score"]) for e in _search(agent_a_api, "ana", plain)], question
-
-
-@pytest.mark.django_db(transaction=True)
 def test_a_name_is_only_the_users_own(agent_a_api):
     """Another user's name in a question is a word like any other: "porto" of Ana's home is not her name."""
     _write(agent_a_api, "bruno", {"friend": "his best friend is Ana from Porto", "job": "a carpenter"})
