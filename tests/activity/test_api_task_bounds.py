@@ -131,8 +131,8 @@ def test_rows_stored_before_the_limit_are_cut_short_and_read_bounded(agent_a, ag
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
     executor.migrate(AFTER)
-    # The later migrations (every app's) before the read: the key lookup reads the whole memory policy, whose
-    # newer columns went back with activity's (usermemory's 0027 depends on activity's 0005). None touches tasks.
+    # Every app's later migrations before the read: the key lookup reads the whole memory policy, whose newer
+    # columns went back with activity's (usermemory's 0027 depends on activity's 0005). None touches tasks.
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
     executor.migrate(executor.loader.graph.leaf_nodes())
