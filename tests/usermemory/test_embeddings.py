@@ -80,8 +80,9 @@ def test_a_batch_gets_vectors_and_a_write_never_waits_inside_its_transaction(
         response = agent_a_api.put(f"{BASE}/batch", entries, format="json")
     assert response.status_code in (200, 201), response.content
     assert not EntryEmbedding.objects.exists()  # nothing computed before the commit
-    # One embedding for the whole batch, one nudge to vectors.drain, the upserts' count (usermemory.metrics).
-    assert len(callbacks) == 3
+    # One embedding for the whole batch, one nudge to vectors.drain, the history's one announcement (the
+    # webhooks' nudge), the upserts' count (usermemory.metrics): one each for the batch, not one a row.
+    assert len(callbacks) == 4
     for callback in callbacks:
         callback()
     assert EntryEmbedding.objects.filter(entry__user_id=U).count() == 3
