@@ -170,7 +170,7 @@ def standby_of(*, host: str, port: int | str = PORT, user: str = SUPERUSER) -> I
     standby = Standby(workdir)
     try:
         with log_path.open("ab") as log:
-            subprocess.run(  # noqa: S603
+            backup = subprocess.run(  # noqa: S603
                 [
                     str(bin_dir() / "pg_basebackup"),
                     *("--host", host, "--port", str(port or PORT), "--username", user),
@@ -183,9 +183,11 @@ def standby_of(*, host: str, port: int | str = PORT, user: str = SUPERUSER) -> I
                 cwd=workdir,
                 stdout=log,
                 stderr=log,
-                check=True,
+                check=False,
                 timeout=120,
             )
+        assert backup.returncode == 0, f"pg_basebackup failed:\n{standby.log_tail()}"
+        with log_path.open("ab") as log:
             standby.process = subprocess.Popen(  # noqa: S603
                 [
                     str(bin_dir() / "postgres"),
