@@ -462,9 +462,16 @@ CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=330
 # Redis gives an unacknowledged message to another worker after this many seconds: longer than the longest
 # task (its hard time limit), so a slow task is never run twice.
 CELERY_VISIBILITY_TIMEOUT = env.int("CELERY_VISIBILITY_TIMEOUT", default=CELERY_TASK_TIME_LIMIT + 300)
+# Each Redis worker looks for messages past their visibility timeout every this many seconds (kombu 5.7 by
+# itself scans only on every tenth 10-second tick, so a dead worker's message could wait 100 s more).
+CELERY_RESTORE_INTERVAL = env.int("CELERY_RESTORE_INTERVAL", default=10)
 # (On PostgreSQL the transport's options are SQLAlchemy's engine's: a connection is checked before use.)
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = (
-    {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT}
+    {
+        "visibility_timeout": CELERY_VISIBILITY_TIMEOUT,
+        "unacked_restore_interval": CELERY_RESTORE_INTERVAL,
+        "unacked_restore_throttle": 1,
+    }
     if CELERY_BROKER_URL.startswith(("redis://", "rediss://", "unix://"))
     else {"pool_pre_ping": True}
 )

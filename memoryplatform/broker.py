@@ -76,8 +76,10 @@ def broker_prune_delivered() -> int:
 
 def broker_queue_depths(queues: tuple[str, ...]) -> dict[str, int]:
     """Messages waiting in each queue: on PostgreSQL read from the transport's tables (one statement, on
-    Django's connection), on Redis from the broker (kombu's declare, one try)."""
+    Django's connection), on Redis from the broker (kombu's passive declare, one try: a queue it does not
+    know holds nothing, as Redis keeps no empty list)."""
     from django.conf import settings
+    from kombu.exceptions import ChannelError
 
     if broker_kind(settings.CELERY_BROKER_URL) == "postgresql":
         from memoryplatform import store
@@ -91,7 +93,10 @@ def broker_queue_depths(queues: tuple[str, ...]) -> dict[str, int]:
         connection.ensure_connection(max_retries=1)  # a broker that is down: one try, not a scrape's wait
         channel = connection.default_channel
         for queue in queues:
-            # kombu's channels declare; celery-types' StdChannel does not say so
-            declared = channel.queue_declare(queue=queue, passive=True)  # type: ignore[attr-defined]
+            try:  # kombu's channels declare; celery-types' StdChannel does not say so
+                declared = channel.queue_declare(queue=queue, passive=True)  # type: ignore[attr-defined]
+            except ChannelError:  # no such queue: no message waits in it
+                found[queue] = 0
+                continue
             found[queue] = int(declared.message_count)
     return found

@@ -76,8 +76,6 @@ def report_background() -> None:
             queue_depth.labels(queue=queue).set(depth)
     except (KombuError, OSError, DatabaseError) as exc:
         logger.warning("Reading the queues' depth for /metrics failed: %s", type(exc).__name__)
-    except Exception as exc:  # a passive declare of a queue never used raises the transport's own error
-        logger.info("A queue's depth is unknown yet: %s", type(exc).__name__)
     try:
         for name, last in PeriodicTask.objects.filter(last_run_at__isnull=False).values_list(
             "name", "last_run_at"

@@ -123,8 +123,10 @@ def broker(request: pytest.FixtureRequest) -> Broker:
             if os.environ.get("REQUIRE_REDIS") == "1":
                 pytest.fail("REQUIRE_REDIS=1 but REDIS_URL is not set")
             pytest.skip("REDIS_URL is not set: no Redis to run a worker on")
-        # A short visibility timeout: a message a dead worker held comes back within seconds.
-        redis = Broker("redis", url, {"REDIS_URL": url, "CELERY_VISIBILITY_TIMEOUT": "5"})
+        # A short visibility timeout, looked for every second: a message a dead worker held comes back within
+        # seconds.
+        env = {"REDIS_URL": url, "CELERY_VISIBILITY_TIMEOUT": "5", "CELERY_RESTORE_INTERVAL": "1"}
+        redis = Broker("redis", url, env)
         redis.purge()
         return redis
     return database_broker()
