@@ -10,6 +10,10 @@ platform computed) and whether the question names it as relevant. Three logistic
 fitted (both features, cosine alone, BM25 alone), by Newton's method with a small L2 penalty, and printed as
 the ``Calibration`` of the embedder's model id, ready for ``CALIBRATIONS`` or ``SEARCH_CALIBRATION``.
 
+The cosines are the platform's, of the query's vector less the ``hub_discount`` in effect (the model's entry
+in ``CALIBRATIONS``, or ``SEARCH_CALIBRATION``'s: set it there to fit another), which the printed object
+keeps: the weights hold for that discount only.
+
 The data is not LoCoMo's, and nothing is fitted to LoCoMo: it is measured with the result
 (``bench.recall_quality``)."""
 
@@ -140,6 +144,13 @@ def examples(
     return rows, embedder.model_id if embedder else ""
 
 
+def hub_discount(model_id: str) -> float:
+    """The discount of the generic question the examples' cosines were computed with."""
+    from memoryplatform.relevance import calibration_for
+
+    return calibration_for(model_id).hub_discount
+
+
 def platform_agent() -> str:
     from bench.recall_quality import AGENT
 
@@ -170,7 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     rows, model_id = examples(platform, users, sizes)
     table = np.array(rows, dtype=float)
     cos, bm25, y = table[:, 0:1], np.log1p(table[:, 1:2]), table[:, 2]
-    log(f"{len(rows)} examples, {int(y.sum())} relevant, model {model_id}")
+    log(
+        f"{len(rows)} examples, {int(y.sum())} relevant, model {model_id}, "
+        f"hub discount {hub_discount(model_id)}"
+    )
     hybrid = fit_hybrid(np.hstack([cos, bm25]), y, table[:, 3] == 1)
     semantic = fit_logistic(cos, y)
     fulltext = fit_logistic(bm25, y)
@@ -182,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         "semantic_bias": semantic[1],
         "fulltext_bm25": fulltext[0],
         "fulltext_bias": fulltext[1],
+        "hub_discount": hub_discount(model_id),
     }
     for name, weights, x in (
         ("hybrid", hybrid, np.hstack([cos, bm25])),

@@ -26,6 +26,7 @@ A second stage, when configured (``RERANK_PROVIDER``), replaces the first stage'
 reranks with the cross-encoder's probability (:mod:`memoryplatform.rerank`)."""
 
 import json
+import math
 from typing import Any, NamedTuple
 
 from django.conf import settings
@@ -42,10 +43,16 @@ class Calibration(NamedTuple):
     semantic_bias: float
     fulltext_bm25: float
     fulltext_bias: float
+    # How much of a generic question's direction (:data:`HUB_QUESTION`) the query's vector loses before it is
+    # compared (:func:`discounted_query`); 0 compares the query's own vector. The cosine weights above are
+    # fitted with it: another discount puts the cosine on another scale.
+    hub_discount: float = 0.0
 
     def params(self) -> dict[str, float]:
         """The named placeholders of the scores' SQL (:func:`hybrid_score` and the others)."""
-        return {f"cal_{name}": float(value) for name, value in self._asdict().items()}
+        return {
+            f"cal_{name}": float(value) for name, value in self._asdict().items() if name != "hub_discount"
+        }
 
 
 # The SQL of each score, over a candidate's ``cos`` and ``bm25`` expressions (the exponent bounded so that exp
@@ -89,6 +96,27 @@ CALIBRATIONS: dict[str, Calibration] = {
     ),
 }
 
+# The question every question about a user is near: what the embedder puts in every such query's vector
+# whatever it asks. A fact near all of them (a user's devices, their job described at length) is near this
+# question too, and outranks the fact that answers by a cosine 0.01-0.04 higher (bench/RESULTS.md, "where
+# hit@1 is lost"). Discounting its direction from the query's vector (:func:`discounted_query`) leaves what
+# the question asks in particular. Written as a user's agent asks, in no data set's words.
+HUB_QUESTION = "what about the user"
+
+
+def discounted_query(query: list[float], hub: list[float], discount: float) -> list[float]:
+    """``query - discount * hub``: the query's vector without ``discount`` of the generic question's
+    (:data:`HUB_QUESTION`), rescaled to unit length (cosine reads no length; a unit vector keeps the stored
+    literal's digits meaningful). ``query`` itself when ``discount`` is 0."""
+    if not discount:
+        return query
+    if len(hub) != len(query):
+        raise ValueError(f"the hub vector has {len(hub)} dimensions, the query {len(query)}")
+    moved = [q - discount * h for q, h in zip(query, hub, strict=True)]
+    norm = math.sqrt(sum(x * x for x in moved))
+    return query if norm == 0 else [x / norm for x in moved]
+
+
 # A model nobody calibrated: the full-text weights are the local model's (BM25 does not depend on the
 # embedder); the cosine weights assume a model whose unrelated pairs score near 0 and related ones above 0.5.
 UNCALIBRATED = Calibration(
@@ -103,12 +131,18 @@ UNCALIBRATED = Calibration(
 
 
 def configured_calibration() -> Calibration | None:
-    """``SEARCH_CALIBRATION`` (a JSON object of :class:`Calibration`'s fields), or ``None`` when unset."""
+    """``SEARCH_CALIBRATION`` (a JSON object of :class:`Calibration`'s fields, ``hub_discount`` optional: 0),
+    or ``None`` when unset."""
     raw = getattr(settings, "SEARCH_CALIBRATION", "")
     if not raw:
         return None
     values: dict[str, Any] = json.loads(raw)
-    return Calibration(**{name: float(values[name]) for name in Calibration._fields})
+    return Calibration(
+        **{
+            name: float(values[name] if name in values else Calibration._field_defaults[name])
+            for name in Calibration._fields
+        }
+    )
 
 
 def calibration_for(model_id: str) -> Calibration:

@@ -10,15 +10,16 @@ the second stage reads only the query and the candidate."""
 import logging
 import re
 from typing import NamedTuple
+from weakref import WeakKeyDictionary
 
 from django.conf import settings
 from prometheus_client import Counter
 
-from memoryplatform.embeddings import EmbedderError, get_embedder
+from memoryplatform.embeddings import Embedder, EmbedderError, get_embedder
 from memoryplatform.errors import BadRequest
 from memoryplatform.logsafe import exception_summary
 from memoryplatform.ranked import Ranking
-from memoryplatform.relevance import calibration_for
+from memoryplatform.relevance import HUB_QUESTION, calibration_for, discounted_query
 from memoryplatform.rerank import RerankerError, get_reranker
 from memoryplatform.text import check_query
 from usermemory.searchtext import value_as_text
@@ -65,13 +66,17 @@ def check_min_score(min_score: float | None) -> float:
 
 
 def _query_vector(query: str) -> tuple[str, str] | None:
-    """The query's vector (a pgvector literal) and the embedder's model id; ``None`` when there is no
-    embedder or it failed (logged)."""
+    """The query's vector (a pgvector literal), less its model's ``hub_discount`` of the generic question's
+    (:func:`memoryplatform.relevance.discounted_query`), and the embedder's model id; ``None`` when there is
+    no embedder or it failed (logged)."""
     embedder = get_embedder()
     if embedder is None:
         return None
     try:
         vector = embedder.embed_query(query)
+        discount = calibration_for(embedder.model_id).hub_discount
+        if discount:
+            vector = discounted_query(vector, _hub_vector(embedder), discount)
     except EmbedderError as exc:  # its text may echo the query: the log names the error's type only
         logger.warning(
             "search: the embedder could not embed the query (%s); answering by full text",
@@ -79,6 +84,20 @@ def _query_vector(query: str) -> tuple[str, str] | None:
         )
         return None
     return "[" + ",".join(repr(float(x)) for x in vector) + "]", embedder.model_id
+
+
+# The vector of HUB_QUESTION by each embedder, held as long as the embedder (built once a process:
+# memoryplatform.embeddings.get_embedder), so that a query costs no second embedding.
+_hub_vectors: "WeakKeyDictionary[Embedder, list[float]]" = WeakKeyDictionary()
+
+
+def _hub_vector(embedder: Embedder) -> list[float]:
+    """The vector of :data:`~memoryplatform.relevance.HUB_QUESTION` by ``embedder``, embedded on its first
+    query; a failure (EmbedderError) is not kept: the next query tries again."""
+    hub = _hub_vectors.get(embedder)
+    if hub is None:
+        hub = _hub_vectors[embedder] = embedder.embed_query(HUB_QUESTION)
+    return hub
 
 
 # Words of a user id that name no one: ``user-42``, ``cust_0193``, ``u-4821``, ``test-ana``.

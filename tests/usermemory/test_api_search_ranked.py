@@ -8,6 +8,8 @@ import time
 import pytest
 from django.test import override_settings
 
+from memoryplatform import relevance
+from memoryplatform.embeddings import get_embedder
 from tests.embedding_server import scripted_embedder
 from tests.helpers import assert_envelope
 from tests.usermemory.ranked import BASE, ENTRIES, QUESTION, SEEN, U, embedder_down, fallbacks
@@ -138,3 +140,39 @@ def test_a_language_configuration_stems_words(agent_a_api, put):
     assert [e["key"] for e in found.json()] == ["sport"]
     with embedder_down("none"):  # the default configuration keeps words as written
         assert search(agent_a_api, q="Who is running a marathon?", mode="hybrid").json() == []
+
+
+# A user's store where one fact is near every question about the user (their devices): asked in words no fact
+# holds, the embedder put it a little above the fact that answers. Written for this test.
+HUB_STORE = {
+    "job": "backend developer at a logistics startup, writes Python and Rust all day",
+    "devices": "uses a Fedora laptop and a Pixel phone",
+    "home": "lives in a canal boat moored in Utrecht",
+    "diet": "eats no pork, loves lentil soup",
+    "sport": "plays water polo on Tuesday evenings",
+    "sister": "her sister Noor is a midwife in Rotterdam",
+    "goal": "saving up for a sabbatical in Japan",
+}
+
+
+def hub_store_first(client, question):
+    found = search(client, q=question, mode="hybrid", minScore=0).json()
+    assert {e["key"] for e in found} == set(HUB_STORE)
+    return found[0]["key"]
+
+
+def test_a_fact_near_every_question_no_longer_outranks_the_answer(
+    agent_a_api, put, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        for key, value in HUB_STORE.items():
+            assert put(agent_a_api, userId=U, key=key, value=value).status_code == 201
+    model = get_embedder().model_id
+    undiscounted = relevance.CALIBRATIONS[model]._replace(hub_discount=0.0)
+    with override_settings(SEARCH_CALIBRATION=json.dumps(undiscounted._asdict())):
+        assert hub_store_first(agent_a_api, "is the user athletic") == "devices"  # the hub fact, before
+    # the query less the generic question's direction: what it asks in particular
+    assert relevance.CALIBRATIONS[model].hub_discount > 0
+    assert hub_store_first(agent_a_api, "is the user athletic") == "sport"
+    for question, answer in [("which phone does she have", "devices"), ("what can't she eat", "diet")]:
+        assert hub_store_first(agent_a_api, question) == answer
