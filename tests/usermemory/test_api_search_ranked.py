@@ -145,12 +145,12 @@ def test_a_language_configuration_stems_words(agent_a_api, put):
 # A user's store where one fact is near every question about the user (their devices): asked in words no fact
 # holds, the embedder put it a little above the fact that answers. Written for this test.
 HUB_STORE = {
-    "job": "backend developer at a logistics startup, writes Python and Rust all day",
+    "job": "backend developer, writes Python and Rust",
     "devices": "uses a Fedora laptop and a Pixel phone",
-    "home": "lives in a canal boat moored in Utrecht",
+    "home": "lives on a canal boat in Utrecht",
     "diet": "eats no pork, loves lentil soup",
     "sport": "plays water polo on Tuesday evenings",
-    "sister": "her sister Noor is a midwife in Rotterdam",
+    "sister": "her sister Noor is a midwife",
     "goal": "saving up for a sabbatical in Japan",
 }
 
