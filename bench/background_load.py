@@ -259,7 +259,9 @@ def _backlog_phase(
     finally:
         left, took = _pending(), time.monotonic() - started
         os.killpg(consumer.pid, signal.SIGTERM)
-        consumer.wait(timeout=30)
+        # a Celery worker's warm shutdown lets its task end first: vectors.drain runs for up to
+        # EMBEDDINGS_DRAIN_SECONDS (60) before it sends itself again
+        consumer.wait(timeout=120)
     drains[variant] = f"{queued - left} of {queued} in {took:.0f} s: {(queued - left) / took:.1f}/s"
     return results
 
