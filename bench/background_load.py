@@ -259,9 +259,13 @@ def _backlog_phase(
     finally:
         left, took = _pending(), time.monotonic() - started
         os.killpg(consumer.pid, signal.SIGTERM)
-        # a Celery worker's warm shutdown lets its task end first: vectors.drain runs for up to
-        # EMBEDDINGS_DRAIN_SECONDS (60) before it sends itself again
-        consumer.wait(timeout=120)
+        try:
+            consumer.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            # a Celery worker whose pool process got the group's SIGTERM mid-task may not end by itself;
+            # its task's message stays unacknowledged (acks late), and the queue is cleared next
+            os.killpg(consumer.pid, signal.SIGKILL)
+            consumer.wait(timeout=30)
     drains[variant] = f"{queued - left} of {queued} in {took:.0f} s: {(queued - left) / took:.1f}/s"
     return results
 
