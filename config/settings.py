@@ -465,7 +465,8 @@ CELERY_VISIBILITY_TIMEOUT = env.int("CELERY_VISIBILITY_TIMEOUT", default=CELERY_
 # Each Redis worker looks for messages past their visibility timeout every this many seconds (kombu 5.7 by
 # itself scans only on every tenth 10-second tick, so a dead worker's message could wait 100 s more).
 CELERY_RESTORE_INTERVAL = env.int("CELERY_RESTORE_INTERVAL", default=10)
-# (On PostgreSQL the transport's options are SQLAlchemy's engine's: a connection is checked before use.)
+# (On PostgreSQL the transport's options are SQLAlchemy's engine's: a connection is checked before use, and
+# pg_stat_activity names it.)
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = (
     {
         "visibility_timeout": CELERY_VISIBILITY_TIMEOUT,
@@ -473,7 +474,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = (
         "unacked_restore_throttle": 1,
     }
     if CELERY_BROKER_URL.startswith(("redis://", "rediss://", "unix://"))
-    else {"pool_pre_ping": True}
+    else {"pool_pre_ping": True, "connect_args": {"application_name": "memoryplatform-broker"}}
 )
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
