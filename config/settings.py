@@ -499,6 +499,9 @@ WEBHOOK_TIMEOUT = env.float("WEBHOOK_TIMEOUT", default=5.0)
 # Tries of one event before the subscription is disabled; the pause before try n is base * 2**(n-1) s.
 WEBHOOK_MAX_ATTEMPTS = env.int("WEBHOOK_MAX_ATTEMPTS", default=8)
 WEBHOOK_RETRY_BASE_SECONDS = env.float("WEBHOOK_RETRY_BASE_SECONDS", default=10.0)
+# beat sends the deliveries' sweep (``webhooks.deliver_due``) every this many seconds, for what an event's own
+# nudge missed (seeds beat's ``webhooks-sweep`` at the first migrate; then the admin's).
+WEBHOOKS_SWEEP_INTERVAL = env.int("WEBHOOKS_SWEEP_INTERVAL", default=60)
 
 # --- Logging --------------------------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
