@@ -77,12 +77,13 @@ def tool_calls_record(*, caller: Caller, calls: Sequence[ToolCallWrite]) -> list
                     details={"index": index, "field": name, "limit": limit},
                 )
         if call.created_at is not None:
-            call = replace(call, created_at=checked_time(f"calls[{index}].createdAt", call.created_at))
-            if call.created_at > now + FUTURE_SLACK:
+            created_at = checked_time(f"calls[{index}].createdAt", call.created_at)
+            if created_at > now + FUTURE_SLACK:
                 raise BadRequest(
                     f"calls[{index}].createdAt is in the future; nothing was recorded.",
                     details={"index": index},
                 )
+            call = replace(call, created_at=created_at)
         rows.append(_row(caller=caller, call=call, via=ToolCall.Via.REST, now=now))
     return ToolCall.objects.bulk_create(rows)
 
