@@ -502,6 +502,9 @@ WEBHOOK_RETRY_BASE_SECONDS = env.float("WEBHOOK_RETRY_BASE_SECONDS", default=10.
 # beat sends the deliveries' sweep (``webhooks.deliver_due``) every this many seconds, for what an event's own
 # nudge missed (seeds beat's ``webhooks-sweep`` at the first migrate; then the admin's).
 WEBHOOKS_SWEEP_INTERVAL = env.int("WEBHOOKS_SWEEP_INTERVAL", default=60)
+# Events older than this many days are deleted (beat's hourly ``events-prune``), with their delivery attempts:
+# the feed and every subscription must have read them by then. 0 keeps every event.
+EVENTS_RETENTION_DAYS = env.int("EVENTS_RETENTION_DAYS", default=30)
 
 # --- Logging --------------------------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

@@ -28,3 +28,14 @@ class EventsConfig(AppConfig):
                 every_seconds=lambda: settings.WEBHOOKS_SWEEP_INTERVAL,
             )
         )
+        # The events' retention (EVENTS_RETENTION_DAYS): hourly, off when it keeps every event.
+        schedule_register(
+            Schedule(
+                name="events-prune",
+                task="events.prune",
+                description="Delete the events older than EVENTS_RETENTION_DAYS, with their delivery "
+                "attempts.",
+                every_seconds=lambda: 3600,
+                enabled=lambda: settings.EVENTS_RETENTION_DAYS > 0,
+            )
+        )

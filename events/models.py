@@ -57,6 +57,7 @@ class Event(models.Model):
         indexes = [
             models.Index(fields=["txid", "id"], name="events_event_feed_idx"),
             models.Index(fields=["user_id"], name="events_event_user_idx"),
+            models.Index(fields=["occurred_at"], name="events_event_occurred_idx"),  # the retention's
         ]
 
     def __str__(self) -> str:

@@ -1,5 +1,6 @@
 """The events app's writes: events that no history row reports (an extraction's, a Dream run's), webhook
-subscriptions (admin keys over REST, staff in the admin), their deliveries, and a user's erasure.
+subscriptions (admin keys over REST, staff in the admin), their deliveries, a user's erasure, and the
+events' retention.
 
 Memory events need no call here: history's inserts fire the outbox trigger (migration 0002), in the
 transaction of the change.
@@ -64,6 +65,32 @@ def event_erase_user(user_id: str) -> dict[str, int]:
     """GDPR erasure: the user's events, with their values (their delivery attempts go with them)."""
     deleted, _ = Event.objects.filter(user_id=user_id).delete()
     return {"eventsDeleted": deleted}
+
+
+PRUNE_BATCH = 2000
+"""Events deleted per transaction by :func:`event_prune`: short transactions, beside the writers."""
+
+
+def event_prune(*, now: datetime | None = None) -> int:
+    """Delete the events older than EVENTS_RETENTION_DAYS (none when it is 0), with their delivery attempts,
+    oldest first, :data:`PRUNE_BATCH` a transaction; return how many went. Two runs at once delete each event
+    once (the second finds it gone)."""
+    days = settings.EVENTS_RETENTION_DAYS
+    if days <= 0:
+        return 0
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    pruned = 0
+    while True:
+        with transaction.atomic():
+            ids = list(
+                Event.objects.filter(occurred_at__lt=cutoff)
+                .order_by("occurred_at")
+                .values_list("id", flat=True)[:PRUNE_BATCH]
+            )
+            Event.objects.filter(id__in=ids).delete()
+        pruned += len(ids)
+        if len(ids) < PRUNE_BATCH:
+            return pruned
 
 
 def event_export_user(user_id: str) -> dict[str, Any]:

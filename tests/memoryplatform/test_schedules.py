@@ -34,6 +34,7 @@ def test_migrate_seeds_every_apps_schedule_from_the_settings():
         "extraction-background": "extraction.run_background",
         "broker-prune": "housekeeping.prune_broker",
         "webhooks-sweep": "webhooks.deliver_due",
+        "events-prune": "events.prune",
     }
     dream = PeriodicTask.objects.get(name="dream-cycle")
     fields = (dream.crontab.minute, dream.crontab.hour, dream.crontab.day_of_month)
