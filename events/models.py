@@ -74,6 +74,12 @@ class WebhookSubscription(models.Model):
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="webhooks")
     description = models.CharField(max_length=200, blank=True)
     secret = models.CharField(max_length=100, editable=False)
+    previous_secret = models.CharField(
+        max_length=100, blank=True, editable=False, help_text="the secret before a rotation, still signing"
+    )
+    previous_secret_until = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="when the previous secret stops signing"
+    )
     enabled = models.BooleanField(default=True)
     disabled_reason = models.CharField(max_length=200, blank=True)
     cursor_txid = models.BigIntegerField(default=0)

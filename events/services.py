@@ -143,7 +143,7 @@ def new_secret() -> str:
 
 @dataclass(frozen=True)
 class CreatedSubscription:
-    """A new subscription and its secret, which no answer shows again."""
+    """A subscription and its new secret (made, or rotated), which no answer shows again."""
 
     subscription: WebhookSubscription
     secret: str
@@ -166,6 +166,45 @@ def webhook_create(
         cursor_txid=txid,
         cursor_id=event_id,
     )
+    return CreatedSubscription(subscription, subscription.secret)
+
+
+MAX_PREVIOUS_SECRET_SECONDS = 7 * 24 * 3600
+"""The longest a rotated-out secret may go on signing beside the new one: a week."""
+
+
+def signing_secrets(subscription: WebhookSubscription, *, at: datetime) -> list[str]:
+    """The secrets a delivery at ``at`` is signed with: the current one, and the previous one until it
+    ends."""
+    until = subscription.previous_secret_until
+    if subscription.previous_secret and until is not None and at < until:
+        return [subscription.secret, subscription.previous_secret]
+    return [subscription.secret]
+
+
+def webhook_rotate_secret(
+    *, caller: Caller, subscription_id: UUID, previous_valid_seconds: int
+) -> CreatedSubscription:
+    """A new signing secret, shown this once. The one it replaces goes on signing every delivery beside it
+    for ``previous_valid_seconds`` (0: it stops at once), so a receiver can move to the new one without a
+    delivery it refuses. Admin only."""
+    _admin(caller)
+    if not 0 <= previous_valid_seconds <= MAX_PREVIOUS_SECRET_SECONDS:
+        raise BadRequest(
+            f"previousSecretValidSeconds is 0 to {MAX_PREVIOUS_SECRET_SECONDS} (a week).",
+            details={"field": "previousSecretValidSeconds"},
+        )
+    with transaction.atomic():
+        subscription = WebhookSubscription.objects.select_for_update().filter(pk=subscription_id).first()
+        if subscription is None:
+            raise NotFound("No such webhook.")
+        keep = previous_valid_seconds > 0
+        subscription.previous_secret = subscription.secret if keep else ""
+        subscription.previous_secret_until = (
+            timezone.now() + timedelta(seconds=previous_valid_seconds) if keep else None
+        )
+        subscription.secret = new_secret()
+        subscription.save(update_fields=["secret", "previous_secret", "previous_secret_until"])
     return CreatedSubscription(subscription, subscription.secret)
 
 
@@ -349,7 +388,7 @@ def _deliver(subscription_id: str, *, max_events: int) -> DeliveryReport:
             subscription.url,
             body=body,
             event_id=publicids.public_str(publicids.CHANGE, seen.event.pk) or "",
-            secret=subscription.secret,
+            secrets=signing_secrets(subscription, at=now),
             timeout=settings.WEBHOOK_TIMEOUT,
             allow_private=settings.WEBHOOK_ALLOW_PRIVATE,
         )
