@@ -29,6 +29,7 @@ from memoryplatform.errors import BadRequest, Conflict, Forbidden, NotFound
 from memoryplatform.text import storable_json, storable_text
 from usermemory.models import MemoryEntry, Visibility
 from usermemory.services import MemoryWrite, memory_upsert
+from usermemory.writerules import checked_time
 
 MAX_BATCH = 100
 FUTURE_SLACK = timedelta(minutes=5)  # a client's clock may run a little ahead; further is a mistake
@@ -75,10 +76,14 @@ def tool_calls_record(*, caller: Caller, calls: Sequence[ToolCallWrite]) -> list
                     f"calls[{index}].{name} is longer than {limit} characters as JSON; nothing was recorded.",
                     details={"index": index, "field": name, "limit": limit},
                 )
-        if call.created_at is not None and call.created_at > now + FUTURE_SLACK:
-            raise BadRequest(
-                f"calls[{index}].createdAt is in the future; nothing was recorded.", details={"index": index}
-            )
+        if call.created_at is not None:
+            created_at = checked_time(f"calls[{index}].createdAt", call.created_at)
+            if created_at > now + FUTURE_SLACK:
+                raise BadRequest(
+                    f"calls[{index}].createdAt is in the future; nothing was recorded.",
+                    details={"index": index},
+                )
+            call = replace(call, created_at=created_at)
         rows.append(_row(caller=caller, call=call, via=ToolCall.Via.REST, now=now))
     return ToolCall.objects.bulk_create(rows)
 

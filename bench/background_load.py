@@ -258,8 +258,14 @@ def _backlog_phase(
         results = _reads(server, key, users, n=args.n, seconds=args.seconds)
     finally:
         left, took = _pending(), time.monotonic() - started
-        os.killpg(consumer.pid, signal.SIGTERM)
-        consumer.wait(timeout=30)
+        # SIGTERM to the worker's main process alone, as serve stops it (one to its pool too can leave it
+        # hanging); its warm shutdown lets the running drain end (EMBEDDINGS_DRAIN_SECONDS, 60 s at most)
+        consumer.send_signal(signal.SIGTERM)
+        try:
+            consumer.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            os.killpg(consumer.pid, signal.SIGKILL)
+            consumer.wait(timeout=30)
     drains[variant] = f"{queued - left} of {queued} in {took:.0f} s: {(queued - left) / took:.1f}/s"
     return results
 

@@ -179,7 +179,20 @@ def start_consumer(
     texts are left."""
     env = os.environ | {"DATABASE_URL": db_url, "EMBEDDINGS_PROVIDER": "local"} | (settings or {})
     celery = [sys.executable, "-m", "celery", "-A", "config"]
-    argv = [*prefix, *celery, "worker", "-Q", "vectors", "--concurrency", "1", "-n", "bench-vectors@%h"]
+    # -l INFO: the worker says " ready." at INFO, and a worker's own default level is WARNING
+    argv = [
+        *prefix,
+        *celery,
+        "worker",
+        "-Q",
+        "vectors",
+        "--concurrency",
+        "1",
+        "-n",
+        "bench-vectors@%h",
+        "-l",
+        "INFO",
+    ]
     with logfile.open("w") as out:
         consumer = subprocess.Popen(  # noqa: S603 (our own interpreter, fixed arguments)
             argv, cwd=target.ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
@@ -187,6 +200,9 @@ def start_consumer(
     deadline = time.monotonic() + 120
     while " ready." not in logfile.read_text():
         if consumer.poll() is not None or time.monotonic() > deadline:
+            if consumer.poll() is None:  # not left running after the bench
+                os.killpg(consumer.pid, signal.SIGTERM)
+                consumer.wait(timeout=30)
             raise RuntimeError(f"the vector worker did not start; see {logfile}")
         time.sleep(0.3)
     subprocess.run([*celery, "call", "vectors.drain"], cwd=target.ROOT, env=env, check=True, timeout=60)  # noqa: S603

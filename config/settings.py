@@ -465,7 +465,8 @@ CELERY_VISIBILITY_TIMEOUT = env.int("CELERY_VISIBILITY_TIMEOUT", default=CELERY_
 # Each Redis worker looks for messages past their visibility timeout every this many seconds (kombu 5.7 by
 # itself scans only on every tenth 10-second tick, so a dead worker's message could wait 100 s more).
 CELERY_RESTORE_INTERVAL = env.int("CELERY_RESTORE_INTERVAL", default=10)
-# (On PostgreSQL the transport's options are SQLAlchemy's engine's: a connection is checked before use.)
+# (On PostgreSQL the transport's options are SQLAlchemy's engine's: a connection is checked before use, and
+# pg_stat_activity names it.)
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = (
     {
         "visibility_timeout": CELERY_VISIBILITY_TIMEOUT,
@@ -473,7 +474,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = (
         "unacked_restore_throttle": 1,
     }
     if CELERY_BROKER_URL.startswith(("redis://", "rediss://", "unix://"))
-    else {"pool_pre_ping": True}
+    else {"pool_pre_ping": True, "connect_args": {"application_name": "memoryplatform-broker"}}
 )
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
@@ -498,6 +499,12 @@ WEBHOOK_TIMEOUT = env.float("WEBHOOK_TIMEOUT", default=5.0)
 # Tries of one event before the subscription is disabled; the pause before try n is base * 2**(n-1) s.
 WEBHOOK_MAX_ATTEMPTS = env.int("WEBHOOK_MAX_ATTEMPTS", default=8)
 WEBHOOK_RETRY_BASE_SECONDS = env.float("WEBHOOK_RETRY_BASE_SECONDS", default=10.0)
+# beat sends the deliveries' sweep (``webhooks.deliver_due``) every this many seconds, for what an event's own
+# nudge missed (seeds beat's ``webhooks-sweep`` at the first migrate; then the admin's).
+WEBHOOKS_SWEEP_INTERVAL = env.int("WEBHOOKS_SWEEP_INTERVAL", default=60)
+# Events older than this many days are deleted (beat's hourly ``events-prune``), with their delivery attempts:
+# the feed and every subscription must have read them by then. 0 keeps every event.
+EVENTS_RETENTION_DAYS = env.int("EVENTS_RETENTION_DAYS", default=30)
 
 # --- Logging --------------------------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

@@ -15,13 +15,27 @@ class EventsConfig(AppConfig):
         # History's rows become events (the outbox trigger): their commit nudges the deliveries.
         register_history_listener(nudge.nudger.request)
         # The webhook deliveries' sweep (events/tasks.py): what an event's own nudge missed.
+        from django.conf import settings
+
         from memoryplatform.schedules import Schedule, schedule_register
 
         schedule_register(
             Schedule(
                 name="webhooks-sweep",
                 task="webhooks.deliver_due",
-                description="Deliver every due webhook subscription's pending events.",
-                every_seconds=lambda: 60,
+                description="Deliver every due webhook subscription's pending events "
+                "(WEBHOOKS_SWEEP_INTERVAL).",
+                every_seconds=lambda: settings.WEBHOOKS_SWEEP_INTERVAL,
+            )
+        )
+        # The events' retention (EVENTS_RETENTION_DAYS): hourly, off when it keeps every event.
+        schedule_register(
+            Schedule(
+                name="events-prune",
+                task="events.prune",
+                description="Delete the events older than EVENTS_RETENTION_DAYS, with their delivery "
+                "attempts.",
+                every_seconds=lambda: 3600,
+                enabled=lambda: settings.EVENTS_RETENTION_DAYS > 0,
             )
         )

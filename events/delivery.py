@@ -1,8 +1,9 @@
 """One webhook request: the signature, the address check, the POST.
 
 - The signature is HMAC-SHA256, keyed by the subscription's secret, over ``"<timestamp>." + body``; it goes
-  in ``Webhook-Signature: v1=<hex>`` with ``Webhook-Timestamp`` (Unix seconds) and ``Webhook-Id`` (the
-  event's id: a receiver that has seen it drops the duplicate of an at-least-once delivery).
+  in ``Webhook-Signature: v1=<hex>`` (two, comma-separated, while a rotated-out secret still signs) with
+  ``Webhook-Timestamp`` (Unix seconds) and ``Webhook-Id`` (the event's id: a receiver that has seen it drops
+  the duplicate of an at-least-once delivery).
 - The host is resolved and every address checked (:func:`check_addresses`): a private, loopback,
   link-local, shared or reserved one is refused unless ``WEBHOOK_ALLOW_PRIVATE``. At delivery the request
   goes to the very address that was checked (the URL's host in ``Host`` and, for TLS, in SNI and the
@@ -19,6 +20,7 @@ import ipaddress
 import socket
 import ssl
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -116,15 +118,20 @@ async def _post(url: str, *, body: bytes, headers: dict[str, str], allow_private
         return answer.status_code, read[:MAX_ANSWER_BYTES]
 
 
-def post(url: str, *, body: bytes, event_id: str, secret: str, timeout: float, allow_private: bool) -> Answer:
-    """POST ``body`` to ``url``, signed, within ``timeout`` seconds in all."""
+def post(
+    url: str, *, body: bytes, event_id: str, secrets: Sequence[str], timeout: float, allow_private: bool
+) -> Answer:
+    """POST ``body`` to ``url``, signed with each of ``secrets`` (the current one first; a rotated-out one
+    too for its grace period, comma-separated), within ``timeout`` seconds in all."""
     timestamp = int(time.time())
     headers = {
         "Content-Type": "application/json",
         "User-Agent": "memoryplatform-webhooks/1",
         "Webhook-Id": event_id,
         "Webhook-Timestamp": str(timestamp),
-        "Webhook-Signature": sign(secret=secret, timestamp=timestamp, body=body),
+        "Webhook-Signature": ", ".join(
+            sign(secret=secret, timestamp=timestamp, body=body) for secret in secrets
+        ),
     }
     started = time.monotonic()
 

@@ -57,6 +57,7 @@ class Event(models.Model):
         indexes = [
             models.Index(fields=["txid", "id"], name="events_event_feed_idx"),
             models.Index(fields=["user_id"], name="events_event_user_idx"),
+            models.Index(fields=["occurred_at"], name="events_event_occurred_idx"),  # the retention's
         ]
 
     def __str__(self) -> str:
@@ -73,6 +74,12 @@ class WebhookSubscription(models.Model):
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="webhooks")
     description = models.CharField(max_length=200, blank=True)
     secret = models.CharField(max_length=100, editable=False)
+    previous_secret = models.CharField(
+        max_length=100, blank=True, editable=False, help_text="the secret before a rotation, still signing"
+    )
+    previous_secret_until = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="when the previous secret stops signing"
+    )
     enabled = models.BooleanField(default=True)
     disabled_reason = models.CharField(max_length=200, blank=True)
     cursor_txid = models.BigIntegerField(default=0)

@@ -14,22 +14,14 @@ from memoryplatform.nudge import Nudger
 logger = logging.getLogger(__name__)
 
 
-def send() -> None:
-    """Enqueue one ``webhooks.deliver_due``; a broker that does not answer is logged (beat's sweep runs)."""
+def _enqueue() -> None:
     from events.tasks import webhooks_deliver_due
 
-    try:
-        webhooks_deliver_due.apply_async(retry=False)
-    except Exception as exc:  # the broker: a write is never failed by its nudge
-        logger.warning("Could not enqueue the webhook deliveries (%s); beat's sweep will", type(exc).__name__)
+    webhooks_deliver_due.apply_async(retry=False)
 
 
-nudger = Nudger(send)
-
-
-def nudge_on_commit() -> None:
-    """Nudge the deliveries once the current transaction commits (at once outside one)."""
-    transaction.on_commit(nudger.request, robust=True)
+nudger = Nudger(_enqueue, what="the webhook deliveries")
+nudge_on_commit = nudger.on_commit
 
 
 def deliver_on_commit(subscription_id: str) -> None:

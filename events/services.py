@@ -1,5 +1,6 @@
 """The events app's writes: events that no history row reports (an extraction's, a Dream run's), webhook
-subscriptions (admin keys over REST, staff in the admin), their deliveries, and a user's erasure.
+subscriptions (admin keys over REST, staff in the admin), their deliveries, a user's erasure, and the
+events' retention.
 
 Memory events need no call here: history's inserts fire the outbox trigger (migration 0002), in the
 transaction of the change.
@@ -66,6 +67,32 @@ def event_erase_user(user_id: str) -> dict[str, int]:
     return {"eventsDeleted": deleted}
 
 
+PRUNE_BATCH = 2000
+"""Events deleted per transaction by :func:`event_prune`: short transactions, beside the writers."""
+
+
+def event_prune(*, now: datetime | None = None) -> int:
+    """Delete the events older than EVENTS_RETENTION_DAYS (none when it is 0), with their delivery attempts,
+    oldest first, :data:`PRUNE_BATCH` a transaction; return how many went. Two runs at once delete each event
+    once (the second finds it gone)."""
+    days = settings.EVENTS_RETENTION_DAYS
+    if days <= 0:
+        return 0
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    pruned = 0
+    while True:
+        with transaction.atomic():
+            ids = list(
+                Event.objects.filter(occurred_at__lt=cutoff)
+                .order_by("occurred_at")
+                .values_list("id", flat=True)[:PRUNE_BATCH]
+            )
+            Event.objects.filter(id__in=ids).delete()
+        pruned += len(ids)
+        if len(ids) < PRUNE_BATCH:
+            return pruned
+
+
 def event_export_user(user_id: str) -> dict[str, Any]:
     """GDPR export: the user's events by id, type and time (their values are history's, exported there)."""
     rows = (
@@ -116,7 +143,7 @@ def new_secret() -> str:
 
 @dataclass(frozen=True)
 class CreatedSubscription:
-    """A new subscription and its secret, which no answer shows again."""
+    """A subscription and its new secret (made, or rotated), which no answer shows again."""
 
     subscription: WebhookSubscription
     secret: str
@@ -139,6 +166,45 @@ def webhook_create(
         cursor_txid=txid,
         cursor_id=event_id,
     )
+    return CreatedSubscription(subscription, subscription.secret)
+
+
+MAX_PREVIOUS_SECRET_SECONDS = 7 * 24 * 3600
+"""The longest a rotated-out secret may go on signing beside the new one: a week."""
+
+
+def signing_secrets(subscription: WebhookSubscription, *, at: datetime) -> list[str]:
+    """The secrets a delivery at ``at`` is signed with: the current one, and the previous one until it
+    ends."""
+    until = subscription.previous_secret_until
+    if subscription.previous_secret and until is not None and at < until:
+        return [subscription.secret, subscription.previous_secret]
+    return [subscription.secret]
+
+
+def webhook_rotate_secret(
+    *, caller: Caller, subscription_id: UUID, previous_valid_seconds: int
+) -> CreatedSubscription:
+    """A new signing secret, shown this once. The one it replaces goes on signing every delivery beside it
+    for ``previous_valid_seconds`` (0: it stops at once), so a receiver can move to the new one without a
+    delivery it refuses. Admin only."""
+    _admin(caller)
+    if not 0 <= previous_valid_seconds <= MAX_PREVIOUS_SECRET_SECONDS:
+        raise BadRequest(
+            f"previousSecretValidSeconds is 0 to {MAX_PREVIOUS_SECRET_SECONDS} (a week).",
+            details={"field": "previousSecretValidSeconds"},
+        )
+    with transaction.atomic():
+        subscription = WebhookSubscription.objects.select_for_update().filter(pk=subscription_id).first()
+        if subscription is None:
+            raise NotFound("No such webhook.")
+        keep = previous_valid_seconds > 0
+        subscription.previous_secret = subscription.secret if keep else ""
+        subscription.previous_secret_until = (
+            timezone.now() + timedelta(seconds=previous_valid_seconds) if keep else None
+        )
+        subscription.secret = new_secret()
+        subscription.save(update_fields=["secret", "previous_secret", "previous_secret_until"])
     return CreatedSubscription(subscription, subscription.secret)
 
 
@@ -322,7 +388,7 @@ def _deliver(subscription_id: str, *, max_events: int) -> DeliveryReport:
             subscription.url,
             body=body,
             event_id=publicids.public_str(publicids.CHANGE, seen.event.pk) or "",
-            secret=subscription.secret,
+            secrets=signing_secrets(subscription, at=now),
             timeout=settings.WEBHOOK_TIMEOUT,
             allow_private=settings.WEBHOOK_ALLOW_PRIVATE,
         )

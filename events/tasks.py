@@ -1,4 +1,5 @@
-"""Webhook deliveries as Celery tasks: each takes plain values and calls a service."""
+"""Webhook deliveries and the events' retention as Celery tasks: each takes plain values and calls a
+service."""
 
 from celery import shared_task
 
@@ -21,3 +22,9 @@ def webhooks_deliver_due() -> None:
     subscription whose delivery runs already skips (its lock), so a sweep never doubles one."""
     for subscription_id in selectors.webhook_due_ids():
         webhook_deliver.delay(subscription_id)
+
+
+@shared_task(name="events.prune", time_limit=3600, soft_time_limit=3300, ignore_result=True)
+def events_prune() -> int:
+    """beat's ``events-prune``: the events past EVENTS_RETENTION_DAYS deleted, with their attempts."""
+    return services.event_prune()

@@ -4,26 +4,39 @@
 One message per commit would flood the broker under a burst of writes, while one run of such a task takes
 everything written before it reads. So a process sends at most one nudge per ``window`` seconds: a nudge
 asked for within the window after another is sent once, at the window's end (a trailing timer), and so
-still after the commit that asked for it.
+still after the commit that asked for it. A broker that does not answer is logged, never raised: a write is
+never failed by its nudge, and beat's sweep of the same task catches what a nudge missed.
 """
 
+import logging
 import threading
 import time
 from collections.abc import Callable
+
+from django.db import transaction
+
+logger = logging.getLogger(__name__)
 
 WINDOW = 0.25
 """Seconds between two nudges from one process."""
 
 
 class Nudger:
-    """Call ``send`` at most once per ``window`` seconds, the last request always followed by a send."""
+    """Call ``enqueue`` at most once per ``window`` seconds, the last request always followed by a call.
 
-    def __init__(self, send: Callable[[], None], *, window: float = WINDOW) -> None:
-        self.send = send
+    ``what`` names the task in the log line when the broker does not answer."""
+
+    def __init__(self, enqueue: Callable[[], object], *, what: str, window: float = WINDOW) -> None:
+        self.enqueue = enqueue
+        self.what = what
         self.window = window
         self._lock = threading.Lock()
         self._last = -float("inf")
         self._timer: threading.Timer | None = None
+
+    def on_commit(self) -> None:
+        """Request a nudge once the current transaction commits (at once outside one)."""
+        transaction.on_commit(self.request, robust=True)
 
     def request(self) -> None:
         with self._lock:
@@ -37,6 +50,12 @@ class Nudger:
                 return
             self._last = time.monotonic()
         self.send()
+
+    def send(self) -> None:
+        try:
+            self.enqueue()
+        except Exception as exc:  # the broker: a write is never failed by its nudge
+            logger.warning("Could not enqueue %s (%s); beat's sweep will", self.what, type(exc).__name__)
 
     def _send_due(self) -> None:
         with self._lock:

@@ -244,13 +244,18 @@ class Worker:
         self.process.wait(timeout=30)
 
     def stop(self) -> None:
+        """A warm shutdown, as ``serve`` asks for one: SIGTERM to the main process alone, which ends its pool
+        itself (a SIGTERM to the pool's processes too left the main process waiting on them, at times, until
+        the SIGKILL); then SIGKILL to whatever of the group is left."""
         if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=30)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
 
 
 @contextlib.contextmanager

@@ -4,6 +4,7 @@ from rest_framework import serializers
 
 from events.models import EventType, WebhookSubscription
 from events.selectors import DEFAULT_FEED_PAGE, MAX_FEED_PAGE
+from events.services import MAX_PREVIOUS_SECRET_SECONDS
 from memoryplatform.api.serializers import AsciiIntegerField, StrictCharField, StrictInput
 from usermemory.models import Visibility
 
@@ -98,6 +99,18 @@ class WebhookCreatedOutputSerializer(WebhookOutputSerializer):
         return str(self.context["secret"])
 
 
+class WebhookRotatedOutputSerializer(WebhookCreatedOutputSerializer):
+    previousSecretExpiresAt = serializers.DateTimeField(
+        source="previous_secret_until",
+        allow_null=True,
+        help_text="Until then every delivery is signed with the previous secret too; null: it stopped "
+        "at once.",
+    )
+
+    class Meta(WebhookCreatedOutputSerializer.Meta):
+        fields = [*WebhookCreatedOutputSerializer.Meta.fields, "previousSecretExpiresAt"]
+
+
 def _types(**options: Any) -> serializers.ListField:
     return serializers.ListField(
         child=serializers.ChoiceField(choices=EventType.choices), max_length=len(EventType.values), **options
@@ -120,3 +133,16 @@ class WebhookUpdateInputSerializer(StrictInput):
     eventTypes = _types(required=False)
     description = StrictCharField(max_length=200, required=False, allow_blank=True)
     enabled = serializers.BooleanField(required=False, help_text="true again: failures cleared, it resumes.")
+
+
+class WebhookRotateInputSerializer(StrictInput):
+    returned_by = WebhookRotatedOutputSerializer
+
+    previousSecretValidSeconds = AsciiIntegerField(
+        required=False,
+        min_value=0,
+        max_value=MAX_PREVIOUS_SECRET_SECONDS,
+        default=24 * 3600,
+        help_text="How long the replaced secret goes on signing beside the new one (default a day; 0: "
+        "stop at once; at most a week).",
+    )

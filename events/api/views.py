@@ -1,5 +1,6 @@
 """``/v1/events``: the change feed, every role (an agent key sees what it may read). ``/v1/webhooks``: webhook
-subscriptions, admin keys only; a new one's signing secret is shown in the create's answer only."""
+subscriptions, admin keys only; a signing secret is shown once, in the answer that made it (the create's, a
+rotation's)."""
 
 from uuid import UUID
 
@@ -17,6 +18,8 @@ from events.api.serializers import (
     WebhookCreatedOutputSerializer,
     WebhookCreateInputSerializer,
     WebhookOutputSerializer,
+    WebhookRotatedOutputSerializer,
+    WebhookRotateInputSerializer,
     WebhookUpdateInputSerializer,
 )
 from memoryplatform.errors import NotFound
@@ -119,3 +122,25 @@ class WebhookDetailView(APIView):
     def delete(self, request: Request, subscription_id: str) -> Response:
         services.webhook_delete(caller=request_caller(request), subscription_id=_uuid(subscription_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class WebhookRotateSecretView(APIView):
+    permission_classes = [IsAdminCaller]
+
+    @extend_schema(
+        request=WebhookRotateInputSerializer,
+        responses=WebhookRotatedOutputSerializer,
+        summary="A new signing secret, shown once; the previous one goes on signing beside it for "
+        "previousSecretValidSeconds",
+        tags=["events"],
+    )
+    def post(self, request: Request, subscription_id: str) -> Response:
+        data = WebhookRotateInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        rotated = services.webhook_rotate_secret(
+            caller=request_caller(request),
+            subscription_id=_uuid(subscription_id),
+            previous_valid_seconds=data.validated_data["previousSecretValidSeconds"],
+        )
+        answer = WebhookRotatedOutputSerializer(rotated.subscription, context={"secret": rotated.secret})
+        return Response(answer.data)

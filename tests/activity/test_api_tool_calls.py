@@ -292,3 +292,14 @@ def test_the_admin_lists_calls_read_only_with_filters(staff_client, agent_a_api,
     detail = staff_client.get(reverse("admin:activity_toolcall_change", args=[call.pk]))
     assert detail.status_code == 200 and b'name="_save"' not in detail.content
     assert staff_client.get(reverse("admin:activity_toolcall_add")).status_code == 403
+
+
+@pytest.mark.parametrize(
+    "moment", ["0001-01-01T00:00:00+00:01", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59-00:01"]
+)
+def test_a_call_at_a_time_no_read_can_show_is_refused(agent_a_api, moment):
+    """Before year 1 once in UTC, after year 9999, or on their first and last days (no time zone can show
+    them): a 400, nothing recorded, and the log still reads."""
+    assert_envelope(post(agent_a_api, {"tool": "ok"}, {"tool": "t", "createdAt": moment}), 400, "bad_request")
+    assert not ToolCall.objects.exists()
+    assert listed(agent_a_api)["results"] == []

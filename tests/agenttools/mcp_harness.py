@@ -12,7 +12,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,8 +186,17 @@ async def stdio_session(
         cwd=str(BASE_DIR),
         env={**mcp_env.env, **env, "MEMORYPLATFORM_API_KEY": mcp_env.keys[role]},
     )
-    with (mcp_env.tmp / f"stdio-{role}.log").open("a") as errlog:
-        async with Client(stdio_client(params, errlog=errlog), mode=mode) as client:
+    log_path = mcp_env.tmp / f"stdio-{role}.log"
+    with log_path.open("a") as errlog:
+        start = errlog.tell()
+        async with AsyncExitStack() as stack:
+            session = Client(stdio_client(params, errlog=errlog), mode=mode)
+            try:
+                client = await stack.enter_async_context(session)
+            except Exception as exc:  # the server's own words say why it did not start: they go with it
+                errlog.flush()
+                said = log_path.read_text(errors="replace")[start:][-3000:]
+                raise AssertionError(f"manage.py mcp did not start ({exc!r}); it said:\n{said}") from exc
             yield client
 
 

@@ -147,8 +147,9 @@ def _many(base: str, key: str, paths: list[str]) -> list[tuple[int, bytes]]:
 
 
 def _backends(mcp_env: McpEnv) -> set[int]:
-    """The server sessions open on the served database, but this one."""
-    others = "datname = current_database() AND pid <> pg_backend_pid()"
+    """The request threads' sessions open on the served database, but this one: not the named ones (the
+    broker's, which a write's nudge may open, and the listeners')."""
+    others = "datname = current_database() AND pid <> pg_backend_pid() AND application_name = ''"
     with psycopg.connect(mcp_env.env["DATABASE_URL"]) as conn:
         rows = conn.execute(f"SELECT pid FROM pg_stat_activity WHERE {others}").fetchall()  # noqa: S608
     return {pid for (pid,) in rows}

@@ -45,6 +45,7 @@ CROSS_USER_INDEXES = {
         "events_event",
         "events_event_feed_idx",
     ): "the change feed and the webhooks, in commit order across users",
+    ("events_event", "events_event_occurred_idx"): "the events' retention, oldest first across users",
 }
 # Tables whose primary key is a bigint id alone (Citus would need (user_id, id)).
 ID_PRIMARY_KEYS = {

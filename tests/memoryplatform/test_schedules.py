@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.test import override_settings
 from django.urls import reverse
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
@@ -33,6 +34,7 @@ def test_migrate_seeds_every_apps_schedule_from_the_settings():
         "extraction-background": "extraction.run_background",
         "broker-prune": "housekeeping.prune_broker",
         "webhooks-sweep": "webhooks.deliver_due",
+        "events-prune": "events.prune",
     }
     dream = PeriodicTask.objects.get(name="dream-cycle")
     fields = (dream.crontab.minute, dream.crontab.hour, dream.crontab.day_of_month)
@@ -42,6 +44,16 @@ def test_migrate_seeds_every_apps_schedule_from_the_settings():
     assert (sweep.interval.every, sweep.interval.period) == (settings.EMBEDDINGS_SWEEP_INTERVAL, "seconds")
     # No LLM here: the extraction's schedule is there, turned off.
     assert PeriodicTask.objects.get(name="extraction-background").enabled is bool(settings.LLM_PROVIDER)
+
+
+@pytest.mark.django_db
+def test_a_schedule_missing_is_seeded_again_from_its_setting():
+    PeriodicTask.objects.filter(name="webhooks-sweep").delete()
+    with override_settings(WEBHOOKS_SWEEP_INTERVAL=15):
+        schedules_seed()
+    sweep = PeriodicTask.objects.get(name="webhooks-sweep")
+    assert sweep.task == "webhooks.deliver_due"
+    assert (sweep.interval.every, sweep.interval.period) == (15, "seconds")
 
 
 @pytest.mark.django_db

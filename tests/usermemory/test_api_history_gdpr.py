@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
 from apikeys.models import AgentGroup, ApiKey
@@ -175,47 +176,53 @@ def test_legacy_properties_hide_expired_and_superseded_entries(
     assert {e["key"] for e in everything} == {"city", "home", "mood", "name"}
 
 
-def test_policy_read_and_patch(admin_api, agent_a):
+DEFAULT_POLICY = {
+    "maxEntriesPerUser": 500,
+    "maxRecallEntries": 50,
+    "recallOrder": "most_recent",
+    "recallTopK": 5,
+    "onCapReached": "evict_oldest",
+    "guardrails": {
+        "maxKeyLength": 100,
+        "maxValueLength": 1000,
+        "maxWritesPerTurn": 10,
+        "allowedCategories": ["preference", "fact", "context"],
+    },
+    "dreamConfig": {
+        "enabled": False,
+        "pruneStaleAfterDays": 90,
+        "pruneExpiredAfterDays": 30,
+        "detectContradictions": True,
+        "summarizeInteractions": False,
+        "maxCostPerRun": 0.5,
+        "crossAgentMaintenance": False,
+        "summarizeMinEntries": 10,
+        "summarizeTargetEntries": 3,
+        "summarizeGroupBy": "category",
+        "preserveAgentProvenance": True,
+        "summarizeRequiresApproval": False,
+        "semanticContradictionThreshold": 0.96,
+        "confirmContradictionsWithLlm": False,
+        "maxLlmCallsPerRun": 100,
+        "maxLlmCallsPerUser": 10,
+    },
+    "extractionConfig": {
+        "extractFromConversations": False,
+        "maxExtractionCostPerRun": 0.5,
+        "visibility": "self",
+    },
+    "toolCallRetentionDays": 30,
+    "llmBudget": None,
+}
+
+
+def test_policy_read(admin_api, agent_a):
     body = admin_api.get("/v1/agents/agent-a").json()
     assert body["id"] == "agent-a"
-    assert body["memoryPolicy"] == {
-        "maxEntriesPerUser": 500,
-        "maxRecallEntries": 50,
-        "recallOrder": "most_recent",
-        "recallTopK": 5,
-        "onCapReached": "evict_oldest",
-        "guardrails": {
-            "maxKeyLength": 100,
-            "maxValueLength": 1000,
-            "maxWritesPerTurn": 10,
-            "allowedCategories": ["preference", "fact", "context"],
-        },
-        "dreamConfig": {
-            "enabled": False,
-            "pruneStaleAfterDays": 90,
-            "pruneExpiredAfterDays": 30,
-            "detectContradictions": True,
-            "summarizeInteractions": False,
-            "maxCostPerRun": 0.5,
-            "crossAgentMaintenance": False,
-            "summarizeMinEntries": 10,
-            "summarizeTargetEntries": 3,
-            "summarizeGroupBy": "category",
-            "preserveAgentProvenance": True,
-            "summarizeRequiresApproval": False,
-            "semanticContradictionThreshold": 0.96,
-            "confirmContradictionsWithLlm": False,
-            "maxLlmCallsPerRun": 100,
-            "maxLlmCallsPerUser": 10,
-        },
-        "extractionConfig": {
-            "extractFromConversations": False,
-            "maxExtractionCostPerRun": 0.5,
-            "visibility": "self",
-        },
-        "toolCallRetentionDays": 30,
-        "llmBudget": None,
-    }
+    assert body["memoryPolicy"] == DEFAULT_POLICY
+
+
+def test_policy_patch(admin_api, agent_a):
     patched = admin_api.patch(
         "/v1/agents/agent-a",
         {
@@ -240,19 +247,18 @@ def test_policy_read_and_patch(admin_api, agent_a):
         "maxExtractionCostPerRun": 0.5,
         "visibility": "group",
     }
-    assert_envelope(
-        admin_api.patch("/v1/agents/agent-a", {"memoryPolicy": {"recallOrder": "random"}}, format="json"),
-        400,
-        "bad_request",
-    )
-    assert_envelope(
-        admin_api.patch("/v1/agents/agent-a", {"memoryPolicy": {"maxRecallEntries": 0}}, format="json"),
-        400,
-        "bad_request",
-    )
-    assert_envelope(
-        admin_api.patch("/v1/agents/ghost", {"memoryPolicy": {"maxRecallEntries": 3}}, format="json"),
-        404,
-        "not_found",
-    )
     assert admin_api.get("/v1/agents/agent-a").json()["memoryPolicy"]["maxRecallEntries"] == 7
+
+
+@pytest.mark.parametrize(
+    ("agent", "policy", "status", "code"),
+    [
+        ("agent-a", {"recallOrder": "random"}, 400, "bad_request"),
+        ("agent-a", {"maxRecallEntries": 0}, 400, "bad_request"),
+        ("ghost", {"maxRecallEntries": 3}, 404, "not_found"),
+    ],
+)
+def test_policy_patch_refused(admin_api, agent_a, agent, policy, status, code):
+    response = admin_api.patch(f"/v1/agents/{agent}", {"memoryPolicy": policy}, format="json")
+    assert_envelope(response, status, code)
+    assert admin_api.get("/v1/agents/agent-a").json()["memoryPolicy"] == DEFAULT_POLICY

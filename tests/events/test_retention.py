@@ -1,0 +1,56 @@
+"""The events' retention: beat's ``events-prune`` deletes the events older than EVENTS_RETENTION_DAYS, their
+delivery attempts with them, in short batches; the feed then starts at the oldest event kept, and 0 keeps
+every event."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from events import services
+from events.models import DeliveryAttempt, Event
+from events.tasks import events_prune
+from tests.events.conftest import deliver
+from tests.events.receiver import receiving
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _feed(api) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+    response = api.get("/v1/events")
+    assert response.status_code == 200, response.content
+    return [(e["userId"], e["type"]) for e in response.json()["results"]]
+
+
+def _age(user_id: str, days: int) -> None:
+    Event.objects.filter(user_id=user_id).update(occurred_at=timezone.now() - timedelta(days=days))
+
+
+def test_events_past_the_retention_go_with_their_attempts_and_the_rest_stay(
+    agent_a, agent_a_api, viewer_api, subscribe, put, settings, monkeypatch
+):
+    settings.EVENTS_RETENTION_DAYS = 30
+    monkeypatch.setattr(services, "PRUNE_BATCH", 2)  # several batches
+    with receiving() as receiver:
+        subscribe(receiver.url, agent_a.id)
+        for user in ("old-1", "old-2", "old-3", "edge", "new"):
+            put(agent_a_api, userId=user, key="city", value=f"{user}'s city")
+        deliver()
+        receiver.wait_for(5)
+    assert DeliveryAttempt.objects.count() == 5
+    for user in ("old-1", "old-2", "old-3"):
+        _age(user, 31)
+    _age("edge", 29)
+
+    assert events_prune() == 3
+    assert _feed(viewer_api) == [(user, "memory.created") for user in ("edge", "new")]
+    assert set(DeliveryAttempt.objects.values_list("event__user_id", flat=True)) == {"edge", "new"}
+    assert events_prune() == 0  # a second run finds nothing more
+
+
+def test_a_retention_of_0_keeps_every_event(agent_a_api, viewer_api, put, settings):
+    settings.EVENTS_RETENTION_DAYS = 0
+    put(agent_a_api, userId="ancient", key="city", value="Ur")
+    _age("ancient", 10_000)
+    assert events_prune() == 0
+    assert _feed(viewer_api) == [("ancient", "memory.created")]
