@@ -25,6 +25,7 @@ from apikeys.models import Agent
 from apikeys.selectors import agent_group_ids
 from apikeys.services import caller_require_writer
 from memoryplatform import publicids
+from memoryplatform.batches import delete_in_batches
 from memoryplatform.errors import BadRequest, Conflict, Forbidden, NotFound
 from memoryplatform.text import storable_json, storable_text
 from usermemory.models import MemoryEntry, Visibility
@@ -175,15 +176,7 @@ def tool_calls_prune(*, now: datetime, batch_size: int, agent_id: str | None = N
     expired = ToolCall.objects.alias(retention=retention).filter(retention__gt=0, created_at__lt=cutoff)
     if agent_id is not None:
         expired = expired.filter(agent_id=agent_id)
-    total = 0
-    while True:
-        with transaction.atomic():
-            ids = list(expired.order_by("id").values_list("id", flat=True)[:batch_size])
-            if ids:
-                ToolCall.objects.filter(id__in=ids).delete()
-        if not ids:
-            return total
-        total += len(ids)
+    return delete_in_batches(expired, batch_size=batch_size)
 
 
 # --- Tasks ------------------------------------------------------------------------------------------------

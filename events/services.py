@@ -26,6 +26,7 @@ from events import delivery, nudge, store
 from events.models import DeliveryAttempt, Event, EventType, WebhookSubscription
 from events.payload import event_payload
 from memoryplatform import publicids
+from memoryplatform.batches import delete_in_batches
 from memoryplatform.errors import BadRequest, Forbidden, NotFound
 from memoryplatform.locks import LockId, advisory_session_try_lock, advisory_session_unlock
 from usermemory.models import Visibility
@@ -71,26 +72,16 @@ PRUNE_BATCH = 2000
 """Events deleted per transaction by :func:`event_prune`: short transactions, beside the writers."""
 
 
-def event_prune(*, now: datetime | None = None) -> int:
+def event_prune() -> int:
     """Delete the events older than EVENTS_RETENTION_DAYS (none when it is 0), with their delivery attempts,
     oldest first, :data:`PRUNE_BATCH` a transaction; return how many went. Two runs at once delete each event
     once (the second finds it gone)."""
     days = settings.EVENTS_RETENTION_DAYS
     if days <= 0:
         return 0
-    cutoff = (now or timezone.now()) - timedelta(days=days)
-    pruned = 0
-    while True:
-        with transaction.atomic():
-            ids = list(
-                Event.objects.filter(occurred_at__lt=cutoff)
-                .order_by("occurred_at")
-                .values_list("id", flat=True)[:PRUNE_BATCH]
-            )
-            Event.objects.filter(id__in=ids).delete()
-        pruned += len(ids)
-        if len(ids) < PRUNE_BATCH:
-            return pruned
+    cutoff = timezone.now() - timedelta(days=days)
+    expired = Event.objects.filter(occurred_at__lt=cutoff)
+    return delete_in_batches(expired, batch_size=PRUNE_BATCH, order_by="occurred_at")
 
 
 def event_export_user(user_id: str) -> dict[str, Any]:

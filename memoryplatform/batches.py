@@ -1,4 +1,10 @@
-"""The size rule every batch write shares (memories, messages): all or nothing, 1 to a bound."""
+"""The size rule every batch write shares (memories, messages): all or nothing, 1 to a bound; and the
+batched delete every retention pass shares (tool calls, per-turn counters, events)."""
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import QuerySet
 
 from memoryplatform.errors import BadRequest
 
@@ -10,3 +16,19 @@ def batch_size_check(*, count: int, most: int, items: str, empty: str) -> None:
         raise BadRequest(empty)
     if count > most:
         raise BadRequest(f"A batch holds at most {most} {items}; got {count}.")
+
+
+def delete_in_batches(expired: QuerySet[Any], *, batch_size: int, order_by: str = "id") -> int:
+    """Delete the rows ``expired`` matches, ``batch_size`` a transaction in ``order_by``'s order (short
+    transactions beside the writers; related rows go with each batch, as Django's delete takes them), until a
+    batch comes back short. Returns how many went; two passes at once delete each row once."""
+    model = expired.model
+    total = 0
+    while True:
+        with transaction.atomic():
+            ids = list(expired.order_by(order_by).values_list("pk", flat=True)[:batch_size])
+            if ids:
+                model._default_manager.filter(pk__in=ids).delete()
+        total += len(ids)
+        if len(ids) < batch_size:
+            return total

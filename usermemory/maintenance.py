@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from memoryplatform.batches import delete_in_batches
 from memoryplatform.locks import LockId, advisory_xact_lock
 from usermemory.embedding import embeddings_schedule
 from usermemory.history import Actor, EventLog, Scope, history_announce
@@ -201,16 +202,4 @@ def meaning_conflicts_record(*, scope: Q, partners: Mapping[int, set[int]]) -> i
 def turn_counts_prune(*, before: datetime, batch_size: int) -> int:
     """Delete the per-turn write counters whose turn began before ``before``, ``batch_size`` rows per
     transaction. Returns how many were deleted."""
-    total = 0
-    while True:
-        with transaction.atomic():
-            ids = list(
-                TurnWriteCount.objects.filter(window_start__lt=before)
-                .order_by("id")
-                .values_list("id", flat=True)[:batch_size]
-            )
-            if ids:
-                TurnWriteCount.objects.filter(id__in=ids).delete()
-        if not ids:
-            return total
-        total += len(ids)
+    return delete_in_batches(TurnWriteCount.objects.filter(window_start__lt=before), batch_size=batch_size)
