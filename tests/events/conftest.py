@@ -1,13 +1,15 @@
 """Events fixtures: every test commits (the feed reads committed transactions only), a receiver on
 loopback, and a subscription made over REST by an admin key."""
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 
-from tests.events.receiver import Receiver, receiving
+from tests.events.receiver import HANG_GUARD, Receiver, receiving
 from tests.extraction.conftest import openai_llm  # noqa: F401 (a fixture: the scripted LLM)
 
 BASE = "/usermemorystore/memories"
@@ -49,7 +51,21 @@ def put() -> Callable[..., dict[str, Any]]:
 
 
 def deliver() -> None:
-    """Every due subscription's events, as the delivery command delivers them."""
+    """Every due subscription's events, as the delivery command delivers them: once the feed's horizon has
+    passed every event written so far. The horizon is the server's oldest running transaction, in any
+    database (events/store.py), so another xdist worker's open test transaction holds it back for a moment;
+    the one-shot command would then find nothing yet."""
+    deadline = time.monotonic() + HANG_GUARD
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute(
+                "SELECT coalesce(max(txid), 0) < pg_snapshot_xmin(pg_current_snapshot())::text::bigint "
+                "FROM events_event"
+            )
+            if cursor.fetchone()[0]:
+                break
+            assert time.monotonic() < deadline, "the feed's horizon never passed the events written"
+            time.sleep(0.05)
     call_command("deliver_webhooks")
 
 
