@@ -50,11 +50,10 @@ def put() -> Callable[..., dict[str, Any]]:
     return _put
 
 
-def deliver() -> None:
-    """Every due subscription's events, as the delivery command delivers them: once the feed's horizon has
-    passed every event written so far. The horizon is the server's oldest running transaction, in any
-    database (events/store.py), so another xdist worker's open test transaction holds it back for a moment;
-    the one-shot command would then find nothing yet."""
+def settled() -> None:
+    """Wait until the feed's horizon has passed every event written so far. The horizon is the server's oldest
+    running transaction, in any database (events/store.py), so another xdist worker's open test transaction
+    holds it back for a moment; a read right after a write would find nothing yet."""
     deadline = time.monotonic() + HANG_GUARD
     with connection.cursor() as cursor:
         while True:
@@ -63,9 +62,14 @@ def deliver() -> None:
                 "FROM events_event"
             )
             if cursor.fetchone()[0]:
-                break
+                return
             assert time.monotonic() < deadline, "the feed's horizon never passed the events written"
             time.sleep(0.05)
+
+
+def deliver() -> None:
+    """Every due subscription's events, as the delivery command delivers them, once they are readable."""
+    settled()
     call_command("deliver_webhooks")
 
 

@@ -10,13 +10,14 @@ from django.utils import timezone
 from events import services
 from events.models import DeliveryAttempt, Event
 from events.tasks import events_prune
-from tests.events.conftest import deliver
+from tests.events.conftest import deliver, settled
 from tests.events.receiver import receiving
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _feed(api) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+    settled()
     response = api.get("/v1/events")
     assert response.status_code == 200, response.content
     return [(e["userId"], e["type"]) for e in response.json()["results"]]

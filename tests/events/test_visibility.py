@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from events.models import WebhookSubscription
-from tests.events.conftest import deliver
+from tests.events.conftest import deliver, settled
 from tests.events.receiver import receiving
 from tests.factories import AgentFactory, AgentGroupFactory
 
@@ -48,6 +48,7 @@ def test_a_subscription_gets_only_what_its_agent_may_read(agent_a, agent_b, subs
 
 
 def _feed(client: Any) -> list[dict[str, Any]]:
+    settled()
     response = client.get("/v1/events")
     assert response.status_code == 200, response.content
     return response.json()["results"]
