@@ -7,11 +7,13 @@ server's ``initdb --auth trust`` allows locally), writes ``standby.signal`` and 
 (``pg_basebackup -R``), and starts ``postgres`` on it in hot standby, streaming, with a Unix socket in a
 directory of its own. As the embedded server, it runs as that server's system user when we are root.
 
-The backup creates a replication slot of the standby's own on the primary (``--create-slot``; ``-R`` names
-it in ``primary_slot_name``), dropped when the standby stops: the primary keeps every WAL segment the standby
-has not received. Without it, a primary busy with other writers (the suite's parallel workers, each migrating
-a test database of its own) recycles a segment between the backup's end and the standby's start, and the
-standby never streams ("requested WAL segment ... has already been removed").
+The standby has a replication slot of its own on the primary, made (reserving WAL at once) before the backup
+starts and named to it with ``--slot`` (``-R`` writes it in ``primary_slot_name``), dropped when the standby
+stops: the primary keeps every WAL segment from before the backup's checkpoint until the standby has received
+it. Without it, a primary busy with other writers (the suite's parallel workers, each migrating a test
+database of its own) recycles a segment the backup or the standby still needs ("requested WAL segment ... has
+already been removed"). ``pg_basebackup --create-slot`` is not enough: it makes the slot only after the
+backup's checkpoint, and a checkpoint in between can remove the segment the backup starts from.
 """
 
 import contextlib
@@ -169,13 +171,14 @@ def standby_of(*, host: str, port: int | str = PORT, user: str = SUPERUSER) -> I
     log_path = workdir / "standby.log"
     standby = Standby(workdir)
     try:
+        _reserve_slot(primary, slot)
         with log_path.open("ab") as log:
             backup = subprocess.run(  # noqa: S603
                 [
                     str(bin_dir() / "pg_basebackup"),
                     *("--host", host, "--port", str(port or PORT), "--username", user),
                     *("--pgdata", str(cluster), "--wal-method", "stream", "--write-recovery-conf"),
-                    *("--create-slot", "--slot", slot),
+                    *("--slot", slot),
                     "--checkpoint=fast",
                     "--no-sync",
                 ],
@@ -211,6 +214,18 @@ def standby_of(*, host: str, port: int | str = PORT, user: str = SUPERUSER) -> I
         _drop_slot(primary, slot)
 
 
+def _reserve_slot(primary: str, slot: str) -> None:
+    """Make the standby's slot, holding WAL from now on, before the backup starts. ``pg_basebackup
+    --create-slot`` makes it only once the backup's checkpoint has passed, and a checkpoint in between (other
+    workers writing, creating their databases) could remove the segment the backup starts from: "requested
+    WAL segment ... has already been removed"."""
+    with psycopg.connect(primary, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_create_physical_replication_slot(%(slot)s, immediately_reserve => true)",
+            {"slot": slot},
+        )
+
+
 def _drop_slot(primary: str, slot: str) -> None:
     """Drop the standby's slot on the primary once its WAL sender has gone (the standby has stopped)."""
     deadline = time.monotonic() + HANG_GUARD_SECONDS
@@ -220,7 +235,7 @@ def _drop_slot(primary: str, slot: str) -> None:
                 "SELECT active FROM pg_replication_slots WHERE slot_name = %(slot)s", {"slot": slot}
             ).fetchone()
             if row is None:
-                return  # the backup failed before it made the slot
+                return  # the slot was never made
             if not row[0]:
                 conn.execute("SELECT pg_drop_replication_slot(%(slot)s)", {"slot": slot})
                 return
