@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.helpers import SERVE_POLL_SECONDS
+
 
 @dataclass
 class Script:
@@ -87,7 +89,9 @@ def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """A threading HTTP server of ``handler`` on a free local port, its URL while the block runs."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": SERVE_POLL_SECONDS}, daemon=True
+    )
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

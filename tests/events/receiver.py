@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.helpers import SERVE_POLL_SECONDS
+
 HANG_GUARD = 120.0  # ends only a wait that would never end, never a timing assertion
 
 
@@ -76,7 +78,9 @@ class Receiver:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": SERVE_POLL_SECONDS}, daemon=True
+        )
         self.thread.start()
 
     def down(self) -> None:
