@@ -130,6 +130,35 @@ class Standby:
         if self.process is not None and self.process.poll() is None:
             stop_process(self.process)  # SIGTERM: a smart shutdown of a standby ends its sessions at once
 
+    def start(self) -> None:
+        """Start (or start again, after :meth:`stop`) ``postgres`` on the backup, and wait until it streams:
+        its slot kept on the primary every WAL segment it has not received meanwhile."""
+        with (self.workdir / "standby.log").open("ab") as log:
+            self.process = subprocess.Popen(  # noqa: S603
+                [
+                    str(bin_dir() / "postgres"),
+                    *("-D", str(self.workdir / "pg")),
+                    *("-c", "listen_addresses=", "-c", f"port={PORT}"),
+                    *("-c", f"unix_socket_directories={self.workdir}", "-c", "unix_socket_permissions=0700"),
+                    *("-c", "hot_standby=on", "-c", "hot_standby_feedback=on"),
+                    *("-c", "wal_receiver_status_interval=1s"),
+                ],
+                **_as_server_user(),
+                cwd=self.workdir,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+            )
+        _wait_streaming(self)
+
+    def ready(self) -> None:
+        """As a new standby for the next test: running, streaming and replaying (a test before may have
+        stopped it or paused its replay)."""
+        if self.process is None or self.process.poll() is not None:
+            self.start()
+        with self.connect() as conn:
+            conn.execute("SELECT pg_wal_replay_resume()")
+
 
 def current_lsn(conninfo: str) -> str:
     """The primary's current WAL position (for :meth:`Standby.wait_replayed`)."""
@@ -190,23 +219,7 @@ def standby_of(*, host: str, port: int | str = PORT, user: str = SUPERUSER) -> I
                 timeout=120,
             )
         assert backup.returncode == 0, f"pg_basebackup failed:\n{standby.log_tail()}"
-        with log_path.open("ab") as log:
-            standby.process = subprocess.Popen(  # noqa: S603
-                [
-                    str(bin_dir() / "postgres"),
-                    *("-D", str(cluster)),
-                    *("-c", "listen_addresses=", "-c", f"port={PORT}"),
-                    *("-c", f"unix_socket_directories={workdir}", "-c", "unix_socket_permissions=0700"),
-                    *("-c", "hot_standby=on", "-c", "hot_standby_feedback=on"),
-                    *("-c", "wal_receiver_status_interval=1s"),
-                ],
-                **as_user,
-                cwd=workdir,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-            )
-        _wait_streaming(standby)
+        standby.start()
         yield standby
     finally:
         standby.stop()

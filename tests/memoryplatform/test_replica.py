@@ -75,8 +75,10 @@ class Server:
         return Answer(status, lowered, json.loads(text) if is_json else text)
 
 
-@pytest.fixture
-def standby(transactional_db) -> Iterator[standbys.Standby]:
+@pytest.fixture(scope="module")
+def module_standby(django_db_setup) -> Iterator[standbys.Standby]:
+    """One standby for the module (a base backup of the whole server, every worker's database in it, costs
+    seconds): each test gets it back running and replaying (:func:`standby`)."""
     if not standbys.available():
         if os.environ.get("REQUIRE_REPLICA"):
             pytest.fail("REQUIRE_REPLICA is set but the embedded PostgreSQL wheel has no pg_basebackup")
@@ -86,6 +88,13 @@ def standby(transactional_db) -> Iterator[standbys.Standby]:
         pytest.skip("the standby is made from the embedded PostgreSQL (its Unix socket, trust replication)")
     with standbys.standby_of(host=db["HOST"], port=db["PORT"], user=db["USER"]) as running:
         yield running
+
+
+@pytest.fixture
+def standby(module_standby, transactional_db) -> standbys.Standby:
+    """The module's standby, running, streaming and replaying, whatever the test before did to it."""
+    module_standby.ready()
+    return module_standby
 
 
 @pytest.fixture
