@@ -4,7 +4,7 @@
 #               serve on 127.0.0.1:8000
 #               (uvicorn, WORKERS processes of THREADS threads, and a Celery worker and beat beside it; a port in
 #               use stops it before it says it serves)
-#   make test   install (with dev tools) and run the whole suite on the embedded PostgreSQL (or on the PostgreSQL
+#   make test   install (with the test tools) and run the whole suite on the embedded PostgreSQL (or on the PostgreSQL
 #               that DATABASE_URL names), in PARALLEL pytest-xdist workers, a test database each (default:
 #               the machine's cores plus one; PARALLEL=0 runs it serially, in one process)
 
@@ -20,7 +20,7 @@ THREADS ?= 4
 # bench/RESULTS.md).
 PARALLEL ?= $(shell $(PYTHON) -c "import os; print((len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()) + 1)")
 
-.PHONY: run test install install-dev lint docs migrate serve clean
+.PHONY: run test install install-test install-dev lint docs migrate serve clean
 
 # Each step says what it does, on one line, before it starts. pip shows each package it fetches (a line
 # each, no progress bars): the first install takes a minute or more, and is not silent meanwhile.
@@ -36,11 +36,17 @@ $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 	@$(PY) -m pip install $(PIP_SHOWN) -e .
 	@touch $@
 
-$(VENV)/.installed-dev: pyproject.toml clients/python/pyproject.toml | $(VENV)/bin/python
-	@echo "==> Installing the platform, the development tools and the Python client"
-	@$(PY) -m pip install $(PIP_SHOWN) -e ".[dev]"
+$(VENV)/.installed-test: pyproject.toml clients/python/pyproject.toml | $(VENV)/bin/python
+	@echo "==> Installing the platform, the test tools and the Python client"
+	@$(PY) -m pip install $(PIP_SHOWN) -e ".[test]"
 	@$(PY) -m pip install $(PIP_SHOWN) -e ./clients/python
 	@touch $(VENV)/.installed $@
+
+$(VENV)/.installed-dev: pyproject.toml clients/python/pyproject.toml | $(VENV)/bin/python
+	@echo "==> Installing the platform, the development tools (tests, linters, docs) and the Python client"
+	@$(PY) -m pip install $(PIP_SHOWN) -e ".[dev]"
+	@$(PY) -m pip install $(PIP_SHOWN) -e ./clients/python
+	@touch $(VENV)/.installed $(VENV)/.installed-test $@
 
 # A local .env with a random SECRET_KEY and PUBLIC_ID_KEY; never committed. Every process reads it (the LLM's
 # settings go there too, see the README). A .env written by hand first, without a SECRET_KEY (and none in the
@@ -58,6 +64,7 @@ $(VENV)/.installed-dev: pyproject.toml clients/python/pyproject.toml | $(VENV)/b
 FORCE:
 
 install: $(VENV)/.installed .env
+install-test: $(VENV)/.installed-test .env
 install-dev: $(VENV)/.installed-dev .env
 
 migrate: install
@@ -75,7 +82,7 @@ run: migrate
 
 # Each worker has a test database of its own on the one server (pytest-django names it per worker);
 # loadgroup keeps the tests marked xdist_group(name) on one worker (the streaming standby's, tests/standby.py).
-test: install-dev
+test: install-test
 	$(VENV)/bin/pytest $(if $(filter 0,$(PARALLEL)),,--numprocesses $(PARALLEL) --dist loadgroup) $(PYTEST_ARGS)
 
 lint: install-dev

@@ -141,7 +141,7 @@ def _fuzz_rest(
     failed = []
     schemathesis = shutil.which("schemathesis", path=str(Path(PYTHON).parent))
     if schemathesis is None:
-        sys.exit("schemathesis is not installed (make install-dev)")
+        sys.exit("schemathesis is not installed (make install-test)")
     hooks_env = {**env, "SCHEMATHESIS_HOOKS": "fuzz_hooks", "PYTHONPATH": str(ROOT / ".ci")}
     for role in options.roles.split(","):
         report = Path(options.report_dir or work) / f"schemathesis-{role}.xml"
