@@ -16,8 +16,8 @@ PORT   ?= 8000
 WORKERS ?= 2
 THREADS ?= 4
 # The suite's workers (pytest-xdist): one more than the cores this process may use, unless said (many tests
-# wait on a server they started; on 2 cores, pytest alone, 3 workers took 8 min 36 s, 2 took 10 min 18 s, 4 took 9 min 36 s:
-# bench/RESULTS.md).
+# wait on a server they started; on 2 cores, pytest alone, 3 workers took 8 min 36 s, 2 took 10 min 18 s and
+# 4 took 9 min 36 s: bench/RESULTS.md).
 PARALLEL ?= $(shell $(PYTHON) -c "import os; print((len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()) + 1)")
 
 .PHONY: run test install install-test install-dev lint docs migrate serve clean
