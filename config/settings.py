@@ -465,6 +465,9 @@ CELERY_VISIBILITY_TIMEOUT = env.int("CELERY_VISIBILITY_TIMEOUT", default=CELERY_
 # Each Redis worker looks for messages past their visibility timeout every this many seconds (kombu 5.7 by
 # itself scans only on every tenth 10-second tick, so a dead worker's message could wait 100 s more).
 CELERY_RESTORE_INTERVAL = env.int("CELERY_RESTORE_INTERVAL", default=10)
+# Seconds one connect to the broker may take (Celery's default). On Redis it bounds each connect's socket too:
+# without it, a broker host that drops packets holds a connect for the kernel's whole SYN retries (minutes).
+CELERY_BROKER_CONNECTION_TIMEOUT = env.float("CELERY_BROKER_CONNECTION_TIMEOUT", default=4.0)
 # (On PostgreSQL the transport's options are SQLAlchemy's engine's: a connection is checked before use, and
 # pg_stat_activity names it.)
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = (
@@ -472,6 +475,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = (
         "visibility_timeout": CELERY_VISIBILITY_TIMEOUT,
         "unacked_restore_interval": CELERY_RESTORE_INTERVAL,
         "unacked_restore_throttle": 1,
+        "socket_connect_timeout": CELERY_BROKER_CONNECTION_TIMEOUT,
     }
     if CELERY_BROKER_URL.startswith(("redis://", "rediss://", "unix://"))
     else {"pool_pre_ping": True, "connect_args": {"application_name": "memoryplatform-broker"}}

@@ -13,6 +13,7 @@ from django.conf import settings
 
 from dream import selectors, services
 from dream.models import DreamRun
+from memoryplatform.broker import enqueue_once
 
 
 @shared_task(
@@ -30,8 +31,8 @@ def dream_run_cycle_task(
 
 def dream_request_cycle() -> bool:
     """Enqueue a cycle now (the admin's "Run Dream now"); ``False`` when the broker did not take it."""
-    try:
-        dream_run_cycle_task.apply_async(kwargs={"trigger": DreamRun.Trigger.ADMIN}, retry=False)
+    try:  # one try: staff hear at once that the broker is down, not after kombu's retries
+        enqueue_once(dream_run_cycle_task, kwargs={"trigger": DreamRun.Trigger.ADMIN})
     except Exception:  # the broker's errors (kombu, redis, SQLAlchemy): said to staff, logged by Celery
         return False
     return True

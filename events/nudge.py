@@ -9,6 +9,7 @@ import logging
 
 from django.db import transaction
 
+from memoryplatform.broker import enqueue_once
 from memoryplatform.nudge import Nudger
 
 logger = logging.getLogger(__name__)
@@ -17,7 +18,7 @@ logger = logging.getLogger(__name__)
 def _enqueue() -> None:
     from events.tasks import webhooks_deliver_due
 
-    webhooks_deliver_due.apply_async(retry=False)
+    enqueue_once(webhooks_deliver_due)
 
 
 nudger = Nudger(_enqueue, what="the webhook deliveries")
@@ -32,7 +33,7 @@ def deliver_on_commit(subscription_id: str) -> None:
         from events.tasks import webhook_deliver
 
         try:
-            webhook_deliver.apply_async((subscription_id,), retry=False)
+            enqueue_once(webhook_deliver, (subscription_id,))
         except Exception as exc:  # the broker: the change stands, the sweep delivers
             logger.warning("Could not enqueue webhook %s (%s)", subscription_id, type(exc).__name__)
 

@@ -90,7 +90,7 @@ def broker_queue_depths(queues: tuple[str, ...]) -> dict[str, int]:
 
     found = {}
     with current_app.connection_for_read() as connection:
-        connection.ensure_connection(max_retries=1)  # a broker that is down: one try, not a scrape's wait
+        connection.ensure_connection(max_retries=0)  # a broker that is down: one try, not a scrape's wait
         channel = connection.default_channel
         for queue in queues:
             try:  # kombu's channels declare; celery-types' StdChannel does not say so
@@ -100,3 +100,17 @@ def broker_queue_depths(queues: tuple[str, ...]) -> dict[str, int]:
                 continue
             found[queue] = int(declared.message_count)
     return found
+
+
+def enqueue_once(task: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> None:
+    """Send ``task`` with one try at the broker, on the caller's thread: a broker that does not answer raises
+    (kombu's ``OperationalError``) at once.
+
+    For the nudges a commit sends (:class:`memoryplatform.nudge.Nudger`) and staff's buttons (webhooks' "send
+    again", Dream's "Run Dream now"). Left to itself, kombu's pooled producer retries a connection that is
+    down for ``broker_connection_timeout`` (about 6 s, three connects): a write would wait that long for its
+    nudge, while beat's sweep sends the same task anyway. Here the pooled producer's connection is made with
+    one try when it is not made yet; a made one is used as it is."""
+    with task.app.producer_or_acquire() as producer:
+        producer.connection.ensure_connection(max_retries=0)
+        task.apply_async(args, kwargs, retry=False, producer=producer)

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -209,6 +210,32 @@ def publishing_to(broker: Broker) -> Iterator[None]:
         celery_app.set_default()
         celery_app.set_current()
         app.close()
+
+
+@contextlib.contextmanager
+def broker_that_hangs_up() -> Iterator[tuple[str, list[float]]]:
+    """A Redis URL whose port takes each connection and closes it at once (a broker that is down, as its
+    clients see it); yields it and the list of connections taken, one entry each, as they are taken."""
+    taken: list[float] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # shut down: the block ended
+                return
+            taken.append(time.monotonic())
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"redis://127.0.0.1:{listener.getsockname()[1]}/0", taken
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the accept (a close alone does not, on Linux)
+        thread.join(timeout=10)
+        listener.close()
 
 
 class Worker:

@@ -5,13 +5,14 @@ One running drain takes every text queued before it reads the queue, so a proces
 per window (:class:`memoryplatform.nudge.Nudger`).
 """
 
+from memoryplatform.broker import enqueue_once
 from memoryplatform.nudge import Nudger
 
 
 def _enqueue() -> None:
     from memoryplatform.tasks import vectors_drain
 
-    vectors_drain.apply_async(retry=False)
+    enqueue_once(vectors_drain)
 
 
 nudger = Nudger(_enqueue, what="the vector queue's drain")
