@@ -64,6 +64,21 @@ class Event(models.Model):
         return f"{self.type} {self.user_id}:{self.key}"
 
 
+class PruneMark(models.Model):
+    """How far the events' retention (:func:`events.services.event_prune`) has deleted, in the feed's order:
+    the position ``(txid, event_id)`` of the last event it deleted, raised before each prune deletes, never
+    lowered. One row (id 1), none until a prune first deletes. A feed cursor before it may have missed events
+    that were deleted: the feed says so (410 ``cursor_expired``) instead of going on without them."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True)
+    txid = models.BigIntegerField()
+    event_id = models.BigIntegerField()
+    raised_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"pruned to ({self.txid}, {self.event_id})"
+
+
 class WebhookSubscription(models.Model):
     """A URL that receives the events of ``event_types`` (none: all) that ``agent`` may read, in order, one
     at a time, from ``(cursor_txid, cursor_id)`` on."""

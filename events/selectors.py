@@ -13,7 +13,7 @@ from events import store
 from events.models import DeliveryAttempt, WebhookSubscription
 from events.payload import event_payload
 from memoryplatform import publicids
-from memoryplatform.errors import BadRequest, Forbidden, NotFound
+from memoryplatform.errors import BadRequest, CursorExpired, Forbidden, NotFound
 
 DEFAULT_FEED_PAGE = 100
 MAX_FEED_PAGE = 500
@@ -54,8 +54,17 @@ def position_of(cursor: str | None) -> tuple[int, int]:
 
 def event_feed(*, caller: Caller, after: str | None, types: list[str], limit: int) -> FeedPage:
     """The events the caller may read after ``after``, oldest first: an agent key's by the visibility rules
-    of every read (values it may not see are ``null``), a viewer's or an admin's all of them."""
+    of every read (values it may not see are ``null``), a viewer's or an admin's all of them. A cursor from
+    before events the retention deleted is refused (:class:`CursorExpired`): its reader may have missed
+    some, and says so rather than going on without them."""
     txid, event_id = position_of(after)
+    if (txid, event_id) != (0, 0) and (txid, event_id) < store.prune_mark():
+        raise CursorExpired(
+            "Events after this cursor were deleted: they were older than the events' retention "
+            "(EVENTS_RETENTION_DAYS), and this reader may have missed some. Read again without `after` to "
+            "start at the oldest event kept.",
+            details={"field": "after"},
+        )
     agent_id = caller.agent_id if caller.is_agent else None
     read = store.events_after(agent_id=agent_id, types=types, txid=txid, event_id=event_id, limit=limit)
     if read.position is not None:  # past the events it scanned, those it may not see too

@@ -17,7 +17,7 @@ from uuid import UUID
 import orjson
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from apikeys.caller import Caller
@@ -81,7 +81,15 @@ def event_prune() -> int:
         return 0
     cutoff = timezone.now() - timedelta(days=days)
     expired = Event.objects.filter(occurred_at__lt=cutoff)
-    return delete_in_batches(expired, batch_size=PRUNE_BATCH, order_by="occurred_at")
+    last = expired.order_by("-txid", "-id").values_list("txid", "id").first()
+    if last is None:
+        return 0
+    txid, event_id = last
+    # The mark first, in a transaction of its own: no reader passes a deleted event unwarned. Then only what
+    # the mark covers goes (an event aged since is the next run's, under its own mark).
+    store.prune_mark_raise(txid=txid, event_id=event_id)
+    covered = expired.filter(Q(txid__lt=txid) | Q(txid=txid, id__lte=event_id))
+    return delete_in_batches(covered, batch_size=PRUNE_BATCH, order_by="occurred_at")
 
 
 def event_export_user(user_id: str) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The events app's hand-written statements: the events after a position, in the feed's order, that an
-agent may see (the change feed and every delivery read through it), and the position a new subscription
-starts from.
+agent may see (the change feed and every delivery read through it), the position a new subscription
+starts from, and the retention's mark (how far it has deleted).
 
 The order is ``(txid, id)``, and only events of transactions older than the oldest one still running are
 read (``txid < pg_snapshot_xmin(pg_current_snapshot())``). An id alone is no commit order: a transaction
@@ -17,11 +17,12 @@ from typing import Any
 from django.db import connection
 from psycopg import sql
 
-from events.models import Event
+from events.models import Event, PruneMark
 from memoryplatform.store import instances_from_rows, query_text
 from usermemory.sql.history import seen_by_agent
 
 EVENT_TABLE = sql.Identifier(Event._meta.db_table)
+MARK_TABLE = sql.Identifier(PruneMark._meta.db_table)
 EVENT_FIELDS = tuple(Event._meta.concrete_fields)
 HORIZON = sql.SQL("pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
 LAST_ID = 2**63 - 1  # a position after every id of a transaction
@@ -139,3 +140,24 @@ def start_position() -> tuple[int, int]:
         row = cursor.fetchone()
     assert row is not None  # noqa: S101 (a SELECT of one value returns one row)
     return int(row[0]), LAST_ID
+
+
+def prune_mark_raise(*, txid: int, event_id: int) -> None:
+    """Raise the retention's mark to position ``(txid, event_id)``; never lower it (of two prunes at once, the
+    later position stays)."""
+    statement = sql.SQL(
+        "INSERT INTO {mark} AS mark (id, txid, event_id, raised_at) VALUES (1, %(txid)s, %(id)s, now()) "
+        "ON CONFLICT (id) DO UPDATE SET txid = excluded.txid, event_id = excluded.event_id, "
+        "raised_at = excluded.raised_at WHERE (mark.txid, mark.event_id) < (excluded.txid, excluded.event_id)"
+    ).format(mark=MARK_TABLE)
+    with connection.cursor() as cursor:
+        cursor.execute(query_text(statement), {"txid": txid, "id": event_id})
+
+
+def prune_mark() -> tuple[int, int]:
+    """The position of the last event the retention deleted; ``(0, 0)`` when it has deleted none."""
+    statement = sql.SQL("SELECT txid, event_id FROM {mark} WHERE id = 1").format(mark=MARK_TABLE)
+    with connection.cursor() as cursor:
+        cursor.execute(query_text(statement))
+        row = cursor.fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)

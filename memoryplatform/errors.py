@@ -42,6 +42,14 @@ class Conflict(ServiceError):
     code = "conflict"
 
 
+class CursorExpired(ServiceError):
+    """A position the store no longer holds everything after: a change feed cursor from before events the
+    retention deleted."""
+
+    status_code = HTTPStatus.GONE
+    code = "cursor_expired"
+
+
 class CapacityReached(ServiceError):
     status_code = HTTPStatus.CONFLICT
     code = "capacity"

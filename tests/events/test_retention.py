@@ -1,5 +1,6 @@
 """The events' retention: beat's ``events-prune`` deletes the events older than EVENTS_RETENTION_DAYS, their
-delivery attempts with them, in short batches; the feed then starts at the oldest event kept, and 0 keeps
+delivery attempts with them, in short batches; the feed then starts at the oldest event kept, a cursor from
+before the deleted events is refused (410 ``cursor_expired``) rather than read on past them, and 0 keeps
 every event."""
 
 from datetime import timedelta
@@ -12,6 +13,7 @@ from events.models import DeliveryAttempt, Event
 from events.tasks import events_prune
 from tests.events.conftest import deliver, settled
 from tests.events.receiver import receiving
+from tests.helpers import assert_envelope
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -55,3 +57,46 @@ def test_a_retention_of_0_keeps_every_event(agent_a_api, viewer_api, put, settin
     _age("ancient", 10_000)
     assert events_prune() == 0
     assert _feed(viewer_api) == [("ancient", "memory.created")]
+
+
+def _page(api, after: str) -> tuple[list[str], str]:  # type: ignore[no-untyped-def]
+    settled()
+    response = api.get("/v1/events", {"after": after})
+    assert response.status_code == 200, response.content
+    return [e["userId"] for e in response.json()["results"]], response.json()["next"]
+
+
+@pytest.mark.parametrize("reader", ["viewer_api", "agent_a_api"])
+def test_a_cursor_from_before_deleted_events_is_refused_and_one_past_them_reads_on(
+    request, reader, agent_a_api, put, settings
+):
+    settings.EVENTS_RETENTION_DAYS = 30
+    api = request.getfixturevalue(reader)
+    put(agent_a_api, userId="kept-early", key="city", value="Ur")
+    _, behind = _page(api, "0")  # a reader that stopped here
+    for user in ("old-1", "old-2"):
+        put(agent_a_api, userId=user, key="city", value=f"{user}'s city")
+    _, caught_up = _page(api, behind)  # a reader that read on
+    put(agent_a_api, userId="new", key="city", value="Lisbon")
+    for user in ("old-1", "old-2"):
+        _age(user, 31)
+
+    assert events_prune() == 2
+    refused = assert_envelope(api.get("/v1/events", {"after": behind}), 410, "cursor_expired")
+    assert refused["details"] == {"field": "after"}
+    assert _page(api, caught_up)[0] == ["new"]  # it missed nothing: it reads on
+    assert _page(api, "0")[0] == ["kept-early", "new"]  # starting again: the oldest event kept on
+
+
+def test_a_cursor_older_than_the_retention_is_read_on_when_nothing_after_it_was_deleted(
+    agent_a_api, viewer_api, put, settings
+):
+    """A reader idle past the retention loses nothing when the deleted events all came before its cursor."""
+    settings.EVENTS_RETENTION_DAYS = 30
+    put(agent_a_api, userId="old", key="city", value="Ur")
+    _, cursor = _page(viewer_api, "0")
+    put(agent_a_api, userId="new", key="city", value="Lisbon")
+    _age("old", 31)
+
+    assert events_prune() == 1
+    assert _page(viewer_api, cursor)[0] == ["new"]
