@@ -234,9 +234,25 @@ def webhook_update(
             subscription.next_attempt_at = None
             subscription.disabled_reason = "" if enabled else "disabled by an admin"
             if enabled:
+                _past_the_deleted(subscription)
                 nudge.deliver_on_commit(str(subscription.pk))
         subscription.save()
     return subscription
+
+
+def _past_the_deleted(subscription: WebhookSubscription) -> None:
+    """Move a subscription being enabled again past the events the retention deleted (its position to the
+    retention's mark, when below it): they are gone, and the staff who enable it were told (the reason it
+    was disabled for, :func:`_behind_the_retention`)."""
+    mark = store.prune_mark()
+    if (subscription.cursor_txid, subscription.cursor_id) < mark:
+        subscription.cursor_txid, subscription.cursor_id = mark
+
+
+BEHIND_THE_RETENTION = (
+    "events after its position were deleted by the retention (EVENTS_RETENTION_DAYS) before it received "
+    "them; enabled again, it goes on from the oldest event kept"
+)
 
 
 def webhook_delete(*, caller: Caller, subscription_id: UUID) -> None:
@@ -249,12 +265,24 @@ def webhook_delete(*, caller: Caller, subscription_id: UUID) -> None:
 @transaction.atomic
 def webhook_send_again(*, subscription_id: UUID) -> None:
     """Staff's "send again": enable the subscription, clear its failures, and try its next event now (a
-    delivery task, once this commits)."""
-    changed = WebhookSubscription.objects.filter(pk=subscription_id).update(
-        enabled=True, failures=0, next_attempt_at=None, disabled_reason=""
+    delivery task, once this commits); past the events the retention deleted, if it was behind them."""
+    subscription = WebhookSubscription.objects.select_for_update().filter(pk=subscription_id).first()
+    if subscription is None:
+        return
+    subscription.enabled, subscription.failures = True, 0
+    subscription.next_attempt_at, subscription.disabled_reason = None, ""
+    _past_the_deleted(subscription)
+    subscription.save(
+        update_fields=[
+            "enabled",
+            "failures",
+            "next_attempt_at",
+            "disabled_reason",
+            "cursor_txid",
+            "cursor_id",
+        ]
     )
-    if changed:
-        nudge.deliver_on_commit(str(subscription_id))
+    nudge.deliver_on_commit(str(subscription_id))
 
 
 # --- Deliveries -----------------------------------------------------------------------------------------
@@ -324,6 +352,19 @@ def _moved_past(subscription: WebhookSubscription, position: tuple[int, int] | N
     return moved == 1
 
 
+def _behind_the_retention(subscription: WebhookSubscription) -> None:
+    """Disable a subscription some of whose events were deleted before it received them, saying so: its
+    receiver has a gap, which staff hear of, rather than one it never learns of."""
+    disabled = WebhookSubscription.objects.filter(
+        pk=subscription.pk,
+        enabled=True,
+        cursor_txid=subscription.cursor_txid,
+        cursor_id=subscription.cursor_id,
+    ).update(enabled=False, disabled_reason=BEHIND_THE_RETENTION)
+    if disabled:
+        logger.warning("Webhook %s disabled: events it had not received were deleted", subscription.pk)
+
+
 def _failed(subscription: WebhookSubscription, answer: delivery.Answer, at: datetime) -> float | None:
     """Count a failed try; disable the subscription after the last. The pause before the next, if any."""
     failures = subscription.failures + 1
@@ -369,6 +410,9 @@ def webhook_deliver(*, subscription_id: UUID | str, max_events: int = 100) -> De
 def _deliver(subscription_id: str, *, max_events: int) -> DeliveryReport:
     subscription = WebhookSubscription.objects.filter(pk=subscription_id, enabled=True).first()
     if subscription is None:
+        return DeliveryReport()
+    if (subscription.cursor_txid, subscription.cursor_id) < store.prune_mark():
+        _behind_the_retention(subscription)
         return DeliveryReport()
     now = timezone.now()
     if subscription.next_attempt_at is not None and subscription.next_attempt_at > now:

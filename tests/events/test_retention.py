@@ -1,7 +1,7 @@
 """The events' retention: beat's ``events-prune`` deletes the events older than EVENTS_RETENTION_DAYS, their
 delivery attempts with them, in short batches; the feed then starts at the oldest event kept, a cursor from
-before the deleted events is refused (410 ``cursor_expired``) rather than read on past them, and 0 keeps
-every event."""
+before the deleted events is refused (410 ``cursor_expired``) rather than read on past them, a subscription
+behind them is disabled saying so (and goes on past them when enabled again), and 0 keeps every event."""
 
 from datetime import timedelta
 
@@ -100,3 +100,37 @@ def test_a_cursor_older_than_the_retention_is_read_on_when_nothing_after_it_was_
 
     assert events_prune() == 1
     assert _page(viewer_api, cursor)[0] == ["new"]
+
+
+@pytest.mark.parametrize("enable", ["rest", "admin_send_again"])
+def test_a_subscription_behind_deleted_events_is_disabled_saying_so_and_goes_on_past_them(
+    enable, agent_a, agent_a_api, admin_api, admin_client, subscribe, put, settings
+):
+    settings.EVENTS_RETENTION_DAYS = 30
+    with receiving() as receiver:
+        hook = subscribe(receiver.url, agent_a.id)
+        put(agent_a_api, userId="kept", key="city", value="Ur")
+        deliver()
+        receiver.wait_for(1)
+        for user in ("old-1", "old-2"):  # written while no delivery ran, then past the retention
+            put(agent_a_api, userId=user, key="city", value=f"{user}'s city")
+            _age(user, 31)
+        assert events_prune() == 2
+        put(agent_a_api, userId="new", key="city", value="Lisbon")
+
+        deliver()  # behind the deleted events: disabled, nothing sent
+        shown = admin_api.get(f"/v1/webhooks/{hook['id']}").json()
+        assert shown["enabled"] is False
+        assert "deleted by the retention" in shown["disabledReason"]
+        if enable == "rest":
+            changed = admin_api.patch(f"/v1/webhooks/{hook['id']}", {"enabled": True}, format="json")
+            assert changed.status_code == 200, changed.content
+        else:
+            answer = admin_client.post(
+                "/admin/events/webhooksubscription/",
+                {"action": "send_again", "_selected_action": [hook["id"]]},
+            )
+            assert answer.status_code == 302
+        deliver()
+        assert [d.event["userId"] for d in receiver.wait_for(2)] == ["kept", "new"]
+    assert admin_api.get(f"/v1/webhooks/{hook['id']}").json()["enabled"] is True
