@@ -299,3 +299,23 @@ def test_a_query_over_the_servers_limit_is_refused_before_it_is_sent():
 
     asyncio.run(scenario())
     assert len(seen) == 4
+
+
+def test_clients_load_the_ca_bundle_once_a_process_not_once_a_client(monkeypatch):
+    """Making an httpx client makes a TLS context, which loads the whole CA bundle; the clients share one."""
+    import ssl
+
+    loads = []
+    load = ssl.SSLContext.load_verify_locations
+
+    def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        loads.append(args or kwargs)
+        return load(self, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
+    clients = [MemoryPlatform("https://memory.example", "mp_key") for _ in range(3)]
+    async_client = AsyncMemoryPlatform("https://memory.example", "mp_key")
+    assert len(loads) <= 1  # the first client of the process makes the shared context, if none did before
+    for client in clients:
+        client.close()
+    asyncio.run(async_client.close())
