@@ -66,9 +66,10 @@ class Event(models.Model):
 
 class PruneMark(models.Model):
     """How far the events' retention (:func:`events.services.event_prune`) has deleted, in the feed's order:
-    the position ``(txid, event_id)`` of the last event it deleted, raised before each prune deletes, never
-    lowered. One row (id 1), none until a prune first deletes. A feed cursor before it may have missed events
-    that were deleted: the feed says so (410 ``cursor_expired``) instead of going on without them."""
+    the position ``(txid, event_id)`` of the last event it deleted, raised in each batch's transaction before
+    its delete, never lowered. One row (id 1), none until a prune first deletes. A feed cursor before it may
+    have missed events that were deleted: the feed says so (410 ``cursor_expired``) instead of going on
+    without them."""
 
     id = models.PositiveSmallIntegerField(primary_key=True)
     txid = models.BigIntegerField()

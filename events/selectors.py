@@ -58,7 +58,7 @@ def event_feed(*, caller: Caller, after: str | None, types: list[str], limit: in
     before events the retention deleted is refused (:class:`CursorExpired`): its reader may have missed
     some, and says so rather than going on without them."""
     txid, event_id = position_of(after)
-    if (txid, event_id) != (0, 0) and (txid, event_id) < store.prune_mark():
+    if store.before_prune_mark(txid, event_id):
         raise CursorExpired(
             "Events after this cursor were deleted: they were older than the events' retention "
             "(EVENTS_RETENTION_DAYS), and this reader may have missed some. Read again without `after` to "

@@ -17,7 +17,7 @@ from uuid import UUID
 import orjson
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from apikeys.caller import Caller
@@ -81,15 +81,14 @@ def event_prune() -> int:
         return 0
     cutoff = timezone.now() - timedelta(days=days)
     expired = Event.objects.filter(occurred_at__lt=cutoff)
-    last = expired.order_by("-txid", "-id").values_list("txid", "id").first()
-    if last is None:
-        return 0
-    txid, event_id = last
-    # The mark first, in a transaction of its own: no reader passes a deleted event unwarned. Then only what
-    # the mark covers goes (an event aged since is the next run's, under its own mark).
-    store.prune_mark_raise(txid=txid, event_id=event_id)
-    covered = expired.filter(Q(txid__lt=txid) | Q(txid=txid, id__lte=event_id))
-    return delete_in_batches(covered, batch_size=PRUNE_BATCH, order_by="occurred_at")
+    # Each batch raises the mark in its own transaction, before it deletes: no reader passes a deleted event
+    # unwarned (the feed's cursor_expired, a subscription disabled saying so).
+    return delete_in_batches(
+        expired,
+        batch_size=PRUNE_BATCH,
+        order_by="occurred_at",
+        before_delete=lambda ids: store.prune_mark_raise(event_ids=ids),
+    )
 
 
 def event_export_user(user_id: str) -> dict[str, Any]:
@@ -232,18 +231,21 @@ def webhook_update(
             subscription.enabled = enabled
             subscription.failures = 0
             subscription.next_attempt_at = None
-            subscription.disabled_reason = "" if enabled else "disabled by an admin"
             if enabled:
                 _past_the_deleted(subscription)
                 nudge.deliver_on_commit(str(subscription.pk))
+            subscription.disabled_reason = "" if enabled else "disabled by an admin"
         subscription.save()
     return subscription
 
 
 def _past_the_deleted(subscription: WebhookSubscription) -> None:
-    """Move a subscription being enabled again past the events the retention deleted (its position to the
-    retention's mark, when below it): they are gone, and the staff who enable it were told (the reason it
-    was disabled for, :func:`_behind_the_retention`)."""
+    """A subscription disabled because events it had not received were deleted (its reason says so: staff
+    were told) goes on past them when enabled again: its position moves to the retention's mark. Any other
+    keeps its position: if it fell behind the mark while disabled, its next delivery disables it, saying
+    so."""
+    if subscription.disabled_reason != BEHIND_THE_RETENTION:
+        return
     mark = store.prune_mark()
     if (subscription.cursor_txid, subscription.cursor_id) < mark:
         subscription.cursor_txid, subscription.cursor_id = mark
@@ -269,9 +271,9 @@ def webhook_send_again(*, subscription_id: UUID) -> None:
     subscription = WebhookSubscription.objects.select_for_update().filter(pk=subscription_id).first()
     if subscription is None:
         return
+    _past_the_deleted(subscription)
     subscription.enabled, subscription.failures = True, 0
     subscription.next_attempt_at, subscription.disabled_reason = None, ""
-    _past_the_deleted(subscription)
     subscription.save(
         update_fields=[
             "enabled",
@@ -411,7 +413,7 @@ def _deliver(subscription_id: str, *, max_events: int) -> DeliveryReport:
     subscription = WebhookSubscription.objects.filter(pk=subscription_id, enabled=True).first()
     if subscription is None:
         return DeliveryReport()
-    if (subscription.cursor_txid, subscription.cursor_id) < store.prune_mark():
+    if store.before_prune_mark(subscription.cursor_txid, subscription.cursor_id):
         _behind_the_retention(subscription)
         return DeliveryReport()
     now = timezone.now()

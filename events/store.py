@@ -142,16 +142,18 @@ def start_position() -> tuple[int, int]:
     return int(row[0]), LAST_ID
 
 
-def prune_mark_raise(*, txid: int, event_id: int) -> None:
-    """Raise the retention's mark to position ``(txid, event_id)``; never lower it (of two prunes at once, the
-    later position stays)."""
+def prune_mark_raise(*, event_ids: list[int]) -> None:
+    """Raise the retention's mark to the last position, in the feed's order, of the events ``event_ids`` (a
+    batch about to be deleted, in the same transaction); never lower it (of two prunes at once, the later
+    position stays). One statement: the batch's rows by primary key."""
     statement = sql.SQL(
-        "INSERT INTO {mark} AS mark (id, txid, event_id, raised_at) VALUES (1, %(txid)s, %(id)s, now()) "
+        "INSERT INTO {mark} AS mark (id, txid, event_id, raised_at) "
+        "SELECT 1, txid, id, now() FROM {event} WHERE id = ANY(%(ids)s) ORDER BY txid DESC, id DESC LIMIT 1 "
         "ON CONFLICT (id) DO UPDATE SET txid = excluded.txid, event_id = excluded.event_id, "
         "raised_at = excluded.raised_at WHERE (mark.txid, mark.event_id) < (excluded.txid, excluded.event_id)"
-    ).format(mark=MARK_TABLE)
+    ).format(mark=MARK_TABLE, event=EVENT_TABLE)
     with connection.cursor() as cursor:
-        cursor.execute(query_text(statement), {"txid": txid, "id": event_id})
+        cursor.execute(query_text(statement), {"ids": event_ids})
 
 
 def prune_mark() -> tuple[int, int]:
@@ -161,3 +163,9 @@ def prune_mark() -> tuple[int, int]:
         cursor.execute(query_text(statement))
         row = cursor.fetchone()
     return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def before_prune_mark(txid: int, event_id: int) -> bool:
+    """Whether events after position ``(txid, event_id)`` were deleted by the retention: a reader there may
+    have missed some. The beginning (``(0, 0)``) never: it reads from the oldest event kept."""
+    return (txid, event_id) != (0, 0) and (txid, event_id) < prune_mark()

@@ -134,3 +134,29 @@ def test_a_subscription_behind_deleted_events_is_disabled_saying_so_and_goes_on_
         deliver()
         assert [d.event["userId"] for d in receiver.wait_for(2)] == ["kept", "new"]
     assert admin_api.get(f"/v1/webhooks/{hook['id']}").json()["enabled"] is True
+
+
+def test_a_subscription_disabled_past_the_retention_is_told_when_enabled_again(
+    agent_a, agent_a_api, admin_api, subscribe, put, settings
+):
+    """Enabled again by staff who disabled it, it does not skip the gap unsaid: its first delivery disables it
+    with the reason; enabled after that, it goes on past the deleted events."""
+    settings.EVENTS_RETENTION_DAYS = 30
+    with receiving() as receiver:
+        hook = subscribe(receiver.url, agent_a.id)
+        url = f"/v1/webhooks/{hook['id']}"
+        assert admin_api.patch(url, {"enabled": False}, format="json").status_code == 200
+        put(agent_a_api, userId="old", key="city", value="Ur")
+        _age("old", 31)
+        assert events_prune() == 1
+        put(agent_a_api, userId="new", key="city", value="Lisbon")
+
+        assert admin_api.patch(url, {"enabled": True}, format="json").status_code == 200
+        deliver()
+        shown = admin_api.get(url).json()
+        assert shown["enabled"] is False and "deleted by the retention" in shown["disabledReason"]
+        assert receiver.events() == []
+
+        assert admin_api.patch(url, {"enabled": True}, format="json").status_code == 200
+        deliver()
+        assert [d.event["userId"] for d in receiver.wait_for(1)] == ["new"]
